@@ -1,0 +1,4 @@
+//! The stateless agent loop: turns, concurrent tool calls with results in call order,
+//! steering and follow-up queues, abort; it emits the reference's agent events.
+//!
+//! Invariant: `agent` knows nothing of storage.

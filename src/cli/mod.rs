@@ -1,0 +1,235 @@
+//! The command line: argument dispatch, the non-agent commands (`sessions`, `import`,
+//! `export`, `db`) and the mapping of errors to exit codes (`../shared/CONTRACT.md`).
+//!
+//! A first non-option argument equal to a command name selects that command; everything else
+//! is the agent's command line. Invariant: this layer and `modes/` are the only ones that
+//! write to the terminal; `cli/config.rs` is the only reader of the environment.
+
+pub mod config;
+pub mod output;
+pub mod sessions;
+pub mod tree_view;
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::cli::config::Env;
+use crate::cli::output::Style;
+use crate::store::{SessionStore, StoreError};
+
+/// The non-agent commands.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pi",
+    version,
+    about = "pi: a coding agent with its memory in SQLite"
+)]
+pub struct Cli {
+    /// Use this database instead of <agent dir>/pi.db
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The command
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A non-agent command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, inspect and search stored sessions
+    Sessions(sessions::SessionsArgs),
+}
+
+/// The words that select a non-agent command when they are the first non-option argument.
+pub const COMMAND_WORDS: &[&str] = &["sessions"];
+
+/// The reference's package commands, which pi does not implement.
+const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
+
+/// A usage error: bad arguments (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// What every command gets: the environment and the global options.
+#[derive(Debug)]
+pub struct CliContext {
+    /// The captured environment.
+    pub env: Env,
+    /// The `--db` option.
+    pub db: Option<PathBuf>,
+}
+
+impl CliContext {
+    /// Opens the store (the database file named by `--db` or the agent dir).
+    pub fn open_store(&self) -> Result<SessionStore> {
+        Ok(SessionStore::open(
+            self.env.store_config(self.db.as_deref()),
+        )?)
+    }
+
+    /// Returns the colour style for stdout.
+    pub fn style(&self) -> Style {
+        Style::for_stdout(self.env.color_allowed())
+    }
+}
+
+/// Returns the first argument that is not an option or the value of `--db`.
+fn first_word(args: &[OsString]) -> Option<(usize, String)> {
+    let mut idx = 1;
+    while idx < args.len() {
+        let arg = args[idx].to_string_lossy();
+        if arg == "--db" {
+            idx += 2;
+            continue;
+        }
+        if arg.starts_with('-') {
+            return None;
+        }
+        return Some((idx, arg.into_owned()));
+    }
+    None
+}
+
+/// Runs pi with these arguments and returns the exit code.
+pub fn run(args: Vec<OsString>, env: Env) -> ExitCode {
+    match dispatch(args, env) {
+        Ok(code) => code,
+        Err(error) => report(&error),
+    }
+}
+
+fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
+    if let Some((_, word)) = first_word(&args) {
+        if COMMAND_WORDS.contains(&word.as_str()) {
+            let cli = match Cli::try_parse_from(&args) {
+                Ok(cli) => cli,
+                Err(error) => {
+                    let code = error.exit_code();
+                    // clap prints help and version to stdout, errors to stderr.
+                    let _ = error.print();
+                    return Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)));
+                }
+            };
+            let ctx = CliContext { env, db: cli.db };
+            match cli.command {
+                Command::Sessions(sessions_args) => sessions::run_sessions(sessions_args, &ctx)?,
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        if PACKAGE_WORDS.contains(&word.as_str()) && args.len() >= 2 {
+            return Err(UsageError(format!(
+                "`pi {word}` manages the reference's packages and is not implemented by pi; use the reference CLI for packages"
+            ))
+            .into());
+        }
+    }
+    let first = args.get(1).map(|arg| arg.to_string_lossy().into_owned());
+    match first.as_deref() {
+        Some("-v" | "--version") => {
+            let mut out = io::stdout().lock();
+            writeln!(out, "pi {}", env!("CARGO_PKG_VERSION"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            // The agent (REPL, print, JSON and RPC modes) is dispatched here once it exists.
+            let _ = Cli::try_parse_from(["pi", "--help"]).map_err(|help| help.print());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Maps an error to its exit code, printing one line on stderr (nothing for a closed stdout).
+fn report(error: &anyhow::Error) -> ExitCode {
+    for cause in error.chain() {
+        if let Some(io_error) = cause.downcast_ref::<io::Error>()
+            && io_error.kind() == io::ErrorKind::BrokenPipe
+        {
+            return ExitCode::SUCCESS;
+        }
+    }
+    let code = exit_code(error);
+    let mut stderr = io::stderr().lock();
+    let _ = writeln!(stderr, "pi: {error:#}");
+    if let Some(StoreError::AmbiguousSession { candidates, .. }) =
+        error.downcast_ref::<StoreError>()
+    {
+        for candidate in candidates {
+            let _ = writeln!(stderr, "  {candidate}");
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// Returns the exit code for an error: 2 for usage errors, 1 otherwise.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return 2;
+        }
+        if let Some(StoreError::AmbiguousSession { .. }) = cause.downcast_ref::<StoreError>() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// Entry point used by `main.rs`.
+pub fn main() -> ExitCode {
+    run(config::args(), Env::capture())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_db_works_before_and_after_the_command() {
+        let cli = Cli::try_parse_from(["pi", "--db", "x.db", "sessions", "list", "--all"]).unwrap();
+        assert_eq!(cli.db, Some(PathBuf::from("x.db")));
+        let cli = Cli::try_parse_from(["pi", "sessions", "list", "--db", "y.db"]).unwrap();
+        assert_eq!(cli.db, Some(PathBuf::from("y.db")));
+        assert!(Cli::try_parse_from(["pi", "sessions", "list", "--all", "--cwd", "/x"]).is_err());
+    }
+
+    #[test]
+    fn first_word_skips_the_db_value() {
+        let args: Vec<OsString> = ["pi", "--db", "sessions", "sessions", "list"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(first_word(&args), Some((3, "sessions".to_owned())));
+        let args: Vec<OsString> = ["pi", "-p", "sessions"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(first_word(&args), None);
+    }
+
+    #[test]
+    fn show_takes_tree_context_leaf_and_entry() {
+        let cli = Cli::try_parse_from([
+            "pi",
+            "sessions",
+            "show",
+            "abc",
+            "--context",
+            "--leaf",
+            "x1",
+            "--json",
+        ])
+        .unwrap();
+        let Command::Sessions(args) = cli.command;
+        assert!(
+            matches!(args.command, sessions::SessionsCommand::Show(ref show) if show.context && show.json)
+        );
+        assert!(
+            Cli::try_parse_from(["pi", "sessions", "show", "abc", "--tree", "--context"]).is_err()
+        );
+    }
+}

@@ -1,0 +1,544 @@
+//! `pi sessions list` and `pi sessions show`: finding and inspecting stored sessions.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::cli::output::{self, Style, line, one_line, pad};
+use crate::cli::{CliContext, UsageError};
+use crate::model::entry::{Entry, EntryKind};
+use crate::model::ids::{EntryId, SessionId};
+use crate::model::message::{AgentMessage, ContentBlock};
+use crate::store::{LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry};
+use crate::support::json::to_js_string;
+
+/// List, inspect and search stored sessions
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// What to do
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
+
+/// The `sessions` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, latest activity first (this directory's unless --all or --cwd)
+    List(ListArgs),
+    /// Show a session: its active branch, its tree or its rebuilt context
+    Show(ShowArgs),
+}
+
+/// Arguments of `sessions list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// List the sessions of every directory
+    #[arg(long, conflicts_with = "cwd")]
+    pub all: bool,
+    /// List the sessions of this directory
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<std::path::PathBuf>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `sessions show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session id or a unique prefix of one
+    pub session: String,
+    /// Show the whole tree of entries
+    #[arg(long, conflicts_with_all = ["context", "entry"])]
+    pub tree: bool,
+    /// Show the context the model would see at the leaf
+    #[arg(long, conflicts_with = "entry")]
+    pub context: bool,
+    /// Rebuild at this entry instead of the session's leaf
+    #[arg(long, value_name = "ENTRY")]
+    pub leaf: Option<String>,
+    /// Show the entries around this one on its path
+    #[arg(long, value_name = "ENTRY")]
+    pub entry: Option<String>,
+    /// How many entries before and after --entry to show
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "entry")]
+    pub around: usize,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a `sessions` subcommand.
+pub fn run_sessions(args: SessionsArgs, ctx: &CliContext) -> Result<()> {
+    match args.command {
+        SessionsCommand::List(list) => run_list(list, ctx),
+        SessionsCommand::Show(show) => run_show(show, ctx),
+    }
+}
+
+fn summary_json(summary: &SessionSummary) -> Value {
+    json!({
+        "session": summary.id.as_str(),
+        "name": summary.name,
+        "firstMessage": summary.first_message,
+        "cwd": summary.cwd,
+        "created": summary.created,
+        "lastActivity": summary.last_activity,
+        "messages": summary.messages,
+        "entries": summary.entries,
+        "tokens": {
+            "input": summary.tokens.input,
+            "output": summary.tokens.output,
+            "cacheRead": summary.tokens.cache_read,
+            "cacheWrite": summary.tokens.cache_write,
+        },
+        "cost": summary.cost,
+    })
+}
+
+fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
+    let store = ctx.open_store()?;
+    let scope = if args.all {
+        ListScope::All
+    } else {
+        let dir = match &args.cwd {
+            Some(dir) => ctx.env.absolute(dir),
+            None => ctx.env.cwd().to_path_buf(),
+        };
+        ListScope::Cwd(dir.to_string_lossy().into_owned())
+    };
+    let sessions = store.list(&scope)?;
+    let mut out = output::stdout();
+    if args.json {
+        let array = Value::Array(sessions.iter().map(summary_json).collect());
+        line(&mut out, &to_js_string(&array))?;
+        return Ok(out.flush()?);
+    }
+    let style = ctx.style();
+    if sessions.is_empty() {
+        let hint = match &scope {
+            ListScope::All => "no sessions yet".to_owned(),
+            ListScope::Cwd(dir) => format!("no sessions in {dir} (try --all)"),
+        };
+        line(&mut out, &style.dim(&hint))?;
+        return Ok(out.flush()?);
+    }
+    let id_width = sessions
+        .iter()
+        .map(|summary| summary.id.as_str().chars().count())
+        .max()
+        .unwrap_or(0);
+    for summary in &sessions {
+        let title = summary
+            .name
+            .clone()
+            .or_else(|| {
+                summary
+                    .first_message
+                    .as_deref()
+                    .map(|text| one_line(text, 60))
+            })
+            .unwrap_or_else(|| "(no messages)".to_owned());
+        let when = summary
+            .last_activity
+            .get(..16)
+            .unwrap_or(&summary.last_activity)
+            .replace('T', " ");
+        let row = format!(
+            "{}  {}  {:>5} msgs  {}",
+            style.id(&pad(summary.id.as_str(), id_width)),
+            style.dim(&when),
+            summary.messages,
+            style.bold(&title),
+        );
+        line(&mut out, &row)?;
+        if matches!(scope, ListScope::All) {
+            line(
+                &mut out,
+                &format!("{}  {}", " ".repeat(id_width), style.dim(&summary.cwd)),
+            )?;
+        }
+    }
+    Ok(out.flush()?)
+}
+
+fn resolve(store: &SessionStore, query: &str) -> Result<SessionId> {
+    Ok(store.resolve(query)?)
+}
+
+fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
+    let store = ctx.open_store()?;
+    let session = resolve(&store, &args.session)?;
+    let leaf = match &args.leaf {
+        Some(id) => LeafSelector::Entry(EntryId::new(id.as_str())),
+        None => LeafSelector::Current,
+    };
+    let mut out = output::stdout();
+    let style = ctx.style();
+    if let Some(entry) = &args.entry {
+        show_around(
+            &store,
+            &session,
+            &EntryId::new(entry.as_str()),
+            args.around,
+            args.json,
+            &mut out,
+            style,
+        )?;
+    } else if args.tree {
+        show_tree(&store, &session, args.json, &mut out, style)?;
+    } else if args.context {
+        let context = store.context(&session, &leaf)?;
+        if args.json {
+            line(&mut out, &context.to_json())?;
+        } else {
+            let model = context.model_ref().map_or_else(
+                || "(none)".to_owned(),
+                |model| format!("{}/{}", model.provider, model.model_id),
+            );
+            line(
+                &mut out,
+                &format!("model: {model}  thinking: {}", context.thinking_level),
+            )?;
+            for message in context.agent_messages() {
+                render_message(&mut out, style, None, &message)?;
+            }
+        }
+    } else {
+        let path = store.branch_path(&session, &leaf)?;
+        if args.json {
+            let entries: Vec<Value> = path.iter().map(raw_value).collect();
+            line(&mut out, &to_js_string(&Value::Array(entries)))?;
+        } else {
+            let summary = store.session(&session)?;
+            print_header(&mut out, style, &summary, path.last())?;
+            for stored in &path {
+                render_entry(&mut out, style, stored)?;
+            }
+        }
+    }
+    Ok(out.flush()?)
+}
+
+fn raw_value(stored: &StoredEntry) -> Value {
+    crate::support::json::parse_lenient(&stored.payload).unwrap_or(Value::Null)
+}
+
+fn print_header(
+    out: &mut impl Write,
+    style: Style,
+    summary: &SessionSummary,
+    leaf: Option<&StoredEntry>,
+) -> Result<()> {
+    line(
+        out,
+        &format!(
+            "{} {}",
+            style.bold("session"),
+            style.id(summary.id.as_str())
+        ),
+    )?;
+    if let Some(name) = &summary.name {
+        line(out, &format!("name      {name}"))?;
+    }
+    line(out, &format!("cwd       {}", summary.cwd))?;
+    line(out, &format!("created   {}", summary.created))?;
+    line(out, &format!("activity  {}", summary.last_activity))?;
+    line(
+        out,
+        &format!(
+            "entries   {} ({} messages)",
+            summary.entries, summary.messages
+        ),
+    )?;
+    let leaf_id = leaf
+        .and_then(|stored| stored.entry.id.as_ref())
+        .map_or_else(|| "(before the first entry)".to_owned(), EntryId::to_string);
+    line(out, &format!("leaf      {leaf_id}"))?;
+    if let Some(parent) = &summary.parent_session {
+        line(out, &format!("parent    {parent}"))?;
+    }
+    line(out, "")?;
+    Ok(())
+}
+
+/// Returns a one-line description of an entry for trees and listings.
+pub fn describe(entry: &Entry) -> String {
+    match &entry.kind {
+        EntryKind::Message(message) => describe_message(message),
+        EntryKind::ThinkingLevelChange { thinking_level } => format!("thinking: {thinking_level}"),
+        EntryKind::ModelChange(model) => format!("model: {}/{}", model.provider, model.model_id),
+        EntryKind::Compaction(compaction) => {
+            format!("compaction: {}", one_line(&compaction.summary, 60))
+        }
+        EntryKind::BranchSummary(summary) => {
+            format!("branch summary: {}", one_line(&summary.summary, 60))
+        }
+        EntryKind::Custom { custom_type, .. } => format!("custom: {custom_type}"),
+        EntryKind::CustomMessage {
+            custom_type,
+            content,
+            ..
+        } => format!("{custom_type}: {}", one_line(&content.joined_text(), 60)),
+        EntryKind::Label { target_id, label } => format!(
+            "label {} → {}",
+            target_id.as_ref().map_or("?", EntryId::as_str),
+            label.as_deref().unwrap_or("(cleared)")
+        ),
+        EntryKind::SessionInfo { name } => format!("name: {}", name.as_deref().unwrap_or("")),
+        EntryKind::Unknown { type_name } => format!("({type_name})"),
+    }
+}
+
+fn describe_message(message: &AgentMessage) -> String {
+    match message {
+        AgentMessage::User(user) => format!("user: {}", one_line(&user.content.joined_text(), 70)),
+        AgentMessage::Assistant(assistant) => {
+            let text = assistant.text();
+            let calls: Vec<&str> = assistant
+                .tool_calls()
+                .map(|call| call.name.as_str())
+                .collect();
+            let mut out = format!("assistant: {}", one_line(&text, 60));
+            if !calls.is_empty() {
+                out.push_str(&format!(" [{}]", calls.join(", ")));
+            }
+            out
+        }
+        AgentMessage::ToolResult(result) => {
+            let text: Vec<&str> = result
+                .content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect();
+            let marker = if result.is_error { " (error)" } else { "" };
+            format!(
+                "{}{marker}: {}",
+                result.tool_name,
+                one_line(&text.join("\n"), 60)
+            )
+        }
+        AgentMessage::BashExecution(bash) => format!("!{}", one_line(&bash.command, 70)),
+        AgentMessage::Custom(custom) => {
+            format!(
+                "{}: {}",
+                custom.custom_type,
+                one_line(&custom.content.joined_text(), 60)
+            )
+        }
+        AgentMessage::BranchSummary(summary) => {
+            format!("branch summary: {}", one_line(&summary.summary, 60))
+        }
+        AgentMessage::CompactionSummary(summary) => {
+            format!("compaction summary: {}", one_line(&summary.summary, 60))
+        }
+        AgentMessage::Unknown(value) => format!(
+            "({})",
+            value
+                .get("role")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown message")
+        ),
+    }
+}
+
+const MAX_BODY_LINES: usize = 12;
+
+fn body_lines(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(MAX_BODY_LINES)
+        .map(|l| format!("  {l}"))
+        .collect();
+    if lines.len() > MAX_BODY_LINES {
+        out.push(format!("  … {} more lines", lines.len() - MAX_BODY_LINES));
+    }
+    out
+}
+
+fn render_entry(out: &mut impl Write, style: Style, stored: &StoredEntry) -> Result<()> {
+    let id = stored.entry.id.as_ref().map_or("", EntryId::as_str);
+    match &stored.entry.kind {
+        EntryKind::Message(message) => render_message(out, style, Some(id), message),
+        _ => {
+            line(
+                out,
+                &style.dim(&format!("{id}  {}", describe(&stored.entry))),
+            )?;
+            Ok(())
+        }
+    }
+}
+
+fn render_message(
+    out: &mut impl Write,
+    style: Style,
+    id: Option<&str>,
+    message: &AgentMessage,
+) -> Result<()> {
+    let prefix = id
+        .map(|id| format!("{}  ", style.id(id)))
+        .unwrap_or_default();
+    let (head, body) = match message {
+        AgentMessage::User(user) => ("user".to_owned(), user.content.joined_text()),
+        AgentMessage::Assistant(assistant) => {
+            let mut body = assistant.text();
+            for call in assistant.tool_calls() {
+                body.push_str(&format!(
+                    "\n→ {} {}",
+                    call.name,
+                    to_js_string(&call.arguments)
+                ));
+            }
+            (
+                format!("assistant ({}/{})", assistant.provider, assistant.model),
+                body,
+            )
+        }
+        AgentMessage::ToolResult(result) => {
+            let text: Vec<&str> = result
+                .content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect();
+            let head = if result.is_error {
+                format!("{} (error)", result.tool_name)
+            } else {
+                result.tool_name.clone()
+            };
+            (head, text.join("\n"))
+        }
+        AgentMessage::BashExecution(bash) => (format!("!{}", bash.command), bash.output.clone()),
+        AgentMessage::Custom(custom) => (custom.custom_type.clone(), custom.content.joined_text()),
+        AgentMessage::BranchSummary(summary) => {
+            ("branch summary".to_owned(), summary.summary.clone())
+        }
+        AgentMessage::CompactionSummary(summary) => {
+            ("compaction summary".to_owned(), summary.summary.clone())
+        }
+        AgentMessage::Unknown(_) => (describe_message(message), String::new()),
+    };
+    line(out, &format!("{prefix}{}", style.bold(&head)))?;
+    for body_line in body_lines(&body) {
+        line(out, &body_line)?;
+    }
+    Ok(())
+}
+
+fn show_tree(
+    store: &SessionStore,
+    session: &SessionId,
+    json: bool,
+    out: &mut impl Write,
+    style: Style,
+) -> Result<()> {
+    let nodes = store.tree(session)?;
+    if json {
+        let rows: Vec<Value> = nodes
+            .iter()
+            .map(|node| {
+                let mut map = Map::new();
+                map.insert(
+                    "id".to_owned(),
+                    node.id.clone().map_or(Value::Null, Value::from),
+                );
+                map.insert(
+                    "parentId".to_owned(),
+                    node.parent_id.clone().map_or(Value::Null, Value::from),
+                );
+                map.insert("type".to_owned(), Value::from(node.type_name.clone()));
+                if let Some(label) = &node.label {
+                    map.insert("label".to_owned(), Value::from(label.clone()));
+                }
+                if let Some(ts) = &node.label_timestamp {
+                    map.insert("labelTimestamp".to_owned(), Value::from(ts.clone()));
+                }
+                Value::Object(map)
+            })
+            .collect();
+        line(out, &to_js_string(&Value::Array(rows)))?;
+        return Ok(());
+    }
+    let leaf_seq = store.leaf(session)?.map(|stored| stored.seq);
+    let entries = store.entries(session)?;
+    let by_seq: std::collections::HashMap<i64, &StoredEntry> =
+        entries.iter().map(|stored| (stored.seq, stored)).collect();
+    for drawn in crate::cli::tree_view::layout(&nodes) {
+        let node = &nodes[drawn.index];
+        let description = by_seq
+            .get(&node.seq)
+            .map_or_else(|| node.type_name.clone(), |stored| describe(&stored.entry));
+        let mut text = format!(
+            "{}{} {}",
+            drawn.prefix,
+            style.id(node.id.as_deref().unwrap_or("?")),
+            description
+        );
+        if let Some(label) = &node.label {
+            text.push_str(&format!(" {}", style.accent(&format!("[{label}]"))));
+        }
+        if Some(node.seq) == leaf_seq {
+            text.push_str(&format!(" {}", style.ok("← leaf")));
+        }
+        line(out, &text)?;
+    }
+    Ok(())
+}
+
+fn show_around(
+    store: &SessionStore,
+    session: &SessionId,
+    entry: &EntryId,
+    around: usize,
+    json: bool,
+    out: &mut impl Write,
+    style: Style,
+) -> Result<()> {
+    let path = store.branch_path(session, &LeafSelector::Entry(entry.clone()))?;
+    let Some(target) = path.last().cloned() else {
+        return Err(UsageError(format!("session {session} has no entry '{entry}'")).into());
+    };
+    let before: Vec<StoredEntry> = path[..path.len() - 1]
+        .iter()
+        .rev()
+        .take(around)
+        .rev()
+        .cloned()
+        .collect();
+    let mut after = Vec::new();
+    let mut current = target.entry.id.clone();
+    while after.len() < around {
+        let Some(id) = current else { break };
+        let children = store.children(session, &id).context("reading children")?;
+        let Some(next) = children.into_iter().max_by_key(|child| child.seq) else {
+            break;
+        };
+        current = next.entry.id.clone();
+        after.push(next);
+    }
+    if json {
+        let value = json!({
+            "session": session.as_str(),
+            "entry": entry.as_str(),
+            // Nearest first: `before` follows the path up from the target.
+            "before": before.iter().rev().map(raw_value).collect::<Vec<_>>(),
+            "target": raw_value(&target),
+            "after": after.iter().map(raw_value).collect::<Vec<_>>(),
+        });
+        line(out, &to_js_string(&value))?;
+        return Ok(());
+    }
+    for stored in &before {
+        render_entry(out, style, stored)?;
+    }
+    line(out, &style.accent("▶"))?;
+    render_entry(out, style, &target)?;
+    line(out, &style.accent("◀"))?;
+    for stored in &after {
+        render_entry(out, style, stored)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,675 @@
+//! Agent messages and their content blocks, exactly as the reference writes them
+//! (`spec/session-format.md` §6).
+//!
+//! Field order in each struct is the reference's key order, so serialising a message this
+//! project created produces the reference's bytes (through [`crate::support::json`]). Unknown
+//! roles and block types parse to `Unknown` with their raw JSON; unknown fields of known shapes
+//! are kept in `extra` and written back after the known ones.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::model::lenient;
+
+/// Text content block.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextContent {
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+    /// Provider metadata (legacy id or JSON `{"v":1,"id":..}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_signature: Option<String>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Thinking (reasoning) content block.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThinkingContent {
+    /// The reasoning text.
+    #[serde(default)]
+    pub thinking: String,
+    /// Provider signature needed to replay the block to the same model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_signature: Option<String>,
+    /// True when the provider redacted the reasoning (the payload is in the signature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<bool>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Image content block (base64 inline).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageContent {
+    /// Base64-encoded image bytes.
+    #[serde(default)]
+    pub data: String,
+    /// MIME type such as `image/png`.
+    #[serde(default)]
+    pub mime_type: String,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A tool call made by the assistant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// Provider-assigned call id, echoed by the tool result.
+    #[serde(default)]
+    pub id: String,
+    /// Tool name.
+    #[serde(default)]
+    pub name: String,
+    /// Arguments as a JSON object.
+    #[serde(default)]
+    pub arguments: Value,
+    /// Provider signature (Gemini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_signature: Option<String>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One content block of any message role.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentBlock {
+    /// `{"type":"text"}`.
+    Text(TextContent),
+    /// `{"type":"thinking"}`.
+    Thinking(ThinkingContent),
+    /// `{"type":"image"}`.
+    Image(ImageContent),
+    /// `{"type":"toolCall"}`.
+    ToolCall(ToolCall),
+    /// A block type this version does not know, kept as it was.
+    Unknown(Value),
+}
+
+impl ContentBlock {
+    /// Returns a plain text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(TextContent {
+            text: text.into(),
+            text_signature: None,
+            extra: Map::new(),
+        })
+    }
+
+    /// Returns the text of a text block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Self::Text(block) => Some(&block.text),
+            Self::Thinking(_) | Self::Image(_) | Self::ToolCall(_) | Self::Unknown(_) => None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum TaggedBlock<'a> {
+    #[serde(rename = "text")]
+    Text(&'a TextContent),
+    #[serde(rename = "thinking")]
+    Thinking(&'a ThinkingContent),
+    #[serde(rename = "image")]
+    Image(&'a ImageContent),
+    #[serde(rename = "toolCall")]
+    ToolCall(&'a ToolCall),
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Text(block) => TaggedBlock::Text(block).serialize(serializer),
+            Self::Thinking(block) => TaggedBlock::Thinking(block).serialize(serializer),
+            Self::Image(block) => TaggedBlock::Image(block).serialize(serializer),
+            Self::ToolCall(block) => TaggedBlock::ToolCall(block).serialize(serializer),
+            Self::Unknown(value) => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Self::from_value(value))
+    }
+}
+
+impl ContentBlock {
+    /// Builds a block from JSON; anything unrecognised or malformed becomes `Unknown`.
+    pub fn from_value(value: Value) -> Self {
+        let Value::Object(mut map) = value else {
+            return Self::Unknown(value);
+        };
+        let tag = match map.get("type") {
+            Some(Value::String(tag)) => tag.clone(),
+            _ => return Self::Unknown(Value::Object(map)),
+        };
+        let removed = map.shift_remove("type");
+        let parsed = match tag.as_str() {
+            "text" => serde_json::from_value(Value::Object(map.clone())).map(Self::Text),
+            "thinking" => serde_json::from_value(Value::Object(map.clone())).map(Self::Thinking),
+            "image" => serde_json::from_value(Value::Object(map.clone())).map(Self::Image),
+            "toolCall" => serde_json::from_value(Value::Object(map.clone())).map(Self::ToolCall),
+            _ => Err(serde_json::Error::custom("unknown block type")),
+        };
+        match parsed {
+            Ok(block) => block,
+            Err(_) => {
+                let mut original = Map::new();
+                if let Some(tag) = removed {
+                    original.insert("type".to_owned(), tag);
+                }
+                original.extend(map);
+                Self::Unknown(Value::Object(original))
+            }
+        }
+    }
+}
+
+/// User-style content: a plain string or a list of blocks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    /// A plain string.
+    Text(String),
+    /// Text and image blocks.
+    Blocks(Vec<ContentBlock>),
+}
+
+impl Default for UserContent {
+    fn default() -> Self {
+        Self::Text(String::new())
+    }
+}
+
+impl UserContent {
+    /// Returns the text parts joined with a space (the reference's `firstMessage` rule), or
+    /// the string itself.
+    pub fn joined_text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    /// Returns the content as blocks (a string becomes one text block).
+    pub fn to_blocks(&self) -> Vec<ContentBlock> {
+        match self {
+            Self::Text(text) => vec![ContentBlock::text(text.clone())],
+            Self::Blocks(blocks) => blocks.clone(),
+        }
+    }
+}
+
+/// Costs in USD.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    /// Input tokens cost.
+    #[serde(default, deserialize_with = "lenient::f64_any")]
+    pub input: f64,
+    /// Output tokens cost.
+    #[serde(default, deserialize_with = "lenient::f64_any")]
+    pub output: f64,
+    /// Cache read cost.
+    #[serde(default, deserialize_with = "lenient::f64_any")]
+    pub cache_read: f64,
+    /// Cache write cost.
+    #[serde(default, deserialize_with = "lenient::f64_any")]
+    pub cache_write: f64,
+    /// Sum of the above.
+    #[serde(default, deserialize_with = "lenient::f64_any")]
+    pub total: f64,
+}
+
+/// Token usage of one assistant message.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Input (prompt) tokens not served from cache.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub input: u64,
+    /// Output tokens.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub output: u64,
+    /// Tokens read from the prompt cache.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub cache_read: u64,
+    /// Tokens written to the prompt cache.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub cache_write: u64,
+    /// Total tokens as reported or computed.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub total_tokens: u64,
+    /// Cost in USD.
+    #[serde(default)]
+    pub cost: Cost,
+}
+
+/// Why an assistant message ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// Normal end of turn.
+    #[default]
+    Stop,
+    /// Output token limit reached.
+    Length,
+    /// The model called tools.
+    ToolUse,
+    /// The request or stream failed.
+    Error,
+    /// The user aborted.
+    Aborted,
+    /// A value this version does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// An assistant message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Text, thinking and tool-call blocks.
+    #[serde(default)]
+    pub content: Vec<ContentBlock>,
+    /// Wire protocol name (`openai-completions`, `anthropic-messages`, …).
+    #[serde(default)]
+    pub api: String,
+    /// Provider name.
+    #[serde(default)]
+    pub provider: String,
+    /// Model id.
+    #[serde(default)]
+    pub model: String,
+    /// Token usage and cost.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Why the message ended.
+    #[serde(default)]
+    pub stop_reason: StopReason,
+    /// Creation time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+    /// Model name the provider reported, when it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
+    /// Provider response id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// Error text when `stop_reason` is `error` or `aborted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Provider diagnostics (0.73.1).
+    #[serde(
+        default,
+        deserialize_with = "lenient::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub diagnostics: Option<Value>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl AssistantMessage {
+    /// Returns the text blocks joined with newlines.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Returns the tool calls in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolCall(call) => Some(call),
+            ContentBlock::Text(_)
+            | ContentBlock::Thinking(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::Unknown(_) => None,
+        })
+    }
+}
+
+/// A user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    /// String or text/image blocks.
+    #[serde(default)]
+    pub content: UserContent,
+    /// Creation time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The result of one tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultMessage {
+    /// The call this answers.
+    #[serde(default)]
+    pub tool_call_id: String,
+    /// The tool's name.
+    #[serde(default)]
+    pub tool_name: String,
+    /// Text and image blocks.
+    #[serde(default)]
+    pub content: Vec<ContentBlock>,
+    /// Tool-specific details, never sent to the model.
+    #[serde(
+        default,
+        deserialize_with = "lenient::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
+    /// True when the tool failed.
+    #[serde(default, deserialize_with = "lenient::bool_any")]
+    pub is_error: bool,
+    /// Creation time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A user-initiated shell command (`!cmd`, `!!cmd`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashExecutionMessage {
+    /// The command line.
+    #[serde(default)]
+    pub command: String,
+    /// Combined output (possibly truncated).
+    #[serde(default)]
+    pub output: String,
+    /// Exit code; absent when killed or unknown.
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt_i64_any",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub exit_code: Option<i64>,
+    /// True when the command was cancelled.
+    #[serde(default, deserialize_with = "lenient::bool_any")]
+    pub cancelled: bool,
+    /// True when `output` was truncated.
+    #[serde(default, deserialize_with = "lenient::bool_any")]
+    pub truncated: bool,
+    /// Where the full output was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    /// True for `!!` commands, which never reach the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_from_context: Option<bool>,
+    /// Creation time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An extension message (from a `custom_message` entry, or a legacy `message` entry).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomMessage {
+    /// Extension identifier.
+    #[serde(default)]
+    pub custom_type: String,
+    /// String or text/image blocks.
+    #[serde(default)]
+    pub content: UserContent,
+    /// UI only: whether the message is shown.
+    #[serde(default, deserialize_with = "lenient::bool_any")]
+    pub display: bool,
+    /// Extension details, never sent to the model.
+    #[serde(
+        default,
+        deserialize_with = "lenient::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
+    /// Creation time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The in-memory message made from a `branch_summary` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchSummaryMessage {
+    /// Summary text.
+    #[serde(default)]
+    pub summary: String,
+    /// The entry the summarised branch hung from (or `root`).
+    #[serde(default)]
+    pub from_id: String,
+    /// The entry's time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+}
+
+/// The in-memory message made from the active `compaction` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionSummaryMessage {
+    /// Summary text.
+    #[serde(default)]
+    pub summary: String,
+    /// Context tokens before the compaction.
+    #[serde(default, deserialize_with = "lenient::u64_any")]
+    pub tokens_before: u64,
+    /// The entry's time, Unix ms.
+    #[serde(default, deserialize_with = "lenient::i64_any")]
+    pub timestamp: i64,
+}
+
+/// A message of the agent transcript, tagged by `role`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentMessage {
+    /// `role: "user"`.
+    User(UserMessage),
+    /// `role: "assistant"`.
+    Assistant(AssistantMessage),
+    /// `role: "toolResult"`.
+    ToolResult(ToolResultMessage),
+    /// `role: "bashExecution"`.
+    BashExecution(BashExecutionMessage),
+    /// `role: "custom"`.
+    Custom(CustomMessage),
+    /// `role: "branchSummary"` (in memory only).
+    BranchSummary(BranchSummaryMessage),
+    /// `role: "compactionSummary"` (in memory only).
+    CompactionSummary(CompactionSummaryMessage),
+    /// Any other role (or a known role whose shape does not parse), kept as it was.
+    Unknown(Value),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role")]
+enum TaggedMessage<'a> {
+    #[serde(rename = "user")]
+    User(&'a UserMessage),
+    #[serde(rename = "assistant")]
+    Assistant(&'a AssistantMessage),
+    #[serde(rename = "toolResult")]
+    ToolResult(&'a ToolResultMessage),
+    #[serde(rename = "bashExecution")]
+    BashExecution(&'a BashExecutionMessage),
+    #[serde(rename = "custom")]
+    Custom(&'a CustomMessage),
+    #[serde(rename = "branchSummary")]
+    BranchSummary(&'a BranchSummaryMessage),
+    #[serde(rename = "compactionSummary")]
+    CompactionSummary(&'a CompactionSummaryMessage),
+}
+
+impl Serialize for AgentMessage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::User(msg) => TaggedMessage::User(msg).serialize(serializer),
+            Self::Assistant(msg) => TaggedMessage::Assistant(msg).serialize(serializer),
+            Self::ToolResult(msg) => TaggedMessage::ToolResult(msg).serialize(serializer),
+            Self::BashExecution(msg) => TaggedMessage::BashExecution(msg).serialize(serializer),
+            Self::Custom(msg) => TaggedMessage::Custom(msg).serialize(serializer),
+            Self::BranchSummary(msg) => TaggedMessage::BranchSummary(msg).serialize(serializer),
+            Self::CompactionSummary(msg) => {
+                TaggedMessage::CompactionSummary(msg).serialize(serializer)
+            }
+            Self::Unknown(value) => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentMessage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Self::from_value(value))
+    }
+}
+
+impl AgentMessage {
+    /// Builds a message from JSON; an unknown role or a shape that does not parse becomes
+    /// `Unknown` with the JSON kept.
+    pub fn from_value(value: Value) -> Self {
+        let Value::Object(mut map) = value else {
+            return Self::Unknown(value);
+        };
+        let role = match map.get("role") {
+            Some(Value::String(role)) => role.clone(),
+            _ => return Self::Unknown(Value::Object(map)),
+        };
+        let removed = map.shift_remove("role");
+        let body = Value::Object(map.clone());
+        let parsed = match role.as_str() {
+            "user" => serde_json::from_value(body).map(Self::User),
+            "assistant" => serde_json::from_value(body).map(Self::Assistant),
+            "toolResult" => serde_json::from_value(body).map(Self::ToolResult),
+            "bashExecution" => serde_json::from_value(body).map(Self::BashExecution),
+            "custom" => serde_json::from_value(body).map(Self::Custom),
+            "branchSummary" => serde_json::from_value(body).map(Self::BranchSummary),
+            "compactionSummary" => serde_json::from_value(body).map(Self::CompactionSummary),
+            _ => Err(serde_json::Error::custom("unknown role")),
+        };
+        match parsed {
+            Ok(message) => message,
+            Err(_) => {
+                let mut original = Map::new();
+                if let Some(role) = removed {
+                    original.insert("role".to_owned(), role);
+                }
+                original.extend(map);
+                Self::Unknown(Value::Object(original))
+            }
+        }
+    }
+
+    /// Returns the role string as written in JSON.
+    pub fn role(&self) -> &str {
+        match self {
+            Self::User(_) => "user",
+            Self::Assistant(_) => "assistant",
+            Self::ToolResult(_) => "toolResult",
+            Self::BashExecution(_) => "bashExecution",
+            Self::Custom(_) => "custom",
+            Self::BranchSummary(_) => "branchSummary",
+            Self::CompactionSummary(_) => "compactionSummary",
+            Self::Unknown(value) => value.get("role").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+
+    /// Returns the message's timestamp (Unix ms), 0 when unknown.
+    pub fn timestamp(&self) -> i64 {
+        match self {
+            Self::User(msg) => msg.timestamp,
+            Self::Assistant(msg) => msg.timestamp,
+            Self::ToolResult(msg) => msg.timestamp,
+            Self::BashExecution(msg) => msg.timestamp,
+            Self::Custom(msg) => msg.timestamp,
+            Self::BranchSummary(msg) => msg.timestamp,
+            Self::CompactionSummary(msg) => msg.timestamp,
+            Self::Unknown(value) => value
+                .get("timestamp")
+                .and_then(Value::as_i64)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Serialises to a JSON value (key order as the reference writes it).
+    pub fn to_value(&self) -> Value {
+        // Serialising these types into a Value cannot fail: every map key is a string.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::json::to_js_string;
+
+    fn round_trip(text: &str) {
+        let message: AgentMessage = serde_json::from_str(text).unwrap();
+        assert!(!matches!(message, AgentMessage::Unknown(_)), "{text}");
+        assert_eq!(to_js_string(&message.to_value()), text);
+    }
+
+    #[test]
+    fn reference_messages_round_trip_byte_for_byte() {
+        round_trip(r#"{"role":"user","content":"hello","timestamp":1748422830583}"#);
+        round_trip(
+            r#"{"role":"assistant","content":[{"type":"thinking","thinking":"hm","thinkingSignature":"sig"},{"type":"text","text":"Hi"},{"type":"toolCall","id":"call_1","name":"bash","arguments":{"command":"ls"}}],"api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":259,"output":15,"cacheRead":2687,"cacheWrite":259,"totalTokens":3220,"cost":{"input":0.000777,"output":0.000225,"cacheRead":0.0008060999999999999,"cacheWrite":0.00097125,"total":0.00277935}},"stopReason":"toolUse","timestamp":1748422830615,"responseId":"msg_01","errorMessage":"x"}"#,
+        );
+        round_trip(
+            r#"{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"image","data":"AAAA","mimeType":"image/png"}],"details":{"a":1},"isError":false,"timestamp":5}"#,
+        );
+        round_trip(
+            r#"{"role":"bashExecution","command":"ls","output":"","cancelled":true,"truncated":false,"timestamp":5}"#,
+        );
+        round_trip(
+            r#"{"role":"custom","customType":"x","content":[{"type":"text","text":"t"}],"display":false,"details":null,"timestamp":5}"#,
+        );
+    }
+
+    #[test]
+    fn unknown_roles_and_blocks_survive() {
+        let text =
+            r#"{"role":"hookMessage","customType":"x","content":"c","display":true,"timestamp":1}"#;
+        let message: AgentMessage = serde_json::from_str(text).unwrap();
+        assert!(matches!(message, AgentMessage::Unknown(_)));
+        assert_eq!(to_js_string(&message.to_value()), text);
+        let block = ContentBlock::from_value(serde_json::json!({"type":"audio","x":1}));
+        assert!(matches!(block, ContentBlock::Unknown(_)));
+        let text =
+            r#"{"role":"user","content":[{"type":"audio","x":1}],"timestamp":1,"extraField":[1]}"#;
+        let message: AgentMessage = serde_json::from_str(text).unwrap();
+        assert_eq!(to_js_string(&message.to_value()), text);
+    }
+}

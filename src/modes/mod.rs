@@ -1,0 +1,1 @@
+//! The agent run modes: the REPL, print (`-p`), JSON events and RPC over stdin/stdout.

@@ -1,0 +1,445 @@
+//! The reference's `buildSessionContext`, as pure functions over the rows of a leaf path
+//! (`spec/context-building.md` §1).
+//!
+//! The store's SQL walks the path and fetches only the payloads that matter; these functions
+//! apply the compaction rule and the message mapping. Messages are produced as JSON text: a
+//! `message` entry contributes its stored `message` bytes unchanged, so nothing a provider
+//! wrote (unknown fields, signatures, number spelling, lone surrogates) is lost on the way.
+//!
+//! Invariant: no I/O here.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::model::ModelRef;
+use crate::model::message::AgentMessage;
+use crate::support::clock::ms_from_iso;
+use crate::support::json;
+
+/// One entry of a path, as the context needs it.
+#[derive(Debug, Clone)]
+pub struct PathRow {
+    /// Append sequence in the session.
+    pub seq: i64,
+    /// Entry id (absent for a line without a string id).
+    pub id: Option<String>,
+    /// The `type` string.
+    pub type_name: String,
+    /// The stored line; fetched only for the types that contribute to the context.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// Whether the context needs the payload of an entry of this type for its messages.
+pub fn needs_payload_for_messages(type_name: &str) -> bool {
+    matches!(
+        type_name,
+        "message" | "custom_message" | "branch_summary" | "compaction"
+    )
+}
+
+/// Whether the settings scan needs the payload of an entry of this type.
+pub fn needs_payload_for_settings(type_name: &str) -> bool {
+    matches!(
+        type_name,
+        "message" | "model_change" | "thinking_level_change" | "compaction"
+    )
+}
+
+/// The reference `SessionContext`, with messages as JSON text.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionContext {
+    /// Each message as JSON text (an `AgentMessage`, synthetic roles included).
+    pub messages: Vec<String>,
+    /// The thinking level (`off` when no `thinking_level_change` is on the path).
+    pub thinking_level: String,
+    /// Whether a `thinking_level_change` is on the path (the reference restores the level on
+    /// load only then).
+    pub has_thinking_entry: bool,
+    /// The last `model_change` or assistant message on the path, as a JSON object
+    /// `{provider, modelId}` (fields the entry lacked are absent), or `None`.
+    pub model: Option<Value>,
+}
+
+impl SessionContext {
+    /// Returns the empty context: no messages, thinking `off`, no model.
+    pub fn empty() -> Self {
+        Self {
+            messages: Vec::new(),
+            thinking_level: "off".to_owned(),
+            has_thinking_entry: false,
+            model: None,
+        }
+    }
+
+    /// Returns the messages as typed values.
+    pub fn agent_messages(&self) -> Vec<AgentMessage> {
+        self.messages
+            .iter()
+            .map(|text| match json::parse_lenient(text.as_bytes()) {
+                Ok(value) => AgentMessage::from_value(value),
+                Err(_) => AgentMessage::Unknown(Value::Null),
+            })
+            .collect()
+    }
+
+    /// Returns the model as a typed reference when both fields are strings.
+    pub fn model_ref(&self) -> Option<ModelRef> {
+        let model = self.model.as_ref()?;
+        Some(ModelRef {
+            provider: model.get("provider")?.as_str()?.to_owned(),
+            model_id: model.get("modelId")?.as_str()?.to_owned(),
+        })
+    }
+
+    /// Returns the JSON text of `{messages, thinkingLevel, model}` (the reference shape).
+    pub fn to_json(&self) -> String {
+        let mut out =
+            String::with_capacity(64 + self.messages.iter().map(String::len).sum::<usize>());
+        out.push_str("{\"messages\":[");
+        for (idx, message) in self.messages.iter().enumerate() {
+            if idx > 0 {
+                out.push(',');
+            }
+            out.push_str(message);
+        }
+        out.push_str("],\"thinkingLevel\":");
+        json::write_string(&mut out, &self.thinking_level);
+        out.push_str(",\"model\":");
+        match &self.model {
+            Some(model) => json::write_value(&mut out, model),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// Model and thinking level derived from a path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PathSettings {
+    /// The last thinking level on the path, if any.
+    pub thinking_level: Option<String>,
+    /// The last model on the path, if any (as `{provider, modelId}`).
+    pub model: Option<Value>,
+}
+
+fn parse_value(payload: &[u8]) -> Option<Value> {
+    json::parse_lenient(payload).ok()
+}
+
+/// Returns the model an entry sets (`model_change`, or an assistant `message`), if any.
+pub fn model_of(type_name: &str, payload: &[u8]) -> Option<Value> {
+    let value = parse_value(payload)?;
+    let (provider, model_id) = match type_name {
+        "model_change" => (value.get("provider"), value.get("modelId")),
+        "message" => {
+            let message = value.get("message")?;
+            if message.get("role").and_then(Value::as_str) != Some("assistant") {
+                return None;
+            }
+            (message.get("provider"), message.get("model"))
+        }
+        _ => return None,
+    };
+    let mut map = Map::new();
+    if let Some(provider) = provider {
+        map.insert("provider".to_owned(), provider.clone());
+    }
+    if let Some(model_id) = model_id {
+        map.insert("modelId".to_owned(), model_id.clone());
+    }
+    Some(Value::Object(map))
+}
+
+/// Returns the thinking level a `thinking_level_change` payload sets.
+pub fn thinking_of(payload: &[u8]) -> Option<String> {
+    let value = parse_value(payload)?;
+    match value.get("thinkingLevel") {
+        Some(Value::String(level)) => Some(level.clone()),
+        Some(other) => Some(json::to_js_string(other)),
+        None => Some(String::new()),
+    }
+}
+
+/// Scans a whole path (root → leaf) for its model and thinking level, last writer wins.
+pub fn scan_settings(path: &[PathRow]) -> PathSettings {
+    let mut settings = PathSettings::default();
+    for row in path {
+        let Some(payload) = &row.payload else {
+            continue;
+        };
+        match row.type_name.as_str() {
+            "thinking_level_change" => settings.thinking_level = thinking_of(payload),
+            "model_change" | "message" => {
+                if let Some(model) = model_of(&row.type_name, payload) {
+                    settings.model = Some(model);
+                }
+            }
+            _ => {}
+        }
+    }
+    settings
+}
+
+#[derive(Deserialize)]
+struct MessageField<'a> {
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+}
+
+/// Returns the JSON text of a `message` entry's `message` field, byte for byte.
+fn message_text(payload: &[u8]) -> String {
+    let text = String::from_utf8_lossy(payload);
+    match serde_json::from_str::<MessageField<'_>>(&text) {
+        Ok(MessageField { message: Some(raw) }) => raw.get().to_owned(),
+        Ok(MessageField { message: None }) => "null".to_owned(),
+        Err(_) => match parse_value(payload) {
+            Some(value) => json::to_js_string(value.get("message").unwrap_or(&Value::Null)),
+            None => "null".to_owned(),
+        },
+    }
+}
+
+/// `new Date(timestamp).getTime()`: milliseconds, or `null` (NaN) when unparseable.
+fn timestamp_ms(entry: &Value) -> Value {
+    entry
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(ms_from_iso)
+        .map_or(Value::Null, Value::from)
+}
+
+fn copy_field(map: &mut Map<String, Value>, entry: &Value, key: &str) {
+    if let Some(value) = entry.get(key) {
+        map.insert(key.to_owned(), value.clone());
+    }
+}
+
+/// Returns the message an entry contributes to the context, as JSON text (`appendMessage`).
+pub fn emit(row: &PathRow) -> Option<String> {
+    let payload = row.payload.as_deref()?;
+    match row.type_name.as_str() {
+        "message" => Some(message_text(payload)),
+        "custom_message" => {
+            let entry = parse_value(payload)?;
+            let mut map = Map::new();
+            map.insert("role".to_owned(), Value::from("custom"));
+            copy_field(&mut map, &entry, "customType");
+            copy_field(&mut map, &entry, "content");
+            copy_field(&mut map, &entry, "display");
+            copy_field(&mut map, &entry, "details");
+            map.insert("timestamp".to_owned(), timestamp_ms(&entry));
+            Some(json::to_js_string(&Value::Object(map)))
+        }
+        "branch_summary" => {
+            let entry = parse_value(payload)?;
+            let summary = entry.get("summary")?;
+            if !truthy(summary) {
+                return None;
+            }
+            let mut map = Map::new();
+            map.insert("role".to_owned(), Value::from("branchSummary"));
+            map.insert("summary".to_owned(), summary.clone());
+            copy_field(&mut map, &entry, "fromId");
+            map.insert("timestamp".to_owned(), timestamp_ms(&entry));
+            Some(json::to_js_string(&Value::Object(map)))
+        }
+        _ => None,
+    }
+}
+
+/// JavaScript truthiness of a JSON value.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|float| float != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+fn compaction_summary(payload: &[u8]) -> (String, Option<String>) {
+    let Some(entry) = parse_value(payload) else {
+        return ("null".to_owned(), None);
+    };
+    let mut map = Map::new();
+    map.insert("role".to_owned(), Value::from("compactionSummary"));
+    copy_field(&mut map, &entry, "summary");
+    copy_field(&mut map, &entry, "tokensBefore");
+    map.insert("timestamp".to_owned(), timestamp_ms(&entry));
+    let first_kept = entry
+        .get("firstKeptEntryId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    (json::to_js_string(&Value::Object(map)), first_kept)
+}
+
+/// Builds the context messages from a path (root → leaf, or a tail of it that starts at or
+/// before the last compaction's first kept entry) and the path's settings.
+pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
+    let mut messages = Vec::new();
+    let compaction_idx = path.iter().rposition(|row| row.type_name == "compaction");
+    match compaction_idx {
+        Some(last_idx) => {
+            let compaction = &path[last_idx];
+            // The reference locates the compaction by id (the first path entry of that type
+            // with the same id), which differs from `last_idx` only when ids repeat.
+            let idx = path
+                .iter()
+                .position(|row| row.type_name == "compaction" && row.id == compaction.id)
+                .unwrap_or(last_idx);
+            let (summary, first_kept) =
+                compaction_summary(compaction.payload.as_deref().unwrap_or(b"{}"));
+            messages.push(summary);
+            let mut found_first_kept = false;
+            for row in &path[..idx] {
+                if row.id == first_kept {
+                    found_first_kept = true;
+                }
+                if found_first_kept {
+                    messages.extend(emit(row));
+                }
+            }
+            for row in &path[idx + 1..] {
+                messages.extend(emit(row));
+            }
+        }
+        None => {
+            for row in path {
+                messages.extend(emit(row));
+            }
+        }
+    }
+    SessionContext {
+        messages,
+        has_thinking_entry: settings.thinking_level.is_some(),
+        thinking_level: settings.thinking_level.unwrap_or_else(|| "off".to_owned()),
+        model: settings.model,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: i64, id: &str, type_name: &str, payload: &str) -> PathRow {
+        PathRow {
+            seq,
+            id: Some(id.to_owned()),
+            type_name: type_name.to_owned(),
+            payload: Some(payload.as_bytes().to_vec()),
+        }
+    }
+
+    fn user(seq: i64, id: &str, text: &str) -> PathRow {
+        row(
+            seq,
+            id,
+            "message",
+            &format!(
+                r#"{{"type":"message","id":"{id}","message":{{"role":"user","content":"{text}","timestamp":{seq}}}}}"#
+            ),
+        )
+    }
+
+    #[test]
+    fn compaction_keeps_from_first_kept_and_skips_earlier_compactions() {
+        let path = vec![
+            user(0, "u1", "one"),
+            user(1, "u2", "two"),
+            row(
+                2,
+                "c1",
+                "compaction",
+                r#"{"summary":"s1","firstKeptEntryId":"u2","tokensBefore":5,"timestamp":"2025-01-01T00:00:00.000Z"}"#,
+            ),
+            user(3, "u3", "three"),
+            row(
+                4,
+                "c2",
+                "compaction",
+                r#"{"summary":"s2","firstKeptEntryId":"u2","tokensBefore":9,"timestamp":"2025-01-01T00:00:01.000Z"}"#,
+            ),
+            user(5, "u4", "four"),
+        ];
+        let context = build(&path, PathSettings::default());
+        assert_eq!(
+            context.messages,
+            vec![
+                r#"{"role":"compactionSummary","summary":"s2","tokensBefore":9,"timestamp":1735689601000}"#.to_owned(),
+                r#"{"role":"user","content":"two","timestamp":1}"#.to_owned(),
+                r#"{"role":"user","content":"three","timestamp":3}"#.to_owned(),
+                r#"{"role":"user","content":"four","timestamp":5}"#.to_owned(),
+            ]
+        );
+        assert_eq!(context.thinking_level, "off");
+        assert!(!context.has_thinking_entry);
+    }
+
+    #[test]
+    fn missing_first_kept_emits_only_summary_and_later_entries() {
+        let path = vec![
+            user(0, "u1", "one"),
+            row(
+                1,
+                "c1",
+                "compaction",
+                r#"{"summary":"s","firstKeptEntryId":"zz","tokensBefore":5,"timestamp":"x"}"#,
+            ),
+            user(2, "u2", "two"),
+        ];
+        let context = build(&path, PathSettings::default());
+        assert_eq!(context.messages.len(), 2);
+        assert!(context.messages[0].contains(r#""timestamp":null"#));
+    }
+
+    #[test]
+    fn settings_take_the_last_writer_on_the_path() {
+        let path = vec![
+            row(0, "m", "model_change", r#"{"provider":"a","modelId":"x"}"#),
+            row(
+                1,
+                "t",
+                "thinking_level_change",
+                r#"{"thinkingLevel":"high"}"#,
+            ),
+            row(
+                2,
+                "a",
+                "message",
+                r#"{"message":{"role":"assistant","provider":"b","model":"y"}}"#,
+            ),
+        ];
+        let settings = scan_settings(&path);
+        assert_eq!(settings.thinking_level.as_deref(), Some("high"));
+        assert_eq!(
+            settings.model,
+            Some(serde_json::json!({"provider":"b","modelId":"y"}))
+        );
+    }
+
+    #[test]
+    fn empty_branch_summaries_are_skipped() {
+        let path = vec![
+            row(
+                0,
+                "b1",
+                "branch_summary",
+                r#"{"summary":"","fromId":"root","timestamp":"2025-01-01T00:00:00.000Z"}"#,
+            ),
+            row(
+                1,
+                "b2",
+                "branch_summary",
+                r#"{"summary":"s","fromId":"root","timestamp":"2025-01-01T00:00:00.000Z"}"#,
+            ),
+        ];
+        let context = build(&path, PathSettings::default());
+        assert_eq!(
+            context.messages,
+            vec![r#"{"role":"branchSummary","summary":"s","fromId":"root","timestamp":1735689600000}"#.to_owned()]
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! Derived data, maintained in the append transaction and rebuildable from the entries:
+//! per-entry path state, current labels, session statistics, and the irregular flag.
+//!
+//! Invariant: nothing here is a source of truth. [`rebuild_session`] recomputes every derived
+//! row of a session from its entries alone and must give what the appends gave.
+
+use rusqlite::Connection;
+
+use crate::model::entry::{Entry, EntryKind};
+use crate::model::message::AgentMessage;
+use crate::store::error::StoreError;
+use crate::store::sql::{self, EntryInsert, PathState, StatsDelta};
+
+/// Inserts an entry row and its derived rows; the caller moves the leaf.
+pub fn insert(
+    conn: &Connection,
+    path: &str,
+    row: &EntryInsert<'_>,
+    entry: &Entry,
+) -> Result<(), StoreError> {
+    sql::insert_entry(conn, path, row)?;
+    apply(conn, path, row, entry)
+}
+
+/// Computes and stores the derived rows of one entry that is already in `entries`.
+pub fn apply(
+    conn: &Connection,
+    path: &str,
+    row: &EntryInsert<'_>,
+    entry: &Entry,
+) -> Result<(), StoreError> {
+    let sid = row.sid;
+    let seq = row.seq;
+
+    // Irregular: this line repeats an id, or an earlier line names it as parent (a forward
+    // reference, self-references included). Then "a lookup takes the latest line" may give
+    // earlier entries another parent than the one resolved here, so path state is not used.
+    if let Some(id) = row.id {
+        let repeated = sql::latest_seq_of_id_before(conn, path, sid, id, seq)?.is_some();
+        let forward = row.parent_id == Some(id) || sql::has_child_before(conn, path, sid, id, seq)?;
+        if repeated || forward {
+            sql::mark_irregular(conn, path, sid)?;
+        }
+    }
+
+    // Path state from the parent as resolved now.
+    let parent_seq = match row.parent_id {
+        Some(parent_id) => sql::latest_seq_of_id_before(conn, path, sid, parent_id, seq)?,
+        None => None,
+    };
+    let parent_state = match parent_seq {
+        Some(parent_seq) => sql::path_state(conn, path, sid, parent_seq)?,
+        None => None,
+    };
+    let is_assistant = matches!(entry.message(), Some(AgentMessage::Assistant(_)))
+        || (row.type_name == "message" && assistant_role(row.payload));
+    let state = PathState {
+        parent_seq: parent_state.map(|_| parent_seq).unwrap_or(None),
+        depth: parent_state.map_or(0, |state| state.depth + 1),
+        compaction_seq: if row.type_name == "compaction" {
+            Some(seq)
+        } else {
+            parent_state.and_then(|state| state.compaction_seq)
+        },
+        model_seq: if row.type_name == "model_change" || is_assistant {
+            Some(seq)
+        } else {
+            parent_state.and_then(|state| state.model_seq)
+        },
+        thinking_seq: if row.type_name == "thinking_level_change" {
+            Some(seq)
+        } else {
+            parent_state.and_then(|state| state.thinking_seq)
+        },
+    };
+    sql::insert_path_state(conn, path, sid, seq, &state)?;
+
+    // Labels: the last label entry per target wins; absent or empty clears.
+    if let EntryKind::Label {
+        target_id: Some(target),
+        label,
+    } = &entry.kind
+    {
+        let set = label
+            .as_deref()
+            .filter(|text| !text.is_empty())
+            .map(|text| (text, row.timestamp));
+        sql::apply_label(conn, path, sid, target.as_str(), set, seq)?;
+    }
+
+    // Statistics.
+    let mut delta = StatsDelta {
+        seq,
+        last_activity: (!row.timestamp.is_empty()).then_some(row.timestamp),
+        ..StatsDelta::default()
+    };
+    let first_message;
+    let trimmed_name;
+    match &entry.kind {
+        EntryKind::Message(message) => {
+            delta.messages = 1;
+            match message {
+                AgentMessage::Assistant(assistant) => {
+                    let usage = &assistant.usage;
+                    delta.input = to_i64(usage.input);
+                    delta.output = to_i64(usage.output);
+                    delta.cache_read = to_i64(usage.cache_read);
+                    delta.cache_write = to_i64(usage.cache_write);
+                    delta.cost = usage.cost.total;
+                }
+                AgentMessage::User(user) => {
+                    first_message = user.content.joined_text();
+                    delta.first_message = Some(&first_message);
+                }
+                AgentMessage::ToolResult(_)
+                | AgentMessage::BashExecution(_)
+                | AgentMessage::Custom(_)
+                | AgentMessage::BranchSummary(_)
+                | AgentMessage::CompactionSummary(_)
+                | AgentMessage::Unknown(_) => {}
+            }
+        }
+        EntryKind::SessionInfo { name } => {
+            trimmed_name = name.as_deref().map(str::trim).unwrap_or("").to_owned();
+            delta.name = Some((!trimmed_name.is_empty()).then_some(trimmed_name.as_str()));
+        }
+        EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange(_)
+        | EntryKind::Compaction(_)
+        | EntryKind::BranchSummary(_)
+        | EntryKind::Custom { .. }
+        | EntryKind::CustomMessage { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::Unknown { .. } => {}
+    }
+    sql::apply_stats(conn, path, sid, &delta)
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Whether a `message` line's message has role `assistant` (for shapes the typed view could
+/// not read).
+fn assistant_role(payload: &[u8]) -> bool {
+    crate::support::json::parse_lenient(payload)
+        .ok()
+        .and_then(|value| {
+            value
+                .get("message")
+                .and_then(|message| message.get("role"))
+                .and_then(serde_json::Value::as_str)
+                .map(|role| role == "assistant")
+        })
+        .unwrap_or(false)
+}
+
+/// Recomputes every derived row of one session from its entries.
+pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
+    let Some(session) = sql::session_by_sid(conn, path, sid)? else {
+        return Ok(());
+    };
+    sql::reset_derived(conn, path, sid, &session.created_at)?;
+    sql::set_irregular(conn, path, sid, false)?;
+    for stored in sql::all_entries(conn, path, sid)? {
+        let Some(entry) = Entry::parse(&stored.payload) else {
+            return Err(StoreError::Corrupt {
+                path: path.to_owned(),
+                message: format!(
+                    "session {} entry #{} is not an entry object",
+                    session.id, stored.seq
+                ),
+            });
+        };
+        let row = EntryInsert {
+            sid,
+            seq: stored.seq,
+            id: stored.id.as_deref(),
+            parent_id: stored.parent_id.as_deref(),
+            type_name: &stored.type_name,
+            timestamp: &stored.timestamp,
+            payload: &stored.payload,
+        };
+        apply(conn, path, &row, &entry)?;
+    }
+    Ok(())
+}

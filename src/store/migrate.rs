@@ -1,0 +1,102 @@
+//! Schema migrations: the numbered files of `migrations/`, embedded at compile time and applied
+//! in order at open, each in its own transaction, recorded in `schema_migrations`.
+//!
+//! Invariant: a database whose recorded version is newer than the newest embedded migration is
+//! refused before anything is written to it.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::store::error::{SqliteContext, StoreError};
+
+/// One embedded migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The version this migration brings the schema to (its file number).
+    pub version: i64,
+    /// The file name under `migrations/`.
+    pub name: &'static str,
+    /// The SQL text.
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. A test checks this list against the files in `migrations/`.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init.sql",
+    sql: include_str!("../../migrations/0001_init.sql"),
+}];
+
+/// Returns the newest schema version this binary knows.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |migration| migration.version)
+}
+
+/// Returns the schema version recorded in the database (0 for a new database).
+pub fn current_version(conn: &Connection, path: &str) -> Result<i64, StoreError> {
+    let has_table: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .at(path)?;
+    if has_table.is_none() {
+        return Ok(0);
+    }
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )
+    .at(path)
+}
+
+/// Applies every migration newer than the database's version, up to `target`.
+///
+/// Refuses (without writing) a database newer than this binary.
+pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<(), StoreError> {
+    let found = current_version(conn, path)?;
+    if found > latest_version() {
+        return Err(StoreError::NewerDatabase {
+            path: path.to_owned(),
+            found,
+            supported: latest_version(),
+        });
+    }
+    for migration in MIGRATIONS {
+        if migration.version <= found || migration.version > target {
+            continue;
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(path)?;
+        // Another process may have migrated while this one waited for the write lock.
+        let now_found = current_version(&tx, path)?;
+        if now_found >= migration.version {
+            tx.commit().at(path)?;
+            continue;
+        }
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 name       TEXT NOT NULL,
+                 applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+             );",
+        )
+        .at(path)?;
+        tx.execute_batch(migration.sql).at(path)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (?1, ?2)",
+            rusqlite::params![migration.version, migration.name],
+        )
+        .at(path)?;
+        tx.commit().at(path)?;
+    }
+    Ok(())
+}
+
+/// Applies every pending migration.
+pub fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
+    migrate_to(conn, path, latest_version())
+}

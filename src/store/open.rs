@@ -1,0 +1,143 @@
+//! Opening the database: file modes, pragmas, the single writer connection and the reader pool.
+//!
+//! Every connection gets `busy_timeout` and `foreign_keys=ON`; the writer also sets WAL and
+//! `synchronous=FULL` (an acknowledged append survives power loss). A database newer than this
+//! binary is refused before any pragma that writes (such as switching to WAL) runs.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::store::error::{SqliteContext, StoreError};
+use crate::store::migrate;
+
+/// Where the database lives.
+#[derive(Debug, Clone)]
+pub enum StoreLocation {
+    /// A database file (created with mode 0600 if missing).
+    File(PathBuf),
+    /// A private in-memory database (`--no-session`), gone when the store is dropped.
+    Memory,
+}
+
+/// The open connections of one store.
+pub(crate) struct Connections {
+    /// The path (or `:memory:`) for messages.
+    pub display: String,
+    /// The process's one writer connection.
+    pub writer: Mutex<Connection>,
+    /// Reader connections; `None` for an in-memory database, whose reads use the writer.
+    pub readers: Option<r2d2::Pool<SqliteConnectionManager>>,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("display", &self.display)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Creates `dir` (and missing parents) with mode 0700 for the directories it creates.
+pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| io_error(dir, source))
+}
+
+fn init_connection(conn: &Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy_timeout)?;
+    conn.execute_batch("PRAGMA foreign_keys = ON;")
+}
+
+/// Opens (creating if needed) the database and applies pending migrations.
+pub(crate) fn open(
+    location: &StoreLocation,
+    busy_timeout: Duration,
+) -> Result<Connections, StoreError> {
+    match location {
+        StoreLocation::File(path) => open_file(path, busy_timeout),
+        StoreLocation::Memory => open_memory(busy_timeout),
+    }
+}
+
+fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreError> {
+    let display = path.display().to_string();
+    if let Some(parent) = path.parent() {
+        create_private_dir(parent)?;
+    }
+    if !path.exists() {
+        // Create the file ourselves so that it (and the WAL and SHM files SQLite derives from
+        // its mode) is private to the user.
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|source| io_error(path, source))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(|source| io_error(path, source))?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut writer = Connection::open_with_flags(path, flags).at(&display)?;
+    init_connection(&writer, busy_timeout).at(&display)?;
+    // Refuse a newer database before anything below writes to the file.
+    let found = migrate::current_version(&writer, &display)?;
+    if found > migrate::latest_version() {
+        return Err(StoreError::NewerDatabase {
+            path: display,
+            found,
+            supported: migrate::latest_version(),
+        });
+    }
+    writer
+        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+        .at(&display)?;
+    migrate::migrate(&mut writer, &display)?;
+
+    let manager = SqliteConnectionManager::file(path)
+        .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_init(move |conn| init_connection(conn, busy_timeout));
+    let readers = r2d2::Pool::builder()
+        .max_size(4)
+        .min_idle(Some(0))
+        .connection_timeout(Duration::from_secs(30))
+        .build_unchecked(manager);
+    Ok(Connections {
+        display,
+        writer: Mutex::new(writer),
+        readers: Some(readers),
+    })
+}
+
+fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
+    let display = ":memory:".to_owned();
+    let mut writer = Connection::open_in_memory().at(&display)?;
+    init_connection(&writer, busy_timeout).at(&display)?;
+    migrate::migrate(&mut writer, &display)?;
+    Ok(Connections {
+        display,
+        writer: Mutex::new(writer),
+        readers: None,
+    })
+}

@@ -1,0 +1,720 @@
+//! Every SQL statement of the store and its row mapping, in one place.
+//!
+//! Functions take a `&Connection` (a transaction derefs to one) and return plain values; the
+//! callers in `store/mod.rs` and `store/derived.rs` decide what runs in which transaction.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::store::error::{SqliteContext, StoreError};
+
+/// Result alias for this module.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A session row joined with its statistics.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    /// Internal key.
+    pub sid: i64,
+    /// Session id.
+    pub id: String,
+    /// Working directory.
+    pub cwd: String,
+    /// Header timestamp.
+    pub created_at: String,
+    /// Parent session, if any.
+    pub parent_session: Option<String>,
+    /// Whether path state must not be trusted.
+    pub irregular: bool,
+    /// Entry count.
+    pub entries: i64,
+    /// `message` entry count.
+    pub messages: i64,
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// Cost in USD.
+    pub cost: f64,
+    /// Timestamp of the last appended entry (or the header's).
+    pub last_activity: String,
+    /// Session name.
+    pub name: Option<String>,
+    /// First user message text.
+    pub first_message: Option<String>,
+}
+
+const SESSION_COLUMNS: &str = "s.sid, s.id, s.cwd, s.created_at, s.parent_session, s.irregular,
+     st.entries, st.messages, st.input, st.output, st.cache_read, st.cache_write, st.cost,
+     st.last_activity, st.name, st.first_message";
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        sid: row.get(0)?,
+        id: row.get(1)?,
+        cwd: row.get(2)?,
+        created_at: row.get(3)?,
+        parent_session: row.get(4)?,
+        irregular: row.get::<_, i64>(5)? != 0,
+        entries: row.get(6)?,
+        messages: row.get(7)?,
+        input: row.get(8)?,
+        output: row.get(9)?,
+        cache_read: row.get(10)?,
+        cache_write: row.get(11)?,
+        cost: row.get(12)?,
+        last_activity: row.get(13)?,
+        name: row.get(14)?,
+        first_message: row.get(15)?,
+    })
+}
+
+/// Inserts a session with its statistics row and an empty leaf; returns its `sid`.
+pub fn insert_session(
+    conn: &Connection,
+    path: &str,
+    id: &str,
+    cwd: &str,
+    created_at: &str,
+    parent_session: Option<&str>,
+    header: &[u8],
+) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO sessions (id, cwd, created_at, parent_session, header) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id, cwd, created_at, parent_session, header],
+    )
+    .at(path)?;
+    let sid = conn.last_insert_rowid();
+    conn.execute(
+        "INSERT INTO session_stats (sid, last_activity) VALUES (?1, ?2)",
+        params![sid, created_at],
+    )
+    .at(path)?;
+    conn.execute(
+        "INSERT INTO leaf (sid, seq) VALUES (?1, NULL)",
+        params![sid],
+    )
+    .at(path)?;
+    Ok(sid)
+}
+
+/// Returns the `sid` of a session id.
+pub fn sid_of(conn: &Connection, path: &str, id: &str) -> Result<Option<i64>> {
+    conn.prepare_cached("SELECT sid FROM sessions WHERE id = ?1")
+        .at(path)?
+        .query_row(params![id], |row| row.get(0))
+        .optional()
+        .at(path)
+}
+
+/// Returns one session with its statistics.
+pub fn session_by_sid(conn: &Connection, path: &str, sid: i64) -> Result<Option<SessionRow>> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions s JOIN session_stats st ON st.sid = s.sid WHERE s.sid = ?1"
+    );
+    conn.prepare_cached(&sql)
+        .at(path)?
+        .query_row(params![sid], session_row)
+        .optional()
+        .at(path)
+}
+
+/// Lists sessions, latest activity first; `cwd` limits to one working directory.
+pub fn list_sessions(conn: &Connection, path: &str, cwd: Option<&str>) -> Result<Vec<SessionRow>> {
+    let filter = if cwd.is_some() {
+        "WHERE s.cwd = ?1"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions s JOIN session_stats st ON st.sid = s.sid {filter}
+         ORDER BY st.last_activity DESC, s.sid DESC"
+    );
+    let mut stmt = conn.prepare_cached(&sql).at(path)?;
+    let rows = match cwd {
+        Some(cwd) => stmt.query_map(params![cwd], session_row),
+        None => stmt.query_map([], session_row),
+    }
+    .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns the ids of sessions whose id starts with `prefix` (at most `limit`).
+pub fn sessions_with_prefix(
+    conn: &Connection,
+    path: &str,
+    prefix: &str,
+    limit: i64,
+) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![prefix, limit], |row| row.get(0))
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<String>>>().at(path)
+}
+
+/// Returns the header bytes of a session.
+pub fn header(conn: &Connection, path: &str, sid: i64) -> Result<Vec<u8>> {
+    conn.prepare_cached("SELECT header FROM sessions WHERE sid = ?1")
+        .at(path)?
+        .query_row(params![sid], |row| row.get(0))
+        .at(path)
+}
+
+/// Marks a session irregular (path state no longer trusted).
+pub fn mark_irregular(conn: &Connection, path: &str, sid: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE sessions SET irregular = 1 WHERE sid = ?1 AND irregular = 0")
+        .at(path)?
+        .execute(params![sid])
+        .at(path)?;
+    Ok(())
+}
+
+/// Sets the irregular flag to a value (used when rebuilding derived data).
+pub fn set_irregular(conn: &Connection, path: &str, sid: i64, irregular: bool) -> Result<()> {
+    conn.execute(
+        "UPDATE sessions SET irregular = ?2 WHERE sid = ?1",
+        params![sid, i64::from(irregular)],
+    )
+    .at(path)?;
+    Ok(())
+}
+
+/// Deletes a session and everything that belongs to it.
+pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
+    conn.execute(
+        "UPDATE sessions SET deleting = 1 WHERE sid = ?1",
+        params![sid],
+    )
+    .at(path)?;
+    for table in [
+        "entry_path",
+        "labels",
+        "session_stats",
+        "leaf",
+        "quarantine",
+        "entries",
+    ] {
+        conn.execute(&format!("DELETE FROM {table} WHERE sid = ?1"), params![sid])
+            .at(path)?;
+    }
+    conn.execute("DELETE FROM sessions WHERE sid = ?1", params![sid])
+        .at(path)?;
+    Ok(())
+}
+
+/// The next append sequence of a session.
+pub fn next_seq(conn: &Connection, path: &str, sid: i64) -> Result<i64> {
+    conn.prepare_cached("SELECT next_seq FROM session_stats WHERE sid = ?1")
+        .at(path)?
+        .query_row(params![sid], |row| row.get(0))
+        .at(path)
+}
+
+/// The columns of a new entry row.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryInsert<'a> {
+    /// Session key.
+    pub sid: i64,
+    /// Append sequence.
+    pub seq: i64,
+    /// Entry id.
+    pub id: Option<&'a str>,
+    /// Parent id.
+    pub parent_id: Option<&'a str>,
+    /// The `type` string.
+    pub type_name: &'a str,
+    /// Entry timestamp.
+    pub timestamp: &'a str,
+    /// The line bytes.
+    pub payload: &'a [u8],
+}
+
+/// Inserts an entry row.
+pub fn insert_entry(conn: &Connection, path: &str, row: &EntryInsert<'_>) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO entries (sid, seq, id, parent_id, type, timestamp, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .at(path)?
+    .execute(params![
+        row.sid,
+        row.seq,
+        row.id,
+        row.parent_id,
+        row.type_name,
+        row.timestamp,
+        row.payload
+    ])
+    .at(path)?;
+    Ok(())
+}
+
+/// Returns the latest seq before `before_seq` whose id is `id`.
+pub fn latest_seq_of_id_before(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    id: &str,
+    before_seq: i64,
+) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT seq FROM entries WHERE sid = ?1 AND id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT 1",
+    )
+    .at(path)?
+    .query_row(params![sid, id, before_seq], |row| row.get(0))
+    .optional()
+    .at(path)
+}
+
+/// Returns the latest seq whose id is `id`.
+pub fn latest_seq_of_id(conn: &Connection, path: &str, sid: i64, id: &str) -> Result<Option<i64>> {
+    latest_seq_of_id_before(conn, path, sid, id, i64::MAX)
+}
+
+/// Whether an entry before `before_seq` names `id` as its parent.
+pub fn has_child_before(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    id: &str,
+    before_seq: i64,
+) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND parent_id = ?2 AND seq < ?3)",
+    )
+    .at(path)?
+    .query_row(params![sid, id, before_seq], |row| row.get(0))
+    .at(path)
+}
+
+/// Whether `id` is used as an entry id or a parent id in the session.
+pub fn id_taken(conn: &Connection, path: &str, sid: i64, id: &str) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND id = ?2)
+             OR EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND parent_id = ?2)",
+    )
+    .at(path)?
+    .query_row(params![sid, id], |row| row.get(0))
+    .at(path)
+}
+
+/// One stored entry row.
+#[derive(Debug, Clone)]
+pub struct EntryRow {
+    /// Append sequence.
+    pub seq: i64,
+    /// Entry id.
+    pub id: Option<String>,
+    /// Parent id.
+    pub parent_id: Option<String>,
+    /// The `type` string.
+    pub type_name: String,
+    /// Entry timestamp.
+    pub timestamp: String,
+    /// The line bytes.
+    pub payload: Vec<u8>,
+}
+
+fn entry_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EntryRow> {
+    Ok(EntryRow {
+        seq: row.get(0)?,
+        id: row.get(1)?,
+        parent_id: row.get(2)?,
+        type_name: row.get(3)?,
+        timestamp: row.get(4)?,
+        payload: row.get(5)?,
+    })
+}
+
+/// Returns one entry by seq.
+pub fn entry_by_seq(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<EntryRow>> {
+    conn.prepare_cached(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries WHERE sid = ?1 AND seq = ?2",
+    )
+    .at(path)?
+    .query_row(params![sid, seq], entry_row)
+    .optional()
+    .at(path)
+}
+
+/// Returns the payload of one entry by seq.
+pub fn payload_by_seq(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+) -> Result<Option<Vec<u8>>> {
+    conn.prepare_cached("SELECT payload FROM entries WHERE sid = ?1 AND seq = ?2")
+        .at(path)?
+        .query_row(params![sid, seq], |row| row.get(0))
+        .optional()
+        .at(path)
+}
+
+/// Returns the entries whose parent id is `parent_id`, in append order.
+pub fn entries_with_parent(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    parent_id: &str,
+) -> Result<Vec<EntryRow>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+             WHERE sid = ?1 AND parent_id = ?2 ORDER BY seq",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid, parent_id], entry_row)
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns every entry of a session in append order (payloads included).
+pub fn all_entries(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntryRow>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+             WHERE sid = ?1 ORDER BY seq",
+        )
+        .at(path)?;
+    let rows = stmt.query_map(params![sid], entry_row).at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// The shape of an entry without its payload.
+#[derive(Debug, Clone)]
+pub struct EntryShape {
+    /// Append sequence.
+    pub seq: i64,
+    /// Entry id.
+    pub id: Option<String>,
+    /// Parent id.
+    pub parent_id: Option<String>,
+    /// The `type` string.
+    pub type_name: String,
+    /// Entry timestamp.
+    pub timestamp: String,
+}
+
+/// Returns every entry of a session without payloads, in append order.
+pub fn all_shapes(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntryShape>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, id, parent_id, type, timestamp FROM entries WHERE sid = ?1 ORDER BY seq",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid], |row| {
+            Ok(EntryShape {
+                seq: row.get(0)?,
+                id: row.get(1)?,
+                parent_id: row.get(2)?,
+                type_name: row.get(3)?,
+                timestamp: row.get(4)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns the leaf seq (`None`: before the first entry).
+pub fn leaf(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
+    conn.prepare_cached("SELECT seq FROM leaf WHERE sid = ?1")
+        .at(path)?
+        .query_row(params![sid], |row| row.get(0))
+        .at(path)
+}
+
+/// Moves the leaf.
+pub fn set_leaf(conn: &Connection, path: &str, sid: i64, seq: Option<i64>) -> Result<()> {
+    conn.prepare_cached("UPDATE leaf SET seq = ?2 WHERE sid = ?1")
+        .at(path)?
+        .execute(params![sid, seq])
+        .at(path)?;
+    Ok(())
+}
+
+/// Per-entry path state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathState {
+    /// Parent resolved at append time.
+    pub parent_seq: Option<i64>,
+    /// Depth (0 for a root).
+    pub depth: i64,
+    /// Last compaction on the path (inclusive).
+    pub compaction_seq: Option<i64>,
+    /// Last model-setting entry on the path.
+    pub model_seq: Option<i64>,
+    /// Last thinking-level entry on the path.
+    pub thinking_seq: Option<i64>,
+}
+
+/// Returns the path state of an entry.
+pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<PathState>> {
+    conn.prepare_cached(
+        "SELECT parent_seq, depth, compaction_seq, model_seq, thinking_seq FROM entry_path
+         WHERE sid = ?1 AND seq = ?2",
+    )
+    .at(path)?
+    .query_row(params![sid, seq], |row| {
+        Ok(PathState {
+            parent_seq: row.get(0)?,
+            depth: row.get(1)?,
+            compaction_seq: row.get(2)?,
+            model_seq: row.get(3)?,
+            thinking_seq: row.get(4)?,
+        })
+    })
+    .optional()
+    .at(path)
+}
+
+/// Stores the path state of an entry.
+pub fn insert_path_state(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    state: &PathState,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO entry_path (sid, seq, parent_seq, depth, compaction_seq, model_seq, thinking_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .at(path)?
+    .execute(params![
+        sid,
+        seq,
+        state.parent_seq,
+        state.depth,
+        state.compaction_seq,
+        state.model_seq,
+        state.thinking_seq
+    ])
+    .at(path)?;
+    Ok(())
+}
+
+/// One row of a path walk.
+#[derive(Debug, Clone)]
+pub struct WalkRow {
+    /// Append sequence.
+    pub seq: i64,
+    /// Entry id.
+    pub id: Option<String>,
+    /// The `type` string.
+    pub type_name: String,
+    /// Depth on the path.
+    pub depth: i64,
+    /// Payload, for the types the caller asked for.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// Walks the stored path state from `leaf_seq` towards the root, stopping below `min_depth`,
+/// and returns the rows in path order (root side first). Payloads are read only for entries
+/// whose type the context needs.
+pub fn walk_path(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    leaf_seq: i64,
+    min_depth: i64,
+) -> Result<Vec<WalkRow>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "WITH RECURSIVE walk(seq, parent_seq, depth) AS (
+                 SELECT seq, parent_seq, depth FROM entry_path WHERE sid = ?1 AND seq = ?2
+                 UNION ALL
+                 SELECT p.seq, p.parent_seq, p.depth
+                   FROM entry_path p JOIN walk w ON p.sid = ?1 AND p.seq = w.parent_seq
+                  WHERE w.depth > ?3
+             )
+             SELECT e.seq, e.id, e.type, walk.depth,
+                    CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction')
+                         THEN e.payload END
+               FROM walk JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
+              ORDER BY walk.depth",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid, leaf_seq, min_depth], |row| {
+            Ok(WalkRow {
+                seq: row.get(0)?,
+                id: row.get(1)?,
+                type_name: row.get(2)?,
+                depth: row.get(3)?,
+                payload: row.get(4)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Adds one entry's contribution to the session statistics.
+#[derive(Debug, Clone, Default)]
+pub struct StatsDelta<'a> {
+    /// Sequence just used (next_seq becomes seq + 1).
+    pub seq: i64,
+    /// 1 for a `message` entry.
+    pub messages: i64,
+    /// Token and cost increments.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// Cost.
+    pub cost: f64,
+    /// New last activity (entry timestamp), if the entry has one.
+    pub last_activity: Option<&'a str>,
+    /// `Some(None)` clears the name, `Some(Some(name))` sets it.
+    pub name: Option<Option<&'a str>>,
+    /// First user message text (kept only if none is set yet).
+    pub first_message: Option<&'a str>,
+}
+
+/// Applies a statistics delta.
+pub fn apply_stats(conn: &Connection, path: &str, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE session_stats SET
+             next_seq = MAX(next_seq, ?2 + 1),
+             entries = entries + 1,
+             messages = messages + ?3,
+             input = input + ?4,
+             output = output + ?5,
+             cache_read = cache_read + ?6,
+             cache_write = cache_write + ?7,
+             cost = cost + ?8,
+             last_activity = COALESCE(?9, last_activity),
+             name = CASE WHEN ?10 THEN ?11 ELSE name END,
+             first_message = COALESCE(first_message, ?12)
+         WHERE sid = ?1",
+    )
+    .at(path)?
+    .execute(params![
+        sid,
+        delta.seq,
+        delta.messages,
+        delta.input,
+        delta.output,
+        delta.cache_read,
+        delta.cache_write,
+        delta.cost,
+        delta.last_activity,
+        delta.name.is_some(),
+        delta.name.flatten(),
+        delta.first_message,
+    ])
+    .at(path)?;
+    Ok(())
+}
+
+/// Resets a session's statistics to the empty state (before a rebuild).
+pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) -> Result<()> {
+    conn.execute("DELETE FROM entry_path WHERE sid = ?1", params![sid])
+        .at(path)?;
+    conn.execute("DELETE FROM labels WHERE sid = ?1", params![sid])
+        .at(path)?;
+    conn.execute(
+        "UPDATE session_stats SET next_seq = 0, entries = 0, messages = 0, input = 0, output = 0,
+             cache_read = 0, cache_write = 0, cost = 0, last_activity = ?2, name = NULL,
+             first_message = NULL
+         WHERE sid = ?1",
+        params![sid, created_at],
+    )
+    .at(path)?;
+    Ok(())
+}
+
+/// Sets or clears the label of a target, keeping its place in the label order when it stays set.
+pub fn apply_label(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    target_id: &str,
+    label: Option<(&str, &str)>,
+    seq: i64,
+) -> Result<()> {
+    match label {
+        Some((text, timestamp)) => {
+            conn.prepare_cached(
+                "INSERT INTO labels (sid, target_id, label, label_ts, order_seq) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (sid, target_id) DO UPDATE SET label = excluded.label, label_ts = excluded.label_ts",
+            )
+            .at(path)?
+            .execute(params![sid, target_id, text, timestamp, seq])
+            .at(path)?;
+        }
+        None => {
+            conn.prepare_cached("DELETE FROM labels WHERE sid = ?1 AND target_id = ?2")
+                .at(path)?
+                .execute(params![sid, target_id])
+                .at(path)?;
+        }
+    }
+    Ok(())
+}
+
+/// A current label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelRow {
+    /// The labelled entry id.
+    pub target_id: String,
+    /// The label text.
+    pub label: String,
+    /// The timestamp of the label entry that set it.
+    pub label_ts: String,
+}
+
+/// Returns the current labels in the reference's map order.
+pub fn labels(conn: &Connection, path: &str, sid: i64) -> Result<Vec<LabelRow>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT target_id, label, label_ts FROM labels WHERE sid = ?1 ORDER BY order_seq",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid], |row| {
+            Ok(LabelRow {
+                target_id: row.get(0)?,
+                label: row.get(1)?,
+                label_ts: row.get(2)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns the current label of one entry.
+pub fn label_of(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    target_id: &str,
+) -> Result<Option<String>> {
+    conn.prepare_cached("SELECT label FROM labels WHERE sid = ?1 AND target_id = ?2")
+        .at(path)?
+        .query_row(params![sid, target_id], |row| row.get(0))
+        .optional()
+        .at(path)
+}
+
+/// Returns the sids of every session.
+pub fn all_sids(conn: &Connection, path: &str) -> Result<Vec<i64>> {
+    let mut stmt = conn
+        .prepare("SELECT sid FROM sessions ORDER BY sid")
+        .at(path)?;
+    let rows = stmt.query_map([], |row| row.get(0)).at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}

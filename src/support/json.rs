@@ -1,0 +1,219 @@
+//! JSON text as the reference writes it, and a lenient reader for what it may have written.
+//!
+//! The reference serialises with `JSON.stringify`: compact, non-ASCII left as is, numbers in
+//! JavaScript's `Number#toString` form (`1e+21`, `3` for `3.0`). [`to_js_string`] produces the
+//! same text from a `serde_json::Value`, so lines this project creates match the reference's
+//! bytes. [`parse_lenient`] reads payloads that `serde_json` alone rejects: lone UTF-16
+//! surrogate escapes (`\ud83c`, which JavaScript writes for a cut emoji) and invalid UTF-8
+//! (which Node decodes to U+FFFD); it is for typed *views* only — stored bytes stay as they are.
+
+use serde_json::Value;
+
+/// Serialises `value` exactly as JavaScript's `JSON.stringify(value)` would.
+pub fn to_js_string(value: &Value) -> String {
+    let mut out = String::with_capacity(128);
+    write_value(&mut out, value);
+    out
+}
+
+/// Appends `value` to `out` as `JSON.stringify` would write it.
+pub fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => write_number(out, number),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            out.push('[');
+            for (idx, item) in items.iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (idx, (key, item)) in map.iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Appends a number in JavaScript's `Number#toString` form.
+pub fn write_number(out: &mut String, number: &serde_json::Number) {
+    if let Some(int) = number.as_i64() {
+        out.push_str(&int.to_string());
+    } else if let Some(uint) = number.as_u64() {
+        // Integers beyond 2^53 lose precision in JavaScript; print what JavaScript would.
+        if uint > (1u64 << 53) {
+            out.push_str(ryu_js::Buffer::new().format(uint as f64));
+        } else {
+            out.push_str(&uint.to_string());
+        }
+    } else if let Some(float) = number.as_f64() {
+        write_f64(out, float);
+    } else {
+        out.push_str("null");
+    }
+}
+
+/// Appends an `f64` in JavaScript's `Number#toString` form (`null` for non-finite values,
+/// as `JSON.stringify` writes them).
+pub fn write_f64(out: &mut String, float: f64) {
+    if float.is_finite() {
+        out.push_str(ryu_js::Buffer::new().format_finite(float));
+    } else {
+        out.push_str("null");
+    }
+}
+
+/// Appends a string literal escaped as `JSON.stringify` escapes it.
+pub fn write_string(out: &mut String, text: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (idx, byte) in text.bytes().enumerate() {
+        let escape: Option<&str> = match byte {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            0x08 => Some("\\b"),
+            0x09 => Some("\\t"),
+            0x0a => Some("\\n"),
+            0x0c => Some("\\f"),
+            0x0d => Some("\\r"),
+            0x00..=0x1f => None,
+            _ => continue,
+        };
+        out.push_str(&text[start..idx]);
+        match escape {
+            Some(escaped) => out.push_str(escaped),
+            None => out.push_str(&format!("\\u{:04x}", byte)),
+        }
+        start = idx + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+/// Parses JSON bytes into a `Value`, tolerating lone surrogate escapes and invalid UTF-8.
+///
+/// A lone surrogate escape becomes U+FFFD and invalid UTF-8 is decoded lossily, as Node
+/// decodes a file; everything else must be valid JSON.
+pub fn parse_lenient(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok(value),
+        Err(first_error) => {
+            let text = String::from_utf8_lossy(bytes);
+            let repaired = replace_lone_surrogates(&text);
+            match serde_json::from_str(&repaired) {
+                Ok(value) => Ok(value),
+                Err(_) => Err(first_error),
+            }
+        }
+    }
+}
+
+/// Parses JSON bytes into `T` with the same tolerance as [`parse_lenient`].
+pub fn from_slice_lenient<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<T, serde_json::Error> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok(value),
+        Err(first_error) => {
+            let text = String::from_utf8_lossy(bytes);
+            let repaired = replace_lone_surrogates(&text);
+            serde_json::from_str(&repaired).map_err(|_| first_error)
+        }
+    }
+}
+
+/// Rewrites every unpaired `\uD800`–`\uDFFF` escape in JSON text as `\ufffd`.
+fn replace_lone_surrogates(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut idx = 0;
+    let mut copied = 0;
+    while idx < bytes.len() {
+        if bytes[idx] != b'\\' {
+            idx += 1;
+            continue;
+        }
+        if bytes.get(idx + 1) != Some(&b'u') {
+            idx += 2;
+            continue;
+        }
+        let Some(unit) = hex4(bytes, idx + 2) else {
+            idx += 2;
+            continue;
+        };
+        if (0xD800..0xDC00).contains(&unit) {
+            let low = if bytes.get(idx + 6) == Some(&b'\\') && bytes.get(idx + 7) == Some(&b'u') {
+                hex4(bytes, idx + 8)
+            } else {
+                None
+            };
+            if matches!(low, Some(low) if (0xDC00..0xE000).contains(&low)) {
+                idx += 12;
+                continue;
+            }
+        } else if !(0xDC00..0xE000).contains(&unit) {
+            idx += 6;
+            continue;
+        }
+        out.push_str(&text[copied..idx]);
+        out.push_str("\\ufffd");
+        idx += 6;
+        copied = idx;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = bytes.get(at..at + 4)?;
+    let text = std::str::from_utf8(digits).ok()?;
+    u32::from_str_radix(text, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_follow_javascript() {
+        let value: Value = serde_json::from_str(
+            r#"[1e21, 5e-324, 1.7976931348623157e308, 0.30000000000000004, -0.0, 3.0, 12, 1e-7, 123456789012345680000]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            to_js_string(&value),
+            "[1e+21,5e-324,1.7976931348623157e+308,0.30000000000000004,0,3,12,1e-7,123456789012345680000]"
+        );
+    }
+
+    #[test]
+    fn strings_escape_like_json_stringify() {
+        let value = json!({"k": "a\"b\\c\n\t\u{1}\u{7f}é\u{2028}"});
+        assert_eq!(
+            to_js_string(&value),
+            "{\"k\":\"a\\\"b\\\\c\\n\\t\\u0001\u{7f}é\u{2028}\"}"
+        );
+    }
+
+    #[test]
+    fn lenient_parse_accepts_lone_surrogates() {
+        let value = parse_lenient(br#"{"t":"x\ud83c y \ud83c\udf89 \\ud83c"}"#).unwrap();
+        assert_eq!(value["t"], "x\u{fffd} y 🎉 \\ud83c");
+        assert!(parse_lenient(b"{not json").is_err());
+    }
+}

@@ -1,0 +1,99 @@
+//! Test helpers: a hermetic environment (temporary agent dir, cleared environment, fixed clock
+//! and id seed), the `pi` command builder, and fixture loading.
+
+pub mod fixtures;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use pi::store::{SessionStore, StoreConfig, StoreLocation};
+use pi::support::clock::SteppingClock;
+use pi::support::ids::IdSource;
+use tempfile::TempDir;
+
+/// 2026-01-01T00:00:00.000Z, the start of the test clock.
+pub const TEST_CLOCK_START_MS: i64 = 1_767_225_600_000;
+
+/// A temporary agent directory, workspace and database, with a cleared environment.
+pub struct TestEnv {
+    pub dir: TempDir,
+    pub agent_dir: PathBuf,
+    pub workspace: PathBuf,
+    pub home: PathBuf,
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let agent_dir = dir.path().join("agent");
+        let workspace = dir.path().join("work");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        Self {
+            dir,
+            agent_dir,
+            workspace,
+            home,
+        }
+    }
+
+    /// The default database path (`<agent dir>/pi.db`).
+    pub fn db(&self) -> PathBuf {
+        self.agent_dir.join("pi.db")
+    }
+
+    /// A `pi` command with a cleared environment, run in the workspace.
+    pub fn pi(&self) -> Command {
+        let mut cmd = Command::cargo_bin("pi").expect("pi binary");
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
+            .env("PI_TEST_CLOCK", TEST_CLOCK_START_MS.to_string())
+            .env("PI_TEST_SEED", "7")
+            .env("NO_COLOR", "1")
+            .current_dir(&self.workspace)
+            .timeout(Duration::from_secs(120));
+        cmd
+    }
+
+    /// Opens the store on the default database with a stepping clock and a seeded id source.
+    pub fn store(&self) -> SessionStore {
+        open_store(&self.db(), 11)
+    }
+}
+
+/// Opens a store on `db` with a stepping test clock and a seeded id source.
+pub fn open_store(db: &Path, seed: u64) -> SessionStore {
+    SessionStore::open(StoreConfig {
+        location: StoreLocation::File(db.to_path_buf()),
+        clock: Arc::new(SteppingClock::new(TEST_CLOCK_START_MS, 1000)),
+        ids: Arc::new(IdSource::seeded(seed)),
+        busy_timeout: Duration::from_secs(10),
+    })
+    .expect("open store")
+}
+
+/// Opens an in-memory store.
+pub fn memory_store(seed: u64) -> SessionStore {
+    SessionStore::open(StoreConfig {
+        location: StoreLocation::Memory,
+        clock: Arc::new(SteppingClock::new(TEST_CLOCK_START_MS, 1000)),
+        ids: Arc::new(IdSource::seeded(seed)),
+        busy_timeout: Duration::from_secs(10),
+    })
+    .expect("open memory store")
+}
+
+/// Parses stdout of a finished command as JSON (lenient about lone surrogates).
+pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
+    pi::support::json::parse_lenient(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "stdout is not JSON ({err}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}

@@ -1,0 +1,127 @@
+//! Schema migrations: the embedded list matches `migrations/`, each migration applies on top of
+//! the previous one, and a database from a newer pi is refused without being touched.
+
+use pi::store::StoreError;
+use pi::store::migrate::{MIGRATIONS, latest_version, migrate_to};
+use rusqlite::Connection;
+
+use crate::common::{TestEnv, open_store};
+
+#[test]
+fn the_embedded_list_matches_the_files() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".sql"))
+        .collect();
+    files.sort();
+    let embedded: Vec<&str> = MIGRATIONS.iter().map(|migration| migration.name).collect();
+    assert_eq!(files, embedded);
+    for (idx, migration) in MIGRATIONS.iter().enumerate() {
+        assert_eq!(migration.version, idx as i64 + 1);
+        assert!(
+            migration
+                .name
+                .starts_with(&format!("{:04}_", migration.version))
+        );
+        let text = std::fs::read_to_string(dir.join(migration.name)).unwrap();
+        assert_eq!(
+            text, migration.sql,
+            "{} differs from its embedded copy",
+            migration.name
+        );
+    }
+}
+
+#[test]
+fn migration_0001_creates_the_tree_tables_and_records_its_version() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    migrate_to(&mut conn, ":memory:", 1).unwrap();
+    let version: i64 = conn
+        .query_row("SELECT MAX(version) FROM schema_migrations", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(version, 1);
+    for table in [
+        "sessions",
+        "entries",
+        "leaf",
+        "quarantine",
+        "entry_path",
+        "labels",
+        "session_stats",
+    ] {
+        let found: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = ?1",
+                [table],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "{table}");
+    }
+    // Applying again is a no-op.
+    migrate_to(&mut conn, ":memory:", latest_version()).unwrap();
+}
+
+#[test]
+fn a_database_from_a_newer_pi_is_refused_and_left_untouched() {
+    let env = TestEnv::new();
+    drop(open_store(&env.db(), 1));
+    {
+        let conn = Connection::open(env.db()).unwrap();
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (999, 'future.sql')",
+            [],
+        )
+        .unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
+            .unwrap();
+    }
+    let before = std::fs::read(env.db()).unwrap();
+    let result = pi::store::SessionStore::open(pi::store::StoreConfig {
+        location: pi::store::StoreLocation::File(env.db()),
+        clock: std::sync::Arc::new(pi::support::clock::SystemClock),
+        ids: std::sync::Arc::new(pi::support::ids::IdSource::seeded(1)),
+        busy_timeout: std::time::Duration::from_secs(1),
+    });
+    match result {
+        Err(StoreError::NewerDatabase { found, .. }) => assert_eq!(found, 999),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(env.db()).unwrap(),
+        before,
+        "the file must not change"
+    );
+    assert!(!env.db().with_extension("db-wal").exists());
+    let output = env.pi().args(["sessions", "list"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("newer") && stderr.contains("pi.db"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let store = open_store(&env.db(), 1);
+    store
+        .create_session(&pi::store::NewSession {
+            cwd: "/x".into(),
+            parent_session: None,
+        })
+        .unwrap();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&env.db()), 0o600);
+    assert_eq!(mode(&env.agent_dir), 0o700);
+    let wal = env.agent_dir.join("pi.db-wal");
+    assert!(wal.exists());
+    assert_eq!(mode(&wal), 0o600);
+}
