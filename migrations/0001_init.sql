@@ -12,9 +12,10 @@ CREATE TABLE sessions (
     parent_session TEXT,
     -- The header line exactly as export writes it (the imported bytes for v3 files).
     header         BLOB NOT NULL,
-    -- 1 once the session holds a duplicate id or a parent reference to a later line: the
-    -- path state below may then disagree with "a lookup takes the latest line", so path
-    -- walks over this session use the plain id walk.
+    -- 1 once a line's id is named as parent by an earlier line (a forward reference, or a
+    -- repeated id whose earlier copy has children): "a lookup takes the latest line" then
+    -- re-parents entries stored earlier, so the path state below is not trusted and walks
+    -- over this session use the plain id walk.
     irregular      INTEGER NOT NULL DEFAULT 0,
     deleting       INTEGER NOT NULL DEFAULT 0
 );
@@ -36,7 +37,9 @@ CREATE TABLE entries (
 );
 
 CREATE UNIQUE INDEX entries_seq ON entries (sid, seq);
-CREATE INDEX entries_id ON entries (sid, id, seq);
+-- Covers id lookups (the latest seq with an id) and the plain walk, which reads
+-- (seq, id, parent_id) of a whole session without touching the payload pages.
+CREATE INDEX entries_id ON entries (sid, id, seq, parent_id);
 CREATE INDEX entries_parent ON entries (sid, parent_id, seq);
 
 CREATE TRIGGER entries_append_only BEFORE UPDATE ON entries

@@ -32,13 +32,15 @@ pub fn apply(
     let sid = row.sid;
     let seq = row.seq;
 
-    // Irregular: this line repeats an id, or an earlier line names it as parent (a forward
-    // reference, self-references included). Then "a lookup takes the latest line" may give
-    // earlier entries another parent than the one resolved here, so path state is not used.
+    // Irregular: an earlier line names this line's id as its parent (a forward reference, or
+    // a repeated id whose earlier copy has children), or the line is its own parent. Then
+    // "a lookup takes the latest line" gives earlier entries another parent than the one
+    // resolved when they were stored, so path state is not used for this session. A repeated
+    // id alone is harmless: on any path each id occurs once (a second occurrence would be a
+    // cycle), so the latest line with an id is the one a path can hold.
     if let Some(id) = row.id {
-        let repeated = sql::latest_seq_of_id_before(conn, path, sid, id, seq)?.is_some();
         let forward = row.parent_id == Some(id) || sql::has_child_before(conn, path, sid, id, seq)?;
-        if repeated || forward {
+        if forward {
             sql::mark_irregular(conn, path, sid)?;
         }
     }

@@ -749,28 +749,24 @@ impl SessionStore {
     /// Walks parent ids from `leaf_seq` (a lookup takes the latest line with an id), stopping
     /// at a root, an unknown parent, or an entry already visited.
     fn plain_walk(conn: &Connection, path: &str, sid: i64, leaf_seq: i64) -> Result<Vec<i64>> {
-        let shapes = sql::all_shapes(conn, path, sid)?;
-        let mut latest: HashMap<&str, usize> = HashMap::with_capacity(shapes.len());
-        let mut by_seq: HashMap<i64, usize> = HashMap::with_capacity(shapes.len());
-        for (idx, shape) in shapes.iter().enumerate() {
-            if let Some(id) = &shape.id {
+        let mut links = sql::all_links(conn, path, sid)?;
+        links.sort_unstable_by_key(|(seq, _, _)| *seq);
+        let mut latest: HashMap<&str, usize> = HashMap::with_capacity(links.len());
+        for (idx, (_, id, _)) in links.iter().enumerate() {
+            if let Some(id) = id {
                 latest.insert(id.as_str(), idx);
             }
-            by_seq.insert(shape.seq, idx);
         }
         let mut out = Vec::new();
         let mut visited = HashSet::new();
-        let mut current = by_seq.get(&leaf_seq).copied();
+        let mut current = links.binary_search_by_key(&leaf_seq, |(seq, _, _)| *seq).ok();
         while let Some(idx) = current {
             if !visited.insert(idx) {
                 break;
             }
-            let shape = &shapes[idx];
-            out.push(shape.seq);
-            current = shape
-                .parent_id
-                .as_deref()
-                .and_then(|parent| latest.get(parent).copied());
+            let (seq, _, parent) = &links[idx];
+            out.push(*seq);
+            current = parent.as_deref().and_then(|parent| latest.get(parent).copied());
         }
         out.reverse();
         Ok(out)
@@ -793,6 +789,23 @@ impl SessionStore {
                 Self::context_plain(conn, path, sid, leaf_seq)
             } else {
                 Self::context_fast(conn, path, sid, leaf_seq)
+            }
+        })
+    }
+
+    /// Rebuilds the context by the reference's own walk over the whole path, ignoring the
+    /// derived path state: the slow reference the fast rebuild must agree with (`db check`,
+    /// tests).
+    pub fn context_by_plain_walk(
+        &self,
+        session: &SessionId,
+        leaf: &LeafSelector,
+    ) -> Result<SessionContext> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            match Self::resolve_leaf(conn, path, sid, session, leaf)? {
+                Some(leaf_seq) => Self::context_plain(conn, path, sid, leaf_seq),
+                None => Ok(SessionContext::empty()),
             }
         })
     }

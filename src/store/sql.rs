@@ -426,6 +426,22 @@ pub fn all_shapes(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntrySh
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
+/// Returns `(seq, id, parent_id)` of every entry of a session from the covering id index,
+/// without reading payload pages (the plain walk).
+pub fn all_links(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+) -> Result<Vec<(i64, Option<String>, Option<String>)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1")
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
 /// Returns the leaf seq (`None`: before the first entry).
 pub fn leaf(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
     conn.prepare_cached("SELECT seq FROM leaf WHERE sid = ?1")

@@ -563,3 +563,23 @@ fn stored_entries_keep_their_bytes_and_unknown_types() {
         |s| matches!(&s.entry.kind, EntryKind::Unknown { type_name } if type_name == "frobnicate")
     ));
 }
+
+#[test]
+fn the_fast_rebuild_agrees_with_the_plain_walk_at_every_entry_of_every_fixture() {
+    let store = memory_store(10);
+    for name in fixtures::names() {
+        if !fixtures::is_plain_v3(&name) {
+            continue;
+        }
+        let session = fixtures::load(&store, &name);
+        for stored in store.entries(&session).unwrap() {
+            let Some(id) = stored.entry.id else { continue };
+            let leaf = LeafSelector::Entry(id.clone());
+            assert_eq!(
+                store.context(&session, &leaf).unwrap(),
+                store.context_by_plain_walk(&session, &leaf).unwrap(),
+                "{name} at {id}"
+            );
+        }
+    }
+}
