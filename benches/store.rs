@@ -1,7 +1,7 @@
 //! Store benchmark (not run in CI): durable append latency, and context rebuild time at the
 //! leaf for sessions of 1k, 10k and 100k entries whose rebuilt contexts are the same size.
 //!
-//! Run: `cargo bench --bench store` (add `-- --quick` for 1k and 10k only).
+//! Run: `cargo bench --bench store` (`-- --quick` for 1k and 10k only, `-- --only N` for one size).
 //!
 //! Each session has realistic entries (200 B – 20 KB: prompts, assistant turns with tool
 //! calls, tool results), a few branches, compactions along the way, and the same tail: a
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use pi::model::entry::{CompactionEntry, EntryKind};
 use pi::model::message::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage,
-    Usage, UserContent, UserMessage,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage, Usage,
+    UserContent, UserMessage,
 };
 use pi::model::{EntryId, SessionHeader, SessionId};
 use pi::store::{LeafSelector, RawEntry, SessionStore, StoreConfig, StoreLocation};
@@ -43,9 +43,34 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "session", "store", "entry", "parent", "leaf", "compaction", "fn", "let", "match",
-    "src/auth.ts", "SessionManager", "error:", "cannot", "find", "value", "in", "scope", "cargo",
-    "test", "build", "async", "await", "tokio", "rusqlite", "payload", "tree", "branch",
+    "the",
+    "session",
+    "store",
+    "entry",
+    "parent",
+    "leaf",
+    "compaction",
+    "fn",
+    "let",
+    "match",
+    "src/auth.ts",
+    "SessionManager",
+    "error:",
+    "cannot",
+    "find",
+    "value",
+    "in",
+    "scope",
+    "cargo",
+    "test",
+    "build",
+    "async",
+    "await",
+    "tokio",
+    "rusqlite",
+    "payload",
+    "tree",
+    "branch",
 ];
 
 fn text(rng: &mut Rng, bytes: usize) -> String {
@@ -89,7 +114,11 @@ fn assistant(rng: &mut Rng, ts: i64, call: Option<&str>) -> AgentMessage {
             total_tokens: 1200,
             ..Usage::default()
         },
-        stop_reason: if call.is_some() { StopReason::ToolUse } else { StopReason::Stop },
+        stop_reason: if call.is_some() {
+            StopReason::ToolUse
+        } else {
+            StopReason::Stop
+        },
         timestamp: ts,
         response_model: None,
         response_id: None,
@@ -221,7 +250,8 @@ fn open(db: &Path) -> SessionStore {
 
 fn drop_page_cache(db: &Path) {
     let conn = rusqlite::Connection::open(db).expect("checkpoint connection");
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").expect("checkpoint");
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .expect("checkpoint");
     drop(conn);
     for suffix in ["", "-wal", "-shm"] {
         let path = format!("{}{suffix}", db.display());
@@ -247,16 +277,43 @@ fn ms(duration: Duration) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
-    let sizes: &[usize] = if quick { &[1_000, 10_000] } else { &[1_000, 10_000, 100_000] };
+    let args: Vec<String> = std::env::args().collect();
+    let only: Option<usize> = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|idx| args.get(idx + 1))
+        .and_then(|value| value.parse().ok());
+    let sizes: Vec<usize> = match only {
+        Some(size) => vec![size],
+        None if args.iter().any(|arg| arg == "--quick") => vec![1_000, 10_000],
+        None => vec![1_000, 10_000, 100_000],
+    };
     let dir = tempfile::tempdir().expect("temp dir");
-    println!("store benchmark ({} build)", if cfg!(debug_assertions) { "debug" } else { "release" });
+    // PI_BENCH_DIR keeps the databases for inspection.
+    let kept = std::env::var_os("PI_BENCH_DIR").map(std::path::PathBuf::from);
+    let base = kept.clone().unwrap_or_else(|| dir.path().to_path_buf());
     println!(
-        "{:>8} {:>9} {:>10} {:>9} {:>12} {:>12} {:>12} {:>12} {:>10}",
-        "entries", "db MB", "ctx msgs", "ctx KB", "append p50", "append p99", "warm p50", "cold p50", "cold max"
+        "store benchmark ({} build)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
     );
-    for &size in sizes {
-        let db = dir.path().join(format!("bench-{size}.db"));
+
+    // Phase 1: build each session and measure durable appends.
+    struct Built {
+        size: usize,
+        db: std::path::PathBuf,
+        session: SessionId,
+        appends: Vec<Duration>,
+        messages: usize,
+        bytes: usize,
+    }
+    let mut built = Vec::new();
+    for size in sizes {
+        let db = base.join(format!("bench-{size}.db"));
+        let _ = std::fs::remove_file(&db);
         let store = open(&db);
         let lines = build_lines(size, size as u64);
         let header = SessionHeader::new(
@@ -268,61 +325,115 @@ fn main() {
         let session = store
             .insert_raw_session(&header, header.to_line().as_bytes(), &lines)
             .expect("insert");
-
         // Durable appends (each one transaction with synchronous=FULL), onto a side branch
         // so that the measured context stays the common tail.
         let leaf = store.leaf(&session.id).expect("leaf").expect("a leaf");
         let leaf_id = leaf.entry.id.expect("leaf id");
         let mut rng = Rng(99);
-        let mut append_times = Vec::with_capacity(300);
+        let mut appends = Vec::with_capacity(300);
         for idx in 0..300 {
-            let message = if idx % 2 == 0 { user(&mut rng, idx) } else { assistant(&mut rng, idx, None) };
+            let message = if idx % 2 == 0 {
+                user(&mut rng, idx)
+            } else {
+                assistant(&mut rng, idx, None)
+            };
             let start = Instant::now();
             store.append_message(&session.id, message).expect("append");
-            append_times.push(start.elapsed());
+            appends.push(start.elapsed());
         }
         store.branch(&session.id, &leaf_id).expect("branch back");
-        append_times.sort();
-
-        // Warm: a fresh store after a checkpoint (as a long-running pi has), one rebuild to
-        // warm the caches, then the measured ones.
-        drop(store);
-        drop_page_cache(&db);
-        let store = open(&db);
-        let context = store.context(&session.id, &LeafSelector::Current).expect("context");
-        let ctx_bytes: usize = context.messages.iter().map(String::len).sum();
-        let mut warm = Vec::new();
-        for _ in 0..20 {
-            let start = Instant::now();
-            let again = store.context(&session.id, &LeafSelector::Current).expect("context");
-            warm.push(start.elapsed());
-            assert_eq!(again.messages.len(), context.messages.len());
-        }
-        warm.sort();
-        drop(store);
-        let mut cold = Vec::new();
-        for _ in 0..9 {
-            drop_page_cache(&db);
-            let start = Instant::now();
-            let fresh = open(&db);
-            let again = fresh.context(&session.id, &LeafSelector::Current).expect("context");
-            cold.push(start.elapsed());
-            assert_eq!(again.messages.len(), context.messages.len());
-        }
-        cold.sort();
-        let db_mb = std::fs::metadata(&db).map(|meta| meta.len()).unwrap_or(0) as f64 / 1e6;
-        println!(
-            "{:>8} {:>9.1} {:>10} {:>9.0} {:>10.2}ms {:>10.2}ms {:>10.2}ms {:>10.2}ms {:>8.2}ms",
+        appends.sort();
+        let context = store
+            .context(&session.id, &LeafSelector::Current)
+            .expect("context");
+        built.push(Built {
             size,
+            db,
+            session: session.id,
+            appends,
+            messages: context.messages.len(),
+            bytes: context.messages.iter().map(String::len).sum(),
+        });
+    }
+
+    // Phase 2: interleaved rounds, so that every size sees the same machine noise.
+    // Warm: a long-lived store (checkpointed, as a running pi is), caches hot.
+    // Cold: a fresh store, then the db/WAL files dropped from the OS page cache; the
+    // measured time is the rebuild alone.
+    let mut warm: Vec<Vec<Duration>> = vec![Vec::new(); built.len()];
+    let mut cold: Vec<Vec<Duration>> = vec![Vec::new(); built.len()];
+    let mut live = Vec::new();
+    for item in &built {
+        drop_page_cache(&item.db);
+        let store = open(&item.db);
+        store
+            .context(&item.session, &LeafSelector::Current)
+            .expect("warm up");
+        live.push(store);
+    }
+    for _round in 0..11 {
+        for (idx, item) in built.iter().enumerate() {
+            for _ in 0..3 {
+                let start = Instant::now();
+                let context = live[idx]
+                    .context(&item.session, &LeafSelector::Current)
+                    .expect("context");
+                warm[idx].push(start.elapsed());
+                assert_eq!(context.messages.len(), item.messages);
+            }
+            let fresh = open(&item.db);
+            drop_page_cache(&item.db);
+            let start = Instant::now();
+            let context = fresh
+                .context(&item.session, &LeafSelector::Current)
+                .expect("context");
+            cold[idx].push(start.elapsed());
+            assert_eq!(context.messages.len(), item.messages);
+        }
+    }
+    println!(
+        "{:>8} {:>9} {:>9} {:>8} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "entries",
+        "db MB",
+        "ctx msgs",
+        "ctx KB",
+        "append p50",
+        "append p99",
+        "warm p50",
+        "warm p99",
+        "cold p50",
+        "cold p99"
+    );
+    for (idx, item) in built.iter().enumerate() {
+        warm[idx].sort();
+        cold[idx].sort();
+        let db_mb = std::fs::metadata(&item.db)
+            .map(|meta| meta.len())
+            .unwrap_or(0) as f64
+            / 1e6;
+        println!(
+            "{:>8} {:>9.1} {:>9} {:>8.0} {:>9.2}ms {:>9.2}ms {:>8.2}ms {:>8.2}ms {:>8.2}ms {:>8.2}ms",
+            item.size,
             db_mb,
-            context.messages.len(),
-            ctx_bytes as f64 / 1024.0,
-            ms(percentile(&append_times, 0.5)),
-            ms(percentile(&append_times, 0.99)),
-            ms(percentile(&warm, 0.5)),
-            ms(percentile(&cold, 0.5)),
-            ms(*cold.last().expect("runs")),
+            item.messages,
+            item.bytes as f64 / 1024.0,
+            ms(percentile(&item.appends, 0.5)),
+            ms(percentile(&item.appends, 0.99)),
+            ms(percentile(&warm[idx], 0.5)),
+            ms(percentile(&warm[idx], 0.99)),
+            ms(percentile(&cold[idx], 0.5)),
+            ms(percentile(&cold[idx], 0.99)),
         );
     }
-    println!("cold = page cache dropped for the db/WAL files and a fresh store opened (open included)");
+    if built.len() > 1 {
+        let first = 0;
+        let last = built.len() - 1;
+        println!(
+            "ratio {}k/{}k entries: warm p50 {:.2}x, cold p50 {:.2}x",
+            built[last].size / 1000,
+            built[first].size / 1000,
+            ms(percentile(&warm[last], 0.5)) / ms(percentile(&warm[first], 0.5)),
+            ms(percentile(&cold[last], 0.5)) / ms(percentile(&cold[first], 0.5)),
+        );
+    }
 }

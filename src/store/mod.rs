@@ -759,14 +759,18 @@ impl SessionStore {
         }
         let mut out = Vec::new();
         let mut visited = HashSet::new();
-        let mut current = links.binary_search_by_key(&leaf_seq, |(seq, _, _)| *seq).ok();
+        let mut current = links
+            .binary_search_by_key(&leaf_seq, |(seq, _, _)| *seq)
+            .ok();
         while let Some(idx) = current {
             if !visited.insert(idx) {
                 break;
             }
             let (seq, _, parent) = &links[idx];
             out.push(*seq);
-            current = parent.as_deref().and_then(|parent| latest.get(parent).copied());
+            current = parent
+                .as_deref()
+                .and_then(|parent| latest.get(parent).copied());
         }
         out.reverse();
         Ok(out)

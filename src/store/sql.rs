@@ -434,10 +434,14 @@ pub fn all_links(
     sid: i64,
 ) -> Result<Vec<(i64, Option<String>, Option<String>)>> {
     let mut stmt = conn
-        .prepare_cached("SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1")
+        .prepare_cached(
+            "SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1",
+        )
         .at(path)?;
     let rows = stmt
-        .query_map(params![sid], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_map(params![sid], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .at(path)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
@@ -551,13 +555,13 @@ pub fn walk_path(
                  SELECT seq, parent_seq, depth FROM entry_path WHERE sid = ?1 AND seq = ?2
                  UNION ALL
                  SELECT p.seq, p.parent_seq, p.depth
-                   FROM entry_path p JOIN walk w ON p.sid = ?1 AND p.seq = w.parent_seq
+                   FROM walk w CROSS JOIN entry_path p ON p.sid = ?1 AND p.seq = w.parent_seq
                   WHERE w.depth > ?3
              )
              SELECT e.seq, e.id, e.type, walk.depth,
                     CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction')
                          THEN e.payload END
-               FROM walk JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
+               FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
               ORDER BY walk.depth",
         )
         .at(path)?;
