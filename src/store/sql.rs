@@ -426,13 +426,12 @@ pub fn all_shapes(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntrySh
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
+/// `(seq, id, parent_id)` of one entry.
+pub type Link = (i64, Option<String>, Option<String>);
+
 /// Returns `(seq, id, parent_id)` of every entry of a session from the covering id index,
 /// without reading payload pages (the plain walk).
-pub fn all_links(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-) -> Result<Vec<(i64, Option<String>, Option<String>)>> {
+pub fn all_links(conn: &Connection, path: &str, sid: i64) -> Result<Vec<Link>> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1",
