@@ -74,12 +74,15 @@ CREATE INDEX quarantine_sid ON quarantine (sid, line);
 
 -- Derived: per-entry path state, computed at append from the parent's row. Lets a context
 -- rebuild walk only from the leaf to where the last compaction's kept range begins, and
--- read model and thinking level without walking to the root.
+-- read model and thinking level without walking to the root. `jump_seq` is a skew-binary
+-- jump pointer (Myers' level-ancestor structure): "is X an ancestor of the leaf" takes
+-- O(log depth) lookups.
 CREATE TABLE entry_path (
     sid            INTEGER NOT NULL,
     seq            INTEGER NOT NULL,
     parent_seq     INTEGER,
     depth          INTEGER NOT NULL,
+    jump_seq       INTEGER,
     compaction_seq INTEGER,
     model_seq      INTEGER,
     thinking_seq   INTEGER,

@@ -6,7 +6,9 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod config;
+pub mod db;
 pub mod output;
+pub mod search;
 pub mod sessions;
 pub mod tree_view;
 
@@ -43,10 +45,12 @@ pub struct Cli {
 pub enum Command {
     /// List, inspect and search stored sessions
     Sessions(sessions::SessionsArgs),
+    /// Check, back up or reindex the database
+    Db(db::DbArgs),
 }
 
 /// The words that select a non-agent command when they are the first non-option argument.
-pub const COMMAND_WORDS: &[&str] = &["sessions"];
+pub const COMMAND_WORDS: &[&str] = &["sessions", "db"];
 
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
@@ -119,6 +123,7 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             let ctx = CliContext { env, db: cli.db };
             match cli.command {
                 Command::Sessions(sessions_args) => sessions::run_sessions(sessions_args, &ctx)?,
+                Command::Db(db_args) => db::run_db(db_args, &ctx)?,
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -224,7 +229,9 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let Command::Sessions(args) = cli.command;
+        let Command::Sessions(args) = cli.command else {
+            panic!("expected the sessions command");
+        };
         assert!(
             matches!(args.command, sessions::SessionsCommand::Show(ref show) if show.context && show.json)
         );

@@ -22,6 +22,11 @@ impl Style {
         Self { enabled: false }
     }
 
+    /// Whether colour is on.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     fn paint(&self, code: &str, text: &str) -> String {
         if self.enabled {
             format!("\x1b[{code}m{text}\x1b[0m")

@@ -29,6 +29,33 @@ pub enum SessionsCommand {
     List(ListArgs),
     /// Show a session: its active branch, its tree or its rebuilt context
     Show(ShowArgs),
+    /// Search every conversation (this directory's unless --all or --cwd)
+    Search(crate::cli::search::SearchArgs),
+    /// Token and cost totals by day, week, model, provider, directory or session
+    Stats(crate::cli::search::StatsArgs),
+    /// Name a session (appends a session_info entry)
+    Rename(RenameArgs),
+    /// Delete a session and all its entries
+    Rm(RmArgs),
+}
+
+/// Arguments of `sessions rename`.
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    /// Session id or a unique prefix of one
+    pub session: String,
+    /// The new name
+    pub name: String,
+}
+
+/// Arguments of `sessions rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Session id or a unique prefix of one
+    pub session: String,
+    /// Delete without asking
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// Arguments of `sessions list`.
@@ -75,6 +102,10 @@ pub fn run_sessions(args: SessionsArgs, ctx: &CliContext) -> Result<()> {
     match args.command {
         SessionsCommand::List(list) => run_list(list, ctx),
         SessionsCommand::Show(show) => run_show(show, ctx),
+        SessionsCommand::Search(search) => crate::cli::search::run_search(search, ctx),
+        SessionsCommand::Stats(stats) => crate::cli::search::run_stats(stats, ctx),
+        SessionsCommand::Rename(rename) => run_rename(rename, ctx),
+        SessionsCommand::Rm(rm) => run_rm(rm, ctx),
     }
 }
 
@@ -166,6 +197,65 @@ fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
 
 fn resolve(store: &SessionStore, query: &str) -> Result<SessionId> {
     Ok(store.resolve(query)?)
+}
+
+fn run_rename(args: RenameArgs, ctx: &CliContext) -> Result<()> {
+    let name = args.name.trim();
+    if name.is_empty() {
+        return Err(UsageError("a session name cannot be empty".to_owned()).into());
+    }
+    let store = ctx.open_store()?;
+    let session = resolve(&store, &args.session)?;
+    store.append_session_info(&session, name)?;
+    let mut out = output::stdout();
+    line(&mut out, &format!("renamed {session} to \"{name}\""))?;
+    Ok(out.flush()?)
+}
+
+fn run_rm(args: RmArgs, ctx: &CliContext) -> Result<()> {
+    use std::io::{BufRead, IsTerminal};
+    let store = ctx.open_store()?;
+    let session = resolve(&store, &args.session)?;
+    let summary = store.session(&session)?;
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(UsageError(format!(
+                "refusing to delete session {session} without --yes (stdin is not a terminal)"
+            ))
+            .into());
+        }
+        let title = summary
+            .name
+            .clone()
+            .or_else(|| {
+                summary
+                    .first_message
+                    .as_deref()
+                    .map(|text| one_line(text, 60))
+            })
+            .unwrap_or_else(|| "(no messages)".to_owned());
+        let mut err = std::io::stderr().lock();
+        write!(
+            err,
+            "Delete session {session} \"{title}\" ({} entries, {})? [y/N] ",
+            summary.entries, summary.cwd
+        )?;
+        err.flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            let mut out = output::stdout();
+            line(&mut out, "kept")?;
+            return Ok(out.flush()?);
+        }
+    }
+    store.delete_session(&session)?;
+    let mut out = output::stdout();
+    line(
+        &mut out,
+        &format!("deleted {session} ({} entries)", summary.entries),
+    )?;
+    Ok(out.flush()?)
 }
 
 fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {

@@ -9,7 +9,8 @@ use rusqlite::Connection;
 use crate::model::entry::{Entry, EntryKind};
 use crate::model::message::AgentMessage;
 use crate::store::error::StoreError;
-use crate::store::sql::{self, EntryInsert, PathState, StatsDelta};
+use crate::store::search;
+use crate::store::sql::{self, EntryInsert, PathState, StatsDelta, UsageRow};
 
 /// Inserts an entry row and its derived rows; the caller moves the leaf.
 pub fn insert(
@@ -56,9 +57,15 @@ pub fn apply(
     };
     let is_assistant = matches!(entry.message(), Some(AgentMessage::Assistant(_)))
         || (row.type_name == "message" && assistant_role(row.payload));
+    let parent_seq = parent_state.and(parent_seq);
+    let jump_seq = match (parent_seq, parent_state) {
+        (Some(parent_seq), Some(parent)) => jump_for_child(conn, path, sid, parent_seq, &parent)?,
+        _ => seq,
+    };
     let state = PathState {
-        parent_seq: parent_state.map(|_| parent_seq).unwrap_or(None),
+        parent_seq,
         depth: parent_state.map_or(0, |state| state.depth + 1),
+        jump_seq,
         compaction_seq: if row.type_name == "compaction" {
             Some(seq)
         } else {
@@ -88,6 +95,32 @@ pub fn apply(
             .filter(|text| !text.is_empty())
             .map(|text| (text, row.timestamp));
         sql::apply_label(conn, path, sid, target.as_str(), set, seq)?;
+    }
+
+    // Full-text documents and usage rows.
+    let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
+    for doc in search::docs_for(entry) {
+        sql::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
+    }
+    if let EntryKind::Message(message) = &entry.kind {
+        let (day, week) = day_and_week(ts);
+        let mut usage = UsageRow {
+            ts,
+            day: &day,
+            week: &week,
+            role: message.role(),
+            ..UsageRow::default()
+        };
+        if let AgentMessage::Assistant(assistant) = message {
+            usage.provider = Some(&assistant.provider);
+            usage.model = Some(&assistant.model);
+            usage.input = to_i64(assistant.usage.input);
+            usage.output = to_i64(assistant.usage.output);
+            usage.cache_read = to_i64(assistant.usage.cache_read);
+            usage.cache_write = to_i64(assistant.usage.cache_write);
+            usage.cost = assistant.usage.cost.total;
+        }
+        sql::insert_usage(conn, path, sid, seq, &usage)?;
     }
 
     // Statistics.
@@ -136,6 +169,79 @@ pub fn apply(
         | EntryKind::Unknown { .. } => {}
     }
     sql::apply_stats(conn, path, sid, &delta)
+}
+
+/// The jump pointer of a new child of `parent` (Myers, "An applicative random-access stack"):
+/// jump to the parent's jump's jump when the two jumps span equal depths, else to the parent.
+fn jump_for_child(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    parent_seq: i64,
+    parent: &PathState,
+) -> Result<i64, StoreError> {
+    let Some(jump) = sql::path_state(conn, path, sid, parent.jump_seq)? else {
+        return Ok(parent_seq);
+    };
+    let Some(jump_jump) = sql::path_state(conn, path, sid, jump.jump_seq)? else {
+        return Ok(parent_seq);
+    };
+    if parent.depth - jump.depth == jump.depth - jump_jump.depth {
+        Ok(jump.jump_seq)
+    } else {
+        Ok(parent_seq)
+    }
+}
+
+/// Returns the ancestor of `seq` at `depth` (or `None` if `depth` is deeper than `seq`),
+/// in O(log depth) path-state lookups.
+pub fn ancestor_at_depth(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    depth: i64,
+) -> Result<Option<i64>, StoreError> {
+    let mut current = seq;
+    let Some(mut state) = sql::path_state(conn, path, sid, current)? else {
+        return Ok(None);
+    };
+    if depth > state.depth || depth < 0 {
+        return Ok(None);
+    }
+    while state.depth > depth {
+        let jump = sql::path_state(conn, path, sid, state.jump_seq)?;
+        let next = match jump {
+            Some(jump_state) if jump_state.depth >= depth && state.jump_seq != current => {
+                state.jump_seq
+            }
+            _ => match state.parent_seq {
+                Some(parent) => parent,
+                None => return Ok(None),
+            },
+        };
+        current = next;
+        state = match sql::path_state(conn, path, sid, current)? {
+            Some(next_state) => next_state,
+            None => return Ok(None),
+        };
+    }
+    Ok(Some(current))
+}
+
+/// `YYYY-MM-DD` and ISO `YYYY-Www` (UTC) of a Unix-ms time.
+pub fn day_and_week(ms: i64) -> (String, String) {
+    use chrono::Datelike;
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms) {
+        Some(time) => {
+            let week = time.iso_week();
+            (
+                time.format("%Y-%m-%d").to_string(),
+                format!("{:04}-W{:02}", week.year(), week.week()),
+            )
+        }
+        None => ("1970-01-01".to_owned(), "1970-W01".to_owned()),
+    }
 }
 
 fn to_i64(value: u64) -> i64 {

@@ -17,14 +17,26 @@ pub struct Migration {
     pub name: &'static str,
     /// The SQL text.
     pub sql: &'static str,
+    /// Whether the derived tables must be rebuilt from the entries once it is applied (it
+    /// changes their shape; derived data is never migrated by hand).
+    pub rebuild_derived: bool,
 }
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("../../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../migrations/0001_init.sql"),
+        rebuild_derived: false,
+    },
+    Migration {
+        version: 2,
+        name: "0002_search.sql",
+        sql: include_str!("../../migrations/0002_search.sql"),
+        rebuild_derived: true,
+    },
+];
 
 /// Returns the newest schema version this binary knows.
 pub fn latest_version() -> i64 {
@@ -52,10 +64,11 @@ pub fn current_version(conn: &Connection, path: &str) -> Result<i64, StoreError>
     .at(path)
 }
 
-/// Applies every migration newer than the database's version, up to `target`.
+/// Applies every migration newer than the database's version, up to `target`; returns
+/// whether one of them asks for the derived tables to be rebuilt.
 ///
 /// Refuses (without writing) a database newer than this binary.
-pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<(), StoreError> {
+pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool, StoreError> {
     let found = current_version(conn, path)?;
     if found > latest_version() {
         return Err(StoreError::NewerDatabase {
@@ -64,6 +77,7 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
             supported: latest_version(),
         });
     }
+    let mut rebuild = false;
     for migration in MIGRATIONS {
         if migration.version <= found || migration.version > target {
             continue;
@@ -92,11 +106,13 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<(), 
         )
         .at(path)?;
         tx.commit().at(path)?;
+        // A brand-new database has nothing to rebuild.
+        rebuild |= migration.rebuild_derived && found > 0;
     }
-    Ok(())
+    Ok(rebuild)
 }
 
-/// Applies every pending migration.
-pub fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
+/// Applies every pending migration; returns whether the derived tables need a rebuild.
+pub fn migrate(conn: &mut Connection, path: &str) -> Result<bool, StoreError> {
     migrate_to(conn, path, latest_version())
 }

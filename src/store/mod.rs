@@ -13,8 +13,10 @@
 pub mod context;
 pub mod derived;
 mod error;
+pub mod maintenance;
 pub mod migrate;
 mod open;
+pub mod search;
 pub mod sql;
 pub mod tree;
 
@@ -217,13 +219,18 @@ impl SessionStore {
     /// Opens (creating and migrating as needed) the store.
     pub fn open(config: StoreConfig) -> Result<Self> {
         let conns = open::open(&config.location, config.busy_timeout)?;
-        Ok(Self {
+        let needs_rebuild = conns.needs_rebuild;
+        let store = Self {
             inner: Arc::new(Inner {
                 conns,
                 clock: config.clock,
                 ids: config.ids,
             }),
-        })
+        };
+        if needs_rebuild {
+            store.rebuild_derived()?;
+        }
+        Ok(store)
     }
 
     /// Returns the database path (or `:memory:`), for messages.
@@ -259,6 +266,20 @@ impl SessionStore {
 
     /// Runs `f` in one read transaction (a consistent snapshot) on a reader connection.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
+        self.with_reader(|conn, path| {
+            let tx = conn.unchecked_transaction().at(path)?;
+            let out = f(&tx, path)?;
+            tx.finish().at(path)?;
+            Ok(out)
+        })
+    }
+
+    /// Runs `f` on a reader connection outside any transaction (for statements such as
+    /// `VACUUM INTO` that make their own).
+    pub(crate) fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&Connection, &str) -> Result<T>,
+    ) -> Result<T> {
         let path = self.path();
         let conn = match &self.inner.conns.readers {
             Some(pool) => ReadConn::Pooled(pool.get().map_err(|source| StoreError::Pool {
@@ -267,10 +288,7 @@ impl SessionStore {
             })?),
             None => ReadConn::Writer(lock(&self.inner.conns.writer)),
         };
-        let tx = conn.unchecked_transaction().at(path)?;
-        let out = f(&tx, path)?;
-        tx.finish().at(path)?;
-        Ok(out)
+        f(&conn, path)
     }
 
     fn sid(conn: &Connection, path: &str, session: &SessionId) -> Result<i64> {
@@ -746,6 +764,18 @@ impl SessionStore {
             .collect())
     }
 
+    /// Returns the seqs on the path root → `leaf_seq` as a set (plain walk).
+    pub(crate) fn path_set(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        leaf_seq: i64,
+    ) -> Result<HashSet<i64>> {
+        Ok(Self::plain_walk(conn, path, sid, leaf_seq)?
+            .into_iter()
+            .collect())
+    }
+
     /// Walks parent ids from `leaf_seq` (a lookup takes the latest line with an id), stopping
     /// at a root, an unknown parent, or an entry already visited.
     fn plain_walk(conn: &Connection, path: &str, sid: i64, leaf_seq: i64) -> Result<Vec<i64>> {
@@ -1100,9 +1130,11 @@ impl SessionStore {
 
     // ----- maintenance ----------------------------------------------------------------------
 
-    /// Recomputes the derived rows of every session from the entries.
+    /// Recomputes every derived row (path state, labels, statistics, usage, the full-text
+    /// index) from the entries, in one transaction (`pi db reindex`).
     pub fn rebuild_derived(&self) -> Result<()> {
         self.write(|conn, path| {
+            sql::clear_all_derived(conn, path)?;
             for sid in sql::all_sids(conn, path)? {
                 derived::rebuild_session(conn, path, sid)?;
             }

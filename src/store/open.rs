@@ -33,6 +33,8 @@ pub(crate) struct Connections {
     pub writer: Mutex<Connection>,
     /// Reader connections; `None` for an in-memory database, whose reads use the writer.
     pub readers: Option<r2d2::Pool<SqliteConnectionManager>>,
+    /// Whether a migration applied at open asks for the derived tables to be rebuilt.
+    pub needs_rebuild: bool,
 }
 
 impl std::fmt::Debug for Connections {
@@ -113,7 +115,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     writer
         .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
         .at(&display)?;
-    migrate::migrate(&mut writer, &display)?;
+    let needs_rebuild = migrate::migrate(&mut writer, &display)?;
 
     let manager = SqliteConnectionManager::file(path)
         .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
@@ -127,6 +129,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
         display,
         writer: Mutex::new(writer),
         readers: Some(readers),
+        needs_rebuild,
     })
 }
 
@@ -134,10 +137,11 @@ fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
     let display = ":memory:".to_owned();
     let mut writer = Connection::open_in_memory().at(&display)?;
     init_connection(&writer, busy_timeout).at(&display)?;
-    migrate::migrate(&mut writer, &display)?;
+    let needs_rebuild = migrate::migrate(&mut writer, &display)?;
     Ok(Connections {
         display,
         writer: Mutex::new(writer),
         readers: None,
+        needs_rebuild,
     })
 }

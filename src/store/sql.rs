@@ -194,9 +194,11 @@ pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
         params![sid],
     )
     .at(path)?;
+    delete_search_rows(conn, path, sid)?;
     for table in [
         "entry_path",
         "labels",
+        "usage",
         "session_stats",
         "leaf",
         "quarantine",
@@ -469,6 +471,8 @@ pub struct PathState {
     pub parent_seq: Option<i64>,
     /// Depth (0 for a root).
     pub depth: i64,
+    /// Skew-binary jump pointer (an ancestor; the entry itself for a root).
+    pub jump_seq: i64,
     /// Last compaction on the path (inclusive).
     pub compaction_seq: Option<i64>,
     /// Last model-setting entry on the path.
@@ -480,7 +484,7 @@ pub struct PathState {
 /// Returns the path state of an entry.
 pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<PathState>> {
     conn.prepare_cached(
-        "SELECT parent_seq, depth, compaction_seq, model_seq, thinking_seq FROM entry_path
+        "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq FROM entry_path
          WHERE sid = ?1 AND seq = ?2",
     )
     .at(path)?
@@ -488,9 +492,10 @@ pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<O
         Ok(PathState {
             parent_seq: row.get(0)?,
             depth: row.get(1)?,
-            compaction_seq: row.get(2)?,
-            model_seq: row.get(3)?,
-            thinking_seq: row.get(4)?,
+            jump_seq: row.get(2)?,
+            compaction_seq: row.get(3)?,
+            model_seq: row.get(4)?,
+            thinking_seq: row.get(5)?,
         })
     })
     .optional()
@@ -506,8 +511,9 @@ pub fn insert_path_state(
     state: &PathState,
 ) -> Result<()> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO entry_path (sid, seq, parent_seq, depth, compaction_seq, model_seq, thinking_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT OR REPLACE INTO entry_path
+             (sid, seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .at(path)?
     .execute(params![
@@ -515,6 +521,7 @@ pub fn insert_path_state(
         seq,
         state.parent_seq,
         state.depth,
+        state.jump_seq,
         state.compaction_seq,
         state.model_seq,
         state.thinking_seq
@@ -645,6 +652,9 @@ pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) 
         .at(path)?;
     conn.execute("DELETE FROM labels WHERE sid = ?1", params![sid])
         .at(path)?;
+    conn.execute("DELETE FROM usage WHERE sid = ?1", params![sid])
+        .at(path)?;
+    delete_search_rows(conn, path, sid)?;
     conn.execute(
         "UPDATE session_stats SET next_seq = 0, entries = 0, messages = 0, input = 0, output = 0,
              cache_read = 0, cache_write = 0, cost = 0, last_activity = ?2, name = NULL,
@@ -736,4 +746,274 @@ pub fn all_sids(conn: &Connection, path: &str) -> Result<Vec<i64>> {
         .at(path)?;
     let rows = stmt.query_map([], |row| row.get(0)).at(path)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Deletes a session's search documents and their FTS rows.
+pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()> {
+    conn.execute(
+        "DELETE FROM search_fts WHERE rowid IN (SELECT docid FROM search_docs WHERE sid = ?1)",
+        params![sid],
+    )
+    .at(path)?;
+    conn.execute("DELETE FROM search_docs WHERE sid = ?1", params![sid])
+        .at(path)?;
+    Ok(())
+}
+
+/// Adds one search document and its FTS row.
+pub fn insert_search_doc(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    doc: &crate::store::search::Doc,
+    ts: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO search_docs (sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .at(path)?
+    .execute(params![sid, seq, doc.role, doc.kind, ts])
+    .at(path)?;
+    let docid = conn.last_insert_rowid();
+    conn.prepare_cached("INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)")
+        .at(path)?
+        .execute(params![docid, crate::store::search::index_text(&doc.text)])
+        .at(path)?;
+    Ok(())
+}
+
+/// One row of the usage table.
+#[derive(Debug, Clone, Default)]
+pub struct UsageRow<'a> {
+    /// Entry time, Unix ms.
+    pub ts: i64,
+    /// `YYYY-MM-DD` (UTC).
+    pub day: &'a str,
+    /// `YYYY-Www` (ISO week, UTC).
+    pub week: &'a str,
+    /// Message role.
+    pub role: &'a str,
+    /// Provider of an assistant message.
+    pub provider: Option<&'a str>,
+    /// Model of an assistant message.
+    pub model: Option<&'a str>,
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// Cost in USD.
+    pub cost: f64,
+}
+
+/// Stores the usage row of a `message` entry.
+pub fn insert_usage(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    row: &UsageRow<'_>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO usage
+             (sid, seq, ts, day, week, role, provider, model, input, output, cache_read, cache_write, cost)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .at(path)?
+    .execute(params![
+        sid,
+        seq,
+        row.ts,
+        row.day,
+        row.week,
+        row.role,
+        row.provider,
+        row.model,
+        row.input,
+        row.output,
+        row.cache_read,
+        row.cache_write,
+        row.cost
+    ])
+    .at(path)?;
+    Ok(())
+}
+
+/// One FTS candidate: a document that matched, with its bm25 rank.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// FTS rowid / search_docs key.
+    pub docid: i64,
+    /// bm25 (lower is better).
+    pub bm25: f64,
+    /// Session key.
+    pub sid: i64,
+    /// Entry seq.
+    pub seq: i64,
+    /// Role of the document.
+    pub role: String,
+    /// Kind of the document.
+    pub kind: String,
+    /// Entry time, Unix ms.
+    pub ts: i64,
+}
+
+/// SQL filters of a search.
+#[derive(Debug, Clone, Default)]
+pub struct SearchFilter<'a> {
+    /// Only sessions whose cwd equals this.
+    pub cwd: Option<&'a str>,
+    /// Only this session.
+    pub sid: Option<i64>,
+    /// Only these roles (empty: all).
+    pub roles: &'a [String],
+    /// Only these kinds (empty: all).
+    pub kinds: &'a [String],
+    /// Entry time at or after (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Entry time before (Unix ms).
+    pub until_ms: Option<i64>,
+}
+
+/// Returns the most recent `limit` documents matching an FTS5 expression and the filters.
+pub fn search_candidates(
+    conn: &Connection,
+    path: &str,
+    fts: &str,
+    filter: &SearchFilter<'_>,
+    limit: i64,
+) -> Result<Vec<Candidate>> {
+    let mut sql = String::from(
+        "SELECT search_fts.rowid, bm25(search_fts), d.sid, d.seq, d.role, d.kind, d.ts
+           FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid",
+    );
+    if filter.cwd.is_some() {
+        sql.push_str(" CROSS JOIN sessions s ON s.sid = d.sid");
+    }
+    sql.push_str(" WHERE search_fts MATCH ?1");
+    let mut values: Vec<rusqlite::types::Value> = vec![fts.to_owned().into()];
+    let mut push = |clause: &str, value: rusqlite::types::Value, sql: &mut String| {
+        values.push(value);
+        sql.push_str(&clause.replace('?', &format!("?{}", values.len())));
+    };
+    if let Some(cwd) = filter.cwd {
+        push(" AND s.cwd = ?", cwd.to_owned().into(), &mut sql);
+    }
+    if let Some(sid) = filter.sid {
+        push(" AND d.sid = ?", sid.into(), &mut sql);
+    }
+    if let Some(since) = filter.since_ms {
+        push(" AND d.ts >= ?", since.into(), &mut sql);
+    }
+    if let Some(until) = filter.until_ms {
+        push(" AND d.ts < ?", until.into(), &mut sql);
+    }
+    for (column, list) in [("d.role", filter.roles), ("d.kind", filter.kinds)] {
+        if list.is_empty() {
+            continue;
+        }
+        sql.push_str(&format!(" AND {column} IN ("));
+        for (idx, item) in list.iter().enumerate() {
+            if idx > 0 {
+                sql.push(',');
+            }
+            push("?", item.clone().into(), &mut sql);
+        }
+        sql.push(')');
+    }
+    push(
+        " ORDER BY search_fts.rowid DESC LIMIT ?",
+        limit.into(),
+        &mut sql,
+    );
+    let mut stmt = conn.prepare_cached(&sql).at(path)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values.iter()), |row| {
+            Ok(Candidate {
+                docid: row.get(0)?,
+                bm25: row.get(1)?,
+                sid: row.get(2)?,
+                seq: row.get(3)?,
+                role: row.get(4)?,
+                kind: row.get(5)?,
+                ts: row.get(6)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// One row of `sessions stats`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatsRow {
+    /// The group key.
+    pub key: String,
+    /// Distinct sessions.
+    pub sessions: i64,
+    /// Messages counted.
+    pub messages: i64,
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// Cost in USD.
+    pub cost: f64,
+}
+
+/// Groups usage rows by an SQL key expression.
+pub fn usage_stats(
+    conn: &Connection,
+    path: &str,
+    key_sql: &str,
+    assistant_only: bool,
+    since_ms: Option<i64>,
+    order_by_key: bool,
+) -> Result<Vec<StatsRow>> {
+    let mut sql = format!(
+        "SELECT {key_sql} AS key, COUNT(DISTINCT u.sid), COUNT(*), SUM(u.input), SUM(u.output),
+                SUM(u.cache_read), SUM(u.cache_write), SUM(u.cost)
+           FROM usage u JOIN sessions s ON s.sid = u.sid WHERE u.ts >= ?1"
+    );
+    if assistant_only {
+        sql.push_str(" AND u.model IS NOT NULL");
+    }
+    sql.push_str(" GROUP BY key");
+    sql.push_str(if order_by_key {
+        " ORDER BY key"
+    } else {
+        " ORDER BY SUM(u.cost) DESC, SUM(u.input + u.output) DESC, key"
+    });
+    let mut stmt = conn.prepare(&sql).at(path)?;
+    let rows = stmt
+        .query_map(params![since_ms.unwrap_or(i64::MIN)], |row| {
+            Ok(StatsRow {
+                key: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                sessions: row.get(1)?,
+                messages: row.get(2)?,
+                input: row.get(3)?,
+                output: row.get(4)?,
+                cache_read: row.get(5)?,
+                cache_write: row.get(6)?,
+                cost: row.get(7)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Empties every derived table (before a full rebuild).
+pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
+    conn.execute_batch(
+        "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM usage; DELETE FROM search_docs;
+         INSERT INTO search_fts (search_fts) VALUES ('delete-all');",
+    )
+    .at(path)
 }

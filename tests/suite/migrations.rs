@@ -36,6 +36,7 @@ fn the_embedded_list_matches_the_files() {
 
 #[test]
 fn migration_0001_creates_the_tree_tables_and_records_its_version() {
+    // (Applied alone: version 1 only.)
     let mut conn = Connection::open_in_memory().unwrap();
     migrate_to(&mut conn, ":memory:", 1).unwrap();
     let version: i64 = conn
@@ -124,4 +125,69 @@ fn database_files_are_private() {
     let wal = env.agent_dir.join("pi.db-wal");
     assert!(wal.exists());
     assert_eq!(mode(&wal), 0o600);
+}
+
+#[test]
+fn migration_0002_indexes_sessions_stored_before_search_existed() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    {
+        // A version-1 database holding a session as 0001 stored it (no search tables).
+        let mut conn = Connection::open(env.db()).unwrap();
+        migrate_to(&mut conn, "v1", 1).unwrap();
+        let (header, header_bytes, entries) = crate::common::fixtures::read_minimal("basic-chat");
+        conn.execute(
+            "INSERT INTO sessions (sid, id, cwd, created_at, header) VALUES (1, ?1, ?2, ?3, ?4)",
+            rusqlite::params![
+                header.id.as_str(),
+                header.cwd,
+                header.timestamp,
+                header_bytes
+            ],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO session_stats (sid, last_activity) VALUES (1, ?1)",
+            [header.timestamp.as_str()],
+        )
+        .unwrap();
+        for (seq, raw) in entries.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO entries (sid, seq, id, parent_id, type, timestamp, payload) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![
+                    seq as i64,
+                    raw.entry.id.as_ref().map(|id| id.as_str()),
+                    raw.entry.parent_id.as_ref().map(|id| id.as_str()),
+                    raw.entry.type_name(),
+                    raw.entry.timestamp,
+                    raw.payload
+                ],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO leaf (sid, seq) VALUES (1, ?1)",
+            [entries.len() as i64 - 1],
+        )
+        .unwrap();
+    }
+    // Opening migrates to the latest version and rebuilds the derived tables.
+    let store = open_store(&env.db(), 1);
+    let summary = store.list(&pi::store::ListScope::All).unwrap();
+    assert_eq!(summary[0].name.as_deref(), Some("Checkout overview"));
+    drop(store);
+    let output = env
+        .pi()
+        .args(["sessions", "search", "--all", "--json", "validateCart"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let hits = crate::common::stdout_json(&output);
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    let output = env.pi().args(["db", "check"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }

@@ -3,5 +3,6 @@
 mod architecture;
 mod cli_sessions;
 mod migrations;
+mod search;
 mod store;
 mod store_props;

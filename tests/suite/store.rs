@@ -583,3 +583,50 @@ fn the_fast_rebuild_agrees_with_the_plain_walk_at_every_entry_of_every_fixture()
         }
     }
 }
+
+#[test]
+fn ancestor_tests_hold_on_deep_paths() {
+    let store = memory_store(12);
+    let session = new_session(&store);
+    let mut seqs = Vec::new();
+    let mut ids = Vec::new();
+    for idx in 0..700 {
+        let stored = store
+            .append_message(&session, user(&format!("m{idx}"), idx))
+            .unwrap();
+        seqs.push(stored.seq);
+        ids.push(stored.entry.id.unwrap());
+    }
+    // Branch off at 333 and grow a side chain.
+    store.branch(&session, &ids[333]).unwrap();
+    let mut side = Vec::new();
+    for idx in 0..200 {
+        side.push(
+            store
+                .append_message(&session, user(&format!("s{idx}"), idx))
+                .unwrap()
+                .seq,
+        );
+    }
+    for (idx, seq) in seqs.iter().enumerate() {
+        assert_eq!(
+            store.on_active_path(&session, *seq).unwrap(),
+            idx <= 333,
+            "main {idx}"
+        );
+    }
+    assert!(
+        side.iter()
+            .all(|seq| store.on_active_path(&session, *seq).unwrap())
+    );
+    store.branch(&session, &ids[699]).unwrap();
+    assert!(
+        seqs.iter()
+            .all(|seq| store.on_active_path(&session, *seq).unwrap())
+    );
+    assert!(
+        !side
+            .iter()
+            .any(|seq| store.on_active_path(&session, *seq).unwrap())
+    );
+}

@@ -33,6 +33,7 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Clone)]
 struct ModelEntry {
     id: EntryId,
+    seq: i64,
     parent: Option<usize>,
     is_label: bool,
 }
@@ -91,6 +92,14 @@ fn check(store: &SessionStore, session: &SessionId, model: &Model) -> Result<(),
         .map(|idx| model.entries[idx].id.clone())
         .collect();
     prop_assert_eq!(&path, &model_path);
+    // The jump-pointer ancestor test agrees with the model for every entry.
+    let on_path: std::collections::HashSet<usize> = model.path(model.leaf).into_iter().collect();
+    for (idx, entry) in model.entries.iter().enumerate() {
+        prop_assert_eq!(
+            store.on_active_path(session, entry.seq).unwrap(),
+            on_path.contains(&idx)
+        );
+    }
     let context = store.context(session, &LeafSelector::Current).unwrap();
     let messages = model
         .path(model.leaf)
@@ -140,7 +149,7 @@ proptest! {
             match op {
                 Op::Append(byte) => {
                     let stored = store.append_message(&session, message(byte)).unwrap();
-                    model.entries.push(ModelEntry { id: stored.entry.id.unwrap(), parent: model.leaf, is_label: false });
+                    model.entries.push(ModelEntry { id: stored.entry.id.unwrap(), seq: stored.seq, parent: model.leaf, is_label: false });
                     model.leaf = Some(model.entries.len() - 1);
                 }
                 Op::Branch(pick) if !model.entries.is_empty() => {
@@ -156,7 +165,7 @@ proptest! {
                 Op::Label(pick, label) if !model.entries.is_empty() => {
                     let target = model.entries[pick % model.entries.len()].id.clone();
                     let stored = store.append_label(&session, &target, label).unwrap();
-                    model.entries.push(ModelEntry { id: stored.entry.id.unwrap(), parent: model.leaf, is_label: true });
+                    model.entries.push(ModelEntry { id: stored.entry.id.unwrap(), seq: stored.seq, parent: model.leaf, is_label: true });
                     model.leaf = Some(model.entries.len() - 1);
                     match label.filter(|text| !text.is_empty()) {
                         Some(text) => {

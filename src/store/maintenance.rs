@@ -1,0 +1,206 @@
+//! Database maintenance: `db check` (integrity, orphans, derived tables consistent with the
+//! entries), `db backup` (an online, consistent copy) and usage statistics.
+//!
+//! Invariant: `check` changes nothing — its rebuild comparison runs inside a savepoint that
+//! is always rolled back.
+
+use std::path::Path;
+
+use rusqlite::{Connection, params};
+
+use crate::store::error::SqliteContext;
+use crate::store::{SessionStore, StoreError, derived, sql};
+
+/// What `db check` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Sessions checked.
+    pub sessions: usize,
+    /// Entries in the database.
+    pub entries: i64,
+    /// One line per problem; empty when the database is sound.
+    pub problems: Vec<String>,
+}
+
+/// How `sessions stats` groups usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsBy {
+    /// `YYYY-MM-DD` (UTC).
+    Day,
+    /// `YYYY-Www` (ISO week, UTC).
+    Week,
+    /// `provider/model` (assistant messages only).
+    Model,
+    /// Provider (assistant messages only).
+    Provider,
+    /// Session working directory.
+    Cwd,
+    /// Session id.
+    Session,
+}
+
+/// A snapshot of one session's derived rows, comparable before and after a rebuild.
+fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<String>, StoreError> {
+    let queries = [
+        "SELECT 'path', seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq
+           FROM entry_path WHERE sid = ?1 ORDER BY seq",
+        "SELECT 'label', target_id, label, label_ts, order_seq FROM labels WHERE sid = ?1 ORDER BY target_id",
+        "SELECT 'stats', next_seq, entries, messages, input, output, cache_read, cache_write, cost,
+                last_activity, name, first_message FROM session_stats WHERE sid = ?1",
+        "SELECT 'doc', seq, role, kind, ts FROM search_docs WHERE sid = ?1 ORDER BY seq, role, kind, ts",
+        "SELECT 'usage', seq, ts, day, week, role, provider, model, input, output, cache_read,
+                cache_write, cost FROM usage WHERE sid = ?1 ORDER BY seq",
+        "SELECT 'irregular', irregular FROM sessions WHERE sid = ?1",
+    ];
+    let mut out = Vec::new();
+    for query in queries {
+        let mut stmt = conn.prepare(query).at(path)?;
+        let columns = stmt.column_count();
+        let rows = stmt
+            .query_map(params![sid], |row| {
+                let mut text = String::new();
+                for idx in 0..columns {
+                    let value: rusqlite::types::Value = row.get(idx)?;
+                    text.push_str(&format!("{value:?}|"));
+                }
+                Ok(text)
+            })
+            .at(path)?;
+        for row in rows {
+            out.push(row.at(path)?);
+        }
+    }
+    Ok(out)
+}
+
+fn count(conn: &Connection, path: &str, sql_text: &str) -> Result<i64, StoreError> {
+    conn.query_row(sql_text, [], |row| row.get(0)).at(path)
+}
+
+impl SessionStore {
+    /// Checks integrity, orphans and that every derived table matches a rebuild from the
+    /// entries. Changes nothing.
+    pub fn check(&self) -> Result<CheckReport, StoreError> {
+        self.write(|conn, path| {
+            let mut report = CheckReport::default();
+            let mut stmt = conn.prepare("PRAGMA integrity_check").at(path)?;
+            let lines = stmt
+                .query_map([], |row| row.get::<_, String>(0))
+                .at(path)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .at(path)?;
+            for line in lines {
+                if line != "ok" {
+                    report.problems.push(format!("integrity: {line}"));
+                }
+            }
+            if let Err(error) =
+                conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)", [])
+            {
+                report.problems.push(format!("full-text index: {error}"));
+            }
+            let orphan_checks = [
+                ("entries without a session", "SELECT COUNT(*) FROM entries WHERE sid NOT IN (SELECT sid FROM sessions)"),
+                (
+                    "leaf pointers to missing entries",
+                    "SELECT COUNT(*) FROM leaf l WHERE l.seq IS NOT NULL
+                       AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = l.sid AND e.seq = l.seq)",
+                ),
+                ("sessions without a leaf row", "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM leaf)"),
+                (
+                    "sessions without statistics",
+                    "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM session_stats)",
+                ),
+                (
+                    "search documents without an entry",
+                    "SELECT COUNT(*) FROM search_docs d
+                       WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = d.sid AND e.seq = d.seq)",
+                ),
+                ("quarantined lines without a session", "SELECT COUNT(*) FROM quarantine WHERE sid NOT IN (SELECT sid FROM sessions)"),
+            ];
+            for (what, query) in orphan_checks {
+                let found = count(conn, path, query)?;
+                if found > 0 {
+                    report.problems.push(format!("{found} {what}"));
+                }
+            }
+            let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;
+            let docs = count(conn, path, "SELECT COUNT(*) FROM search_docs")?;
+            if fts_rows != docs {
+                report.problems.push(format!(
+                    "full-text index has {fts_rows} rows for {docs} documents (run `pi db reindex`)"
+                ));
+            }
+            report.entries = count(conn, path, "SELECT COUNT(*) FROM entries")?;
+            for sid in sql::all_sids(conn, path)? {
+                report.sessions += 1;
+                let before = derived_snapshot(conn, path, sid)?;
+                conn.execute_batch("SAVEPOINT pi_check").at(path)?;
+                let rebuilt = derived::rebuild_session(conn, path, sid)
+                    .and_then(|()| derived_snapshot(conn, path, sid));
+                conn.execute_batch("ROLLBACK TO pi_check; RELEASE pi_check").at(path)?;
+                let session_id = sql::session_by_sid(conn, path, sid)?
+                    .map_or_else(|| format!("#{sid}"), |row| row.id);
+                match rebuilt {
+                    Ok(after) if after == before => {}
+                    Ok(after) => {
+                        let tables: std::collections::BTreeSet<&str> = before
+                            .iter()
+                            .filter(|row| !after.contains(row))
+                            .chain(after.iter().filter(|row| !before.contains(row)))
+                            .filter_map(|row| row.split('|').next())
+                            .collect();
+                        report.problems.push(format!(
+                            "session {session_id}: derived data differs from the entries ({}); run `pi db reindex`",
+                            tables.into_iter().collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    Err(error) => report.problems.push(format!("session {session_id}: {error}")),
+                }
+            }
+            Ok(report)
+        })
+    }
+
+    /// Writes a consistent copy of the database to `dest` (created with mode 0600; it must not
+    /// exist), while other processes may keep writing.
+    pub fn backup(&self, dest: &Path) -> Result<(), StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dest)
+            .map_err(|source| StoreError::Io {
+                path: dest.to_path_buf(),
+                source,
+            })?;
+        let dest_text = dest.to_string_lossy().into_owned();
+        let result = self.with_reader(|conn, path| {
+            conn.execute("VACUUM INTO ?1", params![dest_text])
+                .at(path)?;
+            Ok(())
+        });
+        if result.is_err() {
+            let _ = std::fs::remove_file(dest);
+        }
+        result
+    }
+
+    /// Token and cost totals grouped by day, week, model, provider, cwd or session.
+    pub fn usage_stats(
+        &self,
+        by: StatsBy,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<sql::StatsRow>, StoreError> {
+        let (key, assistant_only, by_key) = match by {
+            StatsBy::Day => ("u.day", false, true),
+            StatsBy::Week => ("u.week", false, true),
+            StatsBy::Model => ("u.provider || '/' || u.model", true, false),
+            StatsBy::Provider => ("u.provider", true, false),
+            StatsBy::Cwd => ("s.cwd", false, false),
+            StatsBy::Session => ("s.id", false, false),
+        };
+        self.read(|conn, path| sql::usage_stats(conn, path, key, assistant_only, since_ms, by_key))
+    }
+}

@@ -1,0 +1,1076 @@
+//! Full-text search over every session: what an entry contributes to the index, the query
+//! language people type, snippets, and ranking. See `docs/SEARCH.md` for the measurements
+//! behind the tokenizer choice.
+//!
+//! The FTS5 table is contentless (`search_fts`, tokenizer `unicode61 remove_diacritics 2`);
+//! `search_docs` maps each FTS row to its session, entry, role and kind. The text of a hit is
+//! re-read from its entry for the snippet, so text is stored once (in the payload).
+//! CJK runs have no spaces between words, so both the indexed text and the query turn each
+//! run of CJK characters into overlapping bigrams before FTS5 sees them.
+//!
+//! Query syntax: words, `"phrases"`, `prefix*`, `AND`, `OR`, `NOT` (upper case) and
+//! parentheses; juxtaposition means AND. Whatever is typed is parsed here and rendered as a
+//! safe FTS5 expression (every term quoted), or rejected with a one-line reason — FTS5 never
+//! sees raw user syntax.
+//!
+//! Invariant: the pure parts (docs, query parsing, snippets) do no I/O.
+
+use serde_json::Value;
+
+use crate::model::entry::{Entry, EntryKind};
+use crate::model::message::{AgentMessage, ContentBlock, UserContent};
+use crate::support::json;
+
+/// Longest text indexed for one document; the rest of a huge tool output is not searchable.
+pub const MAX_DOC_BYTES: usize = 256 * 1024;
+
+/// Most terms a query may have.
+pub const MAX_TERMS: usize = 64;
+
+/// One searchable unit of an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doc {
+    /// `user`, `assistant`, `tool` or `meta`.
+    pub role: &'static str,
+    /// `text`, `bash`, `thinking`, `tool_call`, `tool_result`, `custom`, `summary`, `name`.
+    pub kind: &'static str,
+    /// The text as it reads (before indexing transforms).
+    pub text: String,
+}
+
+fn doc(role: &'static str, kind: &'static str, text: String) -> Option<Doc> {
+    (!text.trim().is_empty()).then_some(Doc { role, kind, text })
+}
+
+fn blocks_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn content_text(content: &UserContent) -> String {
+    match content {
+        UserContent::Text(text) => text.clone(),
+        UserContent::Blocks(blocks) => blocks_text(blocks),
+    }
+}
+
+/// Returns the documents an entry contributes to the index (the contract's role/kind table).
+pub fn docs_for(entry: &Entry) -> Vec<Doc> {
+    let mut out = Vec::new();
+    match &entry.kind {
+        EntryKind::Message(message) => match message {
+            AgentMessage::User(user) => {
+                out.extend(doc("user", "text", content_text(&user.content)))
+            }
+            AgentMessage::Assistant(assistant) => {
+                let mut text = Vec::new();
+                let mut thinking = Vec::new();
+                let mut calls = Vec::new();
+                for block in &assistant.content {
+                    match block {
+                        ContentBlock::Text(block) => text.push(block.text.as_str()),
+                        ContentBlock::Thinking(block) => thinking.push(block.thinking.as_str()),
+                        ContentBlock::ToolCall(call) => calls.push(format!(
+                            "{} {}",
+                            call.name,
+                            json::to_js_string(&call.arguments)
+                        )),
+                        ContentBlock::Image(_) | ContentBlock::Unknown(_) => {}
+                    }
+                }
+                out.extend(doc("assistant", "text", text.join("\n")));
+                out.extend(doc("assistant", "thinking", thinking.join("\n")));
+                out.extend(doc("assistant", "tool_call", calls.join("\n")));
+            }
+            AgentMessage::ToolResult(result) => {
+                out.extend(doc("tool", "tool_result", blocks_text(&result.content)))
+            }
+            AgentMessage::BashExecution(bash) => out.extend(doc(
+                "user",
+                "bash",
+                format!("{}\n{}", bash.command, bash.output),
+            )),
+            AgentMessage::Custom(custom) => {
+                out.extend(doc("meta", "custom", content_text(&custom.content)))
+            }
+            AgentMessage::BranchSummary(summary) => {
+                out.extend(doc("meta", "summary", summary.summary.clone()))
+            }
+            AgentMessage::CompactionSummary(summary) => {
+                out.extend(doc("meta", "summary", summary.summary.clone()))
+            }
+            AgentMessage::Unknown(value) => {
+                // Legacy roles (e.g. a v2 `hookMessage` kept as it was): index their content.
+                if let Some(content) = value.get("content") {
+                    let text = match content {
+                        Value::String(text) => text.clone(),
+                        Value::Array(_) => serde_json::from_value::<UserContent>(content.clone())
+                            .map(|content| content_text(&content))
+                            .unwrap_or_default(),
+                        _ => String::new(),
+                    };
+                    out.extend(doc("meta", "custom", text));
+                }
+            }
+        },
+        EntryKind::CustomMessage { content, .. } => {
+            out.extend(doc("meta", "custom", content_text(content)))
+        }
+        EntryKind::Compaction(compaction) => {
+            out.extend(doc("meta", "summary", compaction.summary.clone()))
+        }
+        EntryKind::BranchSummary(summary) => {
+            out.extend(doc("meta", "summary", summary.summary.clone()))
+        }
+        EntryKind::SessionInfo { name } => {
+            out.extend(doc("meta", "name", name.clone().unwrap_or_default()))
+        }
+        EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange(_)
+        | EntryKind::Custom { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::Unknown { .. } => {}
+    }
+    out
+}
+
+/// Whether a character is CJK (written without spaces between words).
+pub fn is_cjk(ch: char) -> bool {
+    matches!(ch as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0x20000..=0x2FA1F) // CJK Extensions B–F, Compatibility Supplement
+}
+
+/// Whether the tokenizer indexes this character (letters and digits; unicode61's rule).
+fn is_word_char(ch: char) -> bool {
+    ch.is_alphanumeric()
+}
+
+/// Rewrites text for indexing: every run of CJK characters becomes its overlapping bigrams
+/// separated by spaces (a single character stays as it is); everything else is unchanged.
+/// Cut at [`MAX_DOC_BYTES`].
+pub fn index_text(text: &str) -> String {
+    let text = cut(text, MAX_DOC_BYTES);
+    if !text.chars().any(is_cjk) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut run: Vec<char> = Vec::new();
+    let flush = |run: &mut Vec<char>, out: &mut String| {
+        if run.is_empty() {
+            return;
+        }
+        out.push(' ');
+        if run.len() == 1 {
+            out.push(run[0]);
+        } else {
+            for pair in run.windows(2) {
+                out.push(pair[0]);
+                out.push(pair[1]);
+                out.push(' ');
+            }
+        }
+        out.push(' ');
+        run.clear();
+    };
+    for ch in text.chars() {
+        if is_cjk(ch) {
+            run.push(ch);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A parsed query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Query {
+    /// A word or phrase; `prefix` for a trailing `*`.
+    Term {
+        /// The text as typed (without quotes or `*`).
+        text: String,
+        /// Whether it was quoted.
+        phrase: bool,
+        /// Whether it ends with `*`.
+        prefix: bool,
+    },
+    /// Both sides.
+    And(Box<Query>, Box<Query>),
+    /// Either side.
+    Or(Box<Query>, Box<Query>),
+    /// The left side without the right.
+    Not(Box<Query>, Box<Query>),
+}
+
+/// Why a query cannot be run (exit 2 with this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QueryError(pub String);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Term {
+        text: String,
+        phrase: bool,
+        prefix: bool,
+    },
+    And,
+    Or,
+    Not,
+    Open,
+    Close,
+}
+
+fn lex(input: &str) -> Result<Vec<Token>, QueryError> {
+    let mut tokens = Vec::new();
+    let mut chars = input.chars().peekable();
+    while let Some(&ch) = chars.peek() {
+        if ch.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        match ch {
+            '"' => {
+                chars.next();
+                let mut text = String::new();
+                let mut closed = false;
+                for next in chars.by_ref() {
+                    if next == '"' {
+                        closed = true;
+                        break;
+                    }
+                    text.push(next);
+                }
+                if !closed {
+                    return Err(QueryError(
+                        "unclosed quote: a phrase needs a closing \" (e.g. \"connection refused\")"
+                            .to_owned(),
+                    ));
+                }
+                let prefix = chars.peek() == Some(&'*');
+                if prefix {
+                    chars.next();
+                }
+                tokens.push(Token::Term {
+                    text,
+                    phrase: true,
+                    prefix,
+                });
+            }
+            '(' => {
+                chars.next();
+                tokens.push(Token::Open);
+            }
+            ')' => {
+                chars.next();
+                tokens.push(Token::Close);
+            }
+            _ => {
+                let mut word = String::new();
+                while let Some(&next) = chars.peek() {
+                    if next.is_whitespace() || next == '"' || next == '(' || next == ')' {
+                        break;
+                    }
+                    word.push(next);
+                    chars.next();
+                }
+                match word.as_str() {
+                    "AND" => tokens.push(Token::And),
+                    "OR" => tokens.push(Token::Or),
+                    "NOT" => tokens.push(Token::Not),
+                    _ => {
+                        let prefix = word.ends_with('*') && word.len() > 1;
+                        let text = word.trim_end_matches('*').to_owned();
+                        tokens.push(Token::Term {
+                            text,
+                            phrase: false,
+                            prefix,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+/// Whether a term has anything the index can match.
+fn searchable(text: &str) -> bool {
+    text.chars().any(is_word_char)
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.pos)
+    }
+
+    fn or_expr(&mut self) -> Result<Option<Query>, QueryError> {
+        let mut left = self.and_expr()?;
+        while self.peek() == Some(&Token::Or) {
+            self.pos += 1;
+            let right = self.and_expr()?;
+            left = match (left, right) {
+                (Some(left), Some(right)) => Some(Query::Or(Box::new(left), Box::new(right))),
+                (None, _) | (_, None) => {
+                    return Err(QueryError(
+                        "OR needs a term on each side (e.g. timeout OR deadline)".to_owned(),
+                    ));
+                }
+            };
+        }
+        Ok(left)
+    }
+
+    fn and_expr(&mut self) -> Result<Option<Query>, QueryError> {
+        let mut left = self.not_expr()?;
+        loop {
+            match self.peek() {
+                Some(Token::And) => {
+                    self.pos += 1;
+                    let right = self.not_expr()?;
+                    if left.is_none() || right.is_none() {
+                        return Err(QueryError(
+                            "AND needs a term on each side (e.g. cargo AND test)".to_owned(),
+                        ));
+                    }
+                    left = combine_and(left, right);
+                }
+                Some(Token::Term { .. } | Token::Open) => {
+                    let right = self.not_expr()?;
+                    left = combine_and(left, right);
+                }
+                Some(Token::Not) if left.is_none() => {
+                    return Err(QueryError(
+                        "NOT needs a term before it (e.g. deploy NOT staging)".to_owned(),
+                    ));
+                }
+                _ => return Ok(left),
+            }
+        }
+    }
+
+    fn not_expr(&mut self) -> Result<Option<Query>, QueryError> {
+        let mut left = self.primary()?;
+        while self.peek() == Some(&Token::Not) {
+            self.pos += 1;
+            let right = self.primary()?;
+            left = match (left, right) {
+                (Some(left), Some(right)) => Some(Query::Not(Box::new(left), Box::new(right))),
+                (None, _) => {
+                    return Err(QueryError(
+                        "NOT needs a term before it (e.g. deploy NOT staging)".to_owned(),
+                    ));
+                }
+                (Some(_), None) => {
+                    return Err(QueryError(
+                        "NOT needs a term after it (e.g. deploy NOT staging)".to_owned(),
+                    ));
+                }
+            };
+        }
+        Ok(left)
+    }
+
+    fn primary(&mut self) -> Result<Option<Query>, QueryError> {
+        match self.peek().cloned() {
+            Some(Token::Open) => {
+                self.pos += 1;
+                let inner = self.or_expr()?;
+                if self.peek() != Some(&Token::Close) {
+                    return Err(QueryError(
+                        "unbalanced parenthesis: a ( has no )".to_owned(),
+                    ));
+                }
+                self.pos += 1;
+                Ok(inner)
+            }
+            Some(Token::Close) => Err(QueryError(
+                "unbalanced parenthesis: a ) has no (".to_owned(),
+            )),
+            Some(Token::Term {
+                text,
+                phrase,
+                prefix,
+            }) => {
+                self.pos += 1;
+                // Punctuation-only terms (`-`, `*`, emoji) have nothing to match: drop them.
+                Ok(searchable(&text).then_some(Query::Term {
+                    text,
+                    phrase,
+                    prefix,
+                }))
+            }
+            Some(Token::And | Token::Or | Token::Not) | None => Ok(None),
+        }
+    }
+}
+
+fn combine_and(left: Option<Query>, right: Option<Query>) -> Option<Query> {
+    match (left, right) {
+        (Some(left), Some(right)) => Some(Query::And(Box::new(left), Box::new(right))),
+        (Some(one), None) | (None, Some(one)) => Some(one),
+        (None, None) => None,
+    }
+}
+
+impl Query {
+    /// Parses what a person typed.
+    pub fn parse(input: &str) -> Result<Self, QueryError> {
+        if input.trim().is_empty() {
+            return Err(QueryError(
+                "empty query: give words to search for".to_owned(),
+            ));
+        }
+        let tokens = lex(input)?;
+        let terms = tokens
+            .iter()
+            .filter(|token| matches!(token, Token::Term { .. }))
+            .count();
+        if terms > MAX_TERMS {
+            return Err(QueryError(format!(
+                "the query has {terms} terms; at most {MAX_TERMS} are allowed (quote a phrase or pick distinctive words)"
+            )));
+        }
+        let mut parser = Parser { tokens, pos: 0 };
+        let query = parser.or_expr()?;
+        if let Some(token) = parser.peek() {
+            let reason = match token {
+                Token::Close => "unbalanced parenthesis: a ) has no (",
+                Token::And | Token::Or => "AND/OR needs a term on each side",
+                Token::Not => "NOT needs a term on each side (e.g. deploy NOT staging)",
+                Token::Open | Token::Term { .. } => "unexpected text in the query",
+            };
+            return Err(QueryError(reason.to_owned()));
+        }
+        query.ok_or_else(|| {
+            QueryError(
+                "the query has no searchable words (punctuation and emoji are not indexed)"
+                    .to_owned(),
+            )
+        })
+    }
+
+    /// Renders the query as an FTS5 expression; every term is a quoted string.
+    pub fn to_fts(&self) -> String {
+        match self {
+            Self::Term { text, prefix, .. } => {
+                let indexed = index_text(text);
+                let mut out = String::with_capacity(indexed.len() + 4);
+                out.push('"');
+                out.push_str(&indexed.trim().replace('"', "\"\""));
+                out.push('"');
+                if *prefix {
+                    out.push('*');
+                }
+                out
+            }
+            Self::And(left, right) => format!("({} AND {})", left.to_fts(), right.to_fts()),
+            Self::Or(left, right) => format!("({} OR {})", left.to_fts(), right.to_fts()),
+            Self::Not(left, right) => format!("({} NOT {})", left.to_fts(), right.to_fts()),
+        }
+    }
+
+    /// Returns the positive terms (those not under a `NOT` right side), for snippets.
+    pub fn positive_terms(&self) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        self.collect_terms(&mut out);
+        out
+    }
+
+    fn collect_terms(&self, out: &mut Vec<(String, bool)>) {
+        match self {
+            Self::Term { text, prefix, .. } => out.push((text.clone(), *prefix)),
+            Self::And(left, right) | Self::Or(left, right) => {
+                left.collect_terms(out);
+                right.collect_terms(out);
+            }
+            Self::Not(left, _) => left.collect_terms(out),
+        }
+    }
+
+    /// For a query of two or more plain words joined by AND, returns the same words as one
+    /// exact phrase (hits with the exact phrase rank first).
+    pub fn as_phrase(&self) -> Option<Query> {
+        let mut words = Vec::new();
+        if !self.plain_words(&mut words) || words.len() < 2 {
+            return None;
+        }
+        Some(Self::Term {
+            text: words.join(" "),
+            phrase: true,
+            prefix: false,
+        })
+    }
+
+    fn plain_words(&self, out: &mut Vec<String>) -> bool {
+        match self {
+            Self::Term {
+                text,
+                phrase: false,
+                prefix: false,
+            } => {
+                out.push(text.clone());
+                true
+            }
+            Self::And(left, right) => left.plain_words(out) && right.plain_words(out),
+            Self::Term { .. } | Self::Or(..) | Self::Not(..) => false,
+        }
+    }
+}
+
+/// Folds a word as the tokenizer does: lower case, diacritics removed.
+fn fold(word: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    word.nfd()
+        .filter(|ch| !unicode_normalization::char::is_combining_mark(*ch))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Splits text into the words the index sees, folded, with byte ranges.
+fn words(text: &str) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (idx, ch) in text.char_indices() {
+        let word = is_word_char(ch) && !is_cjk(ch);
+        match (word, start) {
+            (true, None) => start = Some(idx),
+            (false, Some(begin)) => {
+                out.push((begin, idx, fold(&text[begin..idx])));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(begin) = start {
+        out.push((begin, text.len(), fold(&text[begin..])));
+    }
+    out
+}
+
+/// Returns a snippet of `text` around the best cluster of query terms, matches marked with
+/// `open`/`close`, at most about `width` characters.
+pub fn snippet(
+    text: &str,
+    terms: &[(String, bool)],
+    open: &str,
+    close: &str,
+    width: usize,
+) -> String {
+    let text = cut(text, MAX_DOC_BYTES);
+    // Each query term becomes a list of lower-case words (a phrase: several) or a CJK string.
+    let mut matches: Vec<(usize, usize)> = Vec::new();
+    let doc_words = words(text);
+    for (term, prefix) in terms {
+        let term_words: Vec<String> = words(term).into_iter().map(|(_, _, word)| word).collect();
+        if !term_words.is_empty() {
+            for (idx, window) in doc_words.windows(term_words.len()).enumerate() {
+                let last = term_words.len() - 1;
+                let hit = window
+                    .iter()
+                    .zip(&term_words)
+                    .enumerate()
+                    .all(|(pos, (word, want))| {
+                        if pos == last && *prefix {
+                            word.2.starts_with(want.as_str())
+                        } else {
+                            word.2 == *want
+                        }
+                    });
+                if hit {
+                    matches.push((doc_words[idx].0, doc_words[idx + last].1));
+                }
+            }
+        }
+        // CJK parts of a term: plain substring matches (the index matched their bigrams).
+        let cjk: String = term.chars().filter(|ch| is_cjk(*ch)).collect();
+        if !cjk.is_empty() {
+            let mut from = 0;
+            while let Some(pos) = text[from..].find(&cjk) {
+                matches.push((from + pos, from + pos + cjk.len()));
+                from += pos + cjk.len();
+            }
+        }
+    }
+    matches.sort_unstable();
+    matches.dedup();
+    // The window around the densest cluster of matches.
+    let (center_start, center_end) = best_cluster(&matches, width).unwrap_or((0, 0));
+    let budget = width.saturating_sub(text[center_start..center_end].chars().count()) / 2;
+    let mut start = center_start;
+    for _ in 0..budget {
+        match text[..start].chars().next_back() {
+            Some(ch) => start -= ch.len_utf8(),
+            None => break,
+        }
+    }
+    let mut end = center_end.max(start);
+    let mut taken = text[start..end].chars().count();
+    while taken < width {
+        match text[end..].chars().next() {
+            Some(ch) => {
+                end += ch.len_utf8();
+                taken += 1;
+            }
+            None => break,
+        }
+    }
+    let mut out = String::with_capacity(end - start + 16);
+    if start > 0 {
+        out.push('…');
+    }
+    let mut pos = start;
+    for &(match_start, match_end) in &matches {
+        if match_start < pos || match_end > end {
+            continue;
+        }
+        out.push_str(&text[pos..match_start]);
+        out.push_str(open);
+        out.push_str(&text[match_start..match_end]);
+        out.push_str(close);
+        pos = match_end;
+    }
+    out.push_str(&text[pos..end]);
+    if end < text.len() {
+        out.push('…');
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn best_cluster(matches: &[(usize, usize)], width: usize) -> Option<(usize, usize)> {
+    let first = matches.first()?;
+    let mut best = (first.0, first.1, 1);
+    for (idx, &(start, _)) in matches.iter().enumerate() {
+        let mut count = 0;
+        let mut end = start;
+        for &(_, other_end) in &matches[idx..] {
+            if other_end - start > width {
+                break;
+            }
+            count += 1;
+            end = other_end;
+        }
+        if count > best.2 {
+            best = (start, end, count);
+        }
+    }
+    Some((best.0, best.1))
+}
+
+/// Combines bm25 relevance with recency: `relevance × (0.5 + 0.5 · e^(−age_days / 30))`.
+/// A hit from today keeps its full relevance, one from a month ago about 68%, old hits level
+/// off at half — relevance decides, recency breaks near-ties.
+pub fn score(bm25: f64, age_ms: i64) -> f64 {
+    let relevance = -bm25;
+    let age_days = (age_ms.max(0) as f64) / 86_400_000.0;
+    relevance * (0.5 + 0.5 * (-age_days / 30.0).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fts(input: &str) -> Result<String, QueryError> {
+        Query::parse(input).map(|query| query.to_fts())
+    }
+
+    #[test]
+    fn queries_render_as_quoted_fts5() {
+        assert_eq!(fts("SessionManager").unwrap(), "\"SessionManager\"");
+        assert_eq!(fts("cargo test").unwrap(), "(\"cargo\" AND \"test\")");
+        assert_eq!(fts("\"src/auth.ts\"").unwrap(), "\"src/auth.ts\"");
+        assert_eq!(fts("sess*").unwrap(), "\"sess\"*");
+        assert_eq!(fts("a OR b NOT c").unwrap(), "(\"a\" OR (\"b\" NOT \"c\"))");
+        assert_eq!(fts("(a OR b) c").unwrap(), "((\"a\" OR \"b\") AND \"c\")");
+        assert!(fts("NEAR(").unwrap_err().0.contains("parenthesis"));
+        assert_eq!(
+            fts("NEAR(a b)").unwrap(),
+            "(\"NEAR\" AND (\"a\" AND \"b\"))"
+        );
+        assert!(fts("it's \"x").unwrap_err().0.contains("unclosed"));
+        assert!(fts("say \"hi\"\"").unwrap_err().0.contains("unclosed"));
+        assert_eq!(
+            fts("'; DROP TABLE entries; --").unwrap(),
+            "((\"DROP\" AND \"TABLE\") AND \"entries;\")"
+        );
+        assert_eq!(fts("数据库连接").unwrap(), "\"数据 据库 库连 连接\"");
+    }
+
+    #[test]
+    fn hostile_queries_get_a_reason() {
+        for input in [
+            "", "   ", "AND", "NOT x", "x NOT", "OR y", "-", "*", "🎉", "(a", "a)", "\"",
+        ] {
+            let error = Query::parse(input).unwrap_err();
+            assert!(!error.0.is_empty(), "{input}");
+        }
+        let long = "word ".repeat(2000);
+        assert!(Query::parse(&long).unwrap_err().0.contains("at most"));
+    }
+
+    #[test]
+    fn cjk_runs_become_bigrams() {
+        let tokens = |text: &str| {
+            index_text(text)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tokens("错误: 数据库"), ["错误", ":", "数据", "据库"]);
+        assert_eq!(tokens("a字b"), ["a", "字", "b"]);
+        assert_eq!(index_text("plain text"), "plain text");
+    }
+
+    #[test]
+    fn snippets_mark_terms_and_phrases() {
+        let text = "first line\nthe connection was refused by the server at port 5432\nlast";
+        let terms = Query::parse("\"connection was refused\" port")
+            .unwrap()
+            .positive_terms();
+        let out = snippet(text, &terms, "[", "]", 80);
+        assert!(out.contains("[connection was refused]"), "{out}");
+        assert!(out.contains("[port]"), "{out}");
+        let out = snippet(
+            "SessionManager.open(file)",
+            &[("sessionman".into(), true)],
+            "[",
+            "]",
+            80,
+        );
+        assert_eq!(out, "[SessionManager].open(file)");
+    }
+
+    #[test]
+    fn recency_breaks_ties_but_relevance_decides() {
+        assert!(score(-10.0, 0) > score(-10.0, 86_400_000 * 60));
+        assert!(score(-10.0, 86_400_000 * 365) > score(-4.0, 0));
+    }
+
+    #[test]
+    fn plain_word_queries_offer_an_exact_phrase() {
+        let query = Query::parse("connection refused").unwrap();
+        assert_eq!(
+            query.as_phrase().unwrap().to_fts(),
+            "\"connection refused\""
+        );
+        assert!(Query::parse("a OR b").unwrap().as_phrase().is_none());
+        assert!(Query::parse("single").unwrap().as_phrase().is_none());
+    }
+}
+
+// ----- running a search (I/O) ---------------------------------------------------------------
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::Connection;
+
+use crate::model::ids::{EntryId, SessionId};
+use crate::store::{ListScope, SessionStore, StoreError, derived, sql};
+
+/// How many of the most recent matching documents are ranked (a bound for very common words).
+pub const CANDIDATES: i64 = 2000;
+
+/// A search as the CLI hands it to the store.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    /// The parsed query.
+    pub query: Query,
+    /// Which sessions.
+    pub scope: ListScope,
+    /// Only this session.
+    pub session: Option<SessionId>,
+    /// Only these roles (`user`, `assistant`, `tool`, `meta`); empty: all.
+    pub roles: Vec<String>,
+    /// Only these kinds; empty: all.
+    pub kinds: Vec<String>,
+    /// Entry time at or after (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Entry time before (Unix ms).
+    pub until_ms: Option<i64>,
+    /// Case-insensitive substring of `provider/model` in effect at the hit.
+    pub model: Option<String>,
+    /// Keep only hits on each session's active path.
+    pub active_only: bool,
+    /// Most hits returned.
+    pub limit: usize,
+    /// "Now" for the recency boost (Unix ms).
+    pub now_ms: i64,
+    /// Marks put around matched terms in snippets.
+    pub highlight: (String, String),
+    /// Snippet width in characters.
+    pub snippet_width: usize,
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// Session id.
+    pub session: SessionId,
+    /// Entry id.
+    pub entry: Option<EntryId>,
+    /// Append sequence of the entry.
+    pub seq: i64,
+    /// Document role.
+    pub role: String,
+    /// Document kind.
+    pub kind: String,
+    /// Snippet with the matches marked.
+    pub snippet: String,
+    /// Higher is better.
+    pub score: f64,
+    /// Session working directory.
+    pub cwd: String,
+    /// Entry timestamp (ISO-8601).
+    pub timestamp: String,
+    /// Session name.
+    pub name: Option<String>,
+    /// First user message of the session.
+    pub first_message: Option<String>,
+    /// Whether the entry is on the session's active path (root → leaf).
+    pub on_active_path: bool,
+}
+
+struct Scored {
+    candidate: sql::Candidate,
+    score: f64,
+}
+
+impl SessionStore {
+    /// Runs a full-text search (ranked by bm25 with a recency boost over the most recent
+    /// [`CANDIDATES`] matching documents that pass the filters).
+    pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
+        self.read(|conn, path| {
+            let sid = match &request.session {
+                Some(session) => {
+                    Some(sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
+                        StoreError::SessionNotFound {
+                            query: session.to_string(),
+                        }
+                    })?)
+                }
+                None => None,
+            };
+            let filter = sql::SearchFilter {
+                cwd: match &request.scope {
+                    ListScope::All => None,
+                    ListScope::Cwd(cwd) => Some(cwd.as_str()),
+                },
+                sid,
+                roles: &request.roles,
+                kinds: &request.kinds,
+                since_ms: request.since_ms,
+                until_ms: request.until_ms,
+            };
+            let candidates =
+                sql::search_candidates(conn, path, &request.query.to_fts(), &filter, CANDIDATES)?;
+            let phrase_hits: HashSet<i64> = match request.query.as_phrase() {
+                Some(phrase) => {
+                    sql::search_candidates(conn, path, &phrase.to_fts(), &filter, CANDIDATES)?
+                        .into_iter()
+                        .map(|candidate| candidate.docid)
+                        .collect()
+                }
+                None => HashSet::new(),
+            };
+            let mut active = ActivePaths::default();
+            let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
+            let mut scored = Vec::with_capacity(candidates.len());
+            for candidate in candidates {
+                if let Some(pattern) = &request.model {
+                    let model = model_at(conn, path, candidate.sid, candidate.seq, &mut models)?;
+                    let pattern = pattern.to_lowercase();
+                    if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
+                        continue;
+                    }
+                }
+                if request.active_only
+                    && !active.contains(conn, path, candidate.sid, candidate.seq)?
+                {
+                    continue;
+                }
+                let mut value = score(candidate.bm25, request.now_ms - candidate.ts);
+                if phrase_hits.contains(&candidate.docid) {
+                    value *= 2.0;
+                }
+                scored.push(Scored {
+                    candidate,
+                    score: value,
+                });
+            }
+            scored.sort_by(|a, b| {
+                b.score
+                    .total_cmp(&a.score)
+                    .then(b.candidate.docid.cmp(&a.candidate.docid))
+            });
+            scored.truncate(request.limit);
+            let terms = request.query.positive_terms();
+            let mut sessions: HashMap<i64, sql::SessionRow> = HashMap::new();
+            let mut hits = Vec::with_capacity(scored.len());
+            for Scored { candidate, score } in scored {
+                let session = match sessions.get(&candidate.sid) {
+                    Some(session) => session.clone(),
+                    None => {
+                        let Some(session) = sql::session_by_sid(conn, path, candidate.sid)? else {
+                            continue;
+                        };
+                        sessions.insert(candidate.sid, session.clone());
+                        session
+                    }
+                };
+                let Some(row) = sql::entry_by_seq(conn, path, candidate.sid, candidate.seq)? else {
+                    continue;
+                };
+                let entry = Entry::parse(&row.payload);
+                let text = entry
+                    .as_ref()
+                    .map(docs_for)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|doc| doc.kind == candidate.kind && doc.role == candidate.role)
+                    .map(|doc| doc.text)
+                    .unwrap_or_default();
+                let on_active_path = active.contains(conn, path, candidate.sid, candidate.seq)?;
+                hits.push(SearchHit {
+                    session: SessionId::new(session.id.clone()),
+                    entry: row.id.map(EntryId::new),
+                    seq: candidate.seq,
+                    role: candidate.role,
+                    kind: candidate.kind,
+                    snippet: snippet(
+                        &text,
+                        &terms,
+                        &request.highlight.0,
+                        &request.highlight.1,
+                        request.snippet_width,
+                    ),
+                    score,
+                    cwd: session.cwd.clone(),
+                    timestamp: row.timestamp,
+                    name: session.name.clone(),
+                    first_message: session.first_message.clone(),
+                    on_active_path,
+                });
+            }
+            Ok(hits)
+        })
+    }
+
+    /// Whether an entry (by seq) lies on its session's active path.
+    pub fn on_active_path(&self, session: &SessionId, seq: i64) -> Result<bool, StoreError> {
+        self.read(|conn, path| {
+            let sid = sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
+                StoreError::SessionNotFound {
+                    query: session.to_string(),
+                }
+            })?;
+            ActivePaths::default().contains(conn, path, sid, seq)
+        })
+    }
+}
+
+/// The model in effect at an entry: its own for an assistant message, else the last model
+/// entry on its path (`provider/model`).
+fn model_at(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    cache: &mut HashMap<(i64, i64), Option<String>>,
+) -> Result<Option<String>, StoreError> {
+    let Some(state) = sql::path_state(conn, path, sid, seq)? else {
+        return Ok(None);
+    };
+    let Some(model_seq) = state.model_seq else {
+        return Ok(None);
+    };
+    if let Some(found) = cache.get(&(sid, model_seq)) {
+        return Ok(found.clone());
+    }
+    let model = sql::entry_by_seq(conn, path, sid, model_seq)?
+        .and_then(|row| crate::store::context::model_of(&row.type_name, &row.payload))
+        .map(|model| {
+            format!(
+                "{}/{}",
+                model.get("provider").and_then(Value::as_str).unwrap_or(""),
+                model.get("modelId").and_then(Value::as_str).unwrap_or("")
+            )
+        });
+    cache.insert((sid, model_seq), model.clone());
+    Ok(model)
+}
+
+/// The active path of one session: its leaf, and for sessions without trusted path state
+/// the whole path as a set.
+struct SessionPath {
+    leaf: Option<i64>,
+    set: Option<HashSet<i64>>,
+}
+
+/// Answers "is this entry on its session's active path", caching per session.
+#[derive(Default)]
+struct ActivePaths {
+    sessions: HashMap<i64, SessionPath>,
+}
+
+impl ActivePaths {
+    fn contains(
+        &mut self,
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        seq: i64,
+    ) -> Result<bool, StoreError> {
+        let session = match self.sessions.entry(sid) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let leaf = sql::leaf(conn, path, sid)?;
+                let irregular =
+                    sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+                let set = match leaf {
+                    Some(leaf_seq) if irregular => {
+                        Some(SessionStore::path_set(conn, path, sid, leaf_seq)?)
+                    }
+                    Some(_) => None,
+                    None => Some(HashSet::new()),
+                };
+                entry.insert(SessionPath { leaf, set })
+            }
+        };
+        if let Some(set) = &session.set {
+            return Ok(set.contains(&seq));
+        }
+        let Some(leaf) = session.leaf else {
+            return Ok(false);
+        };
+        let Some(state) = sql::path_state(conn, path, sid, seq)? else {
+            return Ok(false);
+        };
+        Ok(derived::ancestor_at_depth(conn, path, sid, leaf, state.depth)? == Some(seq))
+    }
+}
