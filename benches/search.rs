@@ -1,0 +1,396 @@
+//! Search benchmark (not run in CI): a generated corpus of many sessions (default 1,000 ×
+//! 1,000 messages of prose, code and tool output), queried as whole `pi` processes, against
+//! `rg -F` over the same conversations as JSONL files, in the same run.
+//!
+//! Run: `cargo bench --bench search -- [--sessions N] [--messages M] [--dir DIR]`
+//! (`--dir` keeps the corpus and reuses it on the next run; building 1M messages takes
+//! minutes).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pi::model::entry::EntryKind;
+use pi::model::message::{
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage, Usage,
+    UserContent, UserMessage,
+};
+use pi::model::{Entry, EntryId, SessionHeader, SessionId};
+use pi::store::{ListScope, RawEntry, SessionStore, StoreConfig, StoreLocation};
+use pi::support::clock::{SystemClock, iso_from_ms};
+use pi::support::ids::IdSource;
+use serde_json::{Map, json};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// A skewed index: small indexes are much more likely (roughly Zipf-like).
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((n as f64) * u.powi(4)) as usize
+    }
+}
+
+const COMMON: &[&str] = &[
+    "the", "a", "to", "of", "and", "in", "is", "it", "for", "that", "this", "with", "on", "we",
+    "be", "as", "not", "are", "from", "file", "test", "function", "error", "value", "return",
+    "should", "can", "use", "need", "now", "then", "if", "when", "but", "add", "fix", "check",
+    "run", "build", "change", "update", "code", "line", "type", "data", "new", "call", "read",
+];
+
+struct Vocabulary {
+    words: Vec<String>,
+}
+
+impl Vocabulary {
+    fn new(rng: &mut Rng) -> Self {
+        const SYLLABLES: &[&str] = &[
+            "ka", "lo", "mi", "ser", "vent", "dra", "pol", "tix", "nor", "bel", "cra", "fen",
+            "gu", "hal", "jor", "kim", "lux", "mar", "nek", "ost", "pra", "quen", "rid", "sol",
+        ];
+        let mut words: Vec<String> = COMMON.iter().map(|word| (*word).to_owned()).collect();
+        while words.len() < 30_000 {
+            let parts = 2 + rng.below(3);
+            let mut word = String::new();
+            for _ in 0..parts {
+                word.push_str(SYLLABLES[rng.below(SYLLABLES.len())]);
+            }
+            if rng.below(6) == 0 {
+                // An identifier: camelCase with a second word.
+                let second = SYLLABLES[rng.below(SYLLABLES.len())];
+                word = format!("{word}{}{}", second[..1].to_uppercase(), &second[1..]);
+            }
+            words.push(word);
+        }
+        Self { words }
+    }
+
+    fn word(&self, rng: &mut Rng) -> &str {
+        &self.words[rng.skewed(self.words.len())]
+    }
+
+    fn prose(&self, rng: &mut Rng, bytes: usize) -> String {
+        let mut out = String::with_capacity(bytes + 16);
+        while out.len() < bytes {
+            out.push_str(self.word(rng));
+            out.push(match rng.below(14) {
+                0 => '.',
+                1 => ',',
+                _ => ' ',
+            });
+            if rng.below(40) == 0 {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn code(&self, rng: &mut Rng, lines: usize) -> String {
+        let mut out = String::new();
+        for idx in 0..lines {
+            let a = self.word(rng).to_owned();
+            let b = self.word(rng).to_owned();
+            match idx % 4 {
+                0 => out.push_str(&format!("fn {a}_{b}(value: &str) -> Result<(), Error> {{\n")),
+                1 => out.push_str(&format!("    let {a} = {b}.get(\"{a}\")?;\n")),
+                2 => out.push_str(&format!("    // {}\n", self.prose(rng, 40).trim())),
+                _ => out.push_str("}\n"),
+            }
+        }
+        out
+    }
+
+    fn tool_output(&self, rng: &mut Rng, lines: usize) -> String {
+        let mut out = String::new();
+        for idx in 0..lines {
+            let file = format!("src/{}/{}.rs", self.word(rng), self.word(rng));
+            match rng.below(5) {
+                0 => out.push_str(&format!(
+                    "error[E0{:03}]: cannot find value `{}` in this scope\n  --> {file}:{}:{}\n",
+                    rng.below(999),
+                    self.word(rng),
+                    idx + 1,
+                    rng.below(80)
+                )),
+                1 => out.push_str(&format!("test {}::{} ... ok\n", self.word(rng), self.word(rng))),
+                2 => out.push_str(&format!("{file}:{}: {}\n", idx + 1, self.prose(rng, 50).trim())),
+                _ => out.push_str(&format!("{}\n", self.prose(rng, 70).trim())),
+            }
+        }
+        out
+    }
+}
+
+fn session_lines(vocab: &Vocabulary, rng: &mut Rng, session_idx: usize, messages: usize) -> (SessionHeader, Vec<RawEntry>) {
+    let ids = IdSource::seeded(session_idx as u64 + 1);
+    let start_ms = 1_735_689_600_000 + session_idx as i64 * 3_600_000 * 7;
+    let header = SessionHeader::new(
+        SessionId::new(format!("bench-{session_idx:05}")),
+        iso_from_ms(start_ms),
+        format!("/home/dev/project-{}", session_idx % 50),
+        None,
+    );
+    let mut lines = Vec::with_capacity(messages);
+    let mut parent: Option<EntryId> = None;
+    let mut taken = std::collections::HashSet::new();
+    let mut ts = start_ms;
+    let mut call = 0;
+    while lines.len() < messages {
+        let kind = match lines.len() % 4 {
+            0 => {
+                let size = 80 + rng.below(400);
+                AgentMessage::User(UserMessage {
+                    content: UserContent::Text(vocab.prose(rng, size)),
+                    timestamp: ts,
+                    extra: Map::new(),
+                })
+            }
+            1 => {
+                call += 1;
+                let size = 100 + rng.below(600);
+                AgentMessage::Assistant(AssistantMessage {
+                    content: vec![
+                        ContentBlock::text(vocab.prose(rng, size)),
+                        ContentBlock::ToolCall(ToolCall {
+                            id: format!("call_{call}"),
+                            name: "bash".into(),
+                            arguments: json!({"command": format!("cargo test {}", vocab.word(rng))}),
+                            thought_signature: None,
+                            extra: Map::new(),
+                        }),
+                    ],
+                    api: "anthropic-messages".into(),
+                    provider: "anthropic".into(),
+                    model: "claude-sonnet-4-5".into(),
+                    usage: Usage::default(),
+                    stop_reason: StopReason::ToolUse,
+                    timestamp: ts,
+                    response_model: None,
+                    response_id: None,
+                    error_message: None,
+                    diagnostics: None,
+                    extra: Map::new(),
+                })
+            }
+            2 => {
+                let lines_out = 5 + rng.below(40);
+                let text = if rng.below(3) == 0 { vocab.code(rng, lines_out) } else { vocab.tool_output(rng, lines_out) };
+                AgentMessage::ToolResult(ToolResultMessage {
+                    tool_call_id: format!("call_{call}"),
+                    tool_name: "bash".into(),
+                    content: vec![ContentBlock::text(text)],
+                    details: None,
+                    is_error: false,
+                    timestamp: ts,
+                    extra: Map::new(),
+                })
+            }
+            _ => {
+                let size = 80 + rng.below(500);
+                AgentMessage::Assistant(AssistantMessage {
+                    content: vec![ContentBlock::text(vocab.prose(rng, size))],
+                    api: "anthropic-messages".into(),
+                    provider: "anthropic".into(),
+                    model: "claude-sonnet-4-5".into(),
+                    usage: Usage::default(),
+                    stop_reason: StopReason::Stop,
+                    timestamp: ts,
+                    response_model: None,
+                    response_id: None,
+                    error_message: None,
+                    diagnostics: None,
+                    extra: Map::new(),
+                })
+            }
+        };
+        ts += 1000 + rng.below(20_000) as i64;
+        let id = EntryId::generate(&ids, |candidate| taken.contains(candidate));
+        taken.insert(id.to_string());
+        let entry = Entry {
+            id: Some(id.clone()),
+            parent_id: parent.replace(id),
+            timestamp: iso_from_ms(ts),
+            kind: EntryKind::Message(kind),
+            extra: Map::new(),
+        };
+        lines.push(RawEntry {
+            payload: entry.to_line().into_bytes(),
+            entry,
+        });
+    }
+    (header, lines)
+}
+
+fn open(db: &Path) -> SessionStore {
+    SessionStore::open(StoreConfig {
+        location: StoreLocation::File(db.to_path_buf()),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(IdSource::seeded(1)),
+        busy_timeout: Duration::from_secs(30),
+    })
+    .expect("open store")
+}
+
+fn time_command(mut command: Command, runs: usize) -> (Vec<Duration>, Vec<u8>) {
+    let mut times = Vec::with_capacity(runs);
+    let mut last = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let output = command.output().expect("run command");
+        times.push(start.elapsed());
+        last = output.stdout;
+    }
+    times.sort();
+    (times, last)
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|arg| arg == name)
+        .and_then(|idx| args.get(idx + 1))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let sessions: usize = arg(&args, "--sessions", 1000);
+    let messages: usize = arg(&args, "--messages", 1000);
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir: PathBuf = arg(&args, "--dir", temp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).expect("corpus dir");
+    let db = dir.join(format!("search-{sessions}x{messages}.db"));
+    let jsonl_dir = dir.join(format!("jsonl-{sessions}x{messages}"));
+    let pi = PathBuf::from(env!("CARGO_BIN_EXE_pi"));
+
+    if !db.exists() {
+        let build_start = Instant::now();
+        let store = open(&db);
+        std::fs::create_dir_all(&jsonl_dir).expect("jsonl dir");
+        let mut rng = Rng(2026);
+        let vocab = Vocabulary::new(&mut rng);
+        for session_idx in 0..sessions {
+            let (header, lines) = session_lines(&vocab, &mut rng, session_idx, messages);
+            let header_line = header.to_line();
+            store.insert_raw_session(&header, header_line.as_bytes(), &lines).expect("insert");
+            let mut file = std::io::BufWriter::new(
+                std::fs::File::create(jsonl_dir.join(format!("{}.jsonl", header.id))).expect("jsonl file"),
+            );
+            writeln!(file, "{header_line}").expect("write");
+            for line in &lines {
+                file.write_all(&line.payload).expect("write");
+                file.write_all(b"\n").expect("write");
+            }
+            if session_idx % 100 == 99 {
+                eprintln!("  built {} sessions in {:.0?}", session_idx + 1, build_start.elapsed());
+            }
+        }
+        let conn = rusqlite::Connection::open(&db).expect("checkpoint");
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").expect("checkpoint");
+        eprintln!("built {sessions} sessions × {messages} messages in {:.1?}", build_start.elapsed());
+    }
+
+    let conn = rusqlite::Connection::open(&db).expect("inspect");
+    let size_of = |like: &str| -> f64 {
+        conn.query_row(
+            "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE ?1",
+            [like],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|bytes| bytes as f64 / 1e6)
+        .unwrap_or(f64::NAN)
+    };
+    let entries_mb = size_of("entries");
+    let fts_mb = size_of("search_fts%");
+    let docs_mb = size_of("search_docs%");
+    let total_mb = std::fs::metadata(&db).map(|meta| meta.len() as f64 / 1e6).unwrap_or(0.0);
+    let jsonl_mb: f64 = std::fs::read_dir(&jsonl_dir)
+        .map(|dir| dir.filter_map(|entry| entry.ok()?.metadata().ok()).map(|meta| meta.len() as f64).sum::<f64>() / 1e6)
+        .unwrap_or(0.0);
+    let doc_count: i64 = conn.query_row("SELECT COUNT(*) FROM search_docs", [], |row| row.get(0)).unwrap_or(0);
+    drop(conn);
+    println!("corpus: {sessions} sessions × {messages} messages; {doc_count} search documents");
+    println!(
+        "sizes: database {total_mb:.0} MB, entries table {entries_mb:.0} MB, FTS index {fts_mb:.0} MB ({:.0}% of entries), doc map {docs_mb:.0} MB; JSONL {jsonl_mb:.0} MB",
+        100.0 * fts_mb / entries_mb
+    );
+
+    // Listing.
+    let store = open(&db);
+    let mut in_process = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let list = store.list(&ListScope::All).expect("list");
+        in_process.push(start.elapsed());
+        assert_eq!(list.len(), sessions);
+    }
+    in_process.sort();
+    drop(store);
+    let mut list_cmd = Command::new(&pi);
+    list_cmd.args(["--db", db.to_str().expect("utf-8 path"), "sessions", "list", "--all", "--json"]);
+    let (list_times, _) = time_command(list_cmd, 15);
+    println!(
+        "list {sessions} sessions: in-process median {:.2} ms; whole process median {:.2} ms, max {:.2} ms",
+        ms(in_process[in_process.len() / 2]),
+        ms(list_times[list_times.len() / 2]),
+        ms(*list_times.last().expect("runs"))
+    );
+
+    // Queries: pick words by their frequency in the corpus vocabulary.
+    let mut rng = Rng(2026);
+    let vocab = Vocabulary::new(&mut rng);
+    let rare = vocab.words[25_000].clone();
+    let medium = vocab.words[3_000].clone();
+    let medium2 = vocab.words[2_000].clone();
+    let queries: Vec<(&str, Vec<String>, String)> = vec![
+        ("one word (rare)", vec![rare.clone()], rare.clone()),
+        ("one word (medium)", vec![medium.clone()], medium.clone()),
+        ("two words", vec![medium.clone(), medium2.clone()], medium.clone()),
+        ("phrase", vec![format!("\"cannot find value\"")], "cannot find value".to_owned()),
+        ("very common word", vec!["the".to_owned()], "the".to_owned()),
+        ("two very common words", vec!["the".to_owned(), "error".to_owned()], "the".to_owned()),
+    ];
+    println!(
+        "{:<24} {:>8} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "query", "hits", "pi p50", "pi p99", "pi max", "rg -F p50", "rg / pi"
+    );
+    for (label, words, rg_pattern) in queries {
+        let mut cmd = Command::new(&pi);
+        cmd.args(["--db", db.to_str().expect("utf-8 path"), "sessions", "search", "--all", "--json", "--limit", "20", "--"]);
+        cmd.args(&words);
+        let (times, stdout) = time_command(cmd, 21);
+        let hits = serde_json::from_slice::<serde_json::Value>(&stdout)
+            .ok()
+            .and_then(|value| value.as_array().map(Vec::len))
+            .unwrap_or(0);
+        let mut rg = Command::new("rg");
+        rg.args(["-F", "--count-matches", "--no-messages", &rg_pattern]).arg(&jsonl_dir);
+        let (rg_times, _) = time_command(rg, 3);
+        let pi_p50 = ms(times[times.len() / 2]);
+        let rg_p50 = ms(rg_times[rg_times.len() / 2]);
+        println!(
+            "{label:<24} {hits:>8} {pi_p50:>8.2}ms {:>8.2}ms {:>8.2}ms {rg_p50:>10.1}ms {:>8.0}x",
+            ms(times[(times.len() * 99) / 100]),
+            ms(*times.last().expect("runs")),
+            rg_p50 / pi_p50
+        );
+    }
+}
