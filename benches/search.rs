@@ -59,8 +59,8 @@ struct Vocabulary {
 impl Vocabulary {
     fn new(rng: &mut Rng) -> Self {
         const SYLLABLES: &[&str] = &[
-            "ka", "lo", "mi", "ser", "vent", "dra", "pol", "tix", "nor", "bel", "cra", "fen",
-            "gu", "hal", "jor", "kim", "lux", "mar", "nek", "ost", "pra", "quen", "rid", "sol",
+            "ka", "lo", "mi", "ser", "vent", "dra", "pol", "tix", "nor", "bel", "cra", "fen", "gu",
+            "hal", "jor", "kim", "lux", "mar", "nek", "ost", "pra", "quen", "rid", "sol",
         ];
         let mut words: Vec<String> = COMMON.iter().map(|word| (*word).to_owned()).collect();
         while words.len() < 30_000 {
@@ -105,7 +105,9 @@ impl Vocabulary {
             let a = self.word(rng).to_owned();
             let b = self.word(rng).to_owned();
             match idx % 4 {
-                0 => out.push_str(&format!("fn {a}_{b}(value: &str) -> Result<(), Error> {{\n")),
+                0 => out.push_str(&format!(
+                    "fn {a}_{b}(value: &str) -> Result<(), Error> {{\n"
+                )),
                 1 => out.push_str(&format!("    let {a} = {b}.get(\"{a}\")?;\n")),
                 2 => out.push_str(&format!("    // {}\n", self.prose(rng, 40).trim())),
                 _ => out.push_str("}\n"),
@@ -126,8 +128,16 @@ impl Vocabulary {
                     idx + 1,
                     rng.below(80)
                 )),
-                1 => out.push_str(&format!("test {}::{} ... ok\n", self.word(rng), self.word(rng))),
-                2 => out.push_str(&format!("{file}:{}: {}\n", idx + 1, self.prose(rng, 50).trim())),
+                1 => out.push_str(&format!(
+                    "test {}::{} ... ok\n",
+                    self.word(rng),
+                    self.word(rng)
+                )),
+                2 => out.push_str(&format!(
+                    "{file}:{}: {}\n",
+                    idx + 1,
+                    self.prose(rng, 50).trim()
+                )),
                 _ => out.push_str(&format!("{}\n", self.prose(rng, 70).trim())),
             }
         }
@@ -135,7 +145,12 @@ impl Vocabulary {
     }
 }
 
-fn session_lines(vocab: &Vocabulary, rng: &mut Rng, session_idx: usize, messages: usize) -> (SessionHeader, Vec<RawEntry>) {
+fn session_lines(
+    vocab: &Vocabulary,
+    rng: &mut Rng,
+    session_idx: usize,
+    messages: usize,
+) -> (SessionHeader, Vec<RawEntry>) {
     let ids = IdSource::seeded(session_idx as u64 + 1);
     let start_ms = 1_735_689_600_000 + session_idx as i64 * 3_600_000 * 7;
     let header = SessionHeader::new(
@@ -188,7 +203,11 @@ fn session_lines(vocab: &Vocabulary, rng: &mut Rng, session_idx: usize, messages
             }
             2 => {
                 let lines_out = 5 + rng.below(40);
-                let text = if rng.below(3) == 0 { vocab.code(rng, lines_out) } else { vocab.tool_output(rng, lines_out) };
+                let text = if rng.below(3) == 0 {
+                    vocab.code(rng, lines_out)
+                } else {
+                    vocab.tool_output(rng, lines_out)
+                };
                 AgentMessage::ToolResult(ToolResultMessage {
                     tool_call_id: format!("call_{call}"),
                     tool_name: "bash".into(),
@@ -270,6 +289,179 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// Compares FTS5 tokenizers on the same documents: size, build time, query latency, and
+/// whether identifiers, paths, error messages and CJK text are findable.
+fn compare_tokenizers(db: &Path, sample: usize) {
+    let conn = rusqlite::Connection::open(db).expect("open corpus");
+    let mut texts: Vec<String> = Vec::with_capacity(sample + 8);
+    {
+        let mut stmt = conn
+            .prepare("SELECT payload FROM entries ORDER BY eid LIMIT ?1")
+            .expect("prepare");
+        let rows = stmt
+            .query_map([sample as i64], |row| row.get::<_, Vec<u8>>(0))
+            .expect("query");
+        for payload in rows.flatten() {
+            if let Some(entry) = Entry::parse(&payload) {
+                for doc in pi::store::search::docs_for(&entry) {
+                    texts.push(doc.text);
+                }
+            }
+        }
+    }
+    // Probes: what people search for in coding sessions.
+    let probes: &[(&str, &str, &str)] = &[
+        (
+            "identifier",
+            "The SessionManager keeps the leaf.",
+            "SessionManager",
+        ),
+        (
+            "identifier part",
+            "The SessionManager keeps the leaf.",
+            "Manager",
+        ),
+        (
+            "path",
+            "edited src/auth.ts and src/auth.test.ts",
+            "\"src/auth.ts\"",
+        ),
+        (
+            "error message",
+            "Error: connect ECONNREFUSED 127.0.0.1:5432",
+            "\"ECONNREFUSED 127.0.0.1\"",
+        ),
+        (
+            "snake_case",
+            "call parse_session_file here",
+            "parse_session_file",
+        ),
+        ("CJK 2-char word", "数据库连接失败，请检查配置", "连接"),
+        ("CJK 4-char", "数据库连接失败，请检查配置", "连接失败"),
+        ("diacritics", "Grüße aus Köln", "koln"),
+    ];
+    let probe_start = texts.len();
+    for (_, text, _) in probes {
+        texts.push((*text).to_owned());
+    }
+    let mem = rusqlite::Connection::open_in_memory().expect("memory db");
+    println!("tokenizers over {} documents from the corpus:", texts.len());
+    println!(
+        "{:<34} {:>9} {:>9} {:>12} {:>12}",
+        "tokenizer", "build s", "index MB", "word p50", "common p50"
+    );
+    let configs: &[(&str, &str, bool)] = &[
+        (
+            "unicode61 + CJK bigrams (chosen)",
+            "unicode61 remove_diacritics 2",
+            true,
+        ),
+        (
+            "unicode61 (no CJK handling)",
+            "unicode61 remove_diacritics 2",
+            false,
+        ),
+        ("trigram", "trigram remove_diacritics 1", false),
+        (
+            "porter unicode61",
+            "porter unicode61 remove_diacritics 2",
+            true,
+        ),
+    ];
+    let mut findable: Vec<Vec<bool>> = Vec::new();
+    for (idx, (label, tokenize, bigrams)) in configs.iter().enumerate() {
+        let table = format!("t{idx}");
+        mem.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE {table} USING fts5(body, content='', tokenize='{tokenize}');"
+        ))
+        .expect("create");
+        let start = Instant::now();
+        mem.execute_batch("BEGIN").expect("begin");
+        {
+            let mut insert = mem
+                .prepare(&format!(
+                    "INSERT INTO {table} (rowid, body) VALUES (?1, ?2)"
+                ))
+                .expect("prepare");
+            for (rowid, text) in texts.iter().enumerate() {
+                let body = if *bigrams {
+                    pi::store::search::index_text(text)
+                } else {
+                    text.clone()
+                };
+                insert
+                    .execute(rusqlite::params![rowid as i64, body])
+                    .expect("insert");
+            }
+        }
+        mem.execute_batch("COMMIT").expect("commit");
+        let build = start.elapsed();
+        let bytes: i64 = mem
+            .query_row(
+                "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE ?1",
+                [format!("{table}%")],
+                |row| row.get(0),
+            )
+            .unwrap_or(0);
+        let time_query = |query: &str| -> Duration {
+            let mut runs = Vec::new();
+            for _ in 0..9 {
+                let start = Instant::now();
+                let mut stmt = mem
+                    .prepare_cached(&format!(
+                        "SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT 2000"
+                    ))
+                    .expect("prepare");
+                let count = stmt
+                    .query_map([query], |row| row.get::<_, i64>(0))
+                    .map(|rows| rows.count())
+                    .unwrap_or(0);
+                std::hint::black_box(count);
+                runs.push(start.elapsed());
+            }
+            runs.sort();
+            runs[runs.len() / 2]
+        };
+        let word = time_query("\"cannot find\"");
+        let common = time_query("\"the\"");
+        println!(
+            "{label:<34} {:>9.2} {:>9.1} {:>10.2}ms {:>10.2}ms",
+            build.as_secs_f64(),
+            bytes as f64 / 1e6,
+            ms(word),
+            ms(common)
+        );
+        let mut found = Vec::new();
+        for (probe_idx, (_, _, query)) in probes.iter().enumerate() {
+            let rendered = if *bigrams {
+                pi::store::search::Query::parse(query)
+                    .map(|parsed| parsed.to_fts())
+                    .unwrap_or_default()
+            } else {
+                (*query).to_owned()
+            };
+            let target = (probe_start + probe_idx) as i64;
+            let hit = mem
+                .prepare(&format!("SELECT rowid FROM {table} WHERE {table} MATCH ?1"))
+                .and_then(|mut stmt| {
+                    stmt.query_map([rendered], |row| row.get::<_, i64>(0))
+                        .map(|rows| rows.flatten().any(|rowid| rowid == target))
+                })
+                .unwrap_or(false);
+            found.push(hit);
+        }
+        findable.push(found);
+    }
+    println!("findable (query → target document):");
+    for (probe_idx, (what, _, query)) in probes.iter().enumerate() {
+        let marks: Vec<&str> = findable
+            .iter()
+            .map(|found| if found[probe_idx] { "yes" } else { "no" })
+            .collect();
+        println!("  {what:<18} {query:<28} {}", marks.join("  "));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let sessions: usize = arg(&args, "--sessions", 1000);
@@ -290,9 +482,12 @@ fn main() {
         for session_idx in 0..sessions {
             let (header, lines) = session_lines(&vocab, &mut rng, session_idx, messages);
             let header_line = header.to_line();
-            store.insert_raw_session(&header, header_line.as_bytes(), &lines).expect("insert");
+            store
+                .insert_raw_session(&header, header_line.as_bytes(), &lines)
+                .expect("insert");
             let mut file = std::io::BufWriter::new(
-                std::fs::File::create(jsonl_dir.join(format!("{}.jsonl", header.id))).expect("jsonl file"),
+                std::fs::File::create(jsonl_dir.join(format!("{}.jsonl", header.id)))
+                    .expect("jsonl file"),
             );
             writeln!(file, "{header_line}").expect("write");
             for line in &lines {
@@ -300,12 +495,46 @@ fn main() {
                 file.write_all(b"\n").expect("write");
             }
             if session_idx % 100 == 99 {
-                eprintln!("  built {} sessions in {:.0?}", session_idx + 1, build_start.elapsed());
+                eprintln!(
+                    "  built {} sessions in {:.0?}",
+                    session_idx + 1,
+                    build_start.elapsed()
+                );
             }
         }
         let conn = rusqlite::Connection::open(&db).expect("checkpoint");
-        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").expect("checkpoint");
-        eprintln!("built {sessions} sessions × {messages} messages in {:.1?}", build_start.elapsed());
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+            .expect("checkpoint");
+        eprintln!(
+            "built {sessions} sessions × {messages} messages in {:.1?}",
+            build_start.elapsed()
+        );
+    }
+
+    if let Some(idx) = args.iter().position(|arg| arg == "--profile") {
+        let fts = args
+            .get(idx + 1)
+            .cloned()
+            .unwrap_or_else(|| "\"the\"".to_owned());
+        let conn = rusqlite::Connection::open(&db).expect("open");
+        for sql in [
+            "SELECT count(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT 2000)",
+            "SELECT count(*) + sum(b) FROM (SELECT rowid, bm25(search_fts) AS b FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT 2000)",
+            "SELECT count(*) + sum(b) FROM (SELECT search_fts.rowid, bm25(search_fts) AS b FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid WHERE search_fts MATCH ?1 ORDER BY search_fts.rowid DESC LIMIT 2000)",
+        ] {
+            for _ in 0..3 {
+                let start = Instant::now();
+                let count: f64 = conn
+                    .query_row(sql, [&fts], |row| row.get(0))
+                    .expect("query");
+                println!("{:>8.2} ms  {count}  {}", ms(start.elapsed()), &sql[..60]);
+            }
+        }
+        return;
+    }
+    if args.iter().any(|arg| arg == "--tokenizers") {
+        compare_tokenizers(&db, arg(&args, "--sample", 200_000));
+        return;
     }
 
     let conn = rusqlite::Connection::open(&db).expect("inspect");
@@ -321,11 +550,20 @@ fn main() {
     let entries_mb = size_of("entries");
     let fts_mb = size_of("search_fts%");
     let docs_mb = size_of("search_docs%");
-    let total_mb = std::fs::metadata(&db).map(|meta| meta.len() as f64 / 1e6).unwrap_or(0.0);
-    let jsonl_mb: f64 = std::fs::read_dir(&jsonl_dir)
-        .map(|dir| dir.filter_map(|entry| entry.ok()?.metadata().ok()).map(|meta| meta.len() as f64).sum::<f64>() / 1e6)
+    let total_mb = std::fs::metadata(&db)
+        .map(|meta| meta.len() as f64 / 1e6)
         .unwrap_or(0.0);
-    let doc_count: i64 = conn.query_row("SELECT COUNT(*) FROM search_docs", [], |row| row.get(0)).unwrap_or(0);
+    let jsonl_mb: f64 = std::fs::read_dir(&jsonl_dir)
+        .map(|dir| {
+            dir.filter_map(|entry| entry.ok()?.metadata().ok())
+                .map(|meta| meta.len() as f64)
+                .sum::<f64>()
+                / 1e6
+        })
+        .unwrap_or(0.0);
+    let doc_count: i64 = conn
+        .query_row("SELECT COUNT(*) FROM search_docs", [], |row| row.get(0))
+        .unwrap_or(0);
     drop(conn);
     println!("corpus: {sessions} sessions × {messages} messages; {doc_count} search documents");
     println!(
@@ -345,7 +583,14 @@ fn main() {
     in_process.sort();
     drop(store);
     let mut list_cmd = Command::new(&pi);
-    list_cmd.args(["--db", db.to_str().expect("utf-8 path"), "sessions", "list", "--all", "--json"]);
+    list_cmd.args([
+        "--db",
+        db.to_str().expect("utf-8 path"),
+        "sessions",
+        "list",
+        "--all",
+        "--json",
+    ]);
     let (list_times, _) = time_command(list_cmd, 15);
     println!(
         "list {sessions} sessions: in-process median {:.2} ms; whole process median {:.2} ms, max {:.2} ms",
@@ -363,18 +608,40 @@ fn main() {
     let queries: Vec<(&str, Vec<String>, String)> = vec![
         ("one word (rare)", vec![rare.clone()], rare.clone()),
         ("one word (medium)", vec![medium.clone()], medium.clone()),
-        ("two words", vec![medium.clone(), medium2.clone()], medium.clone()),
-        ("phrase", vec![format!("\"cannot find value\"")], "cannot find value".to_owned()),
+        (
+            "two words",
+            vec![medium.clone(), medium2.clone()],
+            medium.clone(),
+        ),
+        (
+            "phrase",
+            vec![format!("\"cannot find value\"")],
+            "cannot find value".to_owned(),
+        ),
         ("very common word", vec!["the".to_owned()], "the".to_owned()),
-        ("two very common words", vec!["the".to_owned(), "error".to_owned()], "the".to_owned()),
+        (
+            "two very common words",
+            vec!["the".to_owned(), "error".to_owned()],
+            "the".to_owned(),
+        ),
     ];
     println!(
-        "{:<24} {:>8} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "{:<48} {:>8} {:>10} {:>10} {:>10} {:>12} {:>9}",
         "query", "hits", "pi p50", "pi p99", "pi max", "rg -F p50", "rg / pi"
     );
     for (label, words, rg_pattern) in queries {
         let mut cmd = Command::new(&pi);
-        cmd.args(["--db", db.to_str().expect("utf-8 path"), "sessions", "search", "--all", "--json", "--limit", "20", "--"]);
+        cmd.args([
+            "--db",
+            db.to_str().expect("utf-8 path"),
+            "sessions",
+            "search",
+            "--all",
+            "--json",
+            "--limit",
+            "20",
+            "--",
+        ]);
         cmd.args(&words);
         let (times, stdout) = time_command(cmd, 21);
         let hits = serde_json::from_slice::<serde_json::Value>(&stdout)
@@ -382,12 +649,14 @@ fn main() {
             .and_then(|value| value.as_array().map(Vec::len))
             .unwrap_or(0);
         let mut rg = Command::new("rg");
-        rg.args(["-F", "--count-matches", "--no-messages", &rg_pattern]).arg(&jsonl_dir);
+        rg.args(["-F", "--count-matches", "--no-messages", &rg_pattern])
+            .arg(&jsonl_dir);
         let (rg_times, _) = time_command(rg, 3);
         let pi_p50 = ms(times[times.len() / 2]);
         let rg_p50 = ms(rg_times[rg_times.len() / 2]);
         println!(
-            "{label:<24} {hits:>8} {pi_p50:>8.2}ms {:>8.2}ms {:>8.2}ms {rg_p50:>10.1}ms {:>8.0}x",
+            "{:<48} {hits:>8} {pi_p50:>8.2}ms {:>8.2}ms {:>8.2}ms {rg_p50:>10.1}ms {:>8.0}x",
+            format!("{label} ({})", words.join(" ")),
             ms(times[(times.len() * 99) / 100]),
             ms(*times.last().expect("runs")),
             rg_p50 / pi_p50

@@ -553,25 +553,75 @@ fn fold(word: &str) -> String {
         .collect()
 }
 
-/// Splits text into the words the index sees, folded, with byte ranges.
-fn words(text: &str) -> Vec<(usize, usize, String)> {
+/// A word of a text: its byte range, and its folded form when it is not plain ASCII (ASCII
+/// words are compared in place, without allocating).
+struct Word {
+    start: usize,
+    end: usize,
+    folded: Option<String>,
+}
+
+impl Word {
+    /// Whether the word equals `want` (folded), or starts with it for a prefix term.
+    fn matches(&self, text: &str, want: &str, prefix: bool) -> bool {
+        match &self.folded {
+            Some(folded) if prefix => folded.starts_with(want),
+            Some(folded) => folded == want,
+            None => {
+                let slice = &text.as_bytes()[self.start..self.end];
+                let want = want.as_bytes();
+                if prefix {
+                    slice.len() >= want.len() && slice[..want.len()].eq_ignore_ascii_case(want)
+                } else {
+                    slice.eq_ignore_ascii_case(want)
+                }
+            }
+        }
+    }
+}
+
+/// Splits text into the words the index sees.
+fn words(text: &str) -> Vec<Word> {
     let mut out = Vec::new();
     let mut start = None;
+    let mut ascii = true;
+    let push = |begin: usize, end: usize, ascii: bool, out: &mut Vec<Word>| {
+        out.push(Word {
+            start: begin,
+            end,
+            folded: (!ascii).then(|| fold(&text[begin..end])),
+        });
+    };
     for (idx, ch) in text.char_indices() {
         let word = is_word_char(ch) && !is_cjk(ch);
         match (word, start) {
-            (true, None) => start = Some(idx),
+            (true, None) => {
+                start = Some(idx);
+                ascii = ch.is_ascii();
+            }
+            (true, Some(_)) => ascii &= ch.is_ascii(),
             (false, Some(begin)) => {
-                out.push((begin, idx, fold(&text[begin..idx])));
+                push(begin, idx, ascii, &mut out);
                 start = None;
             }
-            _ => {}
+            (false, None) => {}
         }
     }
     if let Some(begin) = start {
-        out.push((begin, text.len(), fold(&text[begin..])));
+        push(begin, text.len(), ascii, &mut out);
     }
     out
+}
+
+/// Returns the folded words of a query term.
+fn term_words(term: &str) -> Vec<String> {
+    words(term)
+        .into_iter()
+        .map(|word| {
+            word.folded
+                .unwrap_or_else(|| term[word.start..word.end].to_ascii_lowercase())
+        })
+        .collect()
 }
 
 /// Returns a snippet of `text` around the best cluster of query terms, matches marked with
@@ -588,23 +638,17 @@ pub fn snippet(
     let mut matches: Vec<(usize, usize)> = Vec::new();
     let doc_words = words(text);
     for (term, prefix) in terms {
-        let term_words: Vec<String> = words(term).into_iter().map(|(_, _, word)| word).collect();
-        if !term_words.is_empty() {
-            for (idx, window) in doc_words.windows(term_words.len()).enumerate() {
-                let last = term_words.len() - 1;
+        let wanted = term_words(term);
+        if !wanted.is_empty() {
+            let last = wanted.len() - 1;
+            for (idx, window) in doc_words.windows(wanted.len()).enumerate() {
                 let hit = window
                     .iter()
-                    .zip(&term_words)
+                    .zip(&wanted)
                     .enumerate()
-                    .all(|(pos, (word, want))| {
-                        if pos == last && *prefix {
-                            word.2.starts_with(want.as_str())
-                        } else {
-                            word.2 == *want
-                        }
-                    });
+                    .all(|(pos, (word, want))| word.matches(text, want, pos == last && *prefix));
                 if hit {
-                    matches.push((doc_words[idx].0, doc_words[idx + last].1));
+                    matches.push((doc_words[idx].start, doc_words[idx + last].end));
                 }
             }
         }
@@ -796,6 +840,10 @@ use crate::store::{ListScope, SessionStore, StoreError, derived, sql};
 /// How many of the most recent matching documents are ranked (a bound for very common words).
 pub const CANDIDATES: i64 = 2000;
 
+/// A term in at least this many documents is "very common": FTS5's bm25 would count all of
+/// them on every query, so its weight (≈ 0 anyway) is left out of the ranking.
+pub const COMMON_TERM_DOCS: i64 = 5_000;
+
 /// A search as the CLI hands it to the store.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
@@ -886,17 +934,73 @@ impl SessionStore {
                 kinds: &request.kinds,
                 since_ms: request.since_ms,
                 until_ms: request.until_ms,
+                min_docid: None,
             };
-            let candidates =
-                sql::search_candidates(conn, path, &request.query.to_fts(), &filter, CANDIDATES)?;
-            let phrase_hits: HashSet<i64> = match request.query.as_phrase() {
-                Some(phrase) => {
-                    sql::search_candidates(conn, path, &phrase.to_fts(), &filter, CANDIDATES)?
-                        .into_iter()
-                        .map(|candidate| candidate.docid)
-                        .collect()
+            // Ranking: bm25 over the query's selective terms. A very common term would make
+            // FTS5's bm25 count every document containing it (tens of ms per term in a million
+            // documents) while adding almost no weight, so such terms only filter.
+            let terms = request.query.positive_terms();
+            let mut selective = Vec::new();
+            let mut any_common = false;
+            for (text, prefix) in &terms {
+                let term = Query::Term {
+                    text: text.clone(),
+                    phrase: true,
+                    prefix: *prefix,
+                };
+                if sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?
+                    >= COMMON_TERM_DOCS
+                {
+                    any_common = true;
+                } else {
+                    selective.push(term);
                 }
-                None => HashSet::new(),
+            }
+            let mut candidates = sql::search_candidates(
+                conn,
+                path,
+                &request.query.to_fts(),
+                &filter,
+                CANDIDATES,
+                !any_common,
+            )?;
+            let window_start = candidates.iter().map(|candidate| candidate.docid).min();
+            if let Some(window_start) = window_start
+                && any_common
+                && !selective.is_empty()
+            {
+                let expression = selective
+                    .iter()
+                    .map(Query::to_fts)
+                    .collect::<Vec<_>>()
+                    .join(" OR ");
+                let ranks: HashMap<i64, f64> =
+                    sql::bm25_scores(conn, path, &expression, window_start)?
+                        .into_iter()
+                        .collect();
+                for candidate in &mut candidates {
+                    candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+                }
+            }
+            // The exact-phrase pass looks only inside the candidates' docid window, so a rare
+            // phrase of common words cannot make it scan the whole index.
+            let window = sql::SearchFilter {
+                min_docid: window_start,
+                ..filter.clone()
+            };
+            let phrase_hits: HashSet<i64> = match request.query.as_phrase() {
+                Some(phrase) if !candidates.is_empty() => sql::search_candidates(
+                    conn,
+                    path,
+                    &phrase.to_fts(),
+                    &window,
+                    CANDIDATES,
+                    false,
+                )?
+                .into_iter()
+                .map(|candidate| candidate.docid)
+                .collect(),
+                Some(_) | None => HashSet::new(),
             };
             let mut active = ActivePaths::default();
             let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
@@ -914,9 +1018,11 @@ impl SessionStore {
                 {
                     continue;
                 }
+                // Without a selective term every relevance is 0: the newest matches come first
+                // (the sort below breaks ties by recency); an exact phrase still ranks first.
                 let mut value = score(candidate.bm25, request.now_ms - candidate.ts);
                 if phrase_hits.contains(&candidate.docid) {
-                    value *= 2.0;
+                    value = value * 2.0 + 1.0;
                 }
                 scored.push(Scored {
                     candidate,
@@ -929,7 +1035,6 @@ impl SessionStore {
                     .then(b.candidate.docid.cmp(&a.candidate.docid))
             });
             scored.truncate(request.limit);
-            let terms = request.query.positive_terms();
             let mut sessions: HashMap<i64, sql::SessionRow> = HashMap::new();
             let mut hits = Vec::with_capacity(scored.len());
             for Scored { candidate, score } in scored {

@@ -877,19 +877,25 @@ pub struct SearchFilter<'a> {
     pub since_ms: Option<i64>,
     /// Entry time before (Unix ms).
     pub until_ms: Option<i64>,
+    /// Only documents at or after this docid (bounds a second pass to the first one's window).
+    pub min_docid: Option<i64>,
 }
 
-/// Returns the most recent `limit` documents matching an FTS5 expression and the filters.
+/// Returns the most recent `limit` documents matching an FTS5 expression and the filters;
+/// `bm25` is computed only when asked (FTS5 counts every document of each term for it, which
+/// costs tens of milliseconds for a word in a million documents), else it is 0.
 pub fn search_candidates(
     conn: &Connection,
     path: &str,
     fts: &str,
     filter: &SearchFilter<'_>,
     limit: i64,
+    with_bm25: bool,
 ) -> Result<Vec<Candidate>> {
-    let mut sql = String::from(
-        "SELECT search_fts.rowid, bm25(search_fts), d.sid, d.seq, d.role, d.kind, d.ts
-           FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid",
+    let rank = if with_bm25 { "bm25(search_fts)" } else { "0.0" };
+    let mut sql = format!(
+        "SELECT search_fts.rowid, {rank}, d.sid, d.seq, d.role, d.kind, d.ts
+           FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid"
     );
     if filter.cwd.is_some() {
         sql.push_str(" CROSS JOIN sessions s ON s.sid = d.sid");
@@ -905,6 +911,9 @@ pub fn search_candidates(
     }
     if let Some(sid) = filter.sid {
         push(" AND d.sid = ?", sid.into(), &mut sql);
+    }
+    if let Some(min_docid) = filter.min_docid {
+        push(" AND search_fts.rowid >= ?", min_docid.into(), &mut sql);
     }
     if let Some(since) = filter.since_ms {
         push(" AND d.ts >= ?", since.into(), &mut sql);
@@ -942,6 +951,36 @@ pub fn search_candidates(
                 kind: row.get(5)?,
                 ts: row.get(6)?,
             })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Counts the documents matching an FTS5 expression, stopping at `cap`.
+pub fn match_count_capped(conn: &Connection, path: &str, fts: &str, cap: i64) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?2)",
+    )
+    .at(path)?
+    .query_row(params![fts, cap], |row| row.get(0))
+    .at(path)
+}
+
+/// Returns `(docid, bm25)` of the documents from `min_docid` on matching an FTS5 expression.
+pub fn bm25_scores(
+    conn: &Connection,
+    path: &str,
+    fts: &str,
+    min_docid: i64,
+) -> Result<Vec<(i64, f64)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT rowid, bm25(search_fts) FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![fts, min_docid], |row| {
+            Ok((row.get(0)?, row.get(1)?))
         })
         .at(path)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
