@@ -1,5 +1,6 @@
 //! The test suites, one file per area.
 
+mod ai_providers;
 mod architecture;
 mod cli_sessions;
 mod migrations;
