@@ -435,27 +435,20 @@ async fn write_response(socket: &mut TcpStream, response: &MockResponse) -> bool
     let mut stalled = false;
     for size in cut_points(response.body.len(), &response.chunking) {
         let mut piece = &response.body[written..written + size];
-        if let Some(limit) = response.drop_after
-            && written + piece.len() >= limit
-        {
-            piece = &piece[..limit - written];
-            if !piece.is_empty() {
-                let _ = write_chunk(socket, piece).await;
-            }
-            let _ = socket.flush().await;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            return false;
-        }
-        if write_chunk(socket, piece).await.is_err() {
-            return false;
-        }
-        written += piece.len();
-        if let Some((after, pause)) = response.stall
+        // Cut the piece where the stall or the drop happens, so they happen exactly there.
+        if let Some((after, _)) = response.stall
             && !stalled
-            && written >= after
+            && written < after
+            && written + piece.len() > after
         {
-            stalled = true;
-            tokio::time::sleep(pause).await;
+            let (head, tail) = piece.split_at(after - written);
+            if !write_piece(socket, response, head, &mut written, &mut stalled).await {
+                return false;
+            }
+            piece = tail;
+        }
+        if !write_piece(socket, response, piece, &mut written, &mut stalled).await {
+            return false;
         }
         tokio::task::yield_now().await;
     }
@@ -465,6 +458,40 @@ async fn write_response(socket: &mut TcpStream, response: &MockResponse) -> bool
         return false;
     }
     socket.write_all(b"0\r\n\r\n").await.is_ok() && socket.flush().await.is_ok()
+}
+
+/// Writes one piece honouring the drop and stall points; false when the connection closes.
+async fn write_piece(
+    socket: &mut TcpStream,
+    response: &MockResponse,
+    piece: &[u8],
+    written: &mut usize,
+    stalled: &mut bool,
+) -> bool {
+    let mut piece = piece;
+    if let Some(limit) = response.drop_after
+        && *written + piece.len() >= limit
+    {
+        piece = &piece[..limit.saturating_sub(*written).min(piece.len())];
+        if !piece.is_empty() {
+            let _ = write_chunk(socket, piece).await;
+        }
+        let _ = socket.flush().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        return false;
+    }
+    if write_chunk(socket, piece).await.is_err() {
+        return false;
+    }
+    *written += piece.len();
+    if let Some((after, pause)) = response.stall
+        && !*stalled
+        && *written >= after
+    {
+        *stalled = true;
+        tokio::time::sleep(pause).await;
+    }
+    true
 }
 
 async fn write_chunk(socket: &mut TcpStream, piece: &[u8]) -> std::io::Result<()> {

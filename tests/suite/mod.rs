@@ -1,6 +1,7 @@
 //! The test suites, one file per area.
 
 mod ai_providers;
+mod ai_stream;
 mod architecture;
 mod cli_sessions;
 mod migrations;
