@@ -311,6 +311,15 @@ impl ModelRegistry {
         }
     }
 
+    /// Returns the built-in registry with a load error to report (a `models.json` that
+    /// exists but cannot be read).
+    pub fn failed(error: String) -> Self {
+        Self {
+            load_error: Some(error),
+            ..Self::builtin()
+        }
+    }
+
     /// Returns a registry over exactly these models (for tests and extensions).
     pub fn from_models(models: Vec<Model>) -> Self {
         Self {

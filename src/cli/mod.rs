@@ -6,6 +6,7 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod config;
+pub mod keys;
 pub mod output;
 pub mod sessions;
 pub mod tree_view;
