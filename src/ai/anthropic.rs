@@ -44,7 +44,7 @@ use crate::ai::convert::{LlmMessage, transform_messages};
 use crate::ai::models::{
     LevelMapping, Model, ModelCost, ThinkingLevel, calculate_cost, clamp_thinking_level,
 };
-use crate::ai::openai::{lenient_num, utf16_prefix};
+use crate::ai::openai::{lenient_num, lenient_str, utf16_prefix};
 use crate::ai::partial_json::{parse_json_with_repair, parse_streaming_json};
 use crate::ai::transport::{WireRequest, set_header_ci};
 use crate::ai::{
@@ -577,15 +577,15 @@ struct BlockDelta<'a> {
 
 #[derive(Deserialize)]
 struct DeltaBody<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(rename = "type", default, borrow, deserialize_with = "lenient_str")]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     text: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     thinking: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     partial_json: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     signature: Option<std::borrow::Cow<'a, str>>,
 }
 
@@ -881,7 +881,10 @@ impl AnthropicDecoder {
             return Ok(());
         };
         let body = delta.delta;
-        match (body.kind.as_ref(), self.message.content.get_mut(index)) {
+        match (
+            body.kind.as_deref().unwrap_or(""),
+            self.message.content.get_mut(index),
+        ) {
             ("text_delta", Some(ContentBlock::Text(block))) => {
                 let text = body.text.as_deref().unwrap_or("");
                 block.text.push_str(text);

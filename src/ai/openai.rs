@@ -745,8 +745,9 @@ fn convert_assistant(
 // ---------------------------------------------------------------------------------------
 // Decoding
 
-/// Reads a JSON string, or nothing for any other JSON type (the reference's loose checks).
-fn lenient_str<'de, D: Deserializer<'de>>(
+/// Reads a JSON string (borrowed when it has no escapes), or nothing for any other JSON type
+/// (the reference's loose checks).
+pub(crate) fn lenient_str<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Cow<'de, str>>, D::Error> {
     struct V;
@@ -843,6 +844,55 @@ pub(crate) fn lenient_num<'de, D: Deserializer<'de>>(
     deserializer.deserialize_any(V)
 }
 
+/// Reads the first element of `choices` without collecting the array (no allocation on
+/// the hot path); anything that is not an array reads as no choice.
+fn first_choice<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Choice<'de>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Choice<'de>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array of choices")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            // `[null]` reads as no choice, as the reference's `if (!choice) continue`.
+            let first = seq.next_element::<Option<Choice<'de>>>()?.flatten();
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(V)
+}
+
 #[derive(Deserialize)]
 struct Chunk<'a> {
     #[serde(default, borrow, deserialize_with = "lenient_str")]
@@ -851,8 +901,9 @@ struct Chunk<'a> {
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<RawUsage>,
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+    /// Only `choices[0]` is read (as the reference does); the rest are skipped unparsed.
+    #[serde(default, borrow, deserialize_with = "first_choice")]
+    choices: Option<Choice<'a>>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -1091,7 +1142,7 @@ impl OpenAiDecoder {
         if let Some(usage) = &chunk.usage {
             self.message.usage = parse_usage(usage, &self.cost);
         }
-        let Some(choice) = chunk.choices.and_then(|choices| choices.into_iter().next()) else {
+        let Some(choice) = chunk.choices else {
             return;
         };
         if chunk.usage.is_none()

@@ -159,3 +159,28 @@ fn reference_models_json_files_load_exactly_as_there() {
         }
     }
 }
+
+#[test]
+fn the_readme_models_json_example_loads_and_resolves() {
+    let readme = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+    )
+    .unwrap();
+    let section = &readme[readme.find("## Providers").unwrap()..];
+    let start = section.find("```json\n").unwrap() + "```json\n".len();
+    let text = &section[start..start + section[start..].find("```").unwrap()];
+    let registry = ModelRegistry::load(Some(text), "README.md");
+    assert_eq!(registry.error(), None);
+    let found =
+        pi::ai::resolve::resolve_cli_model(None, Some("ollama/qwen2.5-coder:7b"), &registry)
+            .unwrap()
+            .unwrap();
+    assert_eq!(found.model.reference(), "ollama/qwen2.5-coder:7b");
+    assert_eq!(found.model.base_url, "http://localhost:11434/v1");
+    let found =
+        pi::ai::resolve::resolve_cli_model(Some("llama-cpp"), Some("local:high"), &registry)
+            .unwrap()
+            .unwrap();
+    assert_eq!(found.model.reference(), "llama-cpp/local");
+    assert_eq!(found.thinking, Some(pi::ai::ThinkingLevel::High));
+}
