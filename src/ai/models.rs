@@ -625,39 +625,43 @@ fn validate_provider(value: &Value, path: &str, errors: &mut Errors) {
             "authHeader" => {
                 expect_kind(item, &item_path, "boolean", errors);
             }
-            "models" => {
-                if expect_kind(item, &item_path, "array", errors) {
-                    for (idx, model) in item.as_array().into_iter().flatten().enumerate() {
-                        let model_path = join_path(&item_path, &idx.to_string());
-                        match model.as_object() {
-                            Some(fields) => {
-                                if !fields.contains_key("id") {
-                                    errors.push((
-                                        join_path(&model_path, "id"),
-                                        "must have required properties id".into(),
-                                    ));
-                                }
-                                validate_model_fields(fields, &model_path, false, errors);
-                            }
-                            None => errors.push((model_path, "must be object".into())),
-                        }
-                    }
-                }
-            }
-            "modelOverrides" => {
-                if expect_kind(item, &item_path, "object", errors) {
-                    for (id, entry) in item.as_object().into_iter().flatten() {
-                        let entry_path = join_path(&item_path, id);
-                        match entry.as_object() {
-                            Some(fields) => {
-                                validate_model_fields(fields, &entry_path, true, errors)
-                            }
-                            None => errors.push((entry_path, "must be object".into())),
-                        }
-                    }
-                }
-            }
+            "models" => validate_models(item, &item_path, errors),
+            "modelOverrides" => validate_overrides(item, &item_path, errors),
             _ => {}
+        }
+    }
+}
+
+fn validate_models(item: &Value, path: &str, errors: &mut Errors) {
+    if !expect_kind(item, path, "array", errors) {
+        return;
+    }
+    for (idx, model) in item.as_array().into_iter().flatten().enumerate() {
+        let model_path = join_path(path, &idx.to_string());
+        match model.as_object() {
+            Some(fields) => {
+                if !fields.contains_key("id") {
+                    errors.push((
+                        join_path(&model_path, "id"),
+                        "must have required properties id".into(),
+                    ));
+                }
+                validate_model_fields(fields, &model_path, false, errors);
+            }
+            None => errors.push((model_path, "must be object".into())),
+        }
+    }
+}
+
+fn validate_overrides(item: &Value, path: &str, errors: &mut Errors) {
+    if !expect_kind(item, path, "object", errors) {
+        return;
+    }
+    for (id, entry) in item.as_object().into_iter().flatten() {
+        let entry_path = join_path(path, id);
+        match entry.as_object() {
+            Some(fields) => validate_model_fields(fields, &entry_path, true, errors),
+            None => errors.push((entry_path, "must be object".into())),
         }
     }
 }
@@ -826,11 +830,13 @@ fn apply_model_override(model: &Model, entry: &Map<String, Value>) -> Model {
     result
 }
 
+/// A provider entry's `baseUrl` and `compat`, applied to its built-in models.
+type ProviderOverride<'a> = (Option<String>, Option<&'a Map<String, Value>>);
+
 impl CustomConfig {
     fn merge(self) -> ModelRegistry {
         let mut registry = ModelRegistry::default();
-        let mut provider_overrides: HashMap<&str, (Option<String>, Option<&Map<String, Value>>)> =
-            HashMap::new();
+        let mut provider_overrides: HashMap<&str, ProviderOverride<'_>> = HashMap::new();
         let mut model_overrides: HashMap<&str, &Map<String, Value>> = HashMap::new();
         for (name, provider) in &self.providers {
             let base_url = str_field(provider, "baseUrl").map(str::to_owned);

@@ -247,10 +247,10 @@ pub fn build_body(
     body.insert("messages".into(), Value::Null);
     body.insert("stream".into(), Value::Bool(true));
     let long = retention == CacheRetention::Long && compat.supports_long_cache_retention;
-    if (model.base_url.contains("api.openai.com") && retention != CacheRetention::None) || long {
-        if let Some(session) = &options.session_id {
-            body.insert("prompt_cache_key".into(), Value::String(session.clone()));
-        }
+    if ((model.base_url.contains("api.openai.com") && retention != CacheRetention::None) || long)
+        && let Some(session) = &options.session_id
+    {
+        body.insert("prompt_cache_key".into(), Value::String(session.clone()));
     }
     if long {
         body.insert("prompt_cache_retention".into(), json!("24h"));

@@ -338,7 +338,8 @@ async fn every_recorded_case_matches_the_reference_whole_and_split_at_random_poi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_classified_as_the_reference_decides() {
     use pi::ai::AiError;
-    let expectations: &[(&str, fn(&AiError) -> bool)] = &[
+    type Check = fn(&AiError) -> bool;
+    let expectations: &[(&str, Check)] = &[
         ("openai-overflow", |e| {
             matches!(e, AiError::ContextOverflow { .. })
         }),
