@@ -1101,7 +1101,7 @@ impl OpenAiDecoder {
             };
         }
         let chunk: Chunk<'_> = serde_json::from_str(data)
-            .map_err(|err| format!("Could not parse stream chunk: {err}"))?;
+            .map_err(|err| format!("Could not parse stream chunk as JSON: {err}"))?;
         if let Some(error) = chunk.error.as_ref().filter(|error| truthy(error)) {
             let mut message = api_error_message(None, Some(error), None);
             if let Some(raw) = error
@@ -1542,5 +1542,22 @@ mod tests {
             Err("Provider finish_reason: content_filter".to_owned())
         );
         assert_eq!(message.stop_reason, StopReason::Error);
+    }
+
+    #[test]
+    fn a_finish_reason_without_done_completes_and_null_chunks_are_skipped() {
+        let (events, message, end) = decode(concat!(
+            "data: null\n\n",
+            "data: {\"choices\":[null]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n",
+        ));
+        assert_eq!(end, Ok(StopReason::Stop));
+        assert_eq!(message.text(), "ok");
+        assert_eq!(events.last().map(StreamEvent::kind), Some("text_end"));
+        let (_, _, end) = decode("data: {not json\n\n");
+        assert!(
+            end.unwrap_err()
+                .starts_with("Could not parse stream chunk as JSON")
+        );
     }
 }

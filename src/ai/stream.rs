@@ -50,7 +50,10 @@ pub struct AiClient {
 impl AiClient {
     /// Builds a client; `clock` stamps messages, `ids` draws the retry jitter.
     pub fn new(clock: Arc<dyn Clock>, ids: Arc<IdSource>) -> Result<Self, AiError> {
+        // No proxy from the environment: this layer reads no environment variables (and the
+        // reference's fetch ignores HTTP(S)_PROXY as well).
         let http = reqwest::Client::builder()
+            .no_proxy()
             .build()
             .map_err(|err| AiError::Config {
                 message: format!("Could not set up the HTTP client: {err}"),

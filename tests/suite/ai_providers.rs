@@ -128,7 +128,11 @@ fn options_for(spec: &Value) -> StreamOptions {
         .and_then(ThinkingLevel::parse)
         .unwrap_or(ThinkingLevel::Off);
     options.session_id = opts["sessionId"].as_str().map(str::to_owned);
-    options.cache_retention = CacheRetention::Short;
+    options.cache_retention = match opts["cacheRetention"].as_str() {
+        Some("long") => CacheRetention::Long,
+        Some("none") => CacheRetention::None,
+        _ => CacheRetention::Short,
+    };
     options.transport = fast_transport();
     options.transport.max_retries = opts["maxRetries"].as_u64().unwrap_or(2) as u32;
     options
