@@ -1,4 +1,415 @@
 //! One LLM call, streamed back as one event enum; the providers' wire protocols, the model
-//! registry and transport retries.
+//! registry and transport retries (`spec/models-providers-settings.md`).
 //!
-//! Invariant: `ai` knows nothing of sessions or storage.
+//! Entry point: [`AiClient::stream`] takes a [`Model`], a [`Request`] (system prompt, the
+//! conversation as already-converted [`LlmMessage`]s — see [`convert::convert_to_llm`] — and
+//! tool definitions) and [`StreamOptions`] (key, headers, thinking level, limits, transport
+//! settings), plus a cancellation token, and returns an [`AssistantStream`]. Pull events with
+//! [`AssistantStream::next`]; [`AssistantStream::partial`] is the assistant message as built
+//! so far (what the reference's events carry as `partial`). The last event is always
+//! [`StreamEvent::Done`] or [`StreamEvent::Error`], carrying the final message exactly as the
+//! reference would store it.
+//!
+//! ```text
+//! let mut stream = client.stream(&model, request, options, cancel);
+//! while let Some(event) = stream.next().await {
+//!     let json = event.to_json(stream.partial()); // message_update.assistantMessageEvent
+//! }
+//! ```
+//!
+//! Modules: `sse` (framing), `openai` and `anthropic` (request mapping and stream decoding,
+//! pure), `transport` (HTTP with the reference's retry rules), `stream` (the driver: idle
+//! timeout, abort, terminal events), `convert` (`convertToLlm` and provider normalisation),
+//! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
+//! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
+//!
+//! Invariants: `ai` knows nothing of sessions or storage; it reads no environment variables or
+//! files (values come in as text, or through [`auth::KeyResolver`]); the only re-sending of a
+//! request is the transport retry before any response body was consumed.
+
+pub mod anthropic;
+pub mod auth;
+pub mod convert;
+pub mod error;
+pub mod models;
+pub mod openai;
+pub mod partial_json;
+pub mod resolve;
+pub mod sse;
+mod stream;
+pub mod transport;
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+pub use convert::LlmMessage;
+pub use error::AiError;
+pub use models::{Model, ModelRegistry, ThinkingLevel};
+pub use stream::{AiClient, AssistantStream};
+pub use tokio_util::sync::CancellationToken;
+
+use crate::model::message::{AssistantMessage, StopReason, ToolCall};
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDefinition {
+    /// Tool name.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// What one call sends: the system prompt, the conversation and the tools.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Request {
+    /// The system prompt (not sent when empty).
+    pub system_prompt: String,
+    /// The conversation, already converted for the LLM ([`convert::convert_to_llm`]); the
+    /// provider normalisation ([`convert::transform_messages`]) is applied per protocol.
+    pub messages: Vec<LlmMessage>,
+    /// The active tools.
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// Prompt-cache retention (`PI_CACHE_RETENTION=long` ⇒ `Long`; the coding agent otherwise
+/// uses `Short`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheRetention {
+    /// No cache markers.
+    None,
+    /// Ephemeral markers (the default).
+    #[default]
+    Short,
+    /// One-hour / 24-hour retention where supported.
+    Long,
+}
+
+/// Anthropic thinking budgets per level (setting `thinkingBudgets`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThinkingBudgets {
+    /// `minimal` (default 1024).
+    pub minimal: u64,
+    /// `low` (default 2048).
+    pub low: u64,
+    /// `medium` (default 8192).
+    pub medium: u64,
+    /// `high` and `xhigh` (default 16384).
+    pub high: u64,
+}
+
+impl Default for ThinkingBudgets {
+    fn default() -> Self {
+        Self {
+            minimal: 1024,
+            low: 2048,
+            medium: 8192,
+            high: 16384,
+        }
+    }
+}
+
+/// How the HTTP layer behaves (settings `retry.provider.*`; the defaults are the reference
+/// SDKs').
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Extra attempts for a request that failed before any response body was consumed
+    /// (`retry.provider.maxRetries`, default 2).
+    pub max_retries: u32,
+    /// Time allowed until the response headers arrive (`retry.provider.timeoutMs`, default
+    /// 600 s).
+    pub request_timeout: Duration,
+    /// Longest silence allowed between two pieces of the response body; a stalled stream
+    /// fails with `Request timed out: …` (default 600 s, as the request timeout).
+    pub idle_timeout: Duration,
+    /// A server-requested retry delay above this fails at once instead of waiting
+    /// (`retry.provider.maxRetryDelayMs`, default 60 s; `None` = no cap).
+    pub max_retry_delay: Option<Duration>,
+    /// First backoff step when the server names no delay (doubles per retry, at most 8 s,
+    /// minus up to 25 % jitter; default 0.5 s).
+    pub initial_retry_delay: Duration,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            max_retries: 2,
+            request_timeout: Duration::from_millis(600_000),
+            idle_timeout: Duration::from_millis(600_000),
+            max_retry_delay: Some(Duration::from_millis(60_000)),
+            initial_retry_delay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Per-call options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamOptions {
+    /// The provider key (from [`auth::request_auth`]); calls without one fail with
+    /// `No API key for provider: <p>` before sending.
+    pub api_key: Option<String>,
+    /// Extra headers, later entries winning: attribution, then the model/`models.json`
+    /// headers, then caller overrides. They override the protocol's own headers
+    /// (case-insensitively).
+    pub headers: Vec<(String, String)>,
+    /// The base URL to use instead of the model's (resolved placeholders).
+    pub base_url: Option<String>,
+    /// The session's thinking level (clamped to the model here again).
+    pub thinking: ThinkingLevel,
+    /// Output limit; `None` = `min(model.maxTokens, 32000)`.
+    pub max_tokens: Option<u64>,
+    /// Anthropic thinking budgets.
+    pub thinking_budgets: ThinkingBudgets,
+    /// Prompt-cache retention.
+    pub cache_retention: CacheRetention,
+    /// The session id (cache key, affinity headers).
+    pub session_id: Option<String>,
+    /// HTTP retry and timeout behaviour.
+    pub transport: TransportConfig,
+}
+
+impl StreamOptions {
+    /// Returns options for a resolved request auth, with the reference's defaults for the
+    /// rest (thinking `off`, short cache retention, default transport).
+    pub fn new(auth: auth::RequestAuth) -> Self {
+        Self {
+            api_key: auth.api_key,
+            headers: auth.headers,
+            base_url: Some(auth.base_url),
+            thinking: ThinkingLevel::Off,
+            max_tokens: None,
+            thinking_budgets: ThinkingBudgets::default(),
+            cache_retention: CacheRetention::Short,
+            session_id: None,
+            transport: TransportConfig::default(),
+        }
+    }
+}
+
+/// One event of a streamed assistant message (the reference's `AssistantMessageEvent`, with
+/// the partial message kept by the stream instead of copied into every event).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// The response started (headers received).
+    Start,
+    /// A text block opened.
+    TextStart {
+        /// Index in `content`.
+        content_index: usize,
+    },
+    /// Text arrived.
+    TextDelta {
+        /// Index in `content`.
+        content_index: usize,
+        /// The new text.
+        delta: String,
+    },
+    /// A text block closed.
+    TextEnd {
+        /// Index in `content`.
+        content_index: usize,
+        /// The block's full text.
+        content: String,
+    },
+    /// A thinking block opened.
+    ThinkingStart {
+        /// Index in `content`.
+        content_index: usize,
+    },
+    /// Reasoning text arrived.
+    ThinkingDelta {
+        /// Index in `content`.
+        content_index: usize,
+        /// The new text.
+        delta: String,
+    },
+    /// A thinking block closed.
+    ThinkingEnd {
+        /// Index in `content`.
+        content_index: usize,
+        /// The block's full reasoning text.
+        content: String,
+    },
+    /// A tool call opened.
+    ToolCallStart {
+        /// Index in `content`.
+        content_index: usize,
+    },
+    /// Argument JSON arrived (the partial message holds the arguments parsed so far).
+    ToolCallDelta {
+        /// Index in `content`.
+        content_index: usize,
+        /// The new argument text.
+        delta: String,
+    },
+    /// A tool call closed with its final arguments.
+    ToolCallEnd {
+        /// Index in `content`.
+        content_index: usize,
+        /// The finished call.
+        tool_call: ToolCall,
+    },
+    /// The message finished (`stop`, `length` or `toolUse`).
+    Done {
+        /// The stop reason.
+        reason: StopReason,
+        /// The final message.
+        message: AssistantMessage,
+    },
+    /// The call failed or was aborted; the message keeps the partial content.
+    Error {
+        /// `error` or `aborted`.
+        reason: StopReason,
+        /// The final message, with `errorMessage`.
+        message: AssistantMessage,
+        /// The classified cause.
+        error: AiError,
+    },
+}
+
+fn stop_reason_name(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Stop => "stop",
+        StopReason::Length => "length",
+        StopReason::ToolUse => "toolUse",
+        StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+        StopReason::Unknown => "unknown",
+    }
+}
+
+fn message_value(message: &AssistantMessage) -> Value {
+    let mut value = serde_json::to_value(message).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        // The reference's message objects carry `role` first.
+        let mut with_role = Map::new();
+        with_role.insert("role".to_owned(), Value::String("assistant".to_owned()));
+        with_role.extend(std::mem::take(map));
+        return Value::Object(with_role);
+    }
+    value
+}
+
+impl StreamEvent {
+    /// Returns the reference's `AssistantMessageEvent` JSON for this event, with `partial`
+    /// (the message so far, from [`AssistantStream::partial`]) where the reference puts it.
+    pub fn to_json(&self, partial: &AssistantMessage) -> Value {
+        let partial_value = || message_value(partial);
+        match self {
+            Self::Start => json!({"type": "start", "partial": partial_value()}),
+            Self::TextStart { content_index } => {
+                json!({"type": "text_start", "contentIndex": content_index, "partial": partial_value()})
+            }
+            Self::TextDelta {
+                content_index,
+                delta,
+            } => {
+                json!({"type": "text_delta", "contentIndex": content_index, "delta": delta, "partial": partial_value()})
+            }
+            Self::TextEnd {
+                content_index,
+                content,
+            } => {
+                json!({"type": "text_end", "contentIndex": content_index, "content": content, "partial": partial_value()})
+            }
+            Self::ThinkingStart { content_index } => {
+                json!({"type": "thinking_start", "contentIndex": content_index, "partial": partial_value()})
+            }
+            Self::ThinkingDelta {
+                content_index,
+                delta,
+            } => {
+                json!({"type": "thinking_delta", "contentIndex": content_index, "delta": delta, "partial": partial_value()})
+            }
+            Self::ThinkingEnd {
+                content_index,
+                content,
+            } => {
+                json!({"type": "thinking_end", "contentIndex": content_index, "content": content, "partial": partial_value()})
+            }
+            Self::ToolCallStart { content_index } => {
+                json!({"type": "toolcall_start", "contentIndex": content_index, "partial": partial_value()})
+            }
+            Self::ToolCallDelta {
+                content_index,
+                delta,
+            } => {
+                json!({"type": "toolcall_delta", "contentIndex": content_index, "delta": delta, "partial": partial_value()})
+            }
+            Self::ToolCallEnd {
+                content_index,
+                tool_call,
+            } => {
+                let mut call = serde_json::to_value(tool_call).unwrap_or(Value::Null);
+                if let Value::Object(map) = &mut call {
+                    let mut typed = Map::new();
+                    typed.insert("type".to_owned(), Value::String("toolCall".to_owned()));
+                    typed.extend(std::mem::take(map));
+                    call = Value::Object(typed);
+                }
+                json!({"type": "toolcall_end", "contentIndex": content_index, "toolCall": call, "partial": partial_value()})
+            }
+            Self::Done { reason, message } => {
+                json!({"type": "done", "reason": stop_reason_name(*reason), "message": message_value(message)})
+            }
+            Self::Error {
+                reason, message, ..
+            } => {
+                json!({"type": "error", "reason": stop_reason_name(*reason), "error": message_value(message)})
+            }
+        }
+    }
+
+    /// The reference's event type name (`text_delta`, `done`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::TextStart { .. } => "text_start",
+            Self::TextDelta { .. } => "text_delta",
+            Self::TextEnd { .. } => "text_end",
+            Self::ThinkingStart { .. } => "thinking_start",
+            Self::ThinkingDelta { .. } => "thinking_delta",
+            Self::ThinkingEnd { .. } => "thinking_end",
+            Self::ToolCallStart { .. } => "toolcall_start",
+            Self::ToolCallDelta { .. } => "toolcall_delta",
+            Self::ToolCallEnd { .. } => "toolcall_end",
+            Self::Done { .. } => "done",
+            Self::Error { .. } => "error",
+        }
+    }
+}
+
+/// Returns the empty assistant message a call starts from (the reference's `output`).
+pub fn new_assistant_message(model: &Model, timestamp: i64) -> AssistantMessage {
+    AssistantMessage {
+        content: Vec::new(),
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        usage: Default::default(),
+        stop_reason: StopReason::Stop,
+        timestamp,
+        response_id: None,
+        response_model: None,
+        error_message: None,
+        diagnostics: None,
+        extra: Map::new(),
+    }
+}
+
+/// Returns the output limit sent when the caller names none: `min(model.maxTokens, 32000)`
+/// (nothing when the model has no limit).
+pub fn default_max_tokens(model: &Model, requested: Option<u64>) -> Option<u64> {
+    requested.or_else(|| (model.max_tokens > 0).then(|| model.max_tokens.min(32_000)))
+}
+
+/// Joins a base URL and a path with exactly one `/` between them.
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base.strip_suffix('/').unwrap_or(base),
+        path.trim_start_matches('/')
+    )
+}

@@ -49,6 +49,12 @@ impl Env {
             .filter(|value| !value.is_empty())
     }
 
+    /// Returns every variable of the snapshot (for child processes that must see the same
+    /// environment, such as `!command` key lookups).
+    pub fn vars(&self) -> &HashMap<String, String> {
+        &self.vars
+    }
+
     /// Returns the working directory pi was started in.
     pub fn cwd(&self) -> &Path {
         &self.cwd

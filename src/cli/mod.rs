@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod db;
+pub mod keys;
 pub mod output;
 pub mod search;
 pub mod sessions;

@@ -308,12 +308,13 @@ pub struct AssistantMessage {
     /// Creation time, Unix ms.
     #[serde(default, deserialize_with = "lenient::i64_any")]
     pub timestamp: i64,
+    /// Provider response id (the reference sets it on the first chunk, before
+    /// `responseModel`, so it comes first in the key order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// Model name the provider reported, when it differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_model: Option<String>,
-    /// Provider response id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_id: Option<String>,
     /// Error text when `stop_reason` is `error` or `aborted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,

@@ -97,3 +97,4 @@ pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
         )
     })
 }
+pub mod provider;

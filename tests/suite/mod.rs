@@ -1,5 +1,8 @@
 //! The test suites, one file per area.
 
+mod ai_models_json;
+mod ai_providers;
+mod ai_stream;
 mod architecture;
 mod cli_sessions;
 mod migrations;

@@ -1,0 +1,244 @@
+//! SSE decoding throughput: how fast recorded provider streams turn into events.
+//!
+//! Run: `cargo bench --bench sse` (release profile; not part of CI). Prints, for a long
+//! OpenAI-compatible stream and a long Anthropic stream (built from the recorded fixture
+//! frames, ~8 MB each, fed in 16 KiB network-sized pieces):
+//! - framing only (`SseDecoder`): MB/s and frames/s;
+//! - full decoding (framing + JSON + events + message building): MB/s, events/s and heap
+//!   allocations per event, counted by `stats_alloc`'s instrumented system allocator.
+//!
+//! Figures are recorded in docs/BENCHMARKS.md.
+
+use std::alloc::System;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use pi::ai::anthropic::AnthropicDecoder;
+use pi::ai::models::{Model, builtin_models};
+use pi::ai::openai::OpenAiDecoder;
+use pi::ai::sse::SseDecoder;
+use pi::ai::{StreamEvent, new_assistant_message};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const TARGET_BYTES: usize = 8 * 1024 * 1024;
+const PIECE: usize = 16 * 1024;
+const ROUNDS: usize = 5;
+
+/// Token-sized pieces of text, as models stream them.
+const WORDS: &[&str] = &[
+    "The",
+    " `src`",
+    " directory",
+    " holds",
+    " main",
+    ".rs",
+    " and",
+    " lib",
+    ".rs",
+    ";",
+    " each",
+    " module",
+    " owns",
+    " one",
+    " layer",
+    ".\n",
+    "```rust",
+    "\nfn",
+    " main",
+    "()",
+    " {",
+    "}\n",
+    " ünï",
+    "cödé",
+    " 🎉",
+    " \"quoted\"",
+    " back\\slash",
+    ",",
+    " tab\t",
+];
+
+fn model(provider: &str, id: &str) -> Model {
+    builtin_models()
+        .iter()
+        .find(|model| model.provider == provider && model.id == id)
+        .cloned()
+        .expect("model in the built-in table")
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+fn openai_stream() -> Vec<u8> {
+    let mut out = String::new();
+    let head = r#"{"id":"chatcmpl-9x2Lr7","object":"chat.completion.chunk","created":1767225600,"model":"qwen3-14b","system_fingerprint":"b6002-llama.cpp","choices":[{"index":0,"delta":"#;
+    let mut idx = 0;
+    while out.len() < TARGET_BYTES / 2 {
+        let word = WORDS[idx % WORDS.len()];
+        out.push_str(&format!(
+            "data: {head}{{\"reasoning_content\":{}}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
+            json_string(word)
+        ));
+        idx += 1;
+    }
+    while out.len() < TARGET_BYTES {
+        let word = WORDS[idx % WORDS.len()];
+        out.push_str(&format!(
+            "data: {head}{{\"content\":{}}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
+            json_string(word)
+        ));
+        idx += 1;
+    }
+    out.push_str(&format!(
+        "data: {head}{{}},\"logprobs\":null,\"finish_reason\":\"stop\"}}]}}\n\n"
+    ));
+    out.push_str("data: {\"id\":\"chatcmpl-9x2Lr7\",\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"completion_tokens\":50}}\n\ndata: [DONE]\n\n");
+    out.into_bytes()
+}
+
+fn anthropic_stream() -> Vec<u8> {
+    let mut out = String::new();
+    out.push_str("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5-20250929\",\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":259,\"output_tokens\":1}}}\n\n");
+    out.push_str("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n");
+    let mut idx = 0;
+    while out.len() < TARGET_BYTES / 2 {
+        out.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":{}}}}}\n\n",
+            json_string(WORDS[idx % WORDS.len()])
+        ));
+        idx += 1;
+    }
+    out.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    );
+    out.push_str("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    while out.len() < TARGET_BYTES {
+        out.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"text_delta\",\"text\":{}}}}}\n\n",
+            json_string(WORDS[idx % WORDS.len()])
+        ));
+        idx += 1;
+        if idx % 64 == 0 {
+            out.push_str("event: ping\ndata: {\"type\": \"ping\"}\n\n");
+        }
+    }
+    out.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+    );
+    out.push_str("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    out.into_bytes()
+}
+
+fn frames_only(bytes: &[u8]) -> usize {
+    let mut decoder = SseDecoder::new();
+    let mut frames = 0;
+    for piece in bytes.chunks(PIECE) {
+        decoder.feed(piece);
+        while decoder.next_frame().is_some() {
+            frames += 1;
+        }
+    }
+    decoder.finish();
+    while decoder.next_frame().is_some() {
+        frames += 1;
+    }
+    frames
+}
+
+enum Wire {
+    OpenAi(Model),
+    Anthropic(Model),
+}
+
+/// Decodes the whole stream; returns the number of events.
+fn decode(bytes: &[u8], wire: &Wire) -> usize {
+    let mut sse = SseDecoder::new();
+    let mut out: VecDeque<StreamEvent> = VecDeque::with_capacity(16);
+    let mut events = 0;
+    match wire {
+        Wire::OpenAi(model) => {
+            let mut decoder = OpenAiDecoder::new(new_assistant_message(model, 0), model);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder.on_data(frame.data, &mut out).unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete(&mut out);
+            events += out.drain(..).count();
+            std::hint::black_box(decoder.message().content.len());
+        }
+        Wire::Anthropic(model) => {
+            let mut decoder = AnthropicDecoder::new(new_assistant_message(model, 0), model, None);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder
+                        .on_frame(frame.event, frame.data, &mut out)
+                        .unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete();
+            std::hint::black_box(decoder.message().content.len());
+        }
+    }
+    events
+}
+
+fn best_of<F: FnMut() -> usize>(mut run: F) -> (f64, usize) {
+    let mut best = f64::MAX;
+    let mut count = 0;
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        count = run();
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    (best, count)
+}
+
+fn report(name: &str, bytes: &[u8], wire: &Wire) {
+    let mb = bytes.len() as f64 / 1_000_000.0;
+    let (secs, frames) = best_of(|| frames_only(bytes));
+    println!(
+        "{name:<10} framing   {:>8.1} MB/s  {:>10.0} frames/s  ({frames} frames, {mb:.1} MB)",
+        mb / secs,
+        frames as f64 / secs
+    );
+    let (secs, events) = best_of(|| decode(bytes, wire));
+    let region = Region::new(GLOBAL);
+    let counted = decode(bytes, wire);
+    let stats = region.change();
+    println!(
+        "{name:<10} decoding  {:>8.1} MB/s  {:>10.0} events/s  ({events} events, {:.2} allocations/event, {:.1} bytes allocated/event)",
+        mb / secs,
+        events as f64 / secs,
+        stats.allocations as f64 / counted as f64,
+        stats.bytes_allocated as f64 / counted as f64,
+    );
+}
+
+fn main() {
+    let openai = openai_stream();
+    let anthropic = anthropic_stream();
+    report(
+        "openai",
+        &openai,
+        &Wire::OpenAi(model("openrouter", "moonshotai/kimi-k2.6")),
+    );
+    report(
+        "anthropic",
+        &anthropic,
+        &Wire::Anthropic(model("anthropic", "claude-sonnet-4-5")),
+    );
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env node
+// Asks the reference implementation what it makes of each recorded provider stream, and
+// writes the answer next to the case as `<case>.expected.json`.
+//
+// Usage:
+//   PI_AI_PKG=/path/to/node_modules/@mariozechner/pi-ai node scripts/provider-oracle.mjs [case…]
+//
+// For every `fixtures/providers/<case>.case.json` (or only the named ones) this starts a local
+// HTTP server that serves the case's scripted responses in order (status, headers, a body
+// from a `.sse` file or inline, optionally cut off after `dropAfter` bytes by destroying the
+// socket), points the model's baseUrl at it, runs the reference `streamSimple`, and records:
+//   requests — method, path, headers (lower-cased names) and JSON body of every request sent;
+//   events   — the AssistantMessageEvents without `partial`/`message`/`error`;
+//   message  — the final assistant message (timestamp set to 0).
+// The Rust suite (tests/suite/ai_providers.rs) replays the same cases through our client and
+// compares against these files. Nothing here talks to the internet.
+import http from "node:http";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const pkg = process.env.PI_AI_PKG;
+if (!pkg) {
+    console.error("set PI_AI_PKG to the reference package directory (…/node_modules/@mariozechner/pi-ai)");
+    process.exit(2);
+}
+const { streamSimple } = await import(pathToFileURL(join(pkg, "dist", "stream.js")).href);
+const { getModel } = await import(pathToFileURL(join(pkg, "dist", "models.js")).href);
+
+const dir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "providers");
+const wanted = process.argv.slice(2);
+const cases = readdirSync(dir)
+    .filter((name) => name.endsWith(".case.json"))
+    .map((name) => name.slice(0, -".case.json".length))
+    .filter((name) => wanted.length === 0 || wanted.includes(name))
+    .sort();
+
+function responseBody(response) {
+    if (response.bodyFile) return readFileSync(join(dir, response.bodyFile));
+    return Buffer.from(response.body ?? "", "utf-8");
+}
+
+function startServer(responses, requests) {
+    let next = 0;
+    const server = http.createServer((req, res) => {
+        const chunks = [];
+        req.on("data", (chunk) => chunks.push(chunk));
+        req.on("end", () => {
+            const text = Buffer.concat(chunks).toString("utf-8");
+            let body = null;
+            try {
+                body = JSON.parse(text);
+            } catch {
+                body = text;
+            }
+            requests.push({ method: req.method, path: req.url, headers: req.headers, body });
+            const response = responses[next++];
+            if (!response) {
+                res.writeHead(500, { "content-type": "text/plain" });
+                res.end("no scripted response left");
+                return;
+            }
+            res.writeHead(response.status, response.headers ?? {});
+            const bytes = responseBody(response);
+            if (response.dropAfter !== undefined) {
+                res.write(bytes.subarray(0, response.dropAfter));
+                setTimeout(() => res.socket.destroy(), 50);
+                return;
+            }
+            res.end(bytes);
+        });
+    });
+    return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+function normalizeEvent(event) {
+    const out = { type: event.type };
+    for (const key of ["contentIndex", "delta", "content", "toolCall", "reason"]) {
+        if (event[key] !== undefined) out[key] = event[key];
+    }
+    return out;
+}
+
+for (const name of cases) {
+    const spec = JSON.parse(readFileSync(join(dir, `${name}.case.json`), "utf-8"));
+    const requests = [];
+    const server = await startServer(spec.responses, requests);
+    const port = server.address().port;
+    let model;
+    if (spec.model.builtin) {
+        const [provider, id] = spec.model.builtin;
+        model = { ...getModel(provider, id), ...(spec.model.set ?? {}) };
+    } else {
+        model = { ...spec.model.custom };
+    }
+    model.baseUrl = `http://127.0.0.1:${port}${spec.basePath ?? ""}`;
+    const opts = spec.options ?? {};
+    const options = {
+        apiKey: opts.apiKey,
+        reasoning: opts.reasoning ?? undefined,
+        sessionId: opts.sessionId,
+        headers: opts.headers,
+        maxRetries: opts.maxRetries ?? 2,
+        cacheRetention: opts.cacheRetention ?? "short",
+        maxTokens: opts.maxTokens,
+        thinkingBudgets: opts.thinkingBudgets,
+        timeoutMs: 20000,
+    };
+    const events = [];
+    const stream = streamSimple(model, spec.context, options);
+    for await (const event of stream) events.push(normalizeEvent(event));
+    const message = { ...(await stream.result()), timestamp: 0 };
+    server.close();
+    const expected = { requests, events, message };
+    writeFileSync(join(dir, `${name}.expected.json`), JSON.stringify(expected, null, 2) + "\n");
+    console.error(`${name}: ${requests.length} request(s), ${events.length} events, stopReason ${message.stopReason}${message.errorMessage ? ` (${message.errorMessage.split("\n")[0]})` : ""}`);
+}

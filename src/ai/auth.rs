@@ -1,0 +1,628 @@
+//! API keys and request headers, resolved the reference's way (`spec/models-providers-settings.md`
+//! §4.5, §4.7, §5).
+//!
+//! Resolution order for a provider's key: the runtime key (`--api-key`), then `auth.json`
+//! (`api_key` entries resolve their value form; an unresolvable one stops the search;
+//! unexpired `oauth` entries give their `access` token), then the provider's environment
+//! variables, then the provider's `models.json` `apiKey`. A value form is `!command` (run by
+//! the shell, stdout trimmed), else the name of a non-empty environment variable, else the
+//! literal. `auth.json` command results are cached for the process; `models.json` values are
+//! resolved afresh on every request.
+//!
+//! Invariant: this layer reads no environment variables and runs no commands itself; both go
+//! through the [`KeyResolver`] that `cli` supplies. The file contents come in as text.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::ai::error::AiError;
+use crate::ai::models::{Model, ModelRegistry};
+use crate::support::clock::Clock;
+
+/// Environment lookups and shell commands, supplied by the caller (`cli/keys.rs`).
+pub trait KeyResolver: Send + Sync + std::fmt::Debug {
+    /// Returns the environment variable `name` when it is set and not empty.
+    fn env(&self, name: &str) -> Option<String>;
+
+    /// Runs `command` with the shell (stdin closed, stderr discarded, 10 s timeout) and
+    /// returns its trimmed stdout; `None` on a non-zero exit, a timeout or empty output.
+    /// Blocking.
+    fn run_command(&self, command: &str) -> Option<String>;
+}
+
+/// Returns the environment variables that hold a provider's key, in lookup order (§3).
+pub fn env_key_names(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "github-copilot" => &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
+        "anthropic" => &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
+        "openai" => &["OPENAI_API_KEY"],
+        "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
+        "deepseek" => &["DEEPSEEK_API_KEY"],
+        "google" => &["GEMINI_API_KEY"],
+        "google-vertex" => &["GOOGLE_CLOUD_API_KEY"],
+        "groq" => &["GROQ_API_KEY"],
+        "cerebras" => &["CEREBRAS_API_KEY"],
+        "xai" => &["XAI_API_KEY"],
+        "openrouter" => &["OPENROUTER_API_KEY"],
+        "vercel-ai-gateway" => &["AI_GATEWAY_API_KEY"],
+        "zai" => &["ZAI_API_KEY"],
+        "mistral" => &["MISTRAL_API_KEY"],
+        "minimax" => &["MINIMAX_API_KEY"],
+        "minimax-cn" => &["MINIMAX_CN_API_KEY"],
+        "moonshotai" | "moonshotai-cn" => &["MOONSHOT_API_KEY"],
+        "huggingface" => &["HF_TOKEN"],
+        "fireworks" => &["FIREWORKS_API_KEY"],
+        "opencode" | "opencode-go" => &["OPENCODE_API_KEY"],
+        "kimi-coding" => &["KIMI_API_KEY"],
+        "cloudflare-workers-ai" | "cloudflare-ai-gateway" => &["CLOUDFLARE_API_KEY"],
+        "xiaomi" => &["XIAOMI_API_KEY"],
+        "xiaomi-token-plan-cn" => &["XIAOMI_TOKEN_PLAN_CN_API_KEY"],
+        "xiaomi-token-plan-ams" => &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"],
+        "xiaomi-token-plan-sgp" => &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"],
+        _ => &[],
+    }
+}
+
+/// Returns the key the environment gives a provider (the reference's `getEnvApiKey`):
+/// the first non-empty variable of [`env_key_names`], or `<authenticated>` for Vertex (ADC
+/// credentials file named, project and location set) and Bedrock (any AWS credential
+/// variable).
+pub fn env_api_key(provider: &str, resolver: &dyn KeyResolver) -> Option<String> {
+    if let Some(key) = env_key_names(provider)
+        .iter()
+        .find_map(|name| resolver.env(name))
+    {
+        return Some(key);
+    }
+    let set = |name: &str| resolver.env(name).is_some();
+    let authenticated = match provider {
+        "google-vertex" => {
+            set("GOOGLE_APPLICATION_CREDENTIALS")
+                && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT"))
+                && set("GOOGLE_CLOUD_LOCATION")
+        }
+        "amazon-bedrock" => {
+            set("AWS_PROFILE")
+                || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
+                || set("AWS_BEARER_TOKEN_BEDROCK")
+                || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+                || set("AWS_WEB_IDENTITY_TOKEN_FILE")
+        }
+        _ => false,
+    };
+    authenticated.then(|| "<authenticated>".to_owned())
+}
+
+/// One `auth.json` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StoredCredential {
+    /// `{"type": "api_key", "key": <value form>}`.
+    ApiKey {
+        /// The value form (literal, environment variable name or `!command`).
+        key: String,
+    },
+    /// `{"type": "oauth", "access", "expires", …}`.
+    OAuth {
+        /// The access token.
+        access: Option<String>,
+        /// Expiry, Unix ms.
+        expires: Option<i64>,
+    },
+    /// Any other shape; counts as configured, gives no key.
+    Other,
+}
+
+/// The parsed `auth.json`. A file that does not parse counts as empty (the reference then
+/// also refuses to write it; this layer never writes).
+#[derive(Clone, Debug, Default)]
+pub struct AuthFile {
+    entries: Map<String, Value>,
+    error: Option<String>,
+}
+
+impl AuthFile {
+    /// Parses the text of `auth.json` (`None`: the file does not exist).
+    pub fn parse(text: Option<&str>) -> Self {
+        let Some(text) = text else {
+            return Self::default();
+        };
+        if text.trim().is_empty() {
+            return Self::default();
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(entries)) => Self {
+                entries,
+                error: None,
+            },
+            Ok(_) => Self {
+                entries: Map::new(),
+                error: Some("auth.json is not a JSON object".to_owned()),
+            },
+            Err(err) => Self {
+                entries: Map::new(),
+                error: Some(format!("Failed to parse auth.json: {err}")),
+            },
+        }
+    }
+
+    /// Returns the parse error, if the file was unreadable.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Whether the file has an entry for the provider (any type).
+    pub fn has(&self, provider: &str) -> bool {
+        self.entries
+            .get(provider)
+            .is_some_and(|value| !value.is_null() && value != &Value::Bool(false))
+    }
+
+    /// Returns the provider's entry.
+    pub fn get(&self, provider: &str) -> Option<StoredCredential> {
+        let entry = self.entries.get(provider)?.as_object()?;
+        Some(match entry.get("type").and_then(Value::as_str) {
+            Some("api_key") => match entry.get("key").and_then(Value::as_str) {
+                Some(key) => StoredCredential::ApiKey {
+                    key: key.to_owned(),
+                },
+                None => StoredCredential::Other,
+            },
+            Some("oauth") => StoredCredential::OAuth {
+                access: entry
+                    .get("access")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                expires: entry
+                    .get("expires")
+                    .and_then(Value::as_f64)
+                    .map(|ms| ms as i64),
+            },
+            _ => StoredCredential::Other,
+        })
+    }
+}
+
+/// The reference's OAuth providers.
+const OAUTH_PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
+
+/// Where keys come from: the runtime key, `auth.json`, the environment (through the
+/// resolver). Shared by every request of a process.
+#[derive(Debug)]
+pub struct Credentials {
+    runtime: HashMap<String, String>,
+    auth: AuthFile,
+    resolver: Arc<dyn KeyResolver>,
+    clock: Arc<dyn Clock>,
+    command_cache: Mutex<HashMap<String, Option<String>>>,
+}
+
+impl Credentials {
+    /// Builds the credential chain over a parsed `auth.json`.
+    pub fn new(auth: AuthFile, resolver: Arc<dyn KeyResolver>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            runtime: HashMap::new(),
+            auth,
+            resolver,
+            clock,
+            command_cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Sets the runtime key of a provider (`--api-key`), which wins over everything.
+    pub fn set_runtime_key(&mut self, provider: &str, key: &str) {
+        self.runtime.insert(provider.to_owned(), key.to_owned());
+    }
+
+    /// Returns the resolver (for request-time resolution of `models.json` values).
+    pub fn resolver(&self) -> &dyn KeyResolver {
+        self.resolver.as_ref()
+    }
+
+    /// Returns the parsed `auth.json`.
+    pub fn auth_file(&self) -> &AuthFile {
+        &self.auth
+    }
+
+    /// Whether any key source is configured for the provider, without running commands or
+    /// refreshing tokens (the reference's `hasAuth`).
+    pub fn has_auth(&self, provider: &str) -> bool {
+        self.runtime.contains_key(provider)
+            || self.auth.has(provider)
+            || env_api_key(provider, self.resolver.as_ref()).is_some()
+    }
+
+    /// Returns the provider's key from the runtime key, `auth.json` or the environment
+    /// (§5.3 steps 1–3). Blocking: may run an `auth.json` command (cached for the process).
+    /// An expired OAuth token of a known OAuth provider is an [`AiError::Auth`].
+    pub fn api_key(&self, provider: &str) -> Result<Option<String>, AiError> {
+        if let Some(key) = self.runtime.get(provider).filter(|key| !key.is_empty()) {
+            return Ok(Some(key.clone()));
+        }
+        match self.auth.get(provider) {
+            Some(StoredCredential::ApiKey { key }) => return Ok(self.resolve_cached(&key)),
+            Some(StoredCredential::OAuth { access, expires }) => {
+                if !OAUTH_PROVIDERS.contains(&provider) {
+                    return Ok(None);
+                }
+                let fresh = expires.is_some_and(|expires| self.clock.now_ms() < expires);
+                return match access {
+                    Some(access) if fresh => Ok(Some(access)),
+                    _ => Err(AiError::Auth {
+                        message: format!(
+                            "Authentication failed for \"{provider}\". Credentials may have expired or network is unavailable. Run '/login {provider}' to re-authenticate."
+                        ),
+                    }),
+                };
+            }
+            Some(StoredCredential::Other) | None => {}
+        }
+        Ok(env_api_key(provider, self.resolver.as_ref()))
+    }
+
+    /// Resolves an `auth.json` value form, caching command results (failures included).
+    fn resolve_cached(&self, value: &str) -> Option<String> {
+        let Some(command) = value.strip_prefix('!') else {
+            return resolve_config_value(value, self.resolver.as_ref());
+        };
+        let mut cache = match self.command_cache.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        cache
+            .entry(value.to_owned())
+            .or_insert_with(|| self.resolver.run_command(command))
+            .clone()
+    }
+}
+
+/// Resolves a value form (§4.5) without caching: `!command`, else a non-empty environment
+/// variable of that name, else the literal.
+pub fn resolve_config_value(value: &str, resolver: &dyn KeyResolver) -> Option<String> {
+    match value.strip_prefix('!') {
+        Some(command) => resolver.run_command(command),
+        None => Some(resolver.env(value).unwrap_or_else(|| value.to_owned())),
+    }
+}
+
+fn resolve_or_fail(
+    value: &str,
+    description: &str,
+    resolver: &dyn KeyResolver,
+) -> Result<String, AiError> {
+    resolve_config_value(value, resolver).ok_or_else(|| AiError::Config {
+        message: match value.strip_prefix('!') {
+            Some(command) => {
+                format!("Failed to resolve {description} from shell command: {command}")
+            }
+            None => format!("Failed to resolve {description}"),
+        },
+    })
+}
+
+/// Sets `name` in an ordered header list, replacing an entry with the same name.
+pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+    match headers.iter_mut().find(|(existing, _)| existing == name) {
+        Some(entry) => entry.1 = value.to_owned(),
+        None => headers.push((name.to_owned(), value.to_owned())),
+    }
+}
+
+/// Everything a request for one model needs that is resolved at request time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestAuth {
+    /// The key, if any source gave one.
+    pub api_key: Option<String>,
+    /// Headers from the model table and `models.json`, later sources winning.
+    pub headers: Vec<(String, String)>,
+    /// The base URL with `{NAME}` placeholders substituted (Cloudflare).
+    pub base_url: String,
+}
+
+/// Resolves a model's key, headers and base URL for one request (the reference's
+/// `getApiKeyAndHeaders` plus the Cloudflare placeholder substitution). Blocking: may run
+/// shell commands; call it from `spawn_blocking` in async code.
+pub fn request_auth(
+    registry: &ModelRegistry,
+    credentials: &Credentials,
+    model: &Model,
+) -> Result<RequestAuth, AiError> {
+    let resolver = credentials.resolver();
+    let provider_config = registry.provider_request_config(&model.provider);
+    let mut api_key = credentials.api_key(&model.provider)?;
+    if api_key.is_none()
+        && let Some(value) = provider_config.and_then(|config| config.api_key.as_deref())
+    {
+        api_key = Some(resolve_or_fail(
+            value,
+            &format!("API key for provider \"{}\"", model.provider),
+            resolver,
+        )?);
+    }
+    let mut headers = Vec::new();
+    for (name, value) in model.headers.iter().flatten() {
+        if let Some(value) = value.as_str() {
+            set_header(&mut headers, name, value);
+        }
+    }
+    for (name, value) in provider_config
+        .and_then(|config| config.headers.as_deref())
+        .unwrap_or(&[])
+    {
+        let description = format!("provider \"{}\" header \"{name}\"", model.provider);
+        set_header(
+            &mut headers,
+            name,
+            &resolve_or_fail(value, &description, resolver)?,
+        );
+    }
+    for (name, value) in registry
+        .model_headers(&model.provider, &model.id)
+        .unwrap_or(&[])
+    {
+        let description = format!(
+            "model \"{}/{}\" header \"{name}\"",
+            model.provider, model.id
+        );
+        set_header(
+            &mut headers,
+            name,
+            &resolve_or_fail(value, &description, resolver)?,
+        );
+    }
+    if provider_config.is_some_and(|config| config.auth_header) {
+        let Some(key) = &api_key else {
+            return Err(AiError::Config {
+                message: format!("No API key found for \"{}\"", model.provider),
+            });
+        };
+        set_header(&mut headers, "Authorization", &format!("Bearer {key}"));
+    }
+    Ok(RequestAuth {
+        api_key,
+        headers,
+        base_url: resolve_base_url(model, resolver)?,
+    })
+}
+
+/// Substitutes `{NAME}` placeholders of Cloudflare base URLs from the environment.
+pub fn resolve_base_url(model: &Model, resolver: &dyn KeyResolver) -> Result<String, AiError> {
+    static PLACEHOLDER: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"\{([A-Z_][A-Z0-9_]*)\}").ok());
+    let cloudflare = matches!(
+        model.provider.as_str(),
+        "cloudflare-workers-ai" | "cloudflare-ai-gateway"
+    );
+    let Some(pattern) = PLACEHOLDER.as_ref().filter(|_| cloudflare) else {
+        return Ok(model.base_url.clone());
+    };
+    let mut missing = None;
+    let url = pattern.replace_all(&model.base_url, |caps: &regex::Captures<'_>| {
+        let name = &caps[1];
+        resolver.env(name).unwrap_or_else(|| {
+            missing.get_or_insert_with(|| name.to_owned());
+            String::new()
+        })
+    });
+    match missing {
+        Some(name) => Err(AiError::Config {
+            message: format!(
+                "{name} is required for provider {} but is not set.",
+                model.provider
+            ),
+        }),
+        None => Ok(url.into_owned()),
+    }
+}
+
+/// Returns the attribution headers the reference's session adds (lowest priority) when
+/// install telemetry is enabled: OpenRouter's referer/title/categories, Cloudflare's
+/// user agent.
+pub fn attribution_headers(model: &Model, telemetry_enabled: bool) -> Vec<(String, String)> {
+    if !telemetry_enabled {
+        return Vec::new();
+    }
+    let pairs: &[(&str, &str)] =
+        if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
+            &[
+                ("HTTP-Referer", "https://pi.dev"),
+                ("X-OpenRouter-Title", "pi"),
+                ("X-OpenRouter-Categories", "cli-agent"),
+            ]
+        } else if matches!(
+            model.provider.as_str(),
+            "cloudflare-workers-ai" | "cloudflare-ai-gateway"
+        ) || model.base_url.contains("api.cloudflare.com")
+            || model.base_url.contains("gateway.ai.cloudflare.com")
+        {
+            &[("User-Agent", "pi-coding-agent")]
+        } else {
+            &[]
+        };
+    pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+/// Whether a model counts as available: its provider has any key source, including a
+/// `models.json` `apiKey` (the reference's `hasConfiguredAuth`; runs no commands).
+pub fn has_configured_auth(
+    registry: &ModelRegistry,
+    credentials: &Credentials,
+    model: &Model,
+) -> bool {
+    credentials.has_auth(&model.provider)
+        || registry
+            .provider_request_config(&model.provider)
+            .is_some_and(|config| config.api_key.is_some())
+}
+
+/// Returns the available models in registry order (the reference's `getAvailable`).
+pub fn available_models<'a>(
+    registry: &'a ModelRegistry,
+    credentials: &Credentials,
+) -> Vec<&'a Model> {
+    registry
+        .all()
+        .iter()
+        .filter(|model| has_configured_auth(registry, credentials, model))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::support::clock::SteppingClock;
+
+    #[derive(Debug, Default)]
+    struct FakeEnv {
+        vars: HashMap<String, String>,
+        commands: HashMap<String, String>,
+        runs: AtomicUsize,
+    }
+
+    impl KeyResolver for FakeEnv {
+        fn env(&self, name: &str) -> Option<String> {
+            self.vars
+                .get(name)
+                .filter(|value| !value.is_empty())
+                .cloned()
+        }
+        fn run_command(&self, command: &str) -> Option<String> {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            self.commands.get(command).cloned()
+        }
+    }
+
+    fn creds(auth: &str, env: FakeEnv) -> (Credentials, Arc<FakeEnv>) {
+        let env = Arc::new(env);
+        let creds = Credentials::new(
+            AuthFile::parse(Some(auth)),
+            env.clone(),
+            Arc::new(SteppingClock::new(1_000, 1)),
+        );
+        (creds, env)
+    }
+
+    #[test]
+    fn resolution_order_runtime_auth_env() {
+        let mut env = FakeEnv::default();
+        env.vars
+            .insert("ANTHROPIC_API_KEY".into(), "env-key".into());
+        env.vars.insert("OPENAI_API_KEY".into(), "oa-env".into());
+        env.vars.insert("MY_KEY".into(), "from-var".into());
+        env.commands.insert("echo hi".into(), "cmd-key".into());
+        let (mut creds, env) = creds(
+            r#"{"openai":{"type":"api_key","key":"MY_KEY"},"groq":{"type":"api_key","key":"!echo hi"},"xai":{"type":"api_key","key":"!false"}}"#,
+            env,
+        );
+        assert_eq!(
+            creds.api_key("anthropic").unwrap().as_deref(),
+            Some("env-key")
+        );
+        assert_eq!(
+            creds.api_key("openai").unwrap().as_deref(),
+            Some("from-var")
+        );
+        assert_eq!(creds.api_key("groq").unwrap().as_deref(), Some("cmd-key"));
+        assert_eq!(creds.api_key("groq").unwrap().as_deref(), Some("cmd-key"));
+        assert_eq!(
+            env.runs.load(Ordering::SeqCst),
+            1,
+            "auth.json commands are cached"
+        );
+        // An auth.json key that resolves to nothing stops the search (env is not consulted).
+        assert_eq!(creds.api_key("xai").unwrap(), None);
+        creds.set_runtime_key("openai", "cli");
+        assert_eq!(creds.api_key("openai").unwrap().as_deref(), Some("cli"));
+        assert_eq!(creds.api_key("custom").unwrap(), None);
+    }
+
+    #[test]
+    fn oauth_tokens_are_used_until_they_expire() {
+        let (creds, _) = creds(
+            r#"{"anthropic":{"type":"oauth","access":"sk-ant-oat-1","refresh":"r","expires":5000},"github-copilot":{"type":"oauth","access":"a","expires":10}}"#,
+            FakeEnv::default(),
+        );
+        assert_eq!(
+            creds.api_key("anthropic").unwrap().as_deref(),
+            Some("sk-ant-oat-1")
+        );
+        let err = creds.api_key("github-copilot").unwrap_err();
+        assert!(matches!(err, AiError::Auth { .. }));
+        assert!(
+            err.message()
+                .starts_with("Authentication failed for \"github-copilot\"")
+        );
+    }
+
+    #[test]
+    fn broken_auth_json_counts_as_empty() {
+        let file = AuthFile::parse(Some("{not json"));
+        assert!(file.error().is_some());
+        assert!(!file.has("openai"));
+    }
+
+    #[test]
+    fn request_auth_merges_headers_and_resolves_models_json_values() {
+        let registry = ModelRegistry::load(
+            Some(
+                r#"{"providers":{"local":{"baseUrl":"http://h/v1","api":"openai-completions","apiKey":"LOCAL_KEY","authHeader":true,
+                "headers":{"x-a":"1","x-b":"!printf b"},"models":[{"id":"m","headers":{"x-b":"model"}}]}}}"#,
+            ),
+            "models.json",
+        );
+        assert_eq!(registry.error(), None);
+        let mut env = FakeEnv::default();
+        env.commands.insert("printf b".into(), "B".into());
+        let (creds, _) = creds("{}", env);
+        let model = registry.find("local", "m").unwrap().clone();
+        let auth = request_auth(&registry, &creds, &model).unwrap();
+        assert_eq!(auth.api_key.as_deref(), Some("LOCAL_KEY"));
+        assert_eq!(
+            auth.headers,
+            vec![
+                ("x-a".to_owned(), "1".to_owned()),
+                ("x-b".to_owned(), "model".to_owned()),
+                ("Authorization".to_owned(), "Bearer LOCAL_KEY".to_owned()),
+            ]
+        );
+        assert!(has_configured_auth(&registry, &creds, &model));
+    }
+
+    #[test]
+    fn failing_header_commands_and_missing_placeholders_are_config_errors() {
+        let registry = ModelRegistry::load(
+            Some(r#"{"providers":{"anthropic":{"headers":{"x-team":"!nope"}}}}"#),
+            "models.json",
+        );
+        let (creds, _) = creds("{}", FakeEnv::default());
+        let model = registry
+            .find("anthropic", "claude-sonnet-4-5")
+            .unwrap()
+            .clone();
+        let err = request_auth(&registry, &creds, &model).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "Failed to resolve provider \"anthropic\" header \"x-team\" from shell command: nope"
+        );
+        let registry = ModelRegistry::builtin();
+        let model = registry
+            .all()
+            .iter()
+            .find(|model| model.provider == "cloudflare-workers-ai")
+            .unwrap()
+            .clone();
+        let err = request_auth(&registry, &creds, &model).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "CLOUDFLARE_ACCOUNT_ID is required for provider cloudflare-workers-ai but is not set."
+        );
+    }
+}

@@ -1,0 +1,463 @@
+//! The driver of one call: request → transport (with retry) → SSE frames → protocol decoder →
+//! [`StreamEvent`]s, with the idle timeout, abort, and the rule that every stream ends in
+//! exactly one `done` or `error` event.
+//!
+//! The stream is pulled: [`AssistantStream::next`] reads from the network only when the
+//! caller asks for the next event, decodes one piece of the body and queues the events it
+//! produced. The message being built lives in the decoder; [`AssistantStream::partial`]
+//! shows it (the reference's `partial`), so events never copy it.
+//!
+//! How a call ends:
+//! - the protocol's terminal (`[DONE]`, `message_stop`) → `done`, or `error` when the stop
+//!   reason was an error (content filter, refusal);
+//! - the provider reported an error, or sent something unreadable → `error` with its text;
+//! - the body ended without the terminal → `error` (`… ended without …` / `… ended before
+//!   message_stop`), partial content kept;
+//! - the connection broke mid-body → `error`, `Connection lost while streaming the response
+//!   (terminated)`; no body byte for `idle_timeout` → `error`, `Request timed out: …`;
+//! - the cancel token fired → `error` with `stopReason: "aborted"` (`Request was aborted.`
+//!   before the response, `Request was aborted` after it; the OpenAI protocol closes its open
+//!   blocks first, as the reference does).
+//!
+//! Invariants: after the terminal event `next` returns `None`; nothing here re-sends a
+//! request (the transport retry in `transport` is the only one).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ai::anthropic::{self, AnthropicDecoder};
+use crate::ai::error::AiError;
+use crate::ai::models::Model;
+use crate::ai::openai::{self, OpenAiDecoder};
+use crate::ai::sse::{SseDecoder, SseFrame};
+use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
+use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
+use crate::model::message::{AssistantMessage, StopReason};
+use crate::support::clock::Clock;
+use crate::support::ids::IdSource;
+use crate::support::json::to_js_string;
+
+/// Makes LLM calls; holds the HTTP connection pool. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AiClient {
+    http: reqwest::Client,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdSource>,
+}
+
+impl AiClient {
+    /// Builds a client; `clock` stamps messages, `ids` draws the retry jitter.
+    pub fn new(clock: Arc<dyn Clock>, ids: Arc<IdSource>) -> Result<Self, AiError> {
+        // No proxy from the environment: this layer reads no environment variables (and the
+        // reference's fetch ignores HTTP(S)_PROXY as well).
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(|err| AiError::Config {
+                message: format!("Could not set up the HTTP client: {err}"),
+            })?;
+        Ok(Self { http, clock, ids })
+    }
+
+    /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
+    ///
+    /// `openai-completions` and `anthropic-messages` are spoken natively; models whose API is
+    /// `openai-responses` (the reference's built-in OpenAI models) are called through chat
+    /// completions, and the message records `openai-completions`. Any other API fails with
+    /// `No API provider registered for api: <api>`.
+    pub fn stream(
+        &self,
+        model: &Model,
+        request: Request,
+        options: StreamOptions,
+        cancel: CancellationToken,
+    ) -> AssistantStream {
+        let timestamp = self.clock.now_ms();
+        let protocol = match model.api.as_str() {
+            "openai-completions" | "openai-responses" => Some(Protocol::OpenAi),
+            "anthropic-messages" => Some(Protocol::Anthropic),
+            _ => None,
+        };
+        let mut effective = model.clone();
+        if protocol == Some(Protocol::OpenAi) {
+            effective.api = "openai-completions".to_owned();
+        }
+        let message = new_assistant_message(&effective, timestamp);
+        let base = AssistantStream {
+            http: self.http.clone(),
+            clock: self.clock.clone(),
+            ids: self.ids.clone(),
+            transport: options.transport,
+            cancel,
+            phase: Phase::Finished,
+            decoder: Decoder::None(message),
+            sse: SseDecoder::new(),
+            queue: VecDeque::new(),
+            final_message: None,
+        };
+        let Some(protocol) = protocol else {
+            return base.failed(AiError::Config {
+                message: format!("No API provider registered for api: {}", model.api),
+            });
+        };
+        if options.api_key.as_deref().is_none_or(str::is_empty) {
+            let mut stream = base;
+            stream.decoder = stream
+                .decoder
+                .with_protocol(protocol, &effective, &request, &options);
+            return stream.failed(AiError::Config {
+                message: format!("No API key for provider: {}", model.provider),
+            });
+        }
+        let (wire, style) = match protocol {
+            Protocol::OpenAi => (
+                openai::build_request(&effective, &request, &options),
+                ErrorBodyStyle::ErrorMember,
+            ),
+            Protocol::Anthropic => (
+                anthropic::build_request(&effective, &request, &options),
+                ErrorBodyStyle::WholeBody,
+            ),
+        };
+        let body = to_js_string(&wire.body);
+        let mut stream = base;
+        stream.decoder = stream
+            .decoder
+            .with_protocol(protocol, &effective, &request, &options);
+        stream.phase = Phase::Pending { wire, body, style };
+        stream
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    OpenAi,
+    Anthropic,
+}
+
+enum Decoder {
+    None(AssistantMessage),
+    OpenAi(OpenAiDecoder),
+    Anthropic(AnthropicDecoder),
+}
+
+impl Decoder {
+    fn with_protocol(
+        self,
+        protocol: Protocol,
+        model: &Model,
+        request: &Request,
+        options: &StreamOptions,
+    ) -> Self {
+        let message = self.into_message();
+        match protocol {
+            Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
+            Protocol::Anthropic => {
+                let oauth = options
+                    .api_key
+                    .as_deref()
+                    .is_some_and(anthropic::is_oauth_token)
+                    && model.provider != "github-copilot"
+                    && model.provider != "cloudflare-ai-gateway";
+                let tools =
+                    oauth.then(|| request.tools.iter().map(|tool| tool.name.clone()).collect());
+                Self::Anthropic(AnthropicDecoder::new(message, model, tools))
+            }
+        }
+    }
+
+    fn into_message(self) -> AssistantMessage {
+        match self {
+            Self::None(message) => message,
+            Self::OpenAi(decoder) => decoder.into_message(),
+            Self::Anthropic(decoder) => decoder.into_message(),
+        }
+    }
+
+    fn message(&self) -> &AssistantMessage {
+        match self {
+            Self::None(message) => message,
+            Self::OpenAi(decoder) => decoder.message(),
+            Self::Anthropic(decoder) => decoder.message(),
+        }
+    }
+
+    fn message_mut(&mut self) -> &mut AssistantMessage {
+        match self {
+            Self::None(message) => message,
+            Self::OpenAi(decoder) => decoder.message_mut(),
+            Self::Anthropic(decoder) => decoder.message_mut(),
+        }
+    }
+
+    fn refresh(&mut self) {
+        match self {
+            Self::None(_) => {}
+            Self::OpenAi(decoder) => decoder.refresh(),
+            Self::Anthropic(decoder) => decoder.refresh(),
+        }
+    }
+
+    fn on_frame(
+        &mut self,
+        frame: SseFrame<'_>,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<bool, String> {
+        match self {
+            Self::None(_) => Ok(true),
+            Self::OpenAi(decoder) => decoder.on_data(frame.data, out),
+            Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
+        }
+    }
+
+    fn complete(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
+        match self {
+            Self::None(message) => Ok(message.stop_reason),
+            Self::OpenAi(decoder) => decoder.complete(out),
+            Self::Anthropic(decoder) => decoder.complete(),
+        }
+    }
+
+    fn on_eof(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
+        match self {
+            Self::None(message) => Ok(message.stop_reason),
+            Self::OpenAi(decoder) => decoder.on_eof(out),
+            Self::Anthropic(decoder) => decoder.on_eof(),
+        }
+    }
+
+    /// What the reference does with open blocks when the caller aborts mid-stream.
+    fn on_abort(&mut self, out: &mut VecDeque<StreamEvent>) {
+        if let Self::OpenAi(decoder) = self {
+            decoder.finish_blocks(out);
+        }
+    }
+}
+
+enum Phase {
+    Pending {
+        wire: WireRequest,
+        body: String,
+        style: ErrorBodyStyle,
+    },
+    Streaming(reqwest::Response),
+    Failed(AiError),
+    Finished,
+}
+
+/// One streaming LLM call. Pull events with [`Self::next`]; see the module docs for how it
+/// ends.
+pub struct AssistantStream {
+    http: reqwest::Client,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdSource>,
+    transport: TransportConfig,
+    cancel: CancellationToken,
+    phase: Phase,
+    decoder: Decoder,
+    sse: SseDecoder,
+    queue: VecDeque<StreamEvent>,
+    final_message: Option<AssistantMessage>,
+}
+
+impl std::fmt::Debug for AssistantStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AssistantStream")
+            .field("queued", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a call ended badly.
+enum Failure {
+    Message {
+        text: String,
+        status: Option<u16>,
+        retry_after: Option<std::time::Duration>,
+    },
+    Aborted(&'static str),
+    Classified(AiError),
+}
+
+impl AssistantStream {
+    fn failed(mut self, error: AiError) -> Self {
+        self.phase = Phase::Failed(error);
+        self
+    }
+
+    /// Returns the assistant message as built so far (the reference's `partial`): content
+    /// blocks with tool arguments parsed from what has arrived, usage, ids.
+    pub fn partial(&mut self) -> &AssistantMessage {
+        self.decoder.refresh();
+        self.decoder.message()
+    }
+
+    /// Returns the next event, or `None` after the terminal `done`/`error` event.
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
+                Phase::Pending { wire, body, style } => {
+                    let ctx = SendContext {
+                        http: &self.http,
+                        config: &self.transport,
+                        cancel: &self.cancel,
+                        clock: self.clock.as_ref(),
+                        ids: self.ids.as_ref(),
+                        error_style: style,
+                    };
+                    match transport::send(&wire, &body, &ctx).await {
+                        Ok(response) => {
+                            self.queue.push_back(StreamEvent::Start);
+                            self.phase = Phase::Streaming(response);
+                        }
+                        Err(failure) if failure.aborted => {
+                            self.finish_failed(Failure::Aborted("Request was aborted."));
+                        }
+                        Err(failure) => self.finish_failed(Failure::Message {
+                            text: failure.message,
+                            status: failure.status,
+                            retry_after: failure.retry_after,
+                        }),
+                    }
+                }
+                Phase::Streaming(response) => self.read_some(response).await,
+            }
+        }
+    }
+
+    /// Drains the stream and returns the final message.
+    pub async fn result(mut self) -> AssistantMessage {
+        while self.next().await.is_some() {}
+        match self.final_message.take() {
+            Some(message) => message,
+            None => self.decoder.into_message(),
+        }
+    }
+
+    async fn read_some(&mut self, mut response: reqwest::Response) {
+        let chunk = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => {
+                self.decoder.on_abort(&mut self.queue);
+                self.finish_failed(Failure::Aborted("Request was aborted"));
+                return;
+            }
+            chunk = tokio::time::timeout(self.transport.idle_timeout, response.chunk()) => chunk,
+        };
+        match chunk {
+            Ok(Ok(Some(bytes))) => {
+                self.sse.feed(&bytes);
+                if !self.drain_frames() {
+                    self.phase = Phase::Streaming(response);
+                }
+            }
+            Ok(Ok(None)) => {
+                self.sse.finish();
+                if !self.drain_frames() {
+                    let result = self.decoder.on_eof(&mut self.queue);
+                    self.finish(result);
+                }
+            }
+            Ok(Err(err)) => {
+                tracing::info!(error = %err, "provider stream broke");
+                self.finish_failed(Failure::Message {
+                    text: "Connection lost while streaming the response (terminated)".to_owned(),
+                    status: None,
+                    retry_after: None,
+                });
+            }
+            Err(_elapsed) => self.finish_failed(Failure::Message {
+                text: format!(
+                    "Request timed out: no data received for {} ms",
+                    self.transport.idle_timeout.as_millis()
+                ),
+                status: None,
+                retry_after: None,
+            }),
+        }
+    }
+
+    /// Decodes every complete frame; true when the call has ended.
+    fn drain_frames(&mut self) -> bool {
+        loop {
+            let outcome = {
+                let Some(frame) = self.sse.next_frame() else {
+                    return false;
+                };
+                self.decoder.on_frame(frame, &mut self.queue)
+            };
+            match outcome {
+                Ok(false) => {}
+                Ok(true) => {
+                    let result = self.decoder.complete(&mut self.queue);
+                    self.finish(result);
+                    return true;
+                }
+                Err(text) => {
+                    self.finish_failed(Failure::Message {
+                        text,
+                        status: None,
+                        retry_after: None,
+                    });
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, result: Result<StopReason, String>) {
+        match result {
+            Ok(reason) => {
+                self.decoder.refresh();
+                let message = self.decoder.message().clone();
+                self.final_message = Some(message.clone());
+                self.queue.push_back(StreamEvent::Done { reason, message });
+                self.phase = Phase::Finished;
+            }
+            Err(text) => self.finish_failed(Failure::Message {
+                text,
+                status: None,
+                retry_after: None,
+            }),
+        }
+    }
+
+    fn finish_failed(&mut self, failure: Failure) {
+        self.decoder.refresh();
+        let (reason, error) = match failure {
+            Failure::Aborted(text) => (
+                StopReason::Aborted,
+                AiError::Aborted {
+                    message: text.to_owned(),
+                },
+            ),
+            Failure::Classified(error) => (StopReason::Error, error),
+            Failure::Message {
+                text,
+                status,
+                retry_after,
+            } => (
+                StopReason::Error,
+                AiError::classify(&text, status, retry_after),
+            ),
+        };
+        let message = self.decoder.message_mut();
+        message.stop_reason = reason;
+        message.error_message = Some(error.message().to_owned());
+        let message = message.clone();
+        self.final_message = Some(message.clone());
+        self.queue.push_back(StreamEvent::Error {
+            reason,
+            message,
+            error,
+        });
+        self.phase = Phase::Finished;
+    }
+}

@@ -1,0 +1,427 @@
+//! HTTP for one call: sending the request, the reference SDKs' transport retry, and the
+//! wording of HTTP failures (`spec/models-providers-settings.md` §11.1, §11.4).
+//!
+//! Retry rule: a request that failed before any of its response body was consumed — a
+//! connection error, a timeout before the headers, or a status of 408, 409, 429 or ≥ 500
+//! (`x-should-retry: true|false` overrides) — is sent again, up to `max_retries` extra times.
+//! The wait is `retry-after-ms`, else `retry-after` (seconds or an HTTP date), else
+//! `min(initial · 2^k, 8 s)` minus up to 25 % jitter. A server-requested wait above
+//! `max_retry_delay` fails at once with a message containing `retry delay`. Nothing else
+//! re-sends: once the body is being read, a failure belongs to the caller.
+//!
+//! Error texts are the SDKs': `"<status> <message>"` where the message is the body's
+//! `error.message` (OpenAI style) or the whole body JSON (Anthropic style), the raw text for a
+//! non-JSON body, `"<status> status code (no body)"` for none; `Connection error.`,
+//! `Request timed out.`, `Request was aborted.`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::ai::TransportConfig;
+use crate::support::clock::Clock;
+use crate::support::ids::IdSource;
+use crate::support::json::to_js_string;
+
+/// One HTTP request as built by a protocol module: `POST url` with these headers and body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WireRequest {
+    /// The endpoint.
+    pub url: String,
+    /// Headers in sending order (names as written; unique case-insensitively).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (serialised as `JSON.stringify` would).
+    pub body: Value,
+}
+
+/// Sets a header, replacing any existing one with the same name in any letter case.
+pub fn set_header_ci(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+    match headers
+        .iter_mut()
+        .find(|(existing, _)| existing.eq_ignore_ascii_case(name))
+    {
+        Some(entry) => *entry = (name.to_owned(), value.to_owned()),
+        None => headers.push((name.to_owned(), value.to_owned())),
+    }
+}
+
+/// The SDKs' `APIError.makeMessage`: the status and the error's `message` (a non-string
+/// message as JSON), else the error object as JSON, else `text`.
+pub fn api_error_message(status: Option<u16>, error: Option<&Value>, text: Option<&str>) -> String {
+    let truthy = |value: &Value| match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    };
+    let error = error.filter(|error| truthy(error));
+    let message = match error {
+        Some(error) => match error.get("message").filter(|message| truthy(message)) {
+            Some(Value::String(message)) => Some(message.clone()),
+            Some(message) => Some(to_js_string(message)),
+            None => Some(to_js_string(error)),
+        },
+        None => text.filter(|text| !text.is_empty()).map(str::to_owned),
+    };
+    match (status, message) {
+        (Some(status), Some(message)) => format!("{status} {message}"),
+        (Some(status), None) => format!("{status} status code (no body)"),
+        (None, Some(message)) => message,
+        (None, None) => "(no status code or body)".to_owned(),
+    }
+}
+
+/// Where a provider puts the error object in a failed response's JSON body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorBodyStyle {
+    /// `{"error": {...}}`: the `error` member (OpenAI SDK).
+    ErrorMember,
+    /// The whole body (Anthropic SDK).
+    WholeBody,
+}
+
+/// Returns the error text of a failed HTTP response.
+pub fn status_error_message(status: u16, body: &str, style: ErrorBodyStyle) -> String {
+    match serde_json::from_str::<Value>(body) {
+        Ok(json) => {
+            let error = match style {
+                ErrorBodyStyle::ErrorMember => json.get("error").cloned(),
+                ErrorBodyStyle::WholeBody => Some(json.clone()),
+            };
+            let mut message = api_error_message(Some(status), error.as_ref(), None);
+            if style == ErrorBodyStyle::ErrorMember
+                && let Some(raw) = json
+                    .get("error")
+                    .and_then(|error| error.get("metadata"))
+                    .and_then(|metadata| metadata.get("raw"))
+                    .and_then(Value::as_str)
+                    .filter(|raw| !raw.is_empty())
+            {
+                message.push('\n');
+                message.push_str(raw);
+            }
+            message
+        }
+        Err(_) => api_error_message(Some(status), None, Some(body)),
+    }
+}
+
+/// A request that failed before its body was handed over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendFailure {
+    /// The error text.
+    pub message: String,
+    /// The HTTP status, when a response arrived.
+    pub status: Option<u16>,
+    /// The delay the server asked for.
+    pub retry_after: Option<Duration>,
+    /// The caller cancelled.
+    pub aborted: bool,
+}
+
+impl SendFailure {
+    fn aborted() -> Self {
+        Self {
+            message: "Request was aborted.".to_owned(),
+            status: None,
+            retry_after: None,
+            aborted: true,
+        }
+    }
+}
+
+/// Parses the leading number of a header value (JavaScript's `parseFloat`).
+fn parse_float_prefix(text: &str) -> Option<f64> {
+    let text = text.trim_start();
+    let mut end = 0;
+    let bytes = text.as_bytes();
+    let mut seen_digit = false;
+    let mut seen_dot = false;
+    let mut seen_exp = false;
+    while end < bytes.len() {
+        let byte = bytes[end];
+        let ok = match byte {
+            b'0'..=b'9' => {
+                seen_digit = true;
+                true
+            }
+            b'+' | b'-' => end == 0 || matches!(bytes[end - 1], b'e' | b'E'),
+            b'.' if !seen_dot && !seen_exp => {
+                seen_dot = true;
+                true
+            }
+            b'e' | b'E' if seen_digit && !seen_exp => {
+                seen_exp = true;
+                true
+            }
+            _ => false,
+        };
+        if !ok {
+            break;
+        }
+        end += 1;
+    }
+    let mut candidate = &text[..end];
+    while !candidate.is_empty() {
+        if let Ok(value) = candidate.parse::<f64>() {
+            return Some(value);
+        }
+        candidate = &candidate[..candidate.len() - 1];
+    }
+    None
+}
+
+/// The delay a response asks for: `retry-after-ms`, else `retry-after` (seconds or HTTP date).
+pub fn requested_delay(headers: &reqwest::header::HeaderMap, now_ms: i64) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let millis = header("retry-after-ms")
+        .and_then(parse_float_prefix)
+        .filter(|ms| *ms != 0.0)
+        .or_else(|| {
+            let value = header("retry-after")?;
+            match parse_float_prefix(value) {
+                Some(seconds) => Some(seconds * 1000.0),
+                None => chrono::DateTime::parse_from_rfc2822(value)
+                    .ok()
+                    .map(|date| (date.timestamp_millis() - now_ms) as f64),
+            }
+        })?;
+    Some(Duration::from_secs_f64(
+        (millis.max(0.0) / 1000.0).min(1.0e9),
+    ))
+}
+
+fn should_retry(response: &reqwest::Response) -> bool {
+    match response
+        .headers()
+        .get("x-should-retry")
+        .and_then(|value| value.to_str().ok())
+    {
+        Some("true") => return true,
+        Some("false") => return false,
+        _ => {}
+    }
+    let status = response.status().as_u16();
+    matches!(status, 408 | 409 | 429) || status >= 500
+}
+
+/// The SDKs' default backoff: `min(initial · 2^retries, 8 s) · (1 − jitter)`, jitter ≤ 25 %.
+fn default_delay(config: &TransportConfig, retries_done: u32, ids: &IdSource) -> Duration {
+    let base = config.initial_retry_delay.as_secs_f64() * 2f64.powi(retries_done.min(30) as i32);
+    let capped = base.min(8.0);
+    let jitter = (ids.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    Duration::from_secs_f64(capped * (1.0 - jitter * 0.25))
+}
+
+/// Everything [`send`] needs besides the request.
+pub(crate) struct SendContext<'a> {
+    pub http: &'a reqwest::Client,
+    pub config: &'a TransportConfig,
+    pub cancel: &'a CancellationToken,
+    pub clock: &'a dyn Clock,
+    pub ids: &'a IdSource,
+    pub error_style: ErrorBodyStyle,
+}
+
+/// Sends the request with the transport retry; returns the first successful response (its
+/// body not yet read).
+pub(crate) async fn send(
+    request: &WireRequest,
+    body: &str,
+    ctx: &SendContext<'_>,
+) -> Result<reqwest::Response, SendFailure> {
+    let mut retries_done = 0u32;
+    loop {
+        let mut builder = ctx.http.post(&request.url);
+        for (name, value) in &request.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let attempt = builder.body(body.to_owned()).send();
+        let outcome = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(SendFailure::aborted()),
+            result = tokio::time::timeout(ctx.config.request_timeout, attempt) => result,
+        };
+        let can_retry = retries_done < ctx.config.max_retries;
+        let failure_delay = match outcome {
+            Ok(Ok(response)) if response.status().is_success() => return Ok(response),
+            Ok(Ok(response)) => {
+                let status = response.status().as_u16();
+                let requested = requested_delay(response.headers(), ctx.clock.now_ms());
+                let retryable = should_retry(&response);
+                let over_cap = match (requested, ctx.config.max_retry_delay) {
+                    (Some(requested), Some(cap)) if !cap.is_zero() => requested > cap,
+                    _ => false,
+                };
+                if retryable && can_retry && !over_cap {
+                    tracing::info!(status, retries_done, "provider request failed; retrying");
+                    requested.unwrap_or_else(|| default_delay(ctx.config, retries_done, ctx.ids))
+                } else {
+                    let text = read_error_body(response, ctx).await?;
+                    let mut message = status_error_message(status, &text, ctx.error_style);
+                    if retryable && can_retry && over_cap {
+                        let requested_ms = requested.map(|d| d.as_millis()).unwrap_or(0);
+                        let cap_ms = ctx
+                            .config
+                            .max_retry_delay
+                            .map(|d| d.as_millis())
+                            .unwrap_or(0);
+                        message = format!(
+                            "Server requested retry delay of {requested_ms} ms, above retry.provider.maxRetryDelayMs ({cap_ms} ms): {message}"
+                        );
+                    }
+                    return Err(SendFailure {
+                        message,
+                        status: Some(status),
+                        retry_after: requested,
+                        aborted: false,
+                    });
+                }
+            }
+            Ok(Err(err)) => {
+                let timed_out = err.is_timeout();
+                tracing::info!(error = %err, retries_done, "provider connection failed");
+                if !can_retry {
+                    return Err(SendFailure {
+                        message: if timed_out {
+                            "Request timed out.".to_owned()
+                        } else {
+                            "Connection error.".to_owned()
+                        },
+                        status: None,
+                        retry_after: None,
+                        aborted: false,
+                    });
+                }
+                default_delay(ctx.config, retries_done, ctx.ids)
+            }
+            Err(_elapsed) => {
+                tracing::info!(retries_done, "provider request timed out");
+                if !can_retry {
+                    return Err(SendFailure {
+                        message: "Request timed out.".to_owned(),
+                        status: None,
+                        retry_after: None,
+                        aborted: false,
+                    });
+                }
+                default_delay(ctx.config, retries_done, ctx.ids)
+            }
+        };
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(SendFailure::aborted()),
+            () = tokio::time::sleep(failure_delay) => {}
+        }
+        retries_done += 1;
+    }
+}
+
+/// Reads a failed response's body, bounded by the idle timeout and the cancel token.
+async fn read_error_body(
+    response: reqwest::Response,
+    ctx: &SendContext<'_>,
+) -> Result<String, SendFailure> {
+    tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => Err(SendFailure::aborted()),
+        result = tokio::time::timeout(ctx.config.idle_timeout, response.text()) => {
+            Ok(match result {
+                Ok(Ok(text)) => text,
+                Ok(Err(err)) => err.to_string(),
+                Err(_) => String::new(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn status_messages_follow_the_sdks() {
+        assert_eq!(
+            status_error_message(
+                400,
+                r#"{"error":{"message":"bad","type":"x"}}"#,
+                ErrorBodyStyle::ErrorMember
+            ),
+            "400 bad"
+        );
+        assert_eq!(
+            status_error_message(400, r#"{"error":{"code":5}}"#, ErrorBodyStyle::ErrorMember),
+            r#"400 {"code":5}"#
+        );
+        assert_eq!(
+            status_error_message(500, r#"{"detail":"x"}"#, ErrorBodyStyle::ErrorMember),
+            "500 status code (no body)"
+        );
+        assert_eq!(
+            status_error_message(502, "Bad Gateway", ErrorBodyStyle::ErrorMember),
+            "502 Bad Gateway"
+        );
+        assert_eq!(
+            status_error_message(413, "", ErrorBodyStyle::WholeBody),
+            "413 status code (no body)"
+        );
+        assert_eq!(
+            status_error_message(
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}"#,
+                ErrorBodyStyle::WholeBody
+            ),
+            r#"400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}"#
+        );
+        assert_eq!(
+            status_error_message(
+                429,
+                r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream says no"}}}"#,
+                ErrorBodyStyle::ErrorMember
+            ),
+            "429 Provider returned error\nupstream says no"
+        );
+        assert_eq!(
+            api_error_message(None, Some(&json!({"message": {"a": 1}})), None),
+            r#"{"a":1}"#
+        );
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(requested_delay(&headers, 0), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", "150".parse().unwrap());
+        assert_eq!(
+            requested_delay(&headers, 0),
+            Some(Duration::from_millis(150))
+        );
+        let mut dated = reqwest::header::HeaderMap::new();
+        dated.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:05 GMT".parse().unwrap(),
+        );
+        let now = chrono::DateTime::parse_from_rfc2822("Wed, 21 Oct 2015 07:28:00 GMT")
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(requested_delay(&dated, now), Some(Duration::from_secs(5)));
+        assert_eq!(requested_delay(&reqwest::header::HeaderMap::new(), 0), None);
+        assert_eq!(parse_float_prefix("1.5s"), Some(1.5));
+        assert_eq!(parse_float_prefix("x"), None);
+    }
+
+    #[test]
+    fn default_backoff_doubles_and_caps_with_jitter() {
+        let config = TransportConfig::default();
+        let ids = IdSource::seeded(3);
+        for (retries, full) in [(0u32, 0.5f64), (1, 1.0), (4, 8.0), (10, 8.0)] {
+            let delay = default_delay(&config, retries, &ids).as_secs_f64();
+            assert!(delay <= full && delay >= full * 0.75, "{retries}: {delay}");
+        }
+    }
+}

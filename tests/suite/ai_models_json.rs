@@ -1,0 +1,186 @@
+//! `models.json` files written for the reference — the examples of its documentation and of
+//! the spec, every key form, and broken files — load here exactly as there: the same error
+//! text, the same models (built-ins patched, custom models added), and the same key and
+//! headers per request (`fixtures/providers/models-json/*.expected.json`, written by
+//! `scripts/models-json-oracle.mjs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pi::ai::auth::{AuthFile, Credentials, request_auth};
+use pi::ai::models::{Model, ModelRegistry, builtin_models};
+use pi::cli::config::Env;
+use pi::cli::keys::ShellKeyResolver;
+use pi::support::clock::SteppingClock;
+use pi::support::json::to_js_string;
+use serde_json::{Map, Value, json};
+
+fn dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("providers")
+        .join("models-json")
+}
+
+/// The environment the oracle ran with (`ORACLE_ENV` in the script), plus PATH and an empty
+/// home directory.
+fn credentials(home: &std::path::Path) -> Credentials {
+    let mut vars: HashMap<String, String> = [
+        ("LOCAL_KEY", "local-secret"),
+        ("MY_API_KEY", "my-secret"),
+        ("PORTKEY_API_KEY", "portkey-secret"),
+        ("ANTHROPIC_PROXY_KEY", "proxy-secret"),
+        ("AI_GATEWAY_API_KEY", "gateway-secret"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    vars.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+    vars.insert("HOME".into(), home.display().to_string());
+    let env = Env::from_parts(vars, home.to_path_buf(), Some(home.to_path_buf()));
+    Credentials::new(
+        AuthFile::parse(Some("{}")),
+        Arc::new(ShellKeyResolver::new(&env)),
+        Arc::new(SteppingClock::new(0, 1)),
+    )
+}
+
+/// Sorts object keys recursively and prints numbers the JavaScript way, so that `0` and
+/// `0.0` and key order do not matter.
+fn canonical(value: &Value) -> String {
+    fn sort(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                let mut out = Map::new();
+                for key in keys {
+                    out.insert(key.clone(), sort(&map[key]));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    to_js_string(&sort(value))
+}
+
+fn model_value(model: &Model) -> Value {
+    serde_json::to_value(model).unwrap()
+}
+
+#[test]
+fn reference_models_json_files_load_exactly_as_there() {
+    let home = tempfile::tempdir().unwrap();
+    let creds = credentials(home.path());
+    let builtin: HashMap<String, String> = builtin_models()
+        .iter()
+        .map(|model| (model.reference(), canonical(&model_value(model))))
+        .collect();
+    let mut inputs: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".json") && !name.ends_with(".expected.json"))
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() >= 20);
+    for name in inputs {
+        let text = std::fs::read_to_string(dir().join(&name)).unwrap();
+        let expected: Value = serde_json::from_slice(
+            &std::fs::read(dir().join(name.replace(".json", ".expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let registry = ModelRegistry::load(Some(&text), "<path>");
+
+        match (registry.error(), expected["error"].as_str()) {
+            (None, None) => {}
+            (Some(ours), Some(theirs)) if theirs.starts_with("Failed to parse models.json: ") => {
+                // The JSON parser's own wording differs (V8 vs serde); the frame is the same.
+                assert!(
+                    ours.starts_with("Failed to parse models.json: "),
+                    "{name}: {ours}"
+                );
+                assert!(ours.ends_with("\n\nFile: <path>"), "{name}: {ours}");
+            }
+            (ours, theirs) => assert_eq!(ours, theirs, "{name}: error"),
+        }
+        assert_eq!(
+            registry.all().len() as u64,
+            expected["count"].as_u64().unwrap(),
+            "{name}: model count"
+        );
+
+        let changed: Vec<&Model> = registry
+            .all()
+            .iter()
+            .filter(|model| {
+                builtin.get(&model.reference()) != Some(&canonical(&model_value(model)))
+            })
+            .collect();
+        let ours: Vec<String> = changed
+            .iter()
+            .map(|model| canonical(&model_value(model)))
+            .collect();
+        let theirs: Vec<String> = expected["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(canonical)
+            .collect();
+        pretty_assertions::assert_eq!(ours, theirs, "{name}: changed models");
+
+        for model in changed {
+            let result = match request_auth(&registry, &creds, model) {
+                Ok(auth) => {
+                    let mut out = Map::new();
+                    out.insert("ok".into(), json!(true));
+                    if let Some(key) = auth.api_key {
+                        out.insert("apiKey".into(), json!(key));
+                    }
+                    if !auth.headers.is_empty() {
+                        let headers: Map<String, Value> = auth
+                            .headers
+                            .into_iter()
+                            .map(|(name, value)| (name, Value::String(value)))
+                            .collect();
+                        out.insert("headers".into(), Value::Object(headers));
+                    }
+                    Value::Object(out)
+                }
+                Err(err) => json!({"ok": false, "error": err.message()}),
+            };
+            let key = model.reference();
+            assert_eq!(
+                to_js_string(&result),
+                to_js_string(&expected["auth"][&key]),
+                "{name}: request auth of {key}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_readme_models_json_example_loads_and_resolves() {
+    let readme = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+    )
+    .unwrap();
+    let section = &readme[readme.find("## Providers").unwrap()..];
+    let start = section.find("```json\n").unwrap() + "```json\n".len();
+    let text = &section[start..start + section[start..].find("```").unwrap()];
+    let registry = ModelRegistry::load(Some(text), "README.md");
+    assert_eq!(registry.error(), None);
+    let found =
+        pi::ai::resolve::resolve_cli_model(None, Some("ollama/qwen2.5-coder:7b"), &registry)
+            .unwrap()
+            .unwrap();
+    assert_eq!(found.model.reference(), "ollama/qwen2.5-coder:7b");
+    assert_eq!(found.model.base_url, "http://localhost:11434/v1");
+    let found =
+        pi::ai::resolve::resolve_cli_model(Some("llama-cpp"), Some("local:high"), &registry)
+            .unwrap()
+            .unwrap();
+    assert_eq!(found.model.reference(), "llama-cpp/local");
+    assert_eq!(found.thinking, Some(pi::ai::ThinkingLevel::High));
+}

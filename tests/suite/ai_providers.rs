@@ -1,0 +1,417 @@
+//! The streaming client against recorded provider streams, compared with what the reference
+//! implementation made of the same bytes (`fixtures/providers/*.case.json` and the
+//! `*.expected.json` written by `scripts/provider-oracle.mjs`): the requests we send (body
+//! byte for byte, the headers that matter), the events, and the final assistant message.
+//! Every case runs with the body whole and cut at seeded random points.
+
+use std::time::Duration;
+
+use pi::ai::convert::convert_to_llm;
+use pi::ai::models::builtin_models;
+use pi::ai::{
+    AiClient, CacheRetention, CancellationToken, Model, Request, StreamEvent, StreamOptions,
+    ThinkingLevel, ToolDefinition, TransportConfig,
+};
+use pi::model::message::AgentMessage;
+use pi::support::clock::SteppingClock;
+use pi::support::ids::IdSource;
+use pi::support::json::to_js_string;
+use serde_json::{Map, Value, json};
+
+use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest};
+
+fn dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("providers")
+}
+
+fn case_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".case.json").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn read_json(name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(dir().join(name)).unwrap()).unwrap()
+}
+
+pub fn client() -> AiClient {
+    AiClient::new(
+        std::sync::Arc::new(SteppingClock::new(1_767_225_600_000, 1)),
+        std::sync::Arc::new(IdSource::seeded(5)),
+    )
+    .unwrap()
+}
+
+pub fn fast_transport() -> TransportConfig {
+    TransportConfig {
+        max_retries: 2,
+        request_timeout: Duration::from_secs(20),
+        idle_timeout: Duration::from_secs(20),
+        max_retry_delay: Some(Duration::from_secs(60)),
+        initial_retry_delay: Duration::from_millis(10),
+    }
+}
+
+fn model_for(spec: &Value, server: &ProviderServer) -> Model {
+    let mut value = if let Some(builtin) = spec["model"]["builtin"].as_array() {
+        let (provider, id) = (builtin[0].as_str().unwrap(), builtin[1].as_str().unwrap());
+        let model = builtin_models()
+            .iter()
+            .find(|model| model.provider == provider && model.id == id)
+            .unwrap();
+        let mut value = serde_json::to_value(model).unwrap();
+        if let Some(set) = spec["model"]["set"].as_object() {
+            for (key, item) in set {
+                value[key] = item.clone();
+            }
+        }
+        value
+    } else {
+        spec["model"]["custom"].clone()
+    };
+    value["baseUrl"] = json!(format!(
+        "{}{}",
+        server.url(),
+        spec["basePath"].as_str().unwrap_or("")
+    ));
+    serde_json::from_value(value).unwrap()
+}
+
+fn request_for(spec: &Value) -> Request {
+    let context = &spec["context"];
+    let messages: Vec<AgentMessage> = context["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .cloned()
+        .map(AgentMessage::from_value)
+        .collect();
+    Request {
+        system_prompt: context["systemPrompt"].as_str().unwrap_or("").to_owned(),
+        messages: convert_to_llm(&messages),
+        tools: context["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|tool| ToolDefinition {
+                name: tool["name"].as_str().unwrap().to_owned(),
+                description: tool["description"].as_str().unwrap().to_owned(),
+                parameters: tool["parameters"].clone(),
+            })
+            .collect(),
+    }
+}
+
+fn options_for(spec: &Value) -> StreamOptions {
+    let opts = &spec["options"];
+    let mut options = StreamOptions::new(pi::ai::auth::RequestAuth {
+        api_key: opts["apiKey"].as_str().map(str::to_owned),
+        headers: opts["headers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| (name.clone(), value.as_str().unwrap().to_owned()))
+            .collect(),
+        base_url: String::new(),
+    });
+    options.base_url = None;
+    options.thinking = opts["reasoning"]
+        .as_str()
+        .and_then(ThinkingLevel::parse)
+        .unwrap_or(ThinkingLevel::Off);
+    options.session_id = opts["sessionId"].as_str().map(str::to_owned);
+    options.cache_retention = match opts["cacheRetention"].as_str() {
+        Some("long") => CacheRetention::Long,
+        Some("none") => CacheRetention::None,
+        _ => CacheRetention::Short,
+    };
+    options.transport = fast_transport();
+    options.transport.max_retries = opts["maxRetries"].as_u64().unwrap_or(2) as u32;
+    options
+}
+
+fn responses_for(spec: &Value, chunking: Option<(u64, usize)>) -> Vec<MockResponse> {
+    spec["responses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|response| {
+            let status = response["status"].as_u64().unwrap() as u16;
+            let mut mock = match response["bodyFile"].as_str() {
+                Some(file) => {
+                    let mut mock = MockResponse::sse(
+                        String::from_utf8(std::fs::read(dir().join(file)).unwrap()).unwrap(),
+                    );
+                    mock.status = status;
+                    mock.headers.clear();
+                    mock
+                }
+                None => {
+                    let mut mock =
+                        MockResponse::json(status, response["body"].as_str().unwrap_or(""));
+                    mock.headers.clear();
+                    mock
+                }
+            };
+            for (name, value) in response["headers"].as_object().into_iter().flatten() {
+                mock = mock.header(name, value.as_str().unwrap());
+            }
+            if let Some(limit) = response["dropAfter"].as_u64() {
+                mock = mock.drop_after(limit as usize);
+            }
+            if let Some((seed, max)) = chunking {
+                mock = mock.chunked(seed, max);
+            }
+            mock
+        })
+        .collect()
+}
+
+/// The event as the oracle records it: no `partial`, `message` or `error`.
+pub fn event_json(event: &StreamEvent, partial: &pi::model::message::AssistantMessage) -> Value {
+    let mut value = event.to_json(partial);
+    if let Value::Object(map) = &mut value {
+        map.shift_remove("partial");
+        map.shift_remove("message");
+        map.shift_remove("error");
+    }
+    value
+}
+
+/// The message as the oracle records it: `role` first, timestamp 0.
+fn message_json(message: &pi::model::message::AssistantMessage) -> Value {
+    let mut message = message.clone();
+    message.timestamp = 0;
+    let mut out = Map::new();
+    out.insert("role".into(), json!("assistant"));
+    if let Value::Object(map) = serde_json::to_value(&message).unwrap() {
+        out.extend(map);
+    }
+    Value::Object(out)
+}
+
+struct Outcome {
+    events: Vec<Value>,
+    message: Value,
+    requests: Vec<RecordedRequest>,
+}
+
+async fn run_case(name: &str, chunking: Option<(u64, usize)>) -> Outcome {
+    let spec = read_json(&format!("{name}.case.json"));
+    let server = ProviderServer::start(responses_for(&spec, chunking));
+    let model = model_for(&spec, &server);
+    let mut stream = client().stream(
+        &model,
+        request_for(&spec),
+        options_for(&spec),
+        CancellationToken::new(),
+    );
+    let mut events = Vec::new();
+    let mut last = None;
+    while let Some(event) = stream.next().await {
+        let partial = stream.partial().clone();
+        events.push(event_json(&event, &partial));
+        last = Some(event);
+    }
+    let message = match last {
+        Some(StreamEvent::Done { message, .. }) | Some(StreamEvent::Error { message, .. }) => {
+            message
+        }
+        other => panic!("{name}: the last event is not terminal: {other:?}"),
+    };
+    assert!(
+        stream.next().await.is_none(),
+        "{name}: events after the terminal one"
+    );
+    Outcome {
+        events,
+        message: message_json(&message),
+        requests: server.requests(),
+    }
+}
+
+/// The expectation with this project's deliberate departures (`departure` in the case) applied.
+fn expected_for(name: &str) -> (Value, Value) {
+    let spec = read_json(&format!("{name}.case.json"));
+    let mut expected = read_json(&format!("{name}.expected.json"));
+    if let Some(departure) = spec.get("departure") {
+        if let Some(text) = departure["errorMessage"].as_str() {
+            expected["message"]["errorMessage"] = json!(text);
+        }
+        if departure["stopReason"] == "error" {
+            expected["message"]["stopReason"] = json!("error");
+            let events = expected["events"].as_array_mut().unwrap();
+            events.pop();
+            if departure["finishBlocks"] == false {
+                while events
+                    .last()
+                    .is_some_and(|event| event["type"].as_str().unwrap().ends_with("_end"))
+                {
+                    events.pop();
+                }
+            }
+            events.push(json!({"type": "error", "reason": "error"}));
+        }
+    }
+    (spec, expected)
+}
+
+const CHECKED_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "content-type",
+    "accept",
+    "x-app",
+    "http-referer",
+    "x-openrouter-title",
+];
+
+fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
+    let expected_requests = expected["requests"].as_array().unwrap();
+    assert_eq!(
+        outcome.requests.len(),
+        expected_requests.len(),
+        "{name} {label}: request count"
+    );
+    for (ours, theirs) in outcome.requests.iter().zip(expected_requests) {
+        assert_eq!(
+            ours.method,
+            theirs["method"].as_str().unwrap(),
+            "{name}: method"
+        );
+        assert_eq!(ours.path, theirs["path"].as_str().unwrap(), "{name}: path");
+        pretty_assertions::assert_eq!(
+            to_js_string(&ours.json()),
+            to_js_string(&theirs["body"]),
+            "{name} {label}: request body"
+        );
+        for header in CHECKED_HEADERS {
+            assert_eq!(
+                ours.header(header),
+                theirs["headers"][*header].as_str(),
+                "{name} {label}: header {header}"
+            );
+        }
+        if let Some(agent) = theirs["headers"]["user-agent"]
+            .as_str()
+            .filter(|agent| agent.starts_with("claude-cli"))
+        {
+            assert_eq!(ours.header("user-agent"), Some(agent), "{name}: user-agent");
+        }
+    }
+    pretty_assertions::assert_eq!(
+        Value::Array(outcome.events.clone()),
+        expected["events"],
+        "{name} {label}: events"
+    );
+    pretty_assertions::assert_eq!(
+        to_js_string(&outcome.message),
+        to_js_string(&expected["message"]),
+        "{name} {label}: final message"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_recorded_case_matches_the_reference_whole_and_split_at_random_points() {
+    let names = case_names();
+    assert!(names.len() >= 25, "cases: {names:?}");
+    for name in &names {
+        let (_, expected) = expected_for(name);
+        for (label, chunking) in [
+            ("whole", None),
+            ("seed 1", Some((1, 7))),
+            ("seed 2", Some((2, 31))),
+        ] {
+            let outcome = run_case(name, chunking).await;
+            compare(name, label, &outcome, &expected);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_classified_as_the_reference_decides() {
+    use pi::ai::AiError;
+    type Check = fn(&AiError) -> bool;
+    let expectations: &[(&str, Check)] = &[
+        ("openai-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("openai-llamacpp-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("anthropic-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("anthropic-413", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("anthropic-401", |e| matches!(e, AiError::Auth { .. })),
+        ("openai-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("anthropic-529-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("openai-no-body-503", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("openai-dropped", |e| matches!(e, AiError::Transient { .. })),
+        ("openai-no-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("anthropic-error-event", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("openai-error-midstream", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("openai-content-filter", |e| {
+            matches!(e, AiError::Other { .. })
+        }),
+        ("anthropic-refusal", |e| matches!(e, AiError::Other { .. })),
+    ];
+    for (name, check) in expectations {
+        let spec = read_json(&format!("{name}.case.json"));
+        let server = ProviderServer::start(responses_for(&spec, None));
+        let model = model_for(&spec, &server);
+        let stream = client().stream(
+            &model,
+            request_for(&spec),
+            options_for(&spec),
+            CancellationToken::new(),
+        );
+        let error = last_error(stream).await;
+        assert!(check(&error), "{name}: {error:?}");
+    }
+}
+
+async fn last_error(mut stream: pi::ai::AssistantStream) -> pi::ai::AiError {
+    let mut error = None;
+    while let Some(event) = stream.next().await {
+        if let StreamEvent::Error { error: e, .. } = event {
+            error = Some(e);
+        }
+    }
+    error.expect("an error event")
+}
+
+#[test]
+fn every_case_has_a_reference_expectation() {
+    for name in case_names() {
+        assert!(
+            dir().join(format!("{name}.expected.json")).exists(),
+            "{name}: run scripts/provider-oracle.mjs"
+        );
+    }
+}
