@@ -3,5 +3,6 @@
 mod architecture;
 mod cli_sessions;
 mod migrations;
+mod resources;
 mod store;
 mod store_props;

@@ -241,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn skill_output_is_then_template_expanded_only_if_it_starts_with_slash() {
+    fn unknown_skill_falls_through_to_templates() {
         let template = PromptTemplate {
             name: "skill:pdf-tools".to_string(),
             description: String::new(),

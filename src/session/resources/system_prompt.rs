@@ -256,3 +256,130 @@ Pi documentation (read only when the user asks about pi itself, its SDK, extensi
     push_tail(&mut prompt, input, has_read);
     prompt
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::resources::origin::ResourceOrigin;
+
+    fn skill(name: &str, hidden: bool) -> Skill {
+        Skill {
+            name: name.to_string(),
+            description: format!("{name} <d>"),
+            file_path: PathBuf::from(format!("/s/{name}/SKILL.md")),
+            base_dir: PathBuf::from(format!("/s/{name}")),
+            origin: ResourceOrigin::UserAuto,
+            disable_model_invocation: hidden,
+        }
+    }
+
+    fn date() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 3, 7).unwrap()
+    }
+
+    fn docs() -> HarnessDocs {
+        HarnessDocs::in_dir(Path::new("/pkg"))
+    }
+
+    #[test]
+    fn custom_prompt_gets_append_context_skills_and_date() {
+        let tools = [ToolPromptInfo::new("read", Some("Read"), &[])];
+        let context = [ContextFile {
+            path: PathBuf::from("/w/AGENTS.md"),
+            content: "Rules".to_string(),
+        }];
+        let skills = [skill("a", false), skill("b", true)];
+        let append = ["one".to_string(), "two".to_string()];
+        let docs = docs();
+        let prompt = build_system_prompt(&SystemPromptInput {
+            custom_prompt: Some("Custom."),
+            append: &append,
+            tools: &tools,
+            context_files: &context,
+            skills: &skills,
+            cwd: Path::new("C:\\w\\p"),
+            date: date(),
+            docs: &docs,
+        });
+        let expected = "Custom.\n\none\n\ntwo\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n## /w/AGENTS.md\n\nRules\n\n\n\nThe following skills provide specialized instructions for specific tasks.\nUse the read tool to load a skill's file when the task matches its description.\nWhen a skill file references a relative path, resolve it against the skill directory (parent of SKILL.md / dirname of the path) and use that absolute path in tool commands.\n\n<available_skills>\n  <skill>\n    <name>a</name>\n    <description>a &lt;d&gt;</description>\n    <location>/s/a/SKILL.md</location>\n  </skill>\n</available_skills>\nCurrent date: 2026-03-07\nCurrent working directory: C:/w/p";
+        assert_eq!(prompt, expected);
+    }
+
+    #[test]
+    fn skills_index_needs_read_and_a_visible_skill() {
+        let docs = docs();
+        let only_hidden = [skill("b", true)];
+        let with_read = [ToolPromptInfo::new("read", Some("Read"), &[])];
+        let base = SystemPromptInput {
+            custom_prompt: Some("C"),
+            append: &[],
+            tools: &with_read,
+            context_files: &[],
+            skills: &only_hidden,
+            cwd: Path::new("/w"),
+            date: date(),
+            docs: &docs,
+        };
+        assert_eq!(
+            build_system_prompt(&base),
+            "C\nCurrent date: 2026-03-07\nCurrent working directory: /w"
+        );
+        let visible = [skill("a", false)];
+        let no_read = [ToolPromptInfo::new("bash", Some("Run"), &[])];
+        let prompt = build_system_prompt(&SystemPromptInput {
+            tools: &no_read,
+            skills: &visible,
+            ..base
+        });
+        assert!(!prompt.contains("<available_skills>"));
+    }
+
+    #[test]
+    fn empty_custom_prompt_means_the_default_prompt() {
+        let docs = docs();
+        let prompt = build_system_prompt(&SystemPromptInput {
+            custom_prompt: Some(""),
+            append: &[String::new()],
+            tools: &[],
+            context_files: &[],
+            skills: &[],
+            cwd: Path::new("/w"),
+            date: date(),
+            docs: &docs,
+        });
+        assert!(prompt.starts_with("You are an expert coding assistant"));
+        assert!(prompt.contains("Available tools:\n(none)\n"));
+        assert!(prompt.contains("Guidelines:\n- Be concise in your responses\n- Show file paths clearly when working with files\n"));
+        assert!(prompt.contains("- Main documentation: /pkg/README.md\n- Additional docs: /pkg/docs\n- Examples: /pkg/examples (extensions"));
+        assert!(prompt.ends_with("(e.g., tui.md for TUI API details)\nCurrent date: 2026-03-07\nCurrent working directory: /w"));
+    }
+
+    #[test]
+    fn tool_lines_use_normalised_snippets_and_deduplicated_guidelines() {
+        let docs = docs();
+        let tools = [
+            ToolPromptInfo::new(
+                "bash",
+                Some("Run\n  shell\r\ncommands "),
+                &["  Shared rule ", ""],
+            ),
+            ToolPromptInfo::new("hidden", None, &["Shared rule", "Own rule"]),
+            ToolPromptInfo::new("blank", Some(" \n "), &[]),
+            ToolPromptInfo::new("ls", Some("List"), &["Be concise in your responses"]),
+        ];
+        let prompt = build_system_prompt(&SystemPromptInput {
+            custom_prompt: None,
+            append: &[],
+            tools: &tools,
+            context_files: &[],
+            skills: &[],
+            cwd: Path::new("/w"),
+            date: date(),
+            docs: &docs,
+        });
+        assert!(prompt.contains("Available tools:\n- bash: Run shell commands\n- ls: List\n\n"));
+        assert!(prompt.contains(
+            "Guidelines:\n- Prefer grep/find/ls tools over bash for file exploration (faster, respects .gitignore)\n- Shared rule\n- Own rule\n- Be concise in your responses\n- Show file paths clearly when working with files\n\n"
+        ));
+    }
+}
