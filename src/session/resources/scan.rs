@@ -6,6 +6,7 @@
 //! Invariant: reads directories only, never file contents other than ignore files; an
 //! unreadable directory contributes nothing (the reference swallows the error the same way).
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,31 @@ fn kind_of(file_type: &std::fs::FileType) -> EntryKind {
     }
 }
 
+/// The state of one recursive walk: its ignore rules and the real directories already
+/// entered, so a symlink cycle is walked once (the reference would recurse until the path
+/// grows too long; the files found are the same).
+struct Walk {
+    rules: IgnoreRules,
+    entered: HashSet<PathBuf>,
+    res: Vec<PathBuf>,
+}
+
+impl Walk {
+    fn new(root: &Path) -> Self {
+        Self {
+            rules: IgnoreRules::new(root),
+            entered: HashSet::new(),
+            res: Vec::new(),
+        }
+    }
+
+    /// Records `dir` as entered; false when its real path was entered before.
+    fn enter(&mut self, dir: &Path) -> bool {
+        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        self.entered.insert(real)
+    }
+}
+
 /// Ignore rules gathered during one walk, all relative to the walk's root.
 pub struct IgnoreRules {
     root: PathBuf,
@@ -145,7 +171,7 @@ impl IgnoreRules {
 
     /// Returns whether the path (relative to the root, `/`-separated) is ignored.
     pub fn ignores(&self, rel: &str, is_dir: bool) -> bool {
-        if rel.is_empty() || self.lines.is_empty() {
+        if rel.is_empty() || rel.starts_with('/') || self.lines.is_empty() {
             return false;
         }
         // `rel` is relative, so the matcher's "path under the root" precondition holds.
@@ -189,36 +215,33 @@ fn prefix_pattern(line: &str, prefix: &str) -> Option<String> {
 /// is not searched further; otherwise, when `root_markdown` is set, every `*.md` file directly
 /// in `dir` is a skill, and every sub-directory is searched the same way (without root files).
 pub fn collect_skill_files(dir: &Path, root_markdown: bool) -> Vec<PathBuf> {
-    let mut rules = IgnoreRules::new(dir);
-    let mut res = Vec::new();
-    collect_skill_files_in(dir, root_markdown, &mut rules, &mut res);
-    res
+    let mut walk = Walk::new(dir);
+    collect_skill_files_in(dir, root_markdown, &mut walk);
+    walk.res
 }
 
-fn collect_skill_files_in(
-    dir: &Path,
-    root_markdown: bool,
-    rules: &mut IgnoreRules,
-    res: &mut Vec<PathBuf>,
-) {
-    rules.add_dir(dir);
+fn collect_skill_files_in(dir: &Path, root_markdown: bool, walk: &mut Walk) {
+    if !walk.enter(dir) {
+        return;
+    }
+    walk.rules.add_dir(dir);
     let Some(items) = list_dir(dir) else { return };
     if let Some(skill) = items
         .iter()
         .find(|item| item.name == "SKILL.md" && item.kind == EntryKind::File)
-        && !rules.ignores_item(skill)
+        && !walk.rules.ignores_item(skill)
     {
-        res.push(skill.path.clone());
+        walk.res.push(skill.path.clone());
         return;
     }
     for item in &items {
-        if item.is_hidden_or_dependency() || rules.ignores_item(item) {
+        if item.is_hidden_or_dependency() || walk.rules.ignores_item(item) {
             continue;
         }
         match item.kind {
-            EntryKind::Dir => collect_skill_files_in(&item.path, false, rules, res),
+            EntryKind::Dir => collect_skill_files_in(&item.path, false, walk),
             EntryKind::File if root_markdown && item.is_markdown_file() => {
-                res.push(item.path.clone());
+                walk.res.push(item.path.clone());
             }
             EntryKind::File | EntryKind::Other => {}
         }
@@ -245,22 +268,24 @@ pub fn collect_prompt_files(dir: &Path) -> Vec<PathBuf> {
 /// Finds every `*.md` file under `dir`, recursively, skipping hidden entries and
 /// `node_modules` and honouring ignore files — how a directory named in settings is expanded.
 pub fn collect_markdown_recursive(dir: &Path) -> Vec<PathBuf> {
-    let mut rules = IgnoreRules::new(dir);
-    let mut res = Vec::new();
-    collect_markdown_in(dir, &mut rules, &mut res);
-    res
+    let mut walk = Walk::new(dir);
+    collect_markdown_in(dir, &mut walk);
+    walk.res
 }
 
-fn collect_markdown_in(dir: &Path, rules: &mut IgnoreRules, res: &mut Vec<PathBuf>) {
-    rules.add_dir(dir);
+fn collect_markdown_in(dir: &Path, walk: &mut Walk) {
+    if !walk.enter(dir) {
+        return;
+    }
+    walk.rules.add_dir(dir);
     let Some(items) = list_dir(dir) else { return };
     for item in &items {
-        if item.is_hidden_or_dependency() || rules.ignores_item(item) {
+        if item.is_hidden_or_dependency() || walk.rules.ignores_item(item) {
             continue;
         }
         match item.kind {
-            EntryKind::Dir => collect_markdown_in(&item.path, rules, res),
-            EntryKind::File if item.is_markdown_file() => res.push(item.path.clone()),
+            EntryKind::Dir => collect_markdown_in(&item.path, walk),
+            EntryKind::File if item.is_markdown_file() => walk.res.push(item.path.clone()),
             EntryKind::File | EntryKind::Other => {}
         }
     }
@@ -280,6 +305,39 @@ pub fn list_markdown_files(dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symlink_cycles_are_walked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("skills");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/SKILL.md"), "x").unwrap();
+        std::os::unix::fs::symlink("..", root.join("a/loop")).unwrap();
+        let found = collect_skill_files(&root, true);
+        assert_eq!(found, vec![root.join("a/b/SKILL.md")]);
+        std::fs::write(root.join("a/n.md"), "x").unwrap();
+        assert_eq!(collect_markdown_recursive(&root).len(), 2);
+    }
+
+    #[test]
+    fn ignore_files_are_honoured_relative_to_their_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for skill in ["keep", "sub/drop", "sub/deeper/drop"] {
+            std::fs::create_dir_all(root.join(skill)).unwrap();
+            std::fs::write(root.join(skill).join("SKILL.md"), "x").unwrap();
+        }
+        // Re-rooted at sub/, `drop` becomes `sub/drop`: anchored, as in the reference.
+        std::fs::write(root.join("sub/.fdignore"), "drop\n").unwrap();
+        let found = collect_skill_files(root, true);
+        assert_eq!(
+            found,
+            vec![
+                root.join("keep/SKILL.md"),
+                root.join("sub/deeper/drop/SKILL.md")
+            ]
+        );
+    }
 
     #[test]
     fn prefix_pattern_re_roots_and_keeps_negation() {

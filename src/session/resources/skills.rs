@@ -132,9 +132,19 @@ pub fn parse_skill(file_path: &Path, content: &str, origin: ResourceOrigin) -> S
         Some(_) => {}
     }
 
+    // A truthy non-string name makes the reference's validation throw (`name.startsWith`):
+    // the skill is skipped and its name warnings are lost.
+    if frontmatter.is_truthy("name") && frontmatter.string("name").is_none() {
+        warnings.push("name must be a string".to_string());
+        return SkillParse {
+            skill: None,
+            warnings,
+        };
+    }
     let name = frontmatter
-        .truthy_text("name")
-        .unwrap_or_else(|| parent_dir_name.clone());
+        .string("name")
+        .filter(|name| !name.is_empty())
+        .map_or_else(|| parent_dir_name.clone(), str::to_string);
     warnings.extend(validate_name(&name, &parent_dir_name));
 
     let skill = description
@@ -338,6 +348,15 @@ mod tests {
             assert!(res.skill.is_none(), "{text}");
             assert_eq!(res.warnings, vec!["description is required"], "{text}");
         }
+    }
+
+    #[test]
+    fn non_string_name_skips_the_skill() {
+        let res = parse("/s/x/SKILL.md", "---\nname: 12\ndescription: d\n---\n");
+        assert!(res.skill.is_none());
+        assert_eq!(res.warnings, vec!["name must be a string"]);
+        let falsy = parse("/s/x/SKILL.md", "---\nname: 0\ndescription: d\n---\n");
+        assert_eq!(falsy.skill.unwrap().name, "x");
     }
 
     #[test]
