@@ -7,5 +7,6 @@ mod architecture;
 mod cli_sessions;
 mod migrations;
 mod search;
+mod resources;
 mod store;
 mod store_props;

@@ -1,0 +1,420 @@
+//! Resources: everything a session reads from the workspace and the agent directory to build
+//! its system prompt and expand typed input — the base and append prompts, the project
+//! context files, skills and prompt templates (spec/resources.md §1–§5).
+//!
+//! `Resources::load` discovers and reads everything once (call it from `spawn_blocking`: it
+//! reads files); `reload` repeats that for `/reload`. Loading never fails: problems are kept
+//! as `Diagnostic`s for the mode to show. `system_prompt` and `expand_input` then work from
+//! the loaded values; the pure assembly and expansion functions live in the submodules and
+//! are tested without a file system.
+//!
+//! Invariant: reads no environment variable and no clock — the working directory, agent
+//! directory, home directory, options, settings entries and today's date are all inputs.
+
+pub mod context_files;
+pub mod diagnostics;
+pub mod discovery;
+pub mod expand;
+pub mod frontmatter;
+pub mod origin;
+pub mod paths;
+pub mod scan;
+pub mod skills;
+pub mod system_prompt;
+pub mod templates;
+pub mod text;
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+pub use crate::session::resources::context_files::ContextFile;
+pub use crate::session::resources::diagnostics::{Diagnostic, ResourceKind, Severity};
+pub use crate::session::resources::expand::{Expanded, SkillExpansionError};
+pub use crate::session::resources::origin::ResourceOrigin;
+pub use crate::session::resources::skills::Skill;
+pub use crate::session::resources::system_prompt::{
+    HarnessDocs, SystemPromptInput, ToolPromptInfo,
+};
+pub use crate::session::resources::templates::PromptTemplate;
+
+use crate::session::resources::discovery::{DiscoveryInput, Kind, resolve_resource_paths};
+use crate::session::resources::paths::resolve;
+use crate::session::resources::templates::{TemplateLoadError, load_template_file};
+
+/// The `skills` and `prompts` entries of one settings file (user or project).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeSettings {
+    /// `skills`: files, directories and patterns.
+    pub skills: Vec<String>,
+    /// `prompts`: files, directories and patterns.
+    pub prompts: Vec<String>,
+}
+
+impl ScopeSettings {
+    /// Reads the entries from a parsed `settings.json`, including the older
+    /// `skills: {customDirectories: [...]}` form the reference migrates. Non-string items are
+    /// ignored.
+    pub fn from_settings_json(settings: &serde_json::Value) -> Self {
+        let strings = |value: Option<&serde_json::Value>| -> Vec<String> {
+            value
+                .and_then(serde_json::Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let skills = match settings.get("skills") {
+            Some(serde_json::Value::Object(legacy)) => strings(legacy.get("customDirectories")),
+            other => strings(other),
+        };
+        Self {
+            skills,
+            prompts: strings(settings.get("prompts")),
+        }
+    }
+}
+
+/// Everything resource loading depends on.
+#[derive(Debug, Clone)]
+pub struct ResourceConfig {
+    /// The session's working directory (absolute).
+    pub cwd: PathBuf,
+    /// The agent directory (absolute).
+    pub agent_dir: PathBuf,
+    /// The home directory (`~` expansion, `~/.agents/skills`).
+    pub home: Option<PathBuf>,
+    /// `--system-prompt`: text, or a file whose contents are used. `Some("")` means the
+    /// default prompt (and `SYSTEM.md` is not consulted), as in the reference.
+    pub system_prompt: Option<String>,
+    /// `--append-system-prompt` values (text or file), in order; `None` when the flag was not
+    /// given, so `APPEND_SYSTEM.md` is used.
+    pub append_system_prompt: Option<Vec<String>>,
+    /// `--no-context-files`.
+    pub no_context_files: bool,
+    /// `--skill` paths, as typed (relative to `cwd`).
+    pub skill_paths: Vec<String>,
+    /// `--no-skills`: no settings entries and no auto-discovery; `--skill` still counts.
+    pub no_skills: bool,
+    /// `--prompt-template` paths, as typed (relative to `cwd`).
+    pub prompt_template_paths: Vec<String>,
+    /// `--no-prompt-templates`: like `no_skills`, for templates.
+    pub no_prompt_templates: bool,
+    /// Entries from `<agent dir>/settings.json`.
+    pub user_settings: ScopeSettings,
+    /// Entries from `<cwd>/.pi/settings.json`.
+    pub project_settings: ScopeSettings,
+}
+
+impl ResourceConfig {
+    /// Returns a configuration with no options and no settings entries.
+    pub fn new(cwd: &Path, agent_dir: &Path, home: Option<&Path>) -> Self {
+        Self {
+            cwd: cwd.to_path_buf(),
+            agent_dir: agent_dir.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            system_prompt: None,
+            append_system_prompt: None,
+            no_context_files: false,
+            skill_paths: Vec::new(),
+            no_skills: false,
+            prompt_template_paths: Vec::new(),
+            no_prompt_templates: false,
+            user_settings: ScopeSettings::default(),
+            project_settings: ScopeSettings::default(),
+        }
+    }
+}
+
+/// What a `/` command of the resources is, for completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandKind {
+    /// `/name` expands a prompt template.
+    PromptTemplate,
+    /// `/skill:name` inserts a skill.
+    Skill,
+}
+
+/// A slash command provided by a template or a skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceCommand {
+    /// The name after `/`: the template's name, or `skill:<name>`.
+    pub name: String,
+    /// The description shown next to it.
+    pub description: String,
+    /// The template's `argument-hint`, if any.
+    pub argument_hint: Option<String>,
+    /// Template or skill.
+    pub kind: CommandKind,
+    /// The file it comes from.
+    pub path: PathBuf,
+}
+
+/// The loaded resources of a session.
+#[derive(Debug, Clone)]
+pub struct Resources {
+    config: ResourceConfig,
+    custom_prompt: Option<String>,
+    append_prompt: Vec<String>,
+    context_files: Vec<ContextFile>,
+    skills: Vec<Skill>,
+    templates: Vec<PromptTemplate>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Resolves `--system-prompt`-style input: an existing file's contents, else the text itself
+/// (`None` for an empty value).
+fn resolve_prompt_input(
+    value: &str,
+    cwd: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    let path = resolve(cwd, Path::new(value));
+    if !path.exists() {
+        return Some(value.to_string());
+    }
+    match std::fs::read(&path) {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(err) => {
+            diagnostics.push(Diagnostic::warning(
+                ResourceKind::SystemPrompt,
+                &path,
+                format!("could not read the file, using the value as text: {err}"),
+            ));
+            Some(value.to_string())
+        }
+    }
+}
+
+/// The first existing of `<cwd>/.pi/<name>` and `<agent dir>/<name>`.
+fn discover_prompt_file(config: &ResourceConfig, name: &str) -> Option<PathBuf> {
+    [
+        config.cwd.join(".pi").join(name),
+        config.agent_dir.join(name),
+    ]
+    .into_iter()
+    .find(|path| path.exists())
+}
+
+fn load_templates(
+    config: &ResourceConfig,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<PromptTemplate> {
+    let paths = resolve_resource_paths(
+        &DiscoveryInput {
+            cwd: &config.cwd,
+            agent_dir: &config.agent_dir,
+            home: config.home.as_deref(),
+            discover: !config.no_prompt_templates,
+            project_entries: &config.project_settings.prompts,
+            user_entries: &config.user_settings.prompts,
+            cli_paths: &config.prompt_template_paths,
+        },
+        Kind::Prompts,
+    );
+    let mut loaded = Vec::new();
+    let mut load = |file: &Path, origin: ResourceOrigin, diagnostics: &mut Vec<Diagnostic>| {
+        match load_template_file(file, origin) {
+            Ok(template) => loaded.push(template),
+            // The reference drops such a file silently; we say why it is missing.
+            Err(err @ (TemplateLoadError::Read(_) | TemplateLoadError::Frontmatter(_))) => {
+                diagnostics.push(Diagnostic::warning(
+                    ResourceKind::PromptTemplate,
+                    file,
+                    err.to_string(),
+                ));
+            }
+        }
+    };
+    for (path, origin) in &paths {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                for file in scan::list_markdown_files(path) {
+                    load(&file, *origin, diagnostics);
+                }
+            }
+            Ok(meta) if meta.is_file() && path.to_string_lossy().ends_with(".md") => {
+                load(path, *origin, diagnostics);
+            }
+            _ => {}
+        }
+    }
+    let mut templates: Vec<PromptTemplate> = Vec::new();
+    for template in loaded {
+        match templates.iter().find(|kept| kept.name == template.name) {
+            Some(winner) => diagnostics.push(Diagnostic::collision(
+                ResourceKind::PromptTemplate,
+                &template.name,
+                &winner.file_path,
+                &template.file_path,
+            )),
+            None => templates.push(template),
+        }
+    }
+    for (path, origin) in &paths {
+        if *origin == ResourceOrigin::CommandLine
+            && !path.exists()
+            && !diagnostics.iter().any(|d| &d.path == path)
+        {
+            diagnostics.push(Diagnostic::error(
+                ResourceKind::PromptTemplate,
+                path,
+                "Prompt template path does not exist",
+            ));
+        }
+    }
+    templates
+}
+
+impl Resources {
+    /// Discovers and reads every resource for `config`.
+    pub fn load(config: ResourceConfig) -> Self {
+        let mut diagnostics = Vec::new();
+
+        let skill_paths = resolve_resource_paths(
+            &DiscoveryInput {
+                cwd: &config.cwd,
+                agent_dir: &config.agent_dir,
+                home: config.home.as_deref(),
+                discover: !config.no_skills,
+                project_entries: &config.project_settings.skills,
+                user_entries: &config.user_settings.skills,
+                cli_paths: &config.skill_paths,
+            },
+            Kind::Skills,
+        );
+        let (skills, skill_diagnostics) = skills::load_skills(&skill_paths);
+        diagnostics.extend(skill_diagnostics);
+
+        let templates = load_templates(&config, &mut diagnostics);
+
+        let context_files = if config.no_context_files {
+            Vec::new()
+        } else {
+            context_files::load_context_files(&config.cwd, &config.agent_dir, &mut diagnostics)
+        };
+
+        let custom_source = match &config.system_prompt {
+            Some(value) => Some(value.clone()),
+            None => discover_prompt_file(&config, "SYSTEM.md").map(|p| paths::display(&p)),
+        };
+        let custom_prompt = custom_source
+            .and_then(|source| resolve_prompt_input(&source, &config.cwd, &mut diagnostics));
+
+        let append_sources = match &config.append_system_prompt {
+            Some(values) => values.clone(),
+            None => discover_prompt_file(&config, "APPEND_SYSTEM.md")
+                .map(|p| vec![paths::display(&p)])
+                .unwrap_or_default(),
+        };
+        let append_prompt = append_sources
+            .iter()
+            .filter_map(|source| resolve_prompt_input(source, &config.cwd, &mut diagnostics))
+            .collect();
+
+        Self {
+            config,
+            custom_prompt,
+            append_prompt,
+            context_files,
+            skills,
+            templates,
+            diagnostics,
+        }
+    }
+
+    /// Discovers and reads everything again with the same configuration (`/reload`).
+    pub fn reload(&mut self) {
+        *self = Self::load(self.config.clone());
+    }
+
+    /// Returns the configuration the resources were loaded with.
+    pub fn config(&self) -> &ResourceConfig {
+        &self.config
+    }
+
+    /// Returns the custom base prompt, if any (`--system-prompt` or `SYSTEM.md`).
+    pub fn custom_prompt(&self) -> Option<&str> {
+        self.custom_prompt.as_deref()
+    }
+
+    /// Returns the append texts, in order.
+    pub fn append_prompt(&self) -> &[String] {
+        &self.append_prompt
+    }
+
+    /// Returns the context files, in prompt order.
+    pub fn context_files(&self) -> &[ContextFile] {
+        &self.context_files
+    }
+
+    /// Returns the skills, in precedence order.
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
+    }
+
+    /// Returns the prompt templates, in precedence order.
+    pub fn templates(&self) -> &[PromptTemplate] {
+        &self.templates
+    }
+
+    /// Returns what loading reported: skill problems and collisions, then template problems
+    /// and collisions, then context-file and system-prompt problems.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+
+    /// Builds the system prompt for the active tools, today's date and the documentation
+    /// paths.
+    pub fn system_prompt(
+        &self,
+        tools: &[ToolPromptInfo],
+        date: NaiveDate,
+        docs: &HarnessDocs,
+    ) -> String {
+        system_prompt::build_system_prompt(&SystemPromptInput {
+            custom_prompt: self.custom_prompt.as_deref(),
+            append: &self.append_prompt,
+            tools,
+            context_files: &self.context_files,
+            skills: &self.skills,
+            cwd: &self.config.cwd,
+            date,
+            docs,
+        })
+    }
+
+    /// Expands `/skill:name args` and then `/template args` in typed input (step 3 of the
+    /// input pipeline). Reads the skill file when a skill is invoked.
+    pub fn expand_input(&self, text: &str) -> Expanded {
+        expand::expand_input(text, &self.skills, &self.templates, |path| {
+            std::fs::read(path)
+        })
+    }
+
+    /// Returns the slash commands the resources provide, for completion: templates (`/name`)
+    /// then skills (`/skill:name`), each in precedence order.
+    pub fn commands(&self) -> Vec<ResourceCommand> {
+        let templates = self.templates.iter().map(|template| ResourceCommand {
+            name: template.name.clone(),
+            description: template.description.clone(),
+            argument_hint: template.argument_hint.clone(),
+            kind: CommandKind::PromptTemplate,
+            path: template.file_path.clone(),
+        });
+        let skills = self.skills.iter().map(|skill| ResourceCommand {
+            name: format!("skill:{}", skill.name),
+            description: skill.description.clone(),
+            argument_hint: None,
+            kind: CommandKind::Skill,
+            path: skill.file_path.clone(),
+        });
+        templates.chain(skills).collect()
+    }
+}
