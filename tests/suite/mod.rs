@@ -5,3 +5,4 @@ mod cli_sessions;
 mod migrations;
 mod store;
 mod store_props;
+mod tools;

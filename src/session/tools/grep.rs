@@ -172,13 +172,23 @@ fn grep(request: &GrepRequest, cancel: &CancellationToken) -> Result<ToolOutput,
         ToolError::ForModel(format!("Path not found: {}", search_path.to_string_lossy()))
     })?;
     let is_directory = metadata.is_dir();
+    if !request.literal {
+        // Parse errors name the pattern as given (grep-regex would show its wrapped form).
+        if let Err(error) = regex::RegexBuilder::new(&request.pattern)
+            .case_insensitive(request.ignore_case)
+            .multi_line(true)
+            .build()
+        {
+            return Err(ToolError::ForModel(error.to_string().trim().to_owned()));
+        }
+    }
     let matcher = RegexMatcherBuilder::new()
         .multi_line(true)
         .case_insensitive(request.ignore_case)
         .fixed_strings(request.literal)
         .line_terminator(Some(b'\n'))
         .build(&request.pattern)
-        .map_err(|error| ToolError::ForModel(error.to_string().trim().to_owned()))?;
+        .map_err(|error| ToolError::ForModel(matcher_error_text(&error.to_string())))?;
     let mut matches: Vec<Match> = Vec::new();
     let mut count = 0u64;
     let mut errors: Vec<String> = Vec::new();
@@ -274,6 +284,14 @@ fn grep(request: &GrepRequest, cancel: &CancellationToken) -> Result<ToolOutput,
         &matches,
         match_limit_reached,
     ))
+}
+
+/// rg's wording for matcher errors (a line terminator in the pattern gets its multiline hint).
+fn matcher_error_text(message: &str) -> String {
+    if message.contains("is not allowed in a regex") {
+        return "the literal '\"\\n\"' is not allowed in a regex\n\nConsider enabling multiline mode with the --multiline flag (or -U for short).\nWhen multiline mode is enabled, new line characters can be matched.".to_owned();
+    }
+    message.trim().to_owned()
 }
 
 fn display_path(search_path: &Path, is_directory: bool, path: &Path) -> String {

@@ -224,15 +224,19 @@ fn text_output(bytes: &[u8], request: &ReadRequest) -> Result<ToolOutput, ToolEr
         )));
     }
     let start = start as usize;
+    // `allLines.slice(start, min(start + limit, N))` with JavaScript's slice rules (a negative
+    // end counts from the end); fractional limits are floored.
     let (selected, user_limited) = match request.limit {
         Some(limit) => {
-            let wanted = if limit.is_nan() || limit <= 0.0 {
-                0
+            let limit = if limit.is_nan() { 0.0 } else { limit.floor() };
+            let end = (start as f64 + limit).min(total as f64);
+            let slice_end = if end < 0.0 {
+                (total as f64 + end).max(0.0)
             } else {
-                limit.floor().min(total as f64) as usize
-            };
-            let end = start.saturating_add(wanted).min(total);
-            (lines[start..end].join("\n"), Some(end - start))
+                end
+            } as usize;
+            let selected = lines[start..slice_end.max(start)].join("\n");
+            (selected, Some(end - start as f64))
         }
         None => (lines[start..].join("\n"), None),
     };
@@ -269,10 +273,10 @@ fn text_output(bytes: &[u8], request: &ReadRequest) -> Result<ToolOutput, ToolEr
         });
     }
     if let Some(taken) = user_limited
-        && start + taken < total
+        && (start as f64) + taken < total as f64
     {
-        let remaining = total - (start + taken);
-        let next = start + taken + 1;
+        let remaining = js_number(total as f64 - (start as f64 + taken));
+        let next = js_number(start as f64 + taken + 1.0);
         return Ok(ToolOutput::text(format!(
             "{}\n\n[{remaining} more lines in file. Use offset={next} to continue.]",
             truncation.content

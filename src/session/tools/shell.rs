@@ -251,13 +251,7 @@ impl RunningCommand {
             track(pid, true);
         }
         let (sender, chunks) = mpsc::channel::<Vec<u8>>(64);
-        if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(pump(stdout, sender.clone()));
-        }
-        if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(pump(stderr, sender.clone()));
-        }
-        drop(sender);
+        tokio::spawn(pump(child.stdout.take(), child.stderr.take(), sender));
         Ok(Self {
             child,
             pid,
@@ -339,17 +333,48 @@ impl Drop for RunningCommand {
     }
 }
 
-async fn pump(mut reader: impl tokio::io::AsyncRead + Unpin, sender: mpsc::Sender<Vec<u8>>) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => {
-                if sender.send(buffer[..read].to_vec()).await.is_err() {
-                    return;
+/// Reads stdout and stderr into one channel in arrival order; when both are readable at
+/// once, stdout goes first (as the reference's event loop sees them).
+async fn pump(
+    mut stdout: Option<tokio::process::ChildStdout>,
+    mut stderr: Option<tokio::process::ChildStderr>,
+    sender: mpsc::Sender<Vec<u8>>,
+) {
+    let mut out_buffer = vec![0u8; 64 * 1024];
+    let mut err_buffer = vec![0u8; 64 * 1024];
+    while stdout.is_some() || stderr.is_some() {
+        let chunk = tokio::select! {
+            biased;
+            read = read_some(&mut stdout, &mut out_buffer), if stdout.is_some() => match read {
+                Some(len) => out_buffer[..len].to_vec(),
+                None => {
+                    stdout = None;
+                    continue;
                 }
-            }
+            },
+            read = read_some(&mut stderr, &mut err_buffer), if stderr.is_some() => match read {
+                Some(len) => err_buffer[..len].to_vec(),
+                None => {
+                    stderr = None;
+                    continue;
+                }
+            },
+        };
+        if sender.send(chunk).await.is_err() {
+            return;
         }
+    }
+}
+
+/// Reads once; `None` at EOF, on error, or without a reader.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut Option<R>,
+    buffer: &mut [u8],
+) -> Option<usize> {
+    let reader = reader.as_mut()?;
+    match reader.read(buffer).await {
+        Ok(0) | Err(_) => None,
+        Ok(len) => Some(len),
     }
 }
 
