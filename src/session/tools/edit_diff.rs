@@ -107,33 +107,52 @@ struct Found {
     fuzzy: bool,
 }
 
-/// Exact search first, then the fuzzy form of both.
-fn fuzzy_find(content: &str, old_text: &str) -> Option<Found> {
-    if let Some(index) = content.find(old_text) {
-        return Some(Found {
-            index,
-            length: old_text.len(),
-            fuzzy: false,
-        });
-    }
-    let fuzzy_content = normalize_for_fuzzy_match(content);
-    let fuzzy_old = normalize_for_fuzzy_match(old_text);
-    fuzzy_content.find(&fuzzy_old).map(|index| Found {
-        index,
-        length: fuzzy_old.len(),
-        fuzzy: true,
-    })
+/// A text and, computed on first use, its fuzzy form (normalising a large file is the
+/// expensive step, and every edit needs it for the uniqueness count).
+struct Haystack<'a> {
+    text: &'a str,
+    fuzzy: std::cell::OnceCell<String>,
 }
 
-/// Non-overlapping occurrences of F(old) in F(content), as `split(old).length - 1` counts them
-/// (for an empty F(old), one less than the UTF-16 length of F(content)).
-fn count_occurrences(content: &str, old_text: &str) -> usize {
-    let fuzzy_content = normalize_for_fuzzy_match(content);
-    let fuzzy_old = normalize_for_fuzzy_match(old_text);
-    if fuzzy_old.is_empty() {
-        return crate::support::truncate::utf16_len(&fuzzy_content).saturating_sub(1);
+impl<'a> Haystack<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            fuzzy: std::cell::OnceCell::new(),
+        }
     }
-    fuzzy_content.matches(fuzzy_old.as_str()).count()
+
+    fn fuzzy(&self) -> &str {
+        self.fuzzy
+            .get_or_init(|| normalize_for_fuzzy_match(self.text))
+    }
+
+    /// Exact search first, then the fuzzy form of both.
+    fn find(&self, old_text: &str) -> Option<Found> {
+        if let Some(index) = self.text.find(old_text) {
+            return Some(Found {
+                index,
+                length: old_text.len(),
+                fuzzy: false,
+            });
+        }
+        let fuzzy_old = normalize_for_fuzzy_match(old_text);
+        self.fuzzy().find(&fuzzy_old).map(|index| Found {
+            index,
+            length: fuzzy_old.len(),
+            fuzzy: true,
+        })
+    }
+
+    /// Non-overlapping occurrences of F(old) in F(text), as `split(old).length - 1` counts
+    /// them (for an empty F(old), one less than the UTF-16 length of F(text)).
+    fn count_occurrences(&self, old_text: &str) -> usize {
+        let fuzzy_old = normalize_for_fuzzy_match(old_text);
+        if fuzzy_old.is_empty() {
+            return crate::support::truncate::utf16_len(self.fuzzy()).saturating_sub(1);
+        }
+        self.fuzzy().matches(fuzzy_old.as_str()).count()
+    }
 }
 
 /// Applies `edits` to LF-normalised `content` (see the module docs); `path` is the raw path
@@ -158,17 +177,21 @@ pub fn apply_edits(
             format!("edits[{idx}].oldText must not be empty in {path}.")
         });
     }
-    let any_fuzzy = edits
-        .iter()
-        .any(|edit| fuzzy_find(content, &edit.old_text).is_some_and(|found| found.fuzzy));
+    let original = Haystack::new(content);
+    let any_fuzzy = edits.iter().any(|edit| {
+        original
+            .find(&edit.old_text)
+            .is_some_and(|found| found.fuzzy)
+    });
     let base = if any_fuzzy {
-        normalize_for_fuzzy_match(content)
+        original.fuzzy().to_owned()
     } else {
         content.to_owned()
     };
+    let haystack = Haystack::new(&base);
     let mut matched: Vec<(usize, Found, &str)> = Vec::with_capacity(total);
     for (idx, edit) in edits.iter().enumerate() {
-        let Some(found) = fuzzy_find(&base, &edit.old_text) else {
+        let Some(found) = haystack.find(&edit.old_text) else {
             return Err(if total == 1 {
                 format!(
                     "Could not find the exact text in {path}. The old text must match exactly including all whitespace and newlines."
@@ -179,7 +202,7 @@ pub fn apply_edits(
                 )
             });
         };
-        let occurrences = count_occurrences(&base, &edit.old_text);
+        let occurrences = haystack.count_occurrences(&edit.old_text);
         if occurrences > 1 {
             return Err(if total == 1 {
                 format!(

@@ -157,6 +157,10 @@ impl Sink for Collector<'_> {
             return Ok(false);
         }
         *self.count += 1;
+        // rg reports a non-UTF-8 path as bytes, which pi counts but cannot show.
+        if self.path.to_str().is_none() {
+            return Ok((*self.count as f64) < self.limit);
+        }
         self.matches.push(Match {
             path: self.path.to_path_buf(),
             line_number: mat.line_number().unwrap_or(0),
