@@ -484,4 +484,45 @@ mod tests {
         assert_eq!(diff.diff, expected);
         assert_eq!(diff.first_changed_line, Some(10));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(96))]
+
+            /// A unique line replaced through `apply_edits` gives the plain splice, and the
+            /// diff removes exactly that line and adds exactly the replacement lines.
+            #[test]
+            fn unique_line_edits_splice_and_diff_exactly(
+                lines in proptest::collection::vec("[abc]{1,3}", 1..40),
+                pick in any::<proptest::sample::Index>(),
+                replacement in proptest::collection::vec("[xyz]{1,3}", 1..4),
+            ) {
+                // A header line gives every picked line a preceding newline, so `\nX\n`
+                // matches exactly where a whole line equals X.
+                let text: String = std::iter::once("start\n".to_owned())
+                    .chain(lines.iter().map(|line| format!("{line}\n")))
+                    .collect();
+                let idx = pick.index(lines.len());
+                prop_assume!(lines.iter().filter(|line| **line == lines[idx]).count() == 1);
+                let needle = format!("\n{}\n", lines[idx]);
+                let new_block: String = replacement.iter().map(|line| format!("{line}\n")).collect();
+                let new_text = format!("\n{new_block}");
+                let edit = Replacement { old_text: needle.clone(), new_text: new_text.clone() };
+                let applied = apply_edits(&text, &[edit], "p").unwrap();
+                prop_assert_eq!(&applied.new, &text.replacen(needle.as_str(), &new_text, 1));
+                let diff = generate_diff(&applied.base, &applied.new);
+                let removed: Vec<&str> = diff.diff.lines().filter(|l| l.starts_with('-')).collect();
+                let added: Vec<&str> = diff.diff.lines().filter(|l| l.starts_with('+')).collect();
+                prop_assert_eq!(removed.len(), 1);
+                let removed_ok = removed[0].ends_with(&format!(" {}", lines[idx]));
+                prop_assert!(removed_ok, "{}", diff.diff);
+                prop_assert_eq!(added.len(), replacement.len());
+                prop_assert_eq!(diff.first_changed_line, Some(idx + 2));
+            }
+        }
+    }
 }
