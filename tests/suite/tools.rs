@@ -1128,53 +1128,45 @@ fn pid_alive(pid: i32) -> bool {
 #[tokio::test]
 async fn bash_abort_kills_the_whole_process_tree() {
     let ws = Ws::new(&[]);
-    let ctx = ws.ctx();
+    let mut ctx = ws.ctx();
     let cancel = ctx.cancel.clone();
+    // Abort as soon as the command has printed, so the output so far is known.
+    let sink: UpdateSink = {
+        let cancel = cancel.clone();
+        Arc::new(move |partial: ToolOutput| {
+            if partial.joined_text().contains("started") {
+                cancel.cancel();
+            }
+        })
+    };
+    ctx.on_update = Some(sink);
     let pid_file = ws.path("child.pid");
     let command = format!(
         "sleep 60 & echo $! > '{}'; echo started; wait",
         pid_file.display()
     );
-    let call = {
-        let ws_tool = ws.tool("bash");
-        let arguments = json!({"command": command});
-        tokio::spawn(async move {
-            ws_tool
-                .execute(
-                    ToolInput {
-                        id: "c".into(),
-                        arguments,
-                    },
-                    ctx,
-                )
-                .await
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !pid_file.exists()
-        || std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .is_empty()
-    {
-        assert!(Instant::now() < deadline, "command did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let tool = ws.tool("bash");
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        tool.execute(
+            ToolInput {
+                id: "c".into(),
+                arguments: json!({"command": command}),
+            },
+            ctx,
+        ),
+    )
+    .await
+    .expect("abort finishes the call");
+    assert_eq!(
+        result.unwrap_err().message(),
+        "started\n\n\nCommand aborted"
+    );
     let child: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    assert!(pid_alive(child));
-    cancel.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(20), call)
-        .await
-        .expect("abort finishes the call")
-        .unwrap();
-    assert_eq!(
-        result.unwrap_err().message(),
-        "started\n\n\nCommand aborted"
-    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while pid_alive(child) {
         // A killed child may linger as a zombie until its reaper notices; /proc shows it.
@@ -1328,14 +1320,12 @@ async fn user_shell_commands_become_bash_execution_messages() {
 
     let cancel = tokio_util::sync::CancellationToken::new();
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
     let started = Instant::now();
-    let result = run_user_shell(&ws.shell, "echo go; sleep 30", &ws.root, cancel, |_| {})
-        .await
-        .unwrap();
+    let result = run_user_shell(&ws.shell, "echo go; sleep 30", &ws.root, cancel, |_| {
+        trigger.cancel()
+    })
+    .await
+    .unwrap();
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!((result.cancelled, result.exit_code), (true, None));
     assert_eq!(result.output, "go\n");
