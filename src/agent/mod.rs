@@ -2,3 +2,5 @@
 //! steering and follow-up queues, abort; it emits the reference's agent events.
 //!
 //! Invariant: `agent` knows nothing of storage.
+
+pub mod tool;

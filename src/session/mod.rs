@@ -3,3 +3,4 @@
 //! and its parts: resources, compaction, extensions and tools.
 
 pub mod resources;
+pub mod tools;

@@ -6,3 +6,4 @@
 pub mod clock;
 pub mod ids;
 pub mod json;
+pub mod truncate;

@@ -10,3 +10,4 @@ mod search;
 mod resources;
 mod store;
 mod store_props;
+mod tools;

@@ -1,0 +1,651 @@
+//! Argument preparation for a tool call (`spec/tools.md` §1.3 steps 3–4): the tool's own
+//! `prepare_arguments`, then coercion and validation against its JSON Schema, with the
+//! reference's error text.
+//!
+//! The reference validates with TypeBox (`Value.Convert`, then the compiled checker); this
+//! module reproduces what the built-in schemas need, for the keywords `type` (one name or a
+//! list), `properties`, `required`, `additionalProperties` (boolean or schema), `items`,
+//! `const`, `enum` and `anyOf`:
+//!
+//! * **Coercion** (TypeBox `Convert`) by the schema's type: to `number` from a numeric string
+//!   (JavaScript `Number()` rules: surrounding whitespace, `0x`/`0o`/`0b`, exponent; the result
+//!   must be finite), `"true"`/`"false"` (any case), a boolean, `null`; to `integer` the same,
+//!   truncated; to `boolean` from `"true"`/`"false"` (any case), `"1"`/`"0"`, `1`/`0`, `null`;
+//!   to `string` from a number (JavaScript `toString`), a boolean or `null` (`"null"`); to
+//!   `array` by wrapping any non-array (`5` → `[5]`). Objects are never created.
+//! * **Errors**, in TypeBox's order: type; for objects `required` (one error naming every
+//!   missing key, reported at the first one), then each extra key (`schema is false`) and the
+//!   object (`must not have additional properties`), then properties in schema order; for
+//!   arrays each item; then `const`, `enum`, `anyOf`.
+//! * **Text**: `Validation failed for tool "<name>":`, one `  - <path>: <message>` line per
+//!   error (dotted path such as `edits.0.oldText`, `root` for the top level), a blank line,
+//!   `Received arguments:` and the *prepared* (not coerced) arguments as 2-space JSON.
+//!
+//! Invariant: pure functions over `serde_json::Value`; never panics on any input.
+
+use serde_json::{Map, Number, Value};
+
+use crate::agent::tool::Tool;
+use crate::support::json::{write_number, write_string};
+
+/// Prepares and validates a call's raw arguments for `tool`; returns the coerced arguments, or
+/// the reference's validation error text.
+pub fn prepare_call(tool: &dyn Tool, raw: &Value) -> Result<Value, String> {
+    let prepared = tool.prepare_arguments(raw.clone());
+    validate_arguments(
+        &tool.definition().name,
+        &tool.definition().parameters,
+        prepared,
+    )
+}
+
+/// Coerces `arguments` to `schema` and validates them; returns the coerced value or the
+/// multi-line error text naming `tool_name`.
+pub fn validate_arguments(
+    tool_name: &str,
+    schema: &Value,
+    arguments: Value,
+) -> Result<Value, String> {
+    let coerced = convert(schema, arguments.clone());
+    let mut errors = Vec::new();
+    collect_errors(schema, &coerced, &mut Vec::new(), &mut errors);
+    if errors.is_empty() {
+        return Ok(coerced);
+    }
+    let lines = errors
+        .iter()
+        .map(|error| format!("  - {}: {}", error.path, error.message))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Err(format!(
+        "Validation failed for tool \"{tool_name}\":\n{lines}\n\nReceived arguments:\n{}",
+        to_js_pretty(&arguments)
+    ))
+}
+
+struct SchemaError {
+    path: String,
+    message: String,
+}
+
+fn schema_types(schema: &Value) -> Vec<&str> {
+    match schema.get("type") {
+        Some(Value::String(name)) => vec![name.as_str()],
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// TypeBox `Value.Convert` for the supported keywords.
+fn convert(schema: &Value, value: Value) -> Value {
+    let Value::Object(keywords) = schema else {
+        return value;
+    };
+    if let Some(variants) = keywords.get("anyOf").and_then(Value::as_array) {
+        if variants.iter().any(|variant| is_valid(variant, &value)) {
+            return value;
+        }
+        return variants
+            .iter()
+            .map(|variant| convert(variant, value.clone()))
+            .find(|candidate| is_valid(schema, candidate))
+            .unwrap_or(value);
+    }
+    if let Some(constant) = keywords.get("const") {
+        if *constant == value {
+            return value;
+        }
+        let candidate = match constant {
+            Value::Bool(_) => to_boolean(&value).map(Value::Bool),
+            Value::Number(_) => to_number(&value).and_then(number_value),
+            Value::String(_) => to_string(&value).map(Value::String),
+            _ => None,
+        };
+        return match candidate {
+            Some(candidate) if candidate == *constant => candidate,
+            _ => value,
+        };
+    }
+    let types = schema_types(schema);
+    // TypeBox dispatches on the schema's kind; a type list is a union of kinds.
+    if types.len() > 1 {
+        if types.iter().any(|name| matches_type(name, &value)) {
+            return value;
+        }
+        for name in &types {
+            let candidate = convert_to(name, keywords, value.clone());
+            if matches_type(name, &candidate) {
+                return candidate;
+            }
+        }
+        return value;
+    }
+    match types.first() {
+        Some(name) => convert_to(name, keywords, value),
+        None => value,
+    }
+}
+
+fn convert_to(type_name: &str, keywords: &Map<String, Value>, value: Value) -> Value {
+    match type_name {
+        "array" => {
+            let items = match value {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            match keywords.get("items") {
+                Some(item_schema) if item_schema.is_object() => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|item| convert(item_schema, item))
+                        .collect(),
+                ),
+                _ => Value::Array(items),
+            }
+        }
+        "object" => {
+            let Value::Object(mut map) = value else {
+                return value;
+            };
+            let properties = keywords.get("properties").and_then(Value::as_object);
+            if let Some(properties) = properties {
+                for (key, property_schema) in properties {
+                    if let Some(current) = map.get_mut(key) {
+                        let taken = std::mem::take(current);
+                        *current = convert(property_schema, taken);
+                    }
+                }
+            }
+            if let Some(extra_schema @ Value::Object(_)) = keywords.get("additionalProperties") {
+                for (key, current) in map.iter_mut() {
+                    if properties.is_some_and(|known| known.contains_key(key)) {
+                        continue;
+                    }
+                    let taken = std::mem::take(current);
+                    *current = convert(extra_schema, taken);
+                }
+            }
+            Value::Object(map)
+        }
+        "number" => to_number(&value).and_then(number_value).unwrap_or(value),
+        "integer" => to_number(&value)
+            .map(f64::trunc)
+            .and_then(number_value)
+            .unwrap_or(value),
+        "boolean" => to_boolean(&value).map(Value::Bool).unwrap_or(value),
+        "string" => to_string(&value).map(Value::String).unwrap_or(value),
+        "null" => match &value {
+            Value::Null => value,
+            Value::Bool(false) => Value::Null,
+            Value::Number(number) if number.as_f64() == Some(0.0) => Value::Null,
+            Value::String(text)
+                if text.is_empty()
+                    || text == "0"
+                    || text.eq_ignore_ascii_case("null")
+                    || text.eq_ignore_ascii_case("undefined") =>
+            {
+                Value::Null
+            }
+            _ => value,
+        },
+        _ => value,
+    }
+}
+
+/// Returns a JSON number for a finite float, as an integer when it is one (so `"5"` becomes
+/// `5`, not `5.0`).
+fn number_value(float: f64) -> Option<Value> {
+    if !float.is_finite() {
+        return None;
+    }
+    if float.fract() == 0.0 && float.abs() < 9_007_199_254_740_992.0 {
+        // Exact: the value is an integer within the range where f64 and i64 agree.
+        let int = float as i64;
+        if int == 0 && float.is_sign_negative() {
+            return Number::from_f64(float).map(Value::Number);
+        }
+        return Some(Value::Number(Number::from(int)));
+    }
+    Number::from_f64(float).map(Value::Number)
+}
+
+/// TypeBox `TryNumber`.
+fn to_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(number) => number.as_f64(),
+        Value::Bool(flag) => Some(if *flag { 1.0 } else { 0.0 }),
+        Value::Null => Some(0.0),
+        Value::String(text) => {
+            if let Some(number) = js_string_to_number(text).filter(|n| n.is_finite()) {
+                return Some(number);
+            }
+            if text.eq_ignore_ascii_case("false") {
+                return Some(0.0);
+            }
+            if text.eq_ignore_ascii_case("true") {
+                return Some(1.0);
+            }
+            bigint_like(text)
+        }
+        Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+/// TypeBox's `TryBigInt` string forms that `Number()` rejects: `12n` and `-0n`.
+fn bigint_like(text: &str) -> Option<f64> {
+    let digits = text.strip_suffix('n')?;
+    let unsigned = digits.strip_prefix('-').unwrap_or(digits);
+    let canonical = unsigned == "0"
+        || (unsigned.starts_with(|c: char| ('1'..='9').contains(&c))
+            && unsigned.chars().all(|c| c.is_ascii_digit()));
+    if !canonical {
+        return None;
+    }
+    let float: f64 = digits.parse().ok()?;
+    (float.abs() <= 9_007_199_254_740_991.0).then_some(float)
+}
+
+/// TypeBox `TryBoolean`.
+fn to_boolean(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(flag) => Some(*flag),
+        Value::Null => Some(false),
+        Value::Number(number) => match number.as_f64() {
+            Some(0.0) => Some(false),
+            Some(1.0) => Some(true),
+            _ => None,
+        },
+        Value::String(text) => {
+            if text.eq_ignore_ascii_case("false") || text == "0" {
+                Some(false)
+            } else if text.eq_ignore_ascii_case("true") || text == "1" {
+                Some(true)
+            } else {
+                None
+            }
+        }
+        Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+/// TypeBox `TryString`.
+fn to_string(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Bool(flag) => Some(flag.to_string()),
+        Value::Null => Some("null".to_owned()),
+        Value::Number(number) => {
+            let mut out = String::new();
+            write_number(&mut out, number);
+            Some(out)
+        }
+        Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+/// JavaScript's `Number(string)`; `None` stands for `NaN`.
+pub fn js_string_to_number(text: &str) -> Option<f64> {
+    let trimmed = text.trim_matches(is_js_whitespace);
+    if trimmed.is_empty() {
+        return Some(0.0);
+    }
+    let radix = |prefix_len: usize, radix: u32| -> Option<f64> {
+        let digits = &trimmed[prefix_len..];
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        Some(
+            digits
+                .chars()
+                .filter_map(|c| c.to_digit(radix))
+                .fold(0.0f64, |acc, digit| {
+                    acc * f64::from(radix) + f64::from(digit)
+                }),
+        )
+    };
+    let lower = trimmed.to_ascii_lowercase();
+    if lower.starts_with("0x") {
+        return radix(2, 16);
+    }
+    if lower.starts_with("0o") {
+        return radix(2, 8);
+    }
+    if lower.starts_with("0b") {
+        return radix(2, 2);
+    }
+    let unsigned = trimmed
+        .strip_prefix('+')
+        .or_else(|| trimmed.strip_prefix('-'))
+        .unwrap_or(trimmed);
+    if unsigned == "Infinity" {
+        return Some(if trimmed.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    // StrDecimalLiteral: digits [. digits] | . digits, then an optional exponent.
+    let bytes = unsigned.as_bytes();
+    let mut idx = 0;
+    let int_digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    idx += int_digits;
+    let mut frac_digits = 0;
+    if bytes.get(idx) == Some(&b'.') {
+        idx += 1;
+        frac_digits = bytes[idx..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        idx += frac_digits;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return None;
+    }
+    if matches!(bytes.get(idx), Some(b'e' | b'E')) {
+        idx += 1;
+        if matches!(bytes.get(idx), Some(b'+' | b'-')) {
+            idx += 1;
+        }
+        let exp_digits = bytes[idx..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if exp_digits == 0 {
+            return None;
+        }
+        idx += exp_digits;
+    }
+    if idx != bytes.len() {
+        return None;
+    }
+    // The grammar was checked above, so Rust's parser sees only what it also accepts
+    // (it rejects a trailing `.` without digits, which JavaScript allows).
+    let normalised = trimmed.replace(".e", ".0e").replace(".E", ".0E");
+    let normalised = if normalised.ends_with('.') {
+        format!("{normalised}0")
+    } else {
+        normalised
+    };
+    normalised.parse::<f64>().ok()
+}
+
+/// JavaScript's WhiteSpace and LineTerminator code points (what `String#trim` removes).
+fn is_js_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
+    )
+}
+
+fn matches_type(type_name: &str, value: &Value) -> bool {
+    match type_name {
+        "number" => value.as_f64().is_some_and(f64::is_finite),
+        "integer" => value
+            .as_f64()
+            .is_some_and(|number| number.is_finite() && number.fract() == 0.0),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "null" => value.is_null(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        _ => false,
+    }
+}
+
+fn is_valid(schema: &Value, value: &Value) -> bool {
+    let mut errors = Vec::new();
+    collect_errors(schema, value, &mut Vec::new(), &mut errors);
+    errors.is_empty()
+}
+
+fn format_path(path: &[String]) -> String {
+    if path.is_empty() {
+        "root".to_owned()
+    } else {
+        path.join(".")
+    }
+}
+
+fn push_error(errors: &mut Vec<SchemaError>, path: &[String], message: impl Into<String>) {
+    errors.push(SchemaError {
+        path: format_path(path),
+        message: message.into(),
+    });
+}
+
+/// TypeBox `Errors` for the supported keywords, in its order.
+fn collect_errors(
+    schema: &Value,
+    value: &Value,
+    path: &mut Vec<String>,
+    errors: &mut Vec<SchemaError>,
+) {
+    let keywords = match schema {
+        Value::Bool(true) => return,
+        Value::Bool(false) => return push_error(errors, path, "schema is false"),
+        Value::Object(keywords) => keywords,
+        _ => return,
+    };
+    let types = schema_types(schema);
+    if !types.is_empty() && !types.iter().any(|name| matches_type(name, value)) {
+        let message = match types.as_slice() {
+            [single] => format!("must be {single}"),
+            many => format!("must be either {}", many.join(" or ")),
+        };
+        push_error(errors, path, message);
+    }
+    if let Value::Object(map) = value {
+        if let Some(required) = keywords.get("required").and_then(Value::as_array) {
+            let missing: Vec<&str> = required
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|key| !map.contains_key(*key))
+                .collect();
+            if let Some(first) = missing.first() {
+                path.push((*first).to_owned());
+                push_error(
+                    errors,
+                    path,
+                    format!("must have required properties {}", missing.join(", ")),
+                );
+                path.pop();
+            }
+        }
+        let properties = keywords.get("properties").and_then(Value::as_object);
+        if let Some(extra_schema) = keywords.get("additionalProperties") {
+            let ignored = matches!(extra_schema, Value::Bool(true))
+                || extra_schema.as_object().is_some_and(Map::is_empty);
+            if !ignored {
+                let before = errors.len();
+                for (key, item) in map {
+                    if properties.is_some_and(|known| known.contains_key(key)) {
+                        continue;
+                    }
+                    path.push(key.clone());
+                    collect_errors(extra_schema, item, path, errors);
+                    path.pop();
+                }
+                if errors.len() > before {
+                    push_error(errors, path, "must not have additional properties");
+                }
+            }
+        }
+        if let Some(properties) = properties {
+            for (key, property_schema) in properties {
+                if let Some(item) = map.get(key) {
+                    path.push(key.clone());
+                    collect_errors(property_schema, item, path, errors);
+                    path.pop();
+                }
+            }
+        }
+    }
+    if let (Value::Array(items), Some(item_schema)) = (value, keywords.get("items")) {
+        for (idx, item) in items.iter().enumerate() {
+            path.push(idx.to_string());
+            collect_errors(item_schema, item, path, errors);
+            path.pop();
+        }
+    }
+    if let Some(constant) = keywords.get("const")
+        && constant != value
+    {
+        push_error(errors, path, "must be equal to constant");
+    }
+    if let Some(allowed) = keywords.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        push_error(errors, path, "must be equal to one of the allowed values");
+    }
+    if let Some(variants) = keywords.get("anyOf").and_then(Value::as_array) {
+        let mut branch_errors = Vec::new();
+        let mut matched = false;
+        for variant in variants {
+            let mut errs = Vec::new();
+            collect_errors(variant, value, path, &mut errs);
+            if errs.is_empty() {
+                matched = true;
+                break;
+            }
+            branch_errors.extend(errs);
+        }
+        if !matched {
+            errors.extend(branch_errors);
+            push_error(errors, path, "must match a schema in anyOf");
+        }
+    }
+}
+
+/// `JSON.stringify(value, null, 2)`.
+pub fn to_js_pretty(value: &Value) -> String {
+    let mut out = String::new();
+    write_pretty(&mut out, value, 0);
+    out
+}
+
+fn write_pretty(out: &mut String, value: &Value, depth: usize) {
+    let indent = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
+        Value::Number(number) => write_number(out, number),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) if items.is_empty() => out.push_str("[]"),
+        Value::Array(items) => {
+            out.push('[');
+            for (idx, item) in items.iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                indent(out, depth + 1);
+                write_pretty(out, item, depth + 1);
+            }
+            indent(out, depth);
+            out.push(']');
+        }
+        Value::Object(map) if map.is_empty() => out.push_str("{}"),
+        Value::Object(map) => {
+            out.push('{');
+            for (idx, (key, item)) in map.iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                indent(out, depth + 1);
+                write_string(out, key);
+                out.push_str(": ");
+                write_pretty(out, item, depth + 1);
+            }
+            indent(out, depth);
+            out.push('}');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn javascript_number_parsing() {
+        for (text, expected) in [
+            ("5", Some(5.0)),
+            (" 5 ", Some(5.0)),
+            ("", Some(0.0)),
+            ("  ", Some(0.0)),
+            ("0x10", Some(16.0)),
+            ("0b11", Some(3.0)),
+            ("1e3", Some(1000.0)),
+            ("1.", Some(1.0)),
+            (".5", Some(0.5)),
+            ("+5", Some(5.0)),
+            ("-0x5", None),
+            ("12abc", None),
+            ("1_000", None),
+            ("e5", None),
+            ("Infinity", Some(f64::INFINITY)),
+        ] {
+            assert_eq!(js_string_to_number(text), expected, "{text:?}");
+        }
+    }
+
+    fn check(schema: Value, args: Value, expected: Result<Value, &str>) {
+        let got = validate_arguments("t", &schema, args.clone());
+        match (got, expected) {
+            (Ok(value), Ok(want)) => assert_eq!(value, want, "{args}"),
+            (Err(text), Err(want)) => {
+                let head = text.split("\n\nReceived").next().unwrap_or_default();
+                assert_eq!(head, want, "{args}");
+            }
+            (got, want) => panic!("{args}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn coercion_and_errors_follow_typebox() {
+        let schema = json!({"type":"object","required":["p"],"properties":{
+            "p":{"type":"string"},"n":{"type":"number"},"i":{"type":"integer"},
+            "b":{"type":"boolean"},"a":{"type":"array","items":{"type":"number"}}}});
+        check(
+            schema.clone(),
+            json!({"p": 5, "n": "0x10", "i": "1.5", "b": "TRUE", "a": "7"}),
+            Ok(json!({"p":"5","n":16,"i":1,"b":true,"a":[7]})),
+        );
+        check(
+            schema.clone(),
+            json!({"p": null, "n": null, "b": 0}),
+            Ok(json!({"p":"null","n":0,"b":false})),
+        );
+        check(
+            schema.clone(),
+            json!({"n": "x", "b": "yes"}),
+            Err(
+                "Validation failed for tool \"t\":\n  - p: must have required properties p\n  - n: must be number\n  - b: must be boolean",
+            ),
+        );
+        check(
+            schema,
+            json!("str"),
+            Err("Validation failed for tool \"t\":\n  - root: must be object"),
+        );
+    }
+
+    #[test]
+    fn pretty_json_matches_javascript() {
+        assert_eq!(
+            to_js_pretty(&json!({"a": [1, {}, []], "b": "x\u{1}", "c": 1e21})),
+            "{\n  \"a\": [\n    1,\n    {},\n    []\n  ],\n  \"b\": \"x\\u0001\",\n  \"c\": 1e+21\n}"
+        );
+    }
+}

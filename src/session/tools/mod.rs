@@ -1,0 +1,292 @@
+//! The built-in tools (`read`, `bash`, `edit`, `write`, `grep`, `find`, `ls`; `spec/tools.md`)
+//! and the registry that decides which tools exist and which are active (§1.1–1.2).
+//!
+//! * [`builtin_tools`] instantiates the seven built-ins from a [`ToolsConfig`] (workspace/home,
+//!   `images.autoResize`, shell settings and environment).
+//! * [`ToolSelection::from_flags`] maps `--tools a,b`, `--no-tools`, `--no-builtin-tools`
+//!   (precedence: `--tools` > `--no-tools` > `--no-builtin-tools`).
+//! * [`ToolSet`] is the registry after the allowlist, plus the active list: by default `read`,
+//!   `bash`, `edit`, `write` and then every custom tool in registration order (`grep`, `find`,
+//!   `ls` are registered but inactive); a custom tool named like a built-in replaces it in
+//!   place. [`ToolSet::set_active`] ignores unknown names; with an allowlist, unlisted tools can
+//!   never become active.
+//! * `user_shell` runs `!cmd`/`!!cmd` and builds the `bashExecution` message.
+//!
+//! Invariants: tools never print and never read the environment — everything arrives through
+//! [`ToolsConfig`] and [`crate::agent::tool::ToolContext`]; every failure the model can act on is
+//! an `isError` result, never a panic.
+
+pub mod bash;
+pub mod edit;
+pub mod edit_diff;
+pub mod find;
+pub mod grep;
+pub mod image;
+pub mod ls;
+pub mod mutation;
+pub mod output;
+pub mod read;
+pub mod shell;
+pub mod user_shell;
+pub mod workspace;
+pub mod write;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{Number, Value};
+
+use crate::agent::tool::Tool;
+use crate::session::tools::bash::BashTool;
+use crate::session::tools::edit::EditTool;
+use crate::session::tools::find::FindTool;
+use crate::session::tools::grep::GrepTool;
+use crate::session::tools::ls::LsTool;
+use crate::session::tools::read::{ReadConfig, ReadTool};
+use crate::session::tools::shell::ShellConfig;
+use crate::session::tools::workspace::Workspace;
+use crate::session::tools::write::WriteTool;
+
+/// The built-in tool names in registry order.
+pub const BUILTIN_TOOL_NAMES: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+/// The built-ins active when no flag says otherwise.
+pub const DEFAULT_ACTIVE_TOOL_NAMES: [&str; 4] = ["read", "bash", "edit", "write"];
+
+/// Settings the built-in tools are constructed with.
+#[derive(Clone, Debug)]
+pub struct ToolsConfig {
+    /// Path resolution (home directory for `~`).
+    pub workspace: Workspace,
+    /// `read` settings.
+    pub read: ReadConfig,
+    /// `bash` settings and environment.
+    pub shell: ShellConfig,
+}
+
+/// Returns the seven built-in tools in registry order.
+pub fn builtin_tools(config: &ToolsConfig) -> Vec<Arc<dyn Tool>> {
+    let workspace = config.workspace.clone();
+    vec![
+        Arc::new(ReadTool::new(workspace.clone(), config.read.clone())),
+        Arc::new(BashTool::new(config.shell.clone())),
+        Arc::new(EditTool::new(workspace.clone())),
+        Arc::new(WriteTool::new(workspace.clone())),
+        Arc::new(GrepTool::new(workspace.clone())),
+        Arc::new(FindTool::new(workspace.clone())),
+        Arc::new(LsTool::new(workspace)),
+    ]
+}
+
+/// Which tools a session starts with, from the CLI flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolSelection {
+    /// No flag: all tools registered, `read bash edit write` + custom tools active.
+    Default,
+    /// `--tools a,b`: only the listed tools exist, active in list order.
+    Allowlist(Vec<String>),
+    /// `--no-builtin-tools`: everything registered, only custom tools active.
+    NoBuiltin,
+    /// `--no-tools`: nothing registered.
+    NoTools,
+}
+
+impl ToolSelection {
+    /// Maps the flags (`--tools` wins over `--no-tools`, which wins over `--no-builtin-tools`).
+    pub fn from_flags(tools: Option<&str>, no_tools: bool, no_builtin_tools: bool) -> Self {
+        match tools {
+            Some(list) => Self::Allowlist(parse_tools_flag(list)),
+            None if no_tools => Self::NoTools,
+            None if no_builtin_tools => Self::NoBuiltin,
+            None => Self::Default,
+        }
+    }
+}
+
+/// Splits a `--tools` value on `,`, trimming items and dropping empty ones (names are not
+/// validated).
+pub fn parse_tools_flag(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The tool registry after the allowlist, and the active tools.
+#[derive(Clone)]
+pub struct ToolSet {
+    registry: Vec<Arc<dyn Tool>>,
+    allowlist: Option<HashSet<String>>,
+    active: Vec<String>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSet")
+            .field("registry", &self.registry_names())
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+impl ToolSet {
+    /// Builds the registry from `builtins` and `custom` tools (extension/SDK, in registration
+    /// order) and the initial active list for `selection`.
+    pub fn new(
+        builtins: Vec<Arc<dyn Tool>>,
+        custom: Vec<Arc<dyn Tool>>,
+        selection: &ToolSelection,
+    ) -> Self {
+        let allowlist: Option<HashSet<String>> = match selection {
+            ToolSelection::Allowlist(names) => Some(names.iter().cloned().collect()),
+            ToolSelection::NoTools => Some(HashSet::new()),
+            ToolSelection::Default | ToolSelection::NoBuiltin => None,
+        };
+        let allowed = |name: &str| allowlist.as_ref().is_none_or(|set| set.contains(name));
+        let mut registry: Vec<Arc<dyn Tool>> = builtins
+            .into_iter()
+            .filter(|tool| allowed(&tool.definition().name))
+            .collect();
+        let custom: Vec<Arc<dyn Tool>> = custom
+            .into_iter()
+            .filter(|tool| allowed(&tool.definition().name))
+            .collect();
+        for tool in &custom {
+            let name = &tool.definition().name;
+            match registry
+                .iter()
+                .position(|existing| existing.definition().name == *name)
+            {
+                Some(idx) => registry[idx] = tool.clone(),
+                None => registry.push(tool.clone()),
+            }
+        }
+        let mut wanted: Vec<String> = match selection {
+            ToolSelection::Default => DEFAULT_ACTIVE_TOOL_NAMES
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect(),
+            ToolSelection::Allowlist(names) => names.clone(),
+            ToolSelection::NoBuiltin | ToolSelection::NoTools => Vec::new(),
+        };
+        match &allowlist {
+            Some(set) => wanted.extend(
+                registry
+                    .iter()
+                    .map(|tool| tool.definition().name.clone())
+                    .filter(|name| set.contains(name)),
+            ),
+            None => wanted.extend(custom.iter().map(|tool| tool.definition().name.clone())),
+        }
+        let mut set = Self {
+            registry,
+            allowlist,
+            active: Vec::new(),
+        };
+        set.set_active(&wanted);
+        set
+    }
+
+    /// Returns every registered tool.
+    pub fn registry(&self) -> &[Arc<dyn Tool>] {
+        &self.registry
+    }
+
+    /// Returns the registered names in registry order.
+    pub fn registry_names(&self) -> Vec<String> {
+        self.registry
+            .iter()
+            .map(|tool| tool.definition().name.clone())
+            .collect()
+    }
+
+    /// Returns the active tool names in order.
+    pub fn active_names(&self) -> &[String] {
+        &self.active
+    }
+
+    /// Returns the active tools in order.
+    pub fn active_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.active
+            .iter()
+            .filter_map(|name| self.registered(name))
+            .collect()
+    }
+
+    /// Returns the registered tool called `name`.
+    pub fn registered(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.registry
+            .iter()
+            .find(|tool| tool.definition().name == name)
+            .cloned()
+    }
+
+    /// Returns the *active* tool called `name` (a call to anything else is "not found").
+    pub fn find_active(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if self.active.iter().any(|active| active == name) {
+            self.registered(name)
+        } else {
+            None
+        }
+    }
+
+    /// Replaces the active list; names not in the registry are ignored, duplicates keep the
+    /// first occurrence.
+    pub fn set_active<S: AsRef<str>>(&mut self, names: &[S]) {
+        let mut seen = HashSet::new();
+        self.active = names
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|name| self.registered(name).is_some())
+            .filter(|name| seen.insert((*name).to_owned()))
+            .map(str::to_owned)
+            .collect();
+    }
+
+    /// True when `name` may ever be active (no allowlist, or listed in it).
+    pub fn is_allowed(&self, name: &str) -> bool {
+        self.allowlist.as_ref().is_none_or(|set| set.contains(name))
+    }
+}
+
+/// Reads a string argument.
+pub(crate) fn arg_str(args: &Value, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Reads a numeric argument (validation has already coerced numeric strings).
+pub(crate) fn arg_f64(args: &Value, key: &str) -> Option<f64> {
+    args.get(key).and_then(Value::as_f64)
+}
+
+/// Reads a boolean argument; absent is false.
+pub(crate) fn arg_bool(args: &Value, key: &str) -> bool {
+    args.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Formats a number as JavaScript's `String(n)` (`100`, `2.5`, `1e+21`).
+pub(crate) fn js_number(value: f64) -> String {
+    let mut out = String::new();
+    crate::support::json::write_f64(&mut out, value);
+    out
+}
+
+/// Returns a JSON number, integral when the value is (so `100` stays `100`, not `100.0`).
+pub(crate) fn number_value(value: f64) -> Value {
+    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
+        // Exact: an integer in the range where f64 and i64 agree.
+        return Value::Number(Number::from(value as i64));
+    }
+    Number::from_f64(value).map_or(Value::Null, Value::Number)
+}
+
+/// Joins notices as the reference does: `\n\n[a. b. c]`, or nothing.
+pub(crate) fn notices_suffix(notices: &[String]) -> String {
+    if notices.is_empty() {
+        String::new()
+    } else {
+        format!("\n\n[{}]", notices.join(". "))
+    }
+}
