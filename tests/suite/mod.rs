@@ -1,13 +1,14 @@
 //! The test suites, one file per area.
 
+mod agent_session;
 mod ai_models_json;
 mod ai_providers;
 mod ai_stream;
 mod architecture;
 mod cli_sessions;
 mod migrations;
-mod search;
 mod resources;
+mod search;
 mod store;
 mod store_props;
 mod tools;
