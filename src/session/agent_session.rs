@@ -614,6 +614,23 @@ impl AgentSession {
         self.inner.persistence.lock().await.id()
     }
 
+    /// Returns the session header line (as stored, or as it will be written).
+    pub async fn header_line(&self) -> Result<String, SessionError> {
+        let (id, pending) = {
+            let persistence = self.inner.persistence.lock().await;
+            match &*persistence {
+                Persistence::Pending { header, .. } => (persistence.id(), Some(header.to_line())),
+                Persistence::Stored { .. } => (persistence.id(), None),
+            }
+        };
+        if let Some(line) = pending {
+            return Ok(line);
+        }
+        let store = self.store().clone();
+        let bytes = blocking(move || store.header_bytes(&id)).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Returns whether the session exists in the store yet.
     pub async fn is_persisted(&self) -> bool {
         self.inner.persistence.lock().await.is_stored()
