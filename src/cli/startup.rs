@@ -21,6 +21,8 @@ use crate::cli::config::Env;
 use crate::cli::settings::{Scope, Settings};
 use crate::cli::{UsageError, keys};
 use crate::model::message::ImageContent;
+pub use crate::modes::Prepared;
+use crate::modes::TerminalConfig;
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::{
     CompactionToggles, QueueMode, RetrySettings, SessionSettings, SettingsSink,
@@ -127,24 +129,6 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
         },
         telemetry,
     }
-}
-
-/// Everything an agent run needs, built from the command line and the environment.
-pub struct Prepared {
-    /// The session configuration.
-    pub config: SessionConfig,
-    /// Which session to open.
-    pub target: SessionTarget,
-    /// The mode chosen (text means print when `print` is set).
-    pub mode: Mode,
-    /// Whether print mode was chosen (`-p`, or piped stdin).
-    pub print: bool,
-    /// The prompts to send, in order (the first with stdin and `@file` text joined).
-    pub prompts: Vec<(String, Vec<ImageContent>)>,
-    /// Warnings to show before starting.
-    pub warnings: Vec<String>,
-    /// The settings files.
-    pub settings: Arc<Mutex<Settings>>,
 }
 
 fn local_date(env: &Env) -> chrono::NaiveDate {
@@ -437,11 +421,7 @@ pub fn prepare(
     prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
 
     let session_settings = session_settings(&settings, env);
-    let settings = Arc::new(Mutex::new(settings));
-    let sink_settings = settings
-        .lock()
-        .map(|settings| settings.clone())
-        .map_err(|_| anyhow::anyhow!("settings lock poisoned"))?;
+    let sink_settings = settings;
     let config = SessionConfig {
         store,
         client: AiClient::new(clock.clone(), ids.clone())?,
@@ -462,14 +442,18 @@ pub fn prepare(
         harness_docs: HarnessDocs::in_dir(&docs_dir),
         emit_partials: mode != Mode::Text,
     };
+    let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
+    terminal.database = env.db_path(db).display().to_string();
+    if args.no_session {
+        terminal.database = "in memory (--no-session)".to_owned();
+    }
     Ok(Prepared {
         config,
         target,
-        mode,
         print,
         prompts,
         warnings,
-        settings,
+        terminal,
     })
 }
 
@@ -620,7 +604,7 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        match prepared.mode {
+        match mode {
             Mode::Json => crate::modes::print::run(prepared, true).await,
             Mode::Rpc => crate::modes::rpc::run(prepared).await,
             Mode::Text if prepared.print || piped => {

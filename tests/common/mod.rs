@@ -99,3 +99,4 @@ pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
     })
 }
 pub mod provider;
+pub mod tmux;

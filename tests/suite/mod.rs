@@ -7,6 +7,7 @@ mod ai_stream;
 mod architecture;
 mod cli_sessions;
 mod migrations;
+mod repl;
 mod resources;
 mod search;
 mod store;

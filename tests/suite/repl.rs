@@ -1,0 +1,264 @@
+//! The interactive REPL, driven in a real terminal (tmux) against the scripted provider on
+//! 127.0.0.1: a conversation with a tool call, `/tree` back to an earlier point and a new
+//! branch, `/label`, `/name`, exit; `pi -c` resumes at the same leaf and shows the history;
+//! Ctrl+C aborts a streaming turn and keeps the REPL; history, completion and the exits.
+
+use std::time::Duration;
+
+use pi::model::entry::EntryKind;
+use pi::model::message::AgentMessage;
+use pi::store::ListScope;
+
+use crate::common::TestEnv;
+use crate::common::agent::models_json;
+use crate::common::provider::{MockResponse, ProviderServer, sse};
+use crate::common::tmux::{Tmux, row_number};
+
+/// Writes `models.json` (the scripted provider) and fast retry settings into the agent dir.
+fn configure(env: &TestEnv, server: &ProviderServer) {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        models_json(&server.url(), 128_000),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}}"#,
+    )
+    .unwrap();
+}
+
+fn user_text(kind: &EntryKind) -> Option<String> {
+    match kind {
+        EntryKind::Message(AgentMessage::User(user)) => Some(user.content.joined_text()),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_conversation_with_a_tool_call_a_new_branch_labels_and_a_name_resumes_with_pi_c() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"echo tool-output-42"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("The command printed forty-two.")),
+        MockResponse::sse(sse::openai_text("Second answer here.")),
+        MockResponse::sse(sse::openai_text("Branch answer here.")),
+    ]);
+    configure(&env, &server);
+
+    let tmux = Tmux::start(&env, "first", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("run the command please");
+    let screen = tmux.wait_for("The command printed forty-two.");
+    assert!(
+        screen.contains("[bash: echo tool-output-42]"),
+        "the tool call is one line:\n{screen}"
+    );
+    assert!(screen.contains("  tool-output-42"), "its result:\n{screen}");
+    tmux.wait_for("mock/mock-model • ctx");
+    tmux.wait_for_prompt();
+
+    tmux.line("second question");
+    tmux.wait_for("Second answer here.");
+    tmux.wait_for_count("mock/mock-model • ctx", 2);
+    tmux.wait_for_prompt();
+
+    // Back to before the second question: selecting a user message puts the leaf on its
+    // parent and the message text into the editor.
+    tmux.line("/tree");
+    let screen = tmux.wait_for("Go to entry");
+    assert!(screen.contains("user: run the command please"), "{screen}");
+    assert!(
+        screen.contains("← current"),
+        "the leaf is marked:\n{screen}"
+    );
+    let row = row_number(&screen, "user: second question");
+    tmux.line(&row.to_string());
+    tmux.wait_for("Navigated to selected point");
+    tmux.wait_for("> second question");
+    // Ctrl+C on a non-empty line clears it.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("branch question");
+    tmux.wait_for("Branch answer here.");
+    tmux.wait_for_count("mock/mock-model • ctx", 3);
+    tmux.wait_for_prompt();
+
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 2);
+    let listing = screen.rsplit("> /tree").next().unwrap();
+    assert!(
+        listing.contains("├─ • user: branch question"),
+        "the active branch comes first:\n{listing}"
+    );
+    assert!(listing.contains("└─ user: second question"), "{listing}");
+    let first = row_number(listing, "user: run the command please");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.line(&format!("/label {first} checkpoint"));
+    tmux.wait_for("Label set on");
+    tmux.line("/name demo session");
+    tmux.wait_for("Session name set: demo session");
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 3);
+    assert!(
+        screen.contains("• [checkpoint] user: run the command please"),
+        "{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    assert_eq!(server.requests().len(), 4);
+    server.assert_tool_calls_answered();
+
+    // The store has the tree: two branches after the first turn, the label and the name.
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    let session = &sessions[0];
+    assert_eq!(session.name.as_deref(), Some("demo session"));
+    let entries = store.entries(&session.id).unwrap();
+    let find_user = |text: &str| {
+        entries
+            .iter()
+            .find(|stored| user_text(&stored.entry.kind).as_deref() == Some(text))
+            .unwrap_or_else(|| panic!("user message {text:?}"))
+    };
+    let second = find_user("second question");
+    let branch = find_user("branch question");
+    assert_eq!(second.entry.parent_id, branch.entry.parent_id);
+    let first_user = find_user("run the command please");
+    let labels = store.labels(&session.id).unwrap();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(Some(&labels[0].0), first_user.entry.id.as_ref());
+    assert_eq!(labels[0].1, "checkpoint");
+    let leaf = store.leaf(&session.id).unwrap().unwrap();
+    match &leaf.entry.kind {
+        EntryKind::Message(AgentMessage::Assistant(assistant)) => {
+            assert_eq!(assistant.text(), "Branch answer here.")
+        }
+        // The label and the name are appended at the leaf, so the leaf is the name entry.
+        EntryKind::SessionInfo { .. } => {}
+        other => panic!("unexpected leaf {other:?}"),
+    }
+    drop(tmux);
+
+    // `pi -c` resumes at the same leaf and shows the history of the active branch.
+    let tmux = Tmux::start(&env, "continue", &["-c"], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains(&format!("session {}", session.id.as_str())),
+        "{screen}"
+    );
+    assert!(screen.contains("> run the command please"), "{screen}");
+    assert!(screen.contains("[bash: echo tool-output-42]"), "{screen}");
+    assert!(screen.contains("> branch question"), "{screen}");
+    assert!(screen.contains("Branch answer here."), "{screen}");
+    assert!(
+        !screen.contains("Second answer here."),
+        "the other branch is not on the path:\n{screen}"
+    );
+    tmux.line("/session");
+    let screen = tmux.wait_for("Tool Calls:");
+    assert!(screen.contains("Name: demo session"), "{screen}");
+    assert!(
+        screen.contains(&format!("ID: {}", session.id.as_str())),
+        "{screen}"
+    );
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let after = env.store().leaf(&session.id).unwrap().unwrap();
+    assert_eq!(after.seq, leaf.seq, "resuming moved nothing");
+}
+
+#[test]
+fn ctrl_c_aborts_a_streaming_turn_and_the_repl_goes_on() {
+    let env = TestEnv::new();
+    // The answer streams its first words, then stalls far longer than the test waits.
+    let body = sse::openai_text("Streaming words then a long pause before the rest.");
+    let stall_at = body.find("then").expect("a word to stall at");
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(body).stall_after(stall_at, Duration::from_secs(300)),
+        MockResponse::sse(sse::openai_text("Recovered fine.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "abort", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("tell me something");
+    // The first words are on the screen while the response is still open: output streams.
+    tmux.wait_for("Streaming words");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Aborted");
+    assert!(tmux.is_running(), "Ctrl+C during a turn does not end pi");
+    tmux.wait_for_prompt();
+    tmux.line("again");
+    tmux.wait_for("Recovered fine.");
+    tmux.wait_for_prompt();
+    // Ctrl+C twice on an empty line exits.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("press Ctrl+C again to exit");
+    tmux.keys(&["C-c"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let store = env.store();
+    let session = &store.list(&ListScope::All).unwrap()[0];
+    let stop_reasons: Vec<String> = store
+        .entries(&session.id)
+        .unwrap()
+        .iter()
+        .filter_map(|stored| match &stored.entry.kind {
+            EntryKind::Message(AgentMessage::Assistant(assistant)) => {
+                Some(format!("{:?}", assistant.stop_reason))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stop_reasons, ["Aborted", "Stop"]);
+}
+
+#[test]
+fn input_history_persists_and_commands_complete() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let tmux = Tmux::start(&env, "history", &[], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains("No model available. Configure one of:"),
+        "without a model pi says what to configure:\n{screen}"
+    );
+    assert!(
+        screen.contains(&env.agent_dir.join("models.json").display().to_string()),
+        "{screen}"
+    );
+    tmux.line("!echo shell-says-hi");
+    tmux.wait_for("shell-says-hi\n");
+    tmux.wait_for_prompt();
+    // Tab completes a unique command.
+    tmux.type_text("/sess");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /session");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Session Info");
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
+    drop(tmux);
+
+    let history = std::fs::read_to_string(env.agent_dir.join("repl-history")).unwrap();
+    assert!(history.contains("!echo shell-says-hi"), "{history}");
+    let tmux = Tmux::start(&env, "history-again", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["Up", "Up", "Up"]);
+    tmux.wait_for("> !echo shell-says-hi");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
