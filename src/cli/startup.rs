@@ -594,6 +594,16 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         None
     };
     let piped = mode != Mode::Rpc && !std::io::stdin().is_terminal();
+    // `-r` picks a session in the REPL; `--no-session`, `--fork` and `--session` win over it.
+    let pick_session =
+        args.resume && !args.no_session && args.fork.is_none() && args.session.is_none();
+    let interactive = mode == Mode::Text && !args.print && !piped;
+    if pick_session && !interactive {
+        return Err(UsageError(
+            "--resume picks a session interactively; with -p, piped input or --mode, use --session ID (`pi sessions list` shows the ids)".to_owned(),
+        )
+        .into());
+    }
     let prepared = prepare(&args, &env, db.as_deref(), stdin_text)?;
     for warning in &prepared.warnings {
         writeln!(stderr, "Warning: {warning}")?;
@@ -610,7 +620,7 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
             Mode::Text if prepared.print || piped => {
                 crate::modes::print::run(prepared, false).await
             }
-            Mode::Text => crate::modes::repl::run(prepared, args.resume).await,
+            Mode::Text => crate::modes::repl::run(prepared, pick_session).await,
         }
     })
 }

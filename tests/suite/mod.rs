@@ -7,6 +7,7 @@ mod ai_stream;
 mod architecture;
 mod cli_sessions;
 mod migrations;
+mod print_mode;
 mod repl;
 mod resources;
 mod search;
