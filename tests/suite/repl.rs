@@ -262,3 +262,125 @@ fn input_history_persists_and_commands_complete() {
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+#[test]
+fn pickers_resume_fork_clone_model_thinking_and_new() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("Checkout answer.")),
+        MockResponse::sse(sse::openai_text("Billing answer.")),
+        MockResponse::sse(sse::openai_text("Fresh answer.")),
+    ]);
+    configure(&env, &server);
+    std::fs::create_dir_all(env.agent_dir.join("prompts")).unwrap();
+    std::fs::write(
+        env.agent_dir.join("prompts/review.md"),
+        "---\ndescription: Review a file\n---\nReview $1 carefully.",
+    )
+    .unwrap();
+    // Each run gets its own id seed: with the fixed test clock, equal seeds give equal ids.
+    for (seed, prompt) in [
+        ("8", "first session about checkout"),
+        ("9", "second session about billing"),
+    ] {
+        let output = env
+            .pi()
+            .env("PI_TEST_SEED", seed)
+            .args(["-p", prompt])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+    }
+    let store = env.store();
+    let before = store.list(&ListScope::All).unwrap();
+    let billing = before
+        .iter()
+        .find(|summary| summary.first_message.as_deref() == Some("second session about billing"))
+        .unwrap_or_else(|| panic!("{before:#?}"))
+        .id
+        .clone();
+
+    let tmux = Tmux::start(&env, "pickers", &["-r"], &[]);
+    let screen = tmux.wait_for("Resume (number or id");
+    assert!(screen.contains("Recent sessions in"), "{screen}");
+    let row = row_number(&screen, "first session about checkout");
+    tmux.line(&row.to_string());
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains("> first session about checkout"),
+        "{screen}"
+    );
+    assert!(screen.contains("Checkout answer."), "{screen}");
+
+    // `/resume WORDS` searches.
+    tmux.line("/resume billing");
+    let screen = tmux.wait_for("Sessions matching \"billing\"");
+    let listing = screen.rsplit("> /resume billing").next().unwrap();
+    assert!(
+        !listing.contains("first session about checkout"),
+        "{listing}"
+    );
+    let row = row_number(listing, "second session about billing");
+    tmux.wait_for_count("Resume (number or id", 2);
+    tmux.line(&row.to_string());
+    tmux.wait_for(&format!("session {}", billing.as_str()));
+    tmux.wait_for_prompt();
+
+    // `/fork` before the only user message: a new session, the text back in the editor.
+    tmux.line("/fork");
+    tmux.wait_for("Fork before which message");
+    tmux.line("1");
+    tmux.wait_for("Forked to new session");
+    tmux.wait_for("> second session about billing");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("/clone");
+    tmux.wait_for("Cloned to new session");
+    tmux.wait_for_prompt();
+
+    tmux.line("/model");
+    let screen = tmux.wait_for("Model (number");
+    assert!(screen.contains("1 mock/mock-model  ← current"), "{screen}");
+    tmux.line("1");
+    tmux.wait_for("Model: mock/mock-model");
+    tmux.wait_for_prompt();
+    tmux.line("/thinking");
+    tmux.wait_for("Thinking level: off (available: off)");
+    tmux.line("/thinking high");
+    tmux.wait_for("The current model does not support thinking");
+    tmux.line("/name");
+    tmux.wait_for("Usage: /name <name>");
+    tmux.wait_for_prompt();
+
+    // Prompt templates complete like commands.
+    tmux.type_text("/rev");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /review");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+
+    tmux.line("/new");
+    tmux.wait_for("New session started");
+    tmux.line("hi there");
+    tmux.wait_for("Fresh answer.");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let after = store.list(&ListScope::All).unwrap();
+    assert_eq!(
+        after.len(),
+        5,
+        "two from -p, the fork, the clone, the new one"
+    );
+    let children: Vec<_> = after
+        .iter()
+        .filter(|summary| summary.parent_session.as_deref() == Some(billing.as_str()))
+        .collect();
+    assert_eq!(children.len(), 1, "the fork records its parent");
+    assert!(
+        after
+            .iter()
+            .any(|summary| summary.first_message.as_deref() == Some("hi there"))
+    );
+}
