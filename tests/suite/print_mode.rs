@@ -379,3 +379,60 @@ fn resume_needs_the_interactive_mode_and_no_session_writes_nothing() {
         "--no-session keeps nothing"
     );
 }
+
+#[test]
+fn prompt_and_model_flags_reach_the_request() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Done."))]);
+    configure(&env, &server, FAST_RETRIES);
+    std::fs::write(
+        env.workspace.join("AGENTS.md"),
+        "PROJECT RULES FROM AGENTS.MD",
+    )
+    .unwrap();
+    let output = env
+        .pi()
+        .args([
+            "--provider",
+            "mock",
+            "--model",
+            "mock-model",
+            "--api-key",
+            "key-from-the-flag",
+            "--system-prompt",
+            "You are terse.",
+            "--append-system-prompt",
+            "First addition.",
+            "--append-system-prompt",
+            "Second addition.",
+            "-nc",
+            "-nt",
+            "--offline",
+            "-p",
+            "hello",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let request = &server.requests()[0];
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer key-from-the-flag")
+    );
+    let body = request.json();
+    assert_eq!(body["model"], "mock-model");
+    assert!(
+        body.get("tools")
+            .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty))
+    );
+    let system = body["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(system.starts_with("You are terse."), "{system}");
+    assert!(
+        system.contains("First addition.\n\nSecond addition."),
+        "{system}"
+    );
+    assert!(
+        !system.contains("PROJECT RULES"),
+        "-nc leaves AGENTS.md out: {system}"
+    );
+}

@@ -31,6 +31,8 @@ pub enum Reply {
     Interrupted,
     /// Ctrl+D on an empty line, or the end of input.
     Eof,
+    /// The terminal could not be read.
+    Failed(String),
 }
 
 /// How the editor is set up.
@@ -96,11 +98,12 @@ impl LineEditor {
             .as_ref()
             .is_some_and(|requests| requests.send(request).is_ok());
         if !sent {
-            return Reply::Eof;
+            return Reply::Failed("the line editor stopped".to_owned());
         }
         match self.replies.recv().await {
             Some(Ok(reply)) => reply,
-            Some(Err(_)) | None => Reply::Eof,
+            Some(Err(error)) => Reply::Failed(error),
+            None => Reply::Failed("the line editor stopped".to_owned()),
         }
     }
 }

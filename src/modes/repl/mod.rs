@@ -104,8 +104,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     for (text, images) in prompts {
         repl.run_prompt(&text, images).await?;
     }
-    repl.main_loop().await?;
-    Ok(ExitCode::SUCCESS)
+    repl.main_loop().await
 }
 
 /// Whether the loop goes on.
@@ -362,15 +361,19 @@ impl Repl {
         Ok(())
     }
 
-    async fn main_loop(&mut self) -> Result<()> {
+    async fn main_loop(&mut self) -> Result<ExitCode> {
         loop {
             let initial = std::mem::take(&mut self.initial);
             match self.editor.read(PROMPT, &initial, true).await {
-                Reply::Eof => return Ok(()),
+                Reply::Eof => return Ok(ExitCode::SUCCESS),
+                Reply::Failed(error) => {
+                    self.error(&format!("reading the terminal failed: {error}"))?;
+                    return Ok(ExitCode::FAILURE);
+                }
                 Reply::Interrupted => {
                     self.interrupts += 1;
                     if self.interrupts >= 2 {
-                        return Ok(());
+                        return Ok(ExitCode::SUCCESS);
                     }
                     self.info("(press Ctrl+C again to exit, or Ctrl+D)")?;
                 }
@@ -378,7 +381,7 @@ impl Repl {
                     self.interrupts = 0;
                     match self.handle(&line).await? {
                         Flow::Continue => {}
-                        Flow::Quit => return Ok(()),
+                        Flow::Quit => return Ok(ExitCode::SUCCESS),
                     }
                 }
             }
@@ -492,7 +495,7 @@ impl Repl {
                 let line = line.trim().to_owned();
                 (!line.is_empty()).then_some(line)
             }
-            Reply::Interrupted | Reply::Eof => None,
+            Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
         }
     }
 
