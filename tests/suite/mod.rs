@@ -5,6 +5,7 @@ mod ai_providers;
 mod ai_stream;
 mod architecture;
 mod cli_sessions;
+mod compaction;
 mod migrations;
 mod resources;
 mod search;
