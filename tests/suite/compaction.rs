@@ -783,7 +783,10 @@ async fn compact_with_server(
     Vec<RecordedRequest>,
 ) {
     let prep = prepare_manual_compaction(branch, &settings(keep, 16_384)).unwrap();
-    let together = if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
+    let together = if prep.is_split_turn
+        && !prep.turn_prefix_messages.is_empty()
+        && !prep.messages_to_summarize.is_empty()
+    {
         2
     } else {
         1
@@ -1010,4 +1013,117 @@ async fn a_branch_summary_lands_at_the_target_with_its_details() {
                 .is_some()
         );
     }
+}
+
+// ----- interop: what we write, the reference reads back --------------------------------------
+
+/// Builds a session with two compactions (the second with a focus) and a branch summary over
+/// an abandoned branch that holds the second compaction, all through the engine, and returns
+/// it exported (header and entries in append order, as `pi export` writes them).
+async fn interop_session() -> (SessionStore, SessionId, Vec<u8>) {
+    let (store, sid) = load("stop-reasons");
+    let branch = store.branch_path(&sid, &LeafSelector::Current).unwrap();
+    let (first, _) = compact_with_server(&branch, 500, None).await;
+    store
+        .append_compaction(&sid, first.to_entry(false))
+        .unwrap();
+    let resumed = store
+        .append_message(
+            &sid,
+            AgentMessage::from_value(
+                json!({"role": "user", "content": "Now run the tests.", "timestamp": 1767225700000_i64}),
+            ),
+        )
+        .unwrap();
+    store
+        .append_message(
+            &sid,
+            AgentMessage::from_value(json!({"role": "assistant",
+                "content": [{"type": "text", "text": "All green."}],
+                "api": "openai-completions", "provider": "local", "model": "test-model",
+                "usage": {"input": 900, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 920,
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                "stopReason": "stop", "timestamp": 1767225701000_i64})),
+        )
+        .unwrap();
+    let branch = store.branch_path(&sid, &LeafSelector::Current).unwrap();
+    let (second, _) = compact_with_server(&branch, 10, Some("focus on X")).await;
+    store
+        .append_compaction(&sid, second.to_entry(false))
+        .unwrap();
+    // Back to the user message after the first compaction: the leaf lands on its parent (the
+    // first compaction) and the abandoned branch, second compaction included, is summarised.
+    let old_path = store.branch_path(&sid, &LeafSelector::Current).unwrap();
+    let target_id = resumed.entry.id.clone().unwrap();
+    let target_path = path_at(&store, &sid, target_id.as_str());
+    let selection = collect_entries_for_branch_summary(&old_path, &target_path);
+    let server = summary_server(1);
+    let ai = client();
+    let clock = SteppingClock::new(TEST_CLOCK_START_MS, 1);
+    let model = local_model(&server, false);
+    let summary = generate_branch_summary(
+        selection.entries,
+        &summarizer(&ai, &model, &clock),
+        &BranchSummaryOptions {
+            custom_instructions: None,
+            replace_instructions: false,
+            reserve_tokens: 16_384,
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let landing = navigation_target(&target_path.last().unwrap().entry);
+    store
+        .branch_with_summary(
+            &sid,
+            landing.new_leaf.as_ref(),
+            summary.summary.clone(),
+            Some(summary.details()),
+            Some(false),
+        )
+        .unwrap();
+    let mut export = store.header_bytes(&sid).unwrap();
+    export.push(b'\n');
+    for entry in store.entries(&sid).unwrap() {
+        export.extend_from_slice(&entry.payload);
+        export.push(b'\n');
+    }
+    (store, sid, export)
+}
+
+/// `fixtures/compaction/interop.jsonl` is [`interop_session`] exported; its
+/// `interop.expected.json` is what the reference's `SessionManager` rebuilds from it
+/// (`node ../shared/tools/pi-oracle/context.mjs fixtures/compaction/interop.jsonl`). Set
+/// `PI_WRITE_INTEROP_FIXTURE=1` to rewrite the `.jsonl` after an intended change, then
+/// regenerate the expectation with the reference.
+#[tokio::test]
+async fn our_compactions_and_branch_summaries_load_in_the_reference_with_the_same_context() {
+    let (store, sid, export) = interop_session().await;
+    let file = oracle_dir().join("interop.jsonl");
+    if std::env::var_os("PI_WRITE_INTEROP_FIXTURE").is_some() {
+        std::fs::write(&file, &export).unwrap();
+    }
+    let expected_file = std::fs::read(&file).unwrap();
+    assert!(
+        export == expected_file,
+        "the export changed; see the doc comment to regenerate"
+    );
+    let expected = read_json(oracle_dir().join("interop.expected.json"));
+    let ours: Value = serde_json::from_str(
+        &store
+            .context(&sid, &LeafSelector::Current)
+            .unwrap()
+            .to_json(),
+    )
+    .unwrap();
+    assert_eq!(ours, expected["context"]);
+    let leaf = store.leaf(&sid).unwrap().unwrap();
+    assert_eq!(
+        expected["leafId"].as_str(),
+        leaf.entry.id.as_ref().map(EntryId::as_str)
+    );
+    let messages = expected["context"]["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "compactionSummary");
+    assert_eq!(messages.last().unwrap()["role"], "branchSummary");
 }
