@@ -5,7 +5,6 @@
 //! (`fixtures/compaction/requests.oracle.json`) replayed against the local provider server, and
 //! compaction results appended to real stores.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,9 +17,9 @@ use pi::model::message::AgentMessage;
 use pi::model::{EntryId, EntryKind, SessionId};
 use pi::session::compaction::{
     BranchSummaryOptions, CompactOptions, CompactionError, CompactionSettings, PathEntry,
-    Summarizer, collect_entries_for_branch_summary, compact, estimate_tokens, find_cut_point,
-    generate_branch_summary, navigation_target, prepare_branch_entries, prepare_compaction,
-    prepare_manual_compaction, serialize_conversation,
+    PathMessage, Summarizer, collect_entries_for_branch_summary, compact, estimate_tokens,
+    find_cut_point, generate_branch_summary, navigation_target, prepare_branch_entries,
+    prepare_compaction, prepare_manual_compaction, serialize_conversation,
 };
 use pi::store::{LeafSelector, SessionStore, StoredEntry};
 use pi::support::clock::SteppingClock;
@@ -63,14 +62,14 @@ fn path_at(store: &SessionStore, sid: &SessionId, leaf: &str) -> Vec<StoredEntry
         .unwrap()
 }
 
-fn owned(messages: &[Cow<'_, AgentMessage>]) -> Vec<AgentMessage> {
+fn owned(messages: &[PathMessage<'_>]) -> Vec<AgentMessage> {
     messages
         .iter()
         .map(|message| message.as_ref().clone())
         .collect()
 }
 
-fn conversation(messages: &[Cow<'_, AgentMessage>]) -> String {
+fn conversation(messages: &[PathMessage<'_>]) -> String {
     serialize_conversation(&convert_to_llm(&owned(messages)))
 }
 
@@ -280,7 +279,7 @@ fn compaction_plans_match_the_reference_at_every_leaf() {
                 expected["prefix"].as_u64().unwrap(),
                 "{context}: turn prefix"
             );
-            let lists = prep.file_ops.lists();
+            let lists = prep.file_ops().lists();
             assert_eq!(
                 lists.read_files,
                 strings(&expected["readFiles"]),
@@ -449,7 +448,7 @@ fn summarizer<'a>(
 
 fn sorted_bodies(server: &ProviderServer) -> Vec<Value> {
     let mut requests = server.requests();
-    requests.sort_by_key(|request| answer_for(request));
+    requests.sort_by_key(answer_for);
     requests.iter().map(RecordedRequest::json).collect()
 }
 
@@ -698,9 +697,10 @@ async fn cancelling_stops_a_summary_in_flight() {
     let (store, sid) = load("long-linear-chat");
     let branch = store.branch_path(&sid, &LeafSelector::Current).unwrap();
     let prep = prepare_compaction(&branch, &settings(8000, 16_384)).unwrap();
-    let server = ProviderServer::start(vec![
-        MockResponse::sse(sse::openai_text("never")).delay_headers(Duration::from_secs(60)),
-    ]);
+    // Every request (the history and, for this split turn, the prefix) is answered late.
+    let server = ProviderServer::start_routed(Arc::new(|_: &RecordedRequest| {
+        MockResponse::sse(sse::openai_text("never")).delay_headers(Duration::from_secs(60))
+    }));
     let ai = client();
     let clock = SteppingClock::new(TEST_CLOCK_START_MS, 1);
     let model = local_model(&server, false);

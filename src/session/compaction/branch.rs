@@ -4,7 +4,6 @@
 //!
 //! Invariant: pure; messages of `message` entries are borrowed from the path.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::model::entry::{Entry, EntryKind};
@@ -12,7 +11,7 @@ use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, UserContent};
 use crate::session::compaction::PathEntry;
 use crate::session::compaction::files::FileOps;
-use crate::session::compaction::prepare::entry_message;
+use crate::session::compaction::prepare::{PathMessage, entry_message};
 use crate::session::compaction::tokens::estimate_tokens;
 
 /// The entries a navigation abandons (`collectEntriesForBranchSummary`).
@@ -69,7 +68,7 @@ pub fn collect_entries_for_branch_summary<'a, E: PathEntry>(
 #[derive(Debug, Clone, PartialEq)]
 pub struct BranchPreparation<'a> {
     /// The newest messages that fit the budget, in order.
-    pub messages: Vec<Cow<'a, AgentMessage>>,
+    pub messages: Vec<PathMessage<'a>>,
     /// Files touched by the whole branch (earlier branch summaries' details included).
     pub file_ops: FileOps,
     /// Estimated tokens of `messages`.
@@ -78,7 +77,7 @@ pub struct BranchPreparation<'a> {
 
 /// The message an abandoned entry contributes: tool results are left out (the call carries
 /// their context), compactions count as their summary.
-fn branch_message(entry: &Entry) -> Option<Cow<'_, AgentMessage>> {
+fn branch_message(entry: &Entry) -> Option<PathMessage<'_>> {
     match &entry.kind {
         EntryKind::Message(AgentMessage::ToolResult(_)) => None,
         EntryKind::Message(message) if message.role() == "toolResult" => None,
@@ -106,7 +105,7 @@ pub fn prepare_branch_entries<E: PathEntry>(
             file_ops.add_details(details);
         }
     }
-    let mut newest_first: Vec<Cow<'_, AgentMessage>> = Vec::new();
+    let mut newest_first: Vec<PathMessage<'_>> = Vec::new();
     let mut total_tokens: u64 = 0;
     for entry in entries.iter().rev().map(PathEntry::entry) {
         let Some(message) = branch_message(entry) else {

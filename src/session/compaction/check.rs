@@ -194,7 +194,7 @@ pub fn context_usage<E: PathEntry, M: Borrow<AgentMessage>>(
                 _ => None,
             }
         });
-        if !usage_after.is_some_and(|tokens| tokens > 0) {
+        if usage_after.is_none_or(|tokens| tokens == 0) {
             return Some(ContextUsage {
                 tokens: None,
                 context_window,

@@ -111,7 +111,10 @@ fn record(ops: &mut FileOps, name: &str, path: &str) {
         "edit" => &mut ops.edited,
         _ => return,
     };
-    set.insert(path.to_owned());
+    // Most calls repeat a path already seen: look before allocating.
+    if !set.contains(path) {
+        set.insert(path.to_owned());
+    }
 }
 
 /// Adds the `read`/`write`/`edit` tool calls of an assistant message whose `arguments.path`

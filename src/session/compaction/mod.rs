@@ -52,7 +52,7 @@ pub use cut::{CutPoint, find_cut_point, find_turn_start_index, find_valid_cut_po
 pub use error::CompactionError;
 pub use files::{FileLists, FileOps, extract_file_ops_from_message, format_file_operations};
 pub use prepare::{
-    CompactionPreparation, entry_message_for_compaction, prepare_compaction,
+    CompactionPreparation, PathMessage, entry_message_for_compaction, prepare_compaction,
     prepare_manual_compaction, session_context_messages,
 };
 pub use prompts::{

@@ -12,8 +12,6 @@
 //!
 //! Invariant: the only effects are the LLM requests; nothing is stored or emitted here.
 
-use std::borrow::Cow;
-
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -23,12 +21,10 @@ use crate::ai::{
 };
 use crate::model::entry::CompactionEntry;
 use crate::model::ids::EntryId;
-use crate::model::message::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, UserContent, UserMessage,
-};
+use crate::model::message::{AssistantMessage, ContentBlock, StopReason, UserContent, UserMessage};
 use crate::session::compaction::branch::prepare_branch_entries;
 use crate::session::compaction::files::FileLists;
-use crate::session::compaction::prepare::CompactionPreparation;
+use crate::session::compaction::prepare::{CompactionPreparation, PathMessage};
 use crate::session::compaction::prompts::{
     ADDITIONAL_FOCUS, BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, NO_BRANCH_CONTENT_SUMMARY,
     NO_PRIOR_HISTORY, SPLIT_TURN_HEADING, SUMMARIZATION_PROMPT, SUMMARIZATION_SYSTEM_PROMPT,
@@ -134,7 +130,7 @@ fn non_empty(text: Option<&str>) -> Option<&str> {
     text.filter(|text| !text.is_empty())
 }
 
-fn conversation_text(messages: &[Cow<'_, AgentMessage>]) -> String {
+fn conversation_text(messages: &[PathMessage<'_>]) -> String {
     let llm: Vec<LlmMessage> = messages
         .iter()
         .flat_map(|message| convert_to_llm(std::slice::from_ref(message.as_ref())))
@@ -325,7 +321,7 @@ pub async fn compact(
     } else {
         history_summary(prep, summarizer, options, cancel).await?
     };
-    let details = prep.file_ops.lists();
+    let details = prep.file_ops().lists();
     summary.push_str(&details.format());
     Ok(CompactionResult {
         summary,
