@@ -1127,3 +1127,53 @@ async fn our_compactions_and_branch_summaries_load_in_the_reference_with_the_sam
     assert_eq!(messages[0]["role"], "compactionSummary");
     assert_eq!(messages.last().unwrap()["role"], "branchSummary");
 }
+
+/// The session may plan on the tail of a path that starts at (or before) the last compaction's
+/// first kept entry — what the store can read without walking to the root — and gets the same
+/// plan as on the whole path.
+#[test]
+fn a_path_tail_from_the_kept_boundary_plans_the_same() {
+    let mut checked = 0;
+    for (name, oracle) in oracle_files() {
+        let (store, sid) = load(&name);
+        let mut leaves: Vec<&str> = oracle["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["leaf"].as_str().unwrap())
+            .collect();
+        leaves.dedup();
+        for leaf in leaves {
+            let branch = path_at(&store, &sid, leaf);
+            let Some(compaction_idx) = branch
+                .iter()
+                .rposition(|entry| matches!(entry.entry.kind, EntryKind::Compaction(_)))
+            else {
+                continue;
+            };
+            let tail_start = plan_start(&branch).min(compaction_idx);
+            for keep in [0, 2000, 20_000] {
+                let whole = prepare_compaction(&branch, &settings(keep, 16_384));
+                let tail = prepare_compaction(&branch[tail_start..], &settings(keep, 16_384));
+                let (whole, tail) = match (whole, tail) {
+                    (Some(whole), Some(tail)) => (whole, tail),
+                    (None, None) => continue,
+                    _ => panic!("{name} at {leaf}: a plan on one only"),
+                };
+                assert_eq!(tail.first_kept_entry_id, whole.first_kept_entry_id);
+                assert_eq!(
+                    tail.first_kept_entry_index + tail_start,
+                    whole.first_kept_entry_index
+                );
+                assert_eq!(tail.is_split_turn, whole.is_split_turn);
+                assert_eq!(tail.tokens_before, whole.tokens_before);
+                assert_eq!(tail.previous_summary, whole.previous_summary);
+                assert_eq!(tail.messages_to_summarize, whole.messages_to_summarize);
+                assert_eq!(tail.turn_prefix_messages, whole.turn_prefix_messages);
+                assert_eq!(tail.file_ops(), whole.file_ops());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50, "{checked}");
+}
