@@ -3,4 +3,11 @@
 //!
 //! Invariant: `agent` knows nothing of storage.
 
+pub mod event;
+pub mod run;
 pub mod tool;
+
+pub use event::AgentEvent;
+pub use run::{
+    LoopError, LoopHooks, RunConfig, ToolCallDecision, ToolResultPatch, run, run_continue,
+};

@@ -5,12 +5,15 @@
 //! is the agent's command line. Invariant: this layer and `modes/` are the only ones that
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
+pub mod agent_args;
 pub mod config;
 pub mod db;
 pub mod keys;
 pub mod output;
 pub mod search;
 pub mod sessions;
+pub mod settings;
+pub mod startup;
 pub mod tree_view;
 
 use std::ffi::OsString;
@@ -135,19 +138,25 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             .into());
         }
     }
-    let first = args.get(1).map(|arg| arg.to_string_lossy().into_owned());
-    match first.as_deref() {
-        Some("-v" | "--version") => {
-            let mut out = io::stdout().lock();
-            writeln!(out, "pi {}", env!("CARGO_PKG_VERSION"))?;
-            Ok(ExitCode::SUCCESS)
+    // The agent: everything else (the global --db option is taken out first).
+    let mut db = None;
+    let mut rest = Vec::new();
+    let mut idx = 1;
+    while idx < args.len() {
+        let arg = args[idx].to_string_lossy().into_owned();
+        if arg == "--db" && idx + 1 < args.len() {
+            db = Some(PathBuf::from(&args[idx + 1]));
+            idx += 2;
+            continue;
         }
-        _ => {
-            // The agent (REPL, print, JSON and RPC modes) is dispatched here once it exists.
-            let _ = Cli::try_parse_from(["pi", "--help"]).map_err(|help| help.print());
-            Ok(ExitCode::from(2))
+        if let Some(value) = arg.strip_prefix("--db=") {
+            db = Some(PathBuf::from(value));
+        } else {
+            rest.push(arg);
         }
+        idx += 1;
     }
+    startup::run(rest, env, db)
 }
 
 /// Maps an error to its exit code, printing one line on stderr (nothing for a closed stdout).

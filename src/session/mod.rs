@@ -2,6 +2,18 @@
 //! pipeline, persistence on `message_end`, retries, compaction triggers and event fan-out —
 //! and its parts: resources, compaction, extensions and tools.
 
+pub mod agent_session;
 pub mod compaction;
+pub mod events;
+pub mod persist;
 pub mod resources;
+pub mod settings;
 pub mod tools;
+
+pub use crate::agent::AgentEvent;
+pub use agent_session::{
+    AgentSession, ModelCandidates, ModelChoice, OpenReport, PromptOptions, PromptSource,
+    SessionConfig, SessionError, SessionStats, SessionTarget, StreamingBehavior,
+};
+pub use events::{NoticeLevel, SessionEvent};
+pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -1078,6 +1078,33 @@ impl SessionStore {
         })
     }
 
+    /// Copies a whole session (every entry, unchanged) into a new session for `cwd` whose
+    /// `parentSession` is the source id — the reference's `--fork` (`forkFrom`).
+    pub fn copy_session(&self, source: &SessionId, cwd: &str) -> Result<SessionSummary> {
+        let now = self.inner.clock.now_ms();
+        self.write(|conn, path| {
+            let sid = Self::sid(conn, path, source)?;
+            let header = SessionHeader::new(
+                SessionId::generate(&self.inner.ids, now),
+                crate::support::clock::iso_from_ms(now),
+                cwd.to_owned(),
+                Some(source.to_string()),
+            );
+            let new_sid = Self::insert_header(conn, path, &header, header.to_line().as_bytes())?;
+            let entries = sql::all_entries(conn, path, sid)?
+                .into_iter()
+                .map(|row| {
+                    Self::stored(path, row).map(|stored| RawEntry {
+                        payload: stored.payload,
+                        entry: stored.entry,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Self::append_raw_in(conn, path, new_sid, &entries)?;
+            Self::summary_by_sid(conn, path, new_sid)
+        })
+    }
+
     // ----- raw lines (interchange) ----------------------------------------------------------
 
     /// Stores a session from lines read elsewhere (a file), byte for byte, in one transaction:

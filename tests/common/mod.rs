@@ -1,6 +1,7 @@
 //! Test helpers: a hermetic environment (temporary agent dir, cleared environment, fixed clock
 //! and id seed), the `pi` command builder, and fixture loading.
 
+pub mod agent;
 pub mod fixtures;
 
 use std::path::{Path, PathBuf};

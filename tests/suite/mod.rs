@@ -1,5 +1,6 @@
 //! The test suites, one file per area.
 
+mod agent_session;
 mod ai_models_json;
 mod ai_providers;
 mod ai_stream;

@@ -1,0 +1,578 @@
+//! The agent loop (the reference's `runAgentLoop` / `runAgentLoopContinue`): call the model,
+//! run the tool calls it makes, feed the results back, until it stops; steering messages go in
+//! before the next model call, follow-ups when the agent would stop.
+//!
+//! Tool calls of one assistant message are prepared one by one in call order (lookup,
+//! argument validation, the caller's `before_tool_call`), then executed concurrently; their
+//! `tool_execution_end` events come as each finishes, and the tool-result messages are
+//! emitted in call order. Every event is awaited through [`LoopHooks::emit`] before the loop
+//! goes on, so a caller that persists on `message_end` stores messages in the order the model
+//! saw them.
+//!
+//! Invariants: no storage, no terminal, no environment; the loop works on its own copy of the
+//! transcript (the caller keeps its own from the events); every failure becomes a message
+//! (an assistant message with `stopReason` `error`/`aborted`, or an `isError` tool result).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::event::AgentEvent;
+use crate::agent::tool::{
+    BoxFuture, Tool, ToolContext, ToolInput, ToolOutput, prepare_call, tool_not_found_message,
+};
+use crate::ai::convert::{self, LlmMessage};
+use crate::ai::{AiClient, AiError, Model, Request, StreamEvent, StreamOptions, ToolDefinition};
+use crate::model::ToolCallId;
+use crate::model::message::{
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage,
+};
+use crate::support::clock::Clock;
+
+/// What the caller decides before a tool call runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolCallDecision {
+    /// Run it as prepared.
+    Continue,
+    /// Do not run it; the model gets an error result with this reason.
+    Block {
+        /// Why (shown to the model).
+        reason: String,
+    },
+    /// Run it with these arguments instead (not validated again).
+    Rewrite(Value),
+}
+
+/// Changes the caller makes to a finished tool result (each part optional).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolResultPatch {
+    /// Replacement content.
+    pub content: Option<Vec<ContentBlock>>,
+    /// Replacement details.
+    pub details: Option<Value>,
+    /// Replacement error flag.
+    pub is_error: Option<bool>,
+}
+
+/// The caller's side of the loop: event delivery, per-call options, queues and interception.
+pub trait LoopHooks: Send + Sync {
+    /// Delivers an event; the loop waits for it before going on.
+    fn emit<'a>(&'a self, event: AgentEvent) -> BoxFuture<'a, ()>;
+
+    /// Returns the options of the next model call (keys are resolved per call).
+    fn stream_options<'a>(
+        &'a self,
+        model: &'a Model,
+    ) -> BoxFuture<'a, Result<StreamOptions, AiError>>;
+
+    /// Rewrites the transcript before a model call (not persisted); default: unchanged.
+    fn transform_context<'a>(
+        &'a self,
+        messages: Vec<AgentMessage>,
+    ) -> BoxFuture<'a, Vec<AgentMessage>> {
+        Box::pin(async move { messages })
+    }
+
+    /// Converts the transcript for the model; default: the reference's `convertToLlm`.
+    fn convert_to_llm(&self, messages: &[AgentMessage]) -> Vec<LlmMessage> {
+        convert::convert_to_llm(messages)
+    }
+
+    /// Decides on a prepared tool call; default: run it.
+    fn before_tool_call<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        _args: &'a Value,
+    ) -> BoxFuture<'a, ToolCallDecision> {
+        Box::pin(async { ToolCallDecision::Continue })
+    }
+
+    /// Patches a finished tool result; default: unchanged.
+    fn after_tool_call<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        _args: &'a Value,
+        _result: &'a ToolOutput,
+        _is_error: bool,
+    ) -> BoxFuture<'a, Option<ToolResultPatch>> {
+        Box::pin(async { None })
+    }
+
+    /// Takes the queued steering messages (delivered before the next model call).
+    fn steering_messages(&self) -> Vec<AgentMessage> {
+        Vec::new()
+    }
+
+    /// Takes the queued follow-up messages (delivered when the agent would stop).
+    fn follow_up_messages(&self) -> Vec<AgentMessage> {
+        Vec::new()
+    }
+}
+
+/// What one run needs besides the transcript.
+#[derive(Clone)]
+pub struct RunConfig {
+    /// The HTTP client.
+    pub client: AiClient,
+    /// The model to call.
+    pub model: Model,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The active tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Working directory of the tools.
+    pub cwd: PathBuf,
+    /// Stamps tool-result messages.
+    pub clock: Arc<dyn Clock>,
+    /// Whether `message_update` events carry the partial message (JSON/RPC need it).
+    pub emit_partials: bool,
+}
+
+impl std::fmt::Debug for RunConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunConfig")
+            .field("model", &self.model.reference())
+            .field("tools", &self.tools.len())
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a continuation cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoopError {
+    /// There is nothing to continue from.
+    #[error("Cannot continue: no messages in context")]
+    Empty,
+    /// The last message is an assistant message.
+    #[error("Cannot continue from message role: assistant")]
+    EndsWithAssistant,
+}
+
+/// Runs the loop with new prompt messages; returns the messages this run added.
+pub async fn run(
+    config: &RunConfig,
+    transcript: Vec<AgentMessage>,
+    prompts: Vec<AgentMessage>,
+    hooks: &dyn LoopHooks,
+    cancel: &CancellationToken,
+) -> Vec<AgentMessage> {
+    let mut context = transcript;
+    let mut added = Vec::new();
+    hooks.emit(AgentEvent::AgentStart).await;
+    hooks.emit(AgentEvent::TurnStart).await;
+    for prompt in prompts {
+        hooks
+            .emit(AgentEvent::MessageStart {
+                message: prompt.clone(),
+            })
+            .await;
+        hooks
+            .emit(AgentEvent::MessageEnd {
+                message: prompt.clone(),
+            })
+            .await;
+        context.push(prompt.clone());
+        added.push(prompt);
+    }
+    run_loop(config, &mut context, &mut added, hooks, cancel).await;
+    added
+}
+
+/// Continues from the transcript as it is (after a retry or an overflow recovery); the last
+/// message must not be an assistant message.
+pub async fn run_continue(
+    config: &RunConfig,
+    transcript: Vec<AgentMessage>,
+    hooks: &dyn LoopHooks,
+    cancel: &CancellationToken,
+) -> Result<Vec<AgentMessage>, LoopError> {
+    match transcript.last() {
+        None => return Err(LoopError::Empty),
+        Some(AgentMessage::Assistant(_)) => return Err(LoopError::EndsWithAssistant),
+        Some(_) => {}
+    }
+    let mut context = transcript;
+    let mut added = Vec::new();
+    hooks.emit(AgentEvent::AgentStart).await;
+    hooks.emit(AgentEvent::TurnStart).await;
+    run_loop(config, &mut context, &mut added, hooks, cancel).await;
+    Ok(added)
+}
+
+async fn run_loop(
+    config: &RunConfig,
+    context: &mut Vec<AgentMessage>,
+    added: &mut Vec<AgentMessage>,
+    hooks: &dyn LoopHooks,
+    cancel: &CancellationToken,
+) {
+    let mut first_turn = true;
+    let mut pending = hooks.steering_messages();
+    loop {
+        let mut more_tool_calls = true;
+        while more_tool_calls || !pending.is_empty() {
+            if !first_turn {
+                hooks.emit(AgentEvent::TurnStart).await;
+            }
+            first_turn = false;
+            for message in std::mem::take(&mut pending) {
+                hooks
+                    .emit(AgentEvent::MessageStart {
+                        message: message.clone(),
+                    })
+                    .await;
+                hooks
+                    .emit(AgentEvent::MessageEnd {
+                        message: message.clone(),
+                    })
+                    .await;
+                context.push(message.clone());
+                added.push(message);
+            }
+            let assistant = stream_assistant(config, context, hooks, cancel).await;
+            let assistant_message = AgentMessage::Assistant(assistant.clone());
+            context.push(assistant_message.clone());
+            added.push(assistant_message.clone());
+            if matches!(
+                assistant.stop_reason,
+                StopReason::Error | StopReason::Aborted
+            ) {
+                hooks
+                    .emit(AgentEvent::TurnEnd {
+                        message: assistant_message,
+                        tool_results: Vec::new(),
+                    })
+                    .await;
+                hooks
+                    .emit(AgentEvent::AgentEnd {
+                        messages: added.clone(),
+                    })
+                    .await;
+                return;
+            }
+            let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
+            more_tool_calls = !calls.is_empty();
+            let mut results = Vec::new();
+            if !calls.is_empty() {
+                results = execute_tool_calls(config, &calls, hooks, cancel).await;
+                for result in &results {
+                    context.push(result.clone());
+                    added.push(result.clone());
+                }
+            }
+            hooks
+                .emit(AgentEvent::TurnEnd {
+                    message: assistant_message,
+                    tool_results: results,
+                })
+                .await;
+            pending = hooks.steering_messages();
+        }
+        let follow_ups = hooks.follow_up_messages();
+        if follow_ups.is_empty() {
+            break;
+        }
+        pending = follow_ups;
+    }
+    hooks
+        .emit(AgentEvent::AgentEnd {
+            messages: added.clone(),
+        })
+        .await;
+}
+
+/// Streams one assistant message, emitting start / updates / end.
+async fn stream_assistant(
+    config: &RunConfig,
+    context: &[AgentMessage],
+    hooks: &dyn LoopHooks,
+    cancel: &CancellationToken,
+) -> AssistantMessage {
+    let messages = hooks.transform_context(context.to_vec()).await;
+    let llm_messages = hooks.convert_to_llm(&messages);
+    let options = match hooks.stream_options(&config.model).await {
+        Ok(options) => options,
+        Err(error) => {
+            let mut message =
+                crate::ai::new_assistant_message(&config.model, config.clock.now_ms());
+            message.stop_reason = if cancel.is_cancelled() {
+                StopReason::Aborted
+            } else {
+                StopReason::Error
+            };
+            message.error_message = Some(error.to_string());
+            hooks
+                .emit(AgentEvent::MessageStart {
+                    message: AgentMessage::Assistant(message.clone()),
+                })
+                .await;
+            hooks
+                .emit(AgentEvent::MessageEnd {
+                    message: AgentMessage::Assistant(message.clone()),
+                })
+                .await;
+            return message;
+        }
+    };
+    let request = Request {
+        system_prompt: config.system_prompt.clone(),
+        messages: llm_messages,
+        tools: config
+            .tools
+            .iter()
+            .map(|tool| {
+                let definition = tool.definition();
+                ToolDefinition {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    parameters: definition.parameters.clone(),
+                }
+            })
+            .collect(),
+    };
+    let mut stream = config
+        .client
+        .stream(&config.model, request, options, cancel.clone());
+    let mut started = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::Start => {
+                started = true;
+                let partial = stream.partial().clone();
+                hooks
+                    .emit(AgentEvent::MessageStart {
+                        message: AgentMessage::Assistant(partial),
+                    })
+                    .await;
+            }
+            StreamEvent::Done { message, .. } | StreamEvent::Error { message, .. } => {
+                if !started {
+                    hooks
+                        .emit(AgentEvent::MessageStart {
+                            message: AgentMessage::Assistant(message.clone()),
+                        })
+                        .await;
+                }
+                hooks
+                    .emit(AgentEvent::MessageEnd {
+                        message: AgentMessage::Assistant(message.clone()),
+                    })
+                    .await;
+                return message;
+            }
+            other => {
+                if started {
+                    let partial = config
+                        .emit_partials
+                        .then(|| Box::new(stream.partial().clone()));
+                    hooks
+                        .emit(AgentEvent::MessageUpdate {
+                            event: other,
+                            partial,
+                        })
+                        .await;
+                }
+            }
+        }
+    }
+    // The stream always ends with Done or Error; this is the reference's fallback.
+    let message = stream.result().await;
+    if !started {
+        hooks
+            .emit(AgentEvent::MessageStart {
+                message: AgentMessage::Assistant(message.clone()),
+            })
+            .await;
+    }
+    hooks
+        .emit(AgentEvent::MessageEnd {
+            message: AgentMessage::Assistant(message.clone()),
+        })
+        .await;
+    message
+}
+
+/// A tool call with its outcome.
+struct Finalized {
+    output: ToolOutput,
+    is_error: bool,
+}
+
+enum Prepared {
+    Immediate(ToolOutput),
+    Ready { tool: Arc<dyn Tool>, args: Value },
+}
+
+async fn prepare(config: &RunConfig, call: &ToolCall, hooks: &dyn LoopHooks) -> Prepared {
+    let Some(tool) = config
+        .tools
+        .iter()
+        .find(|tool| tool.definition().name == call.name)
+        .cloned()
+    else {
+        return Prepared::Immediate(ToolOutput::error(tool_not_found_message(&call.name)));
+    };
+    let args = match prepare_call(tool.as_ref(), &call.arguments) {
+        Ok(args) => args,
+        Err(message) => return Prepared::Immediate(ToolOutput::error(message)),
+    };
+    match hooks.before_tool_call(call, &args).await {
+        ToolCallDecision::Continue => Prepared::Ready { tool, args },
+        ToolCallDecision::Rewrite(args) => Prepared::Ready { tool, args },
+        ToolCallDecision::Block { reason } => {
+            let reason = if reason.is_empty() {
+                "Tool execution was blocked".to_owned()
+            } else {
+                reason
+            };
+            Prepared::Immediate(ToolOutput::error(reason))
+        }
+    }
+}
+
+async fn execute_tool_calls(
+    config: &RunConfig,
+    calls: &[ToolCall],
+    hooks: &dyn LoopHooks,
+    cancel: &CancellationToken,
+) -> Vec<AgentMessage> {
+    let mut finalized: Vec<Option<Finalized>> = Vec::with_capacity(calls.len());
+    let (update_tx, mut update_rx) = mpsc::unbounded_channel::<(usize, ToolOutput)>();
+    let mut running = FuturesUnordered::new();
+    for (idx, call) in calls.iter().enumerate() {
+        finalized.push(None);
+        hooks
+            .emit(AgentEvent::ToolExecutionStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+            })
+            .await;
+        match prepare(config, call, hooks).await {
+            Prepared::Immediate(output) => {
+                hooks
+                    .emit(AgentEvent::ToolExecutionEnd {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        result: output.clone(),
+                        is_error: true,
+                    })
+                    .await;
+                finalized[idx] = Some(Finalized {
+                    output,
+                    is_error: true,
+                });
+            }
+            Prepared::Ready { tool, args } => {
+                let sender = update_tx.clone();
+                let ctx = ToolContext {
+                    cwd: config.cwd.clone(),
+                    cancel: cancel.clone(),
+                    on_update: Some(Arc::new(move |partial: ToolOutput| {
+                        // The receiver lives until every tool has finished.
+                        let _ = sender.send((idx, partial));
+                    })),
+                    model_accepts_images: Some(config.model.accepts_images()),
+                };
+                let input = ToolInput {
+                    id: ToolCallId::new(call.id.as_str()),
+                    arguments: args.clone(),
+                };
+                running.push(async move {
+                    let result = tool.execute(input, ctx).await;
+                    (idx, args, result)
+                });
+            }
+        }
+    }
+    drop(update_tx);
+    while !running.is_empty() {
+        tokio::select! {
+            biased;
+            Some((idx, partial)) = update_rx.recv() => {
+                let call = &calls[idx];
+                hooks
+                    .emit(AgentEvent::ToolExecutionUpdate {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        args: call.arguments.clone(),
+                        partial_result: partial,
+                    })
+                    .await;
+            }
+            Some((idx, args, result)) = running.next() => {
+                let call = &calls[idx];
+                // Updates sent before the result go out first.
+                while let Ok((update_idx, partial)) = update_rx.try_recv() {
+                    let update_call = &calls[update_idx];
+                    hooks
+                        .emit(AgentEvent::ToolExecutionUpdate {
+                            tool_call_id: update_call.id.clone(),
+                            tool_name: update_call.name.clone(),
+                            args: update_call.arguments.clone(),
+                            partial_result: partial,
+                        })
+                        .await;
+                }
+                let (mut output, mut is_error) = match result {
+                    Ok(output) => (output, false),
+                    Err(error) => (error.into_output(), true),
+                };
+                if let Some(patch) = hooks.after_tool_call(call, &args, &output, is_error).await {
+                    if let Some(content) = patch.content {
+                        output.content = content;
+                    }
+                    if let Some(details) = patch.details {
+                        output.details = Some(details);
+                    }
+                    if let Some(flag) = patch.is_error {
+                        is_error = flag;
+                    }
+                }
+                hooks
+                    .emit(AgentEvent::ToolExecutionEnd {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        result: output.clone(),
+                        is_error,
+                    })
+                    .await;
+                finalized[idx] = Some(Finalized { output, is_error });
+            }
+        }
+    }
+    let mut messages = Vec::with_capacity(calls.len());
+    for (call, outcome) in calls.iter().zip(finalized) {
+        let outcome = outcome.unwrap_or_else(|| Finalized {
+            output: ToolOutput::error("Tool call did not complete"),
+            is_error: true,
+        });
+        let message = AgentMessage::ToolResult(ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: outcome.output.content,
+            details: outcome.output.details,
+            is_error: outcome.is_error,
+            timestamp: config.clock.now_ms(),
+            extra: Map::new(),
+        });
+        hooks
+            .emit(AgentEvent::MessageStart {
+                message: message.clone(),
+            })
+            .await;
+        hooks
+            .emit(AgentEvent::MessageEnd {
+                message: message.clone(),
+            })
+            .await;
+        messages.push(message);
+    }
+    messages
+}

@@ -1,0 +1,632 @@
+//! Starting the agent: from the parsed command line, the environment and the settings files
+//! to an [`AgentSession`] in the chosen mode (spec models-providers-settings §6.6–§6.7 for the
+//! model and thinking level, extensions-and-modes §7 and §9 for modes and session flags).
+//!
+//! Invariant: this is where files and the environment are read for an agent run; everything
+//! below gets values.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+
+use crate::ai::auth::{self, Credentials};
+use crate::ai::models::ThinkingLevel;
+use crate::ai::resolve::{self, resolve_cli_model, resolve_model_scope};
+use crate::ai::{AiClient, CacheRetention, ModelRegistry, ThinkingBudgets, TransportConfig};
+use crate::cli::agent_args::{self, AgentArgs, Diagnostic, ListModels, Mode};
+use crate::cli::config::Env;
+use crate::cli::settings::{Scope, Settings};
+use crate::cli::{UsageError, keys};
+use crate::model::message::ImageContent;
+use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
+use crate::session::settings::{
+    CompactionToggles, QueueMode, RetrySettings, SessionSettings, SettingsSink,
+};
+use crate::session::tools::read::ReadConfig;
+use crate::session::tools::shell::ShellConfig;
+use crate::session::tools::workspace::{self, Workspace};
+use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
+use crate::session::{ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
+use crate::store::{SessionStore, StoreConfig, StoreLocation};
+
+/// Writes the settings the session persists into the global `settings.json`.
+#[derive(Debug)]
+struct FileSettingsSink {
+    settings: Mutex<Settings>,
+}
+
+impl FileSettingsSink {
+    fn with<T>(&self, write: impl FnOnce(&mut Settings) -> T) -> T {
+        let mut settings = match self.settings.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        write(&mut settings)
+    }
+}
+
+impl SettingsSink for FileSettingsSink {
+    fn set_default_model(&self, provider: &str, model_id: &str) {
+        // A settings file that cannot be written keeps the session going; the reference
+        // reports it the same way (not at all in print mode).
+        let _ = self.with(|settings| settings.set_default_model(provider, model_id));
+    }
+    fn set_default_thinking_level(&self, level: ThinkingLevel) {
+        let _ = self.with(|settings| settings.set_default_thinking_level(level.as_str()));
+    }
+    fn set_auto_compaction(&self, enabled: bool) {
+        let _ = self.with(|settings| settings.set_compaction_enabled(enabled));
+    }
+    fn set_auto_retry(&self, enabled: bool) {
+        let _ = self.with(|settings| settings.set_retry_enabled(enabled));
+    }
+    fn set_steering_mode(&self, mode: QueueMode) {
+        let _ = self.with(|settings| settings.set_steering_mode(mode.as_str()));
+    }
+    fn set_follow_up_mode(&self, mode: QueueMode) {
+        let _ = self.with(|settings| settings.set_follow_up_mode(mode.as_str()));
+    }
+}
+
+/// The session settings from `settings.json` and the environment.
+pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
+    let retry = settings.retry();
+    let provider = settings.provider_retry();
+    let budgets = settings.thinking_budgets();
+    let compaction = settings.compaction();
+    let positive = |value: i64| u64::try_from(value).unwrap_or(0);
+    let timeout = provider
+        .timeout_ms
+        .map_or(std::time::Duration::from_millis(600_000), |ms| {
+            std::time::Duration::from_millis(positive(ms))
+        });
+    let telemetry = match env.var("PI_TELEMETRY") {
+        Some("0" | "false") => false,
+        Some(_) => true,
+        None => settings.enable_install_telemetry(),
+    };
+    SessionSettings {
+        retry: RetrySettings {
+            enabled: retry.enabled,
+            max_retries: u32::try_from(retry.max_retries).unwrap_or(0),
+            base_delay_ms: positive(retry.base_delay_ms),
+        },
+        transport: TransportConfig {
+            max_retries: provider
+                .max_retries
+                .map_or(2, |value| u32::try_from(value).unwrap_or(0)),
+            request_timeout: timeout,
+            idle_timeout: timeout,
+            max_retry_delay: (provider.max_retry_delay_ms > 0)
+                .then(|| std::time::Duration::from_millis(positive(provider.max_retry_delay_ms))),
+            ..TransportConfig::default()
+        },
+        thinking_budgets: ThinkingBudgets {
+            minimal: positive(budgets.minimal),
+            low: positive(budgets.low),
+            medium: positive(budgets.medium),
+            high: positive(budgets.high),
+        },
+        cache_retention: match env.var("PI_CACHE_RETENTION") {
+            Some("long") => CacheRetention::Long,
+            _ => CacheRetention::Short,
+        },
+        block_images: settings.block_images(),
+        default_thinking: settings
+            .default_thinking_level()
+            .and_then(ThinkingLevel::parse),
+        steering_mode: QueueMode::parse(settings.steering_mode()).unwrap_or_default(),
+        follow_up_mode: QueueMode::parse(settings.follow_up_mode()).unwrap_or_default(),
+        compaction: CompactionToggles {
+            enabled: compaction.enabled,
+            reserve_tokens: positive(compaction.reserve_tokens),
+            keep_recent_tokens: positive(compaction.keep_recent_tokens),
+        },
+        telemetry,
+    }
+}
+
+/// Everything an agent run needs, built from the command line and the environment.
+pub struct Prepared {
+    /// The session configuration.
+    pub config: SessionConfig,
+    /// Which session to open.
+    pub target: SessionTarget,
+    /// The mode chosen (text means print when `print` is set).
+    pub mode: Mode,
+    /// Whether print mode was chosen (`-p`, or piped stdin).
+    pub print: bool,
+    /// The prompts to send, in order (the first with stdin and `@file` text joined).
+    pub prompts: Vec<(String, Vec<ImageContent>)>,
+    /// Warnings to show before starting.
+    pub warnings: Vec<String>,
+    /// The settings files.
+    pub settings: Arc<Mutex<Settings>>,
+}
+
+fn local_date(env: &Env) -> chrono::NaiveDate {
+    if env.var("PI_TEST_CLOCK").is_some() {
+        let ms = env.clock().now_ms();
+        return chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map_or_else(
+            || chrono::Local::now().date_naive(),
+            |time| time.date_naive(),
+        );
+    }
+    chrono::Local::now().date_naive()
+}
+
+/// Reads `@file` arguments as the reference does: text files inlined in `<file>` tags, images
+/// attached (resized to the inline limits when `auto_resize`).
+pub fn process_file_args(
+    files: &[String],
+    env: &Env,
+    auto_resize: bool,
+) -> Result<(String, Vec<ImageContent>)> {
+    use base64::Engine;
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for arg in files {
+        let path = workspace::resolve_read_path(arg, env.cwd(), env.home());
+        let absolute = workspace::normalize(&path);
+        let shown = absolute.display();
+        let bytes =
+            std::fs::read(&absolute).map_err(|_| anyhow::anyhow!("File not found: {shown}"))?;
+        if bytes.is_empty() {
+            continue;
+        }
+        let head = &bytes[..bytes.len().min(64)];
+        match crate::session::tools::image::sniff_image_mime(head) {
+            Some(mime) => {
+                let (data, mime_type, note) = if auto_resize {
+                    match crate::session::tools::image::resize_for_inline(&bytes, mime) {
+                        Some(resized) => (
+                            resized.data.clone(),
+                            resized.mime_type.clone(),
+                            resized.dimension_note(),
+                        ),
+                        None => {
+                            text.push_str(&format!(
+                                "<file name=\"{shown}\">[Image omitted: could not be resized below the inline image size limit.]</file>\n"
+                            ));
+                            continue;
+                        }
+                    }
+                } else {
+                    (
+                        base64::engine::general_purpose::STANDARD.encode(&bytes),
+                        mime.to_owned(),
+                        None,
+                    )
+                };
+                images.push(ImageContent {
+                    data,
+                    mime_type,
+                    extra: serde_json::Map::new(),
+                });
+                text.push_str(&format!(
+                    "<file name=\"{shown}\">{}</file>\n",
+                    note.unwrap_or_default()
+                ));
+            }
+            None => {
+                let content = String::from_utf8_lossy(&bytes);
+                text.push_str(&format!("<file name=\"{shown}\">\n{content}\n</file>\n"));
+            }
+        }
+    }
+    Ok((text, images))
+}
+
+fn parse_level(text: Option<&str>) -> Option<ThinkingLevel> {
+    text.and_then(ThinkingLevel::parse)
+}
+
+/// Opens the store for an agent run (an in-memory one with `--no-session`).
+pub fn open_store(env: &Env, db: Option<&Path>, no_session: bool) -> Result<SessionStore> {
+    let mut config: StoreConfig = env.store_config(db);
+    if no_session {
+        config.location = StoreLocation::Memory;
+    }
+    Ok(SessionStore::open(config)?)
+}
+
+/// Resolves the model candidates (§6.6) and applies `--api-key`.
+fn model_candidates(
+    args: &AgentArgs,
+    settings: &Settings,
+    registry: &ModelRegistry,
+    credentials: &mut Credentials,
+    warnings: &mut Vec<String>,
+) -> Result<ModelCandidates> {
+    let explicit =
+        match resolve_cli_model(args.provider.as_deref(), args.model.as_deref(), registry) {
+            Ok(found) => found.map(|cli| {
+                if let Some(warning) = cli.warning {
+                    warnings.push(warning);
+                }
+                ModelChoice {
+                    model: cli.model,
+                    thinking: cli.thinking,
+                }
+            }),
+            Err(message) => bail!(message),
+        };
+    if let (Some(key), Some(choice)) = (&args.api_key, &explicit) {
+        credentials.set_runtime_key(&choice.model.provider, key);
+    }
+    let available: Vec<&crate::ai::Model> = auth::available_models(registry, credentials);
+    let patterns = args.models.clone().or_else(|| settings.enabled_models());
+    let mut scope = Vec::new();
+    if let Some(patterns) = patterns.filter(|patterns| !patterns.is_empty()) {
+        let (scoped, scope_warnings) = resolve_model_scope(&patterns, &available);
+        warnings.extend(scope_warnings);
+        scope = scoped
+            .into_iter()
+            .map(|entry| ModelChoice {
+                model: entry.model.clone(),
+                thinking: entry.thinking,
+            })
+            .collect();
+    }
+    let default = match (settings.default_provider(), settings.default_model()) {
+        (Some(provider), Some(id)) => registry.find(provider, id).cloned(),
+        _ => None,
+    };
+    let scoped = scope.first().map(|first| {
+        default
+            .as_ref()
+            .and_then(|default| {
+                scope.iter().find(|choice| {
+                    choice.model.provider == default.provider && choice.model.id == default.id
+                })
+            })
+            .unwrap_or(first)
+            .clone()
+    });
+    let fallback = default.or_else(|| resolve::pick_default_model(&available).cloned());
+    if let (Some(key), None, Some(model)) = (&args.api_key, &explicit, &fallback) {
+        credentials.set_runtime_key(&model.provider, key);
+    }
+    Ok(ModelCandidates {
+        explicit,
+        scoped,
+        fallback,
+        explicit_thinking: parse_level(args.thinking.as_deref()),
+        scope,
+    })
+}
+
+/// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target.
+fn session_target(args: &AgentArgs, store: &SessionStore, env: &Env) -> Result<SessionTarget> {
+    let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
+    if let Some(source) = &args.fork {
+        if args.session.is_some() || args.continue_session || args.resume || args.no_session {
+            return Err(UsageError(
+                "--fork cannot be combined with --session, --continue, --resume or --no-session"
+                    .to_owned(),
+            )
+            .into());
+        }
+        if is_file(source) {
+            bail!(
+                "{source}: forking a JSONL file needs `pi import` first (then --fork the session id)"
+            );
+        }
+        let id = store.resolve(source)?;
+        let cwd = env.cwd().to_string_lossy().into_owned();
+        let copy = store.copy_session(&id, &cwd)?;
+        return Ok(SessionTarget::Open(copy.id));
+    }
+    if let Some(session) = &args.session {
+        if is_file(session) {
+            bail!(
+                "{session}: opening a JSONL file needs `pi import` first (then --session the session id)"
+            );
+        }
+        return Ok(SessionTarget::Open(store.resolve(session)?));
+    }
+    if args.continue_session {
+        return Ok(SessionTarget::ContinueRecent);
+    }
+    Ok(SessionTarget::New {
+        parent_session: None,
+    })
+}
+
+/// Builds everything for an agent run.
+pub fn prepare(
+    args: &AgentArgs,
+    env: &Env,
+    db: Option<&Path>,
+    stdin_text: Option<String>,
+) -> Result<Prepared> {
+    let mut warnings = Vec::new();
+    let agent_dir = env.agent_dir();
+    let settings = Settings::load(&agent_dir, env.cwd(), env.home());
+    for error in settings.errors() {
+        warnings.push(format!("{}: {}", error.path.display(), error.message));
+    }
+    let clock = env.clock();
+    let ids = env.id_source();
+    let registry = keys::load_model_registry(env);
+    if let Some(error) = registry.error() {
+        warnings.push(error.to_owned());
+    }
+    let mut credentials = keys::load_credentials(env, clock.clone());
+    let models = model_candidates(args, &settings, &registry, &mut credentials, &mut warnings)?;
+    let store = open_store(env, db, args.no_session)?;
+    let target = session_target(args, &store, env)?;
+
+    let shell = ShellConfig {
+        shell_path: settings.shell_path().map(str::to_owned),
+        command_prefix: settings.shell_command_prefix().map(str::to_owned),
+        env: env
+            .vars()
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+        bin_dir: Some(agent_dir.join("bin")),
+        temp_dir: env
+            .var("TMPDIR")
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
+        ids: ids.clone(),
+    };
+    let tools_config = ToolsConfig {
+        workspace: Workspace::new(env.home().map(Path::to_path_buf)),
+        read: ReadConfig {
+            auto_resize_images: settings.image_auto_resize(),
+        },
+        shell: shell.clone(),
+    };
+    let tools_flag = args.tools.as_ref().map(|names| names.join(","));
+    let tools = ToolSet::new(
+        builtin_tools(&tools_config),
+        Vec::new(),
+        &ToolSelection::from_flags(tools_flag.as_deref(), args.no_tools, args.no_builtin_tools),
+    );
+    let mut resource_config = ResourceConfig::new(env.cwd(), &agent_dir, env.home());
+    resource_config.system_prompt = args.system_prompt.clone();
+    resource_config.append_system_prompt = args.append_system_prompt.clone();
+    resource_config.no_context_files = args.no_context_files;
+    resource_config.skill_paths = args.skills.clone();
+    resource_config.no_skills = args.no_skills;
+    resource_config.prompt_template_paths = args.prompt_templates.clone();
+    resource_config.no_prompt_templates = args.no_prompt_templates;
+    resource_config.user_settings =
+        ScopeSettings::from_settings_json(&settings.scope_object(Scope::Global));
+    resource_config.project_settings =
+        ScopeSettings::from_settings_json(&settings.scope_object(Scope::Project));
+    let resources = Resources::load(resource_config);
+    for diagnostic in resources.diagnostics() {
+        warnings.push(diagnostic.to_string());
+    }
+    let docs_dir = env
+        .var("PI_PACKAGE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| agent_dir.join("docs"));
+
+    let mode = args.mode.unwrap_or(Mode::Text);
+    let print = mode == Mode::Text && (args.print || stdin_text.is_some());
+    let (file_text, images) = if args.file_args.is_empty() {
+        (String::new(), Vec::new())
+    } else {
+        if mode == Mode::Rpc {
+            return Err(
+                UsageError("@file arguments cannot be used with --mode rpc".to_owned()).into(),
+            );
+        }
+        process_file_args(&args.file_args, env, settings.image_auto_resize())?
+    };
+    let mut messages = args.messages.clone();
+    let mut first = String::new();
+    if let Some(stdin_text) = stdin_text {
+        first.push_str(&stdin_text);
+    }
+    first.push_str(&file_text);
+    let has_first = !first.is_empty() || !messages.is_empty();
+    if !messages.is_empty() {
+        first.push_str(&messages.remove(0));
+    }
+    let mut prompts = Vec::new();
+    if has_first {
+        prompts.push((first, images));
+    }
+    prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
+
+    let session_settings = session_settings(&settings, env);
+    let settings = Arc::new(Mutex::new(settings));
+    let sink_settings = settings
+        .lock()
+        .map(|settings| settings.clone())
+        .map_err(|_| anyhow::anyhow!("settings lock poisoned"))?;
+    let config = SessionConfig {
+        store,
+        client: AiClient::new(clock.clone(), ids.clone())?,
+        registry: Arc::new(registry),
+        credentials: Arc::new(credentials),
+        resources: Arc::new(Mutex::new(resources)),
+        tools,
+        shell,
+        cwd: env.cwd().to_path_buf(),
+        settings: session_settings,
+        settings_sink: Arc::new(FileSettingsSink {
+            settings: Mutex::new(sink_settings),
+        }),
+        clock,
+        ids,
+        models,
+        local_date: local_date(env),
+        harness_docs: HarnessDocs::in_dir(&docs_dir),
+        emit_partials: mode != Mode::Text,
+    };
+    Ok(Prepared {
+        config,
+        target,
+        mode,
+        print,
+        prompts,
+        warnings,
+        settings,
+    })
+}
+
+fn help_text() -> String {
+    format!(
+        "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
+Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export --jsonl [SESSION]\n  pi db check|backup FILE|reindex\n\n\
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id>               Open a session (id or unique prefix)\n  --fork <id>                  Copy a session into a new one\n  --no-session                 Keep nothing (in-memory session)\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn format_tokens(count: u64) -> String {
+    if count >= 1_000_000 {
+        let millions = count as f64 / 1_000_000.0;
+        if (millions - millions.round()).abs() < f64::EPSILON {
+            format!("{}M", millions.round())
+        } else {
+            format!("{millions:.1}M")
+        }
+    } else if count >= 1000 {
+        format!("{}K", count / 1000)
+    } else {
+        count.to_string()
+    }
+}
+
+fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
+    let registry = keys::load_model_registry(env);
+    let credentials = keys::load_credentials(env, env.clock());
+    let mut models: Vec<&crate::ai::Model> = auth::available_models(&registry, &credentials);
+    if let Some(search) = search {
+        let tokens: Vec<String> = search.split_whitespace().map(str::to_lowercase).collect();
+        models.retain(|model| {
+            let haystack = format!("{} {}", model.provider, model.id).to_lowercase();
+            tokens.iter().all(|token| is_subsequence(token, &haystack))
+        });
+    }
+    models.sort_by(|a, b| a.provider.cmp(&b.provider).then(a.id.cmp(&b.id)));
+    let mut out = std::io::stdout().lock();
+    if models.is_empty() {
+        writeln!(
+            out,
+            "No models available. Set an API key (e.g. ANTHROPIC_API_KEY), or add a provider to {}",
+            env.agent_dir().join("models.json").display()
+        )?;
+        return Ok(());
+    }
+    let rows: Vec<[String; 6]> = models
+        .iter()
+        .map(|model| {
+            [
+                model.provider.clone(),
+                model.id.clone(),
+                format_tokens(model.context_window),
+                format_tokens(model.max_tokens),
+                if model.reasoning { "yes" } else { "no" }.to_owned(),
+                if model.accepts_images() { "yes" } else { "no" }.to_owned(),
+            ]
+        })
+        .collect();
+    let header = [
+        "provider", "model", "context", "max-out", "thinking", "images",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (idx, cell) in row.iter().enumerate() {
+            widths[idx] = widths[idx].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(idx, cell)| format!("{cell:<width$}", width = widths[idx]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in &rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}
+
+fn is_subsequence(needle: &str, haystack: &str) -> bool {
+    let mut chars = haystack.chars();
+    needle.chars().all(|wanted| chars.any(|ch| ch == wanted))
+}
+
+/// Runs the agent command line (everything that is not a subcommand).
+pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitCode> {
+    let args = agent_args::parse(&raw_args);
+    let mut stderr = std::io::stderr();
+    for diagnostic in &args.diagnostics {
+        match diagnostic {
+            Diagnostic::Warning(message) => writeln!(stderr, "Warning: {message}")?,
+            Diagnostic::Error(message) => return Err(UsageError(message.clone()).into()),
+        }
+    }
+    if args.help {
+        print!("{}", help_text());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.version {
+        println!("pi {}", env!("CARGO_PKG_VERSION"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(name) = args.unknown_flags.keys().next() {
+        return Err(UsageError(format!("Unknown option: --{name}")).into());
+    }
+    if args.export.is_some() {
+        return Err(UsageError(
+            "--export writes HTML in the reference; pi exports JSONL with `pi export --jsonl SESSION`".to_owned(),
+        )
+        .into());
+    }
+    if let Some(list) = &args.list_models {
+        let search = match list {
+            ListModels::All => None,
+            ListModels::Search(search) => Some(search.as_str()),
+        };
+        list_models(&env, search)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mode = args.mode.unwrap_or(Mode::Text);
+    let stdin_text = if mode != Mode::Rpc && !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
+        let text = text.trim().to_owned();
+        (!text.is_empty()).then_some(text)
+    } else {
+        None
+    };
+    let piped = mode != Mode::Rpc && !std::io::stdin().is_terminal();
+    let prepared = prepare(&args, &env, db.as_deref(), stdin_text)?;
+    for warning in &prepared.warnings {
+        writeln!(stderr, "Warning: {warning}")?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        match prepared.mode {
+            Mode::Json => crate::modes::print::run(prepared, true).await,
+            Mode::Rpc => crate::modes::rpc::run(prepared).await,
+            Mode::Text if prepared.print || piped => {
+                crate::modes::print::run(prepared, false).await
+            }
+            Mode::Text => crate::modes::repl::run(prepared, args.resume).await,
+        }
+    })
+}

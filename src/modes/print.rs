@@ -1,0 +1,159 @@
+//! Print mode (`pi -p`, or piped stdin) and JSON mode (`--mode json`): send the prompts one
+//! after the other, wait for each run to finish (retries and overflow recovery included),
+//! then print the final answer — or, in JSON mode, the session header line followed by every
+//! event as one JSON line (spec extensions-and-modes §7).
+//!
+//! Exit codes (CONTRACT.md): 0 on success; 1 when the last answer is an error or the run
+//! failed; 130 after Ctrl+C; a closed stdout ends quietly with 0.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::startup::Prepared;
+use crate::model::message::{AgentMessage, ContentBlock, StopReason};
+use crate::session::{AgentSession, PromptOptions, SessionEvent};
+use crate::support::json::to_js_string;
+
+fn is_broken_pipe(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::BrokenPipe
+}
+
+/// Runs print (`json == false`) or JSON mode.
+pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
+    let Prepared {
+        config,
+        target,
+        prompts,
+        ..
+    } = prepared;
+    let (session, report) = AgentSession::open(config, target).await?;
+    for notice in &report.notices {
+        eprintln!("Warning: {notice}");
+    }
+    let mut events = session.subscribe();
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    if json {
+        let header = session.header_line().await?;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(error) = writeln!(stdout, "{header}").and_then(|()| stdout.flush()) {
+            if is_broken_pipe(&error) {
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(error.into());
+        }
+    }
+    let writer = tokio::spawn(async move {
+        let mut broken = false;
+        let write = |event: SessionEvent, broken: &mut bool| match event.to_json() {
+            Some(value) if json && !*broken => {
+                let mut stdout = std::io::stdout().lock();
+                let line = to_js_string(&value);
+                if writeln!(stdout, "{line}")
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    *broken = true;
+                }
+            }
+            Some(_) => {}
+            None => {
+                if let SessionEvent::Notice { message, .. } = &event {
+                    eprintln!("{message}");
+                }
+            }
+        };
+        loop {
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Some(event) => write(event, &mut broken),
+                    None => break,
+                },
+                _ = &mut done_rx => {
+                    while let Ok(event) = events.try_recv() {
+                        write(event, &mut broken);
+                    }
+                    break;
+                }
+            }
+        }
+        broken
+    });
+
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let session = session.clone();
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                session.abort();
+            }
+        });
+    }
+
+    let mut failure = None;
+    for (text, images) in prompts {
+        let options = PromptOptions {
+            images,
+            ..PromptOptions::default()
+        };
+        if let Err(error) = session.prompt(&text, options).await {
+            failure = Some(error.to_string());
+            break;
+        }
+        if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+    }
+    let transcript = session.messages();
+    let _ = done_tx.send(());
+    if writer.await.unwrap_or(false) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(ExitCode::from(130));
+    }
+    if let Some(message) = failure {
+        eprintln!("{message}");
+        return Ok(ExitCode::from(1));
+    }
+    let Some(AgentMessage::Assistant(last)) = transcript.last() else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if matches!(last.stop_reason, StopReason::Error | StopReason::Aborted) {
+        let reason = if last.stop_reason == StopReason::Error {
+            "error"
+        } else {
+            "aborted"
+        };
+        let message = last
+            .error_message
+            .clone()
+            .unwrap_or_else(|| format!("request {reason}"));
+        eprintln!("{message}");
+        return Ok(ExitCode::from(1));
+    }
+    if json {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut stdout = std::io::stdout().lock();
+    for block in &last.content {
+        if let ContentBlock::Text(text) = block
+            && let Err(error) = writeln!(stdout, "{}", text.text)
+        {
+            if is_broken_pipe(&error) {
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(error.into());
+        }
+    }
+    if let Err(error) = stdout.flush()
+        && !is_broken_pipe(&error)
+    {
+        return Err(error.into());
+    }
+    Ok(ExitCode::SUCCESS)
+}

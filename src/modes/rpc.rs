@@ -1,0 +1,12 @@
+//! RPC mode over stdin/stdout.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::cli::startup::Prepared;
+
+/// Runs RPC mode.
+pub async fn run(_prepared: Prepared) -> Result<ExitCode> {
+    bail!("RPC mode is not built yet")
+}

@@ -1,0 +1,147 @@
+//! The settings a session runs with, as values (`cli` reads `settings.json` and fills them),
+//! and the sink through which the session writes back what the reference persists (default
+//! model and thinking level, toggles).
+
+use crate::ai::{CacheRetention, ThinkingBudgets, ThinkingLevel, TransportConfig};
+
+/// Session-level retry of a failed turn (`retry.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// `retry.enabled` (default true).
+    pub enabled: bool,
+    /// `retry.maxRetries` (default 3).
+    pub max_retries: u32,
+    /// `retry.baseDelayMs` (default 2000): attempt n waits `base · 2^(n−1)`.
+    pub base_delay_ms: u64,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_retries: 3,
+            base_delay_ms: 2000,
+        }
+    }
+}
+
+/// How queued messages are delivered (`steeringMode`, `followUpMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueMode {
+    /// One message per turn (the default).
+    #[default]
+    OneAtATime,
+    /// Every queued message at once.
+    All,
+}
+
+impl QueueMode {
+    /// Parses `one-at-a-time` / `all`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "one-at-a-time" => Some(Self::OneAtATime),
+            "all" => Some(Self::All),
+            _ => None,
+        }
+    }
+
+    /// Returns the setting's string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OneAtATime => "one-at-a-time",
+            Self::All => "all",
+        }
+    }
+}
+
+/// Automatic compaction (`compaction.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionToggles {
+    /// `compaction.enabled` (default true).
+    pub enabled: bool,
+    /// `compaction.reserveTokens` (default 16384).
+    pub reserve_tokens: u64,
+    /// `compaction.keepRecentTokens` (default 20000).
+    pub keep_recent_tokens: u64,
+}
+
+impl Default for CompactionToggles {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            reserve_tokens: 16384,
+            keep_recent_tokens: 20000,
+        }
+    }
+}
+
+/// Everything from `settings.json` a session needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSettings {
+    /// Turn-level retry.
+    pub retry: RetrySettings,
+    /// HTTP-level behaviour (`retry.provider.*`).
+    pub transport: TransportConfig,
+    /// `thinkingBudgets`.
+    pub thinking_budgets: ThinkingBudgets,
+    /// Prompt-cache retention.
+    pub cache_retention: CacheRetention,
+    /// `images.blockImages`.
+    pub block_images: bool,
+    /// `defaultThinkingLevel`.
+    pub default_thinking: Option<ThinkingLevel>,
+    /// `steeringMode`.
+    pub steering_mode: QueueMode,
+    /// `followUpMode`.
+    pub follow_up_mode: QueueMode,
+    /// `compaction.*`.
+    pub compaction: CompactionToggles,
+    /// Whether attribution headers are sent (`enableInstallTelemetry`, `PI_TELEMETRY`).
+    pub telemetry: bool,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            retry: RetrySettings::default(),
+            transport: TransportConfig::default(),
+            thinking_budgets: ThinkingBudgets::default(),
+            cache_retention: CacheRetention::Short,
+            block_images: false,
+            default_thinking: None,
+            steering_mode: QueueMode::OneAtATime,
+            follow_up_mode: QueueMode::OneAtATime,
+            compaction: CompactionToggles::default(),
+            telemetry: true,
+        }
+    }
+}
+
+/// Where the session writes settings the reference persists (the global `settings.json`).
+pub trait SettingsSink: Send + Sync + std::fmt::Debug {
+    /// `defaultProvider` + `defaultModel`.
+    fn set_default_model(&self, provider: &str, model_id: &str);
+    /// `defaultThinkingLevel`.
+    fn set_default_thinking_level(&self, level: ThinkingLevel);
+    /// `compaction.enabled`.
+    fn set_auto_compaction(&self, enabled: bool);
+    /// `retry.enabled`.
+    fn set_auto_retry(&self, enabled: bool);
+    /// `steeringMode`.
+    fn set_steering_mode(&self, mode: QueueMode);
+    /// `followUpMode`.
+    fn set_follow_up_mode(&self, mode: QueueMode);
+}
+
+/// A sink that writes nothing (tests, `--no-session` style runs that must not touch files).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSettingsSink;
+
+impl SettingsSink for NoSettingsSink {
+    fn set_default_model(&self, _provider: &str, _model_id: &str) {}
+    fn set_default_thinking_level(&self, _level: ThinkingLevel) {}
+    fn set_auto_compaction(&self, _enabled: bool) {}
+    fn set_auto_retry(&self, _enabled: bool) {}
+    fn set_steering_mode(&self, _mode: QueueMode) {}
+    fn set_follow_up_mode(&self, _mode: QueueMode) {}
+}
