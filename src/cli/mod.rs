@@ -6,8 +6,11 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod config;
+pub mod export;
+pub mod import;
 pub mod output;
 pub mod sessions;
+pub mod settings;
 pub mod tree_view;
 
 use std::ffi::OsString;
@@ -43,10 +46,14 @@ pub struct Cli {
 pub enum Command {
     /// List, inspect and search stored sessions
     Sessions(sessions::SessionsArgs),
+    /// Import reference JSONL session files (or directories of them) into the database
+    Import(import::ImportArgs),
+    /// Export stored sessions as reference JSONL files
+    Export(export::ExportArgs),
 }
 
 /// The words that select a non-agent command when they are the first non-option argument.
-pub const COMMAND_WORDS: &[&str] = &["sessions"];
+pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export"];
 
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
@@ -119,6 +126,8 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             let ctx = CliContext { env, db: cli.db };
             match cli.command {
                 Command::Sessions(sessions_args) => sessions::run_sessions(sessions_args, &ctx)?,
+                Command::Import(import_args) => import::run_import(import_args, &ctx)?,
+                Command::Export(export_args) => export::run_export(export_args, &ctx)?,
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -224,7 +233,9 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let Command::Sessions(args) = cli.command;
+        let Command::Sessions(args) = cli.command else {
+            panic!("expected the sessions command");
+        };
         assert!(
             matches!(args.command, sessions::SessionsCommand::Show(ref show) if show.context && show.json)
         );

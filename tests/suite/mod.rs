@@ -2,6 +2,8 @@
 
 mod architecture;
 mod cli_sessions;
+mod interchange;
+mod interop;
 mod migrations;
 mod store;
 mod store_props;
