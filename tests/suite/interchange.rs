@@ -751,11 +751,14 @@ fn sessions_created_here_export_in_the_reference_key_order_and_import_back_uncha
     assert_eq!(export(&other, &session), exported);
     let again = import_bytes(&store, &exported, ImportMode::Merge).unwrap();
     assert_eq!(again.report.status, ImportStatus::Unchanged);
-    for kind in [EntryKind::SessionInfo {
-        name: Some("x".into()),
-    }] {
-        store.append(&session, kind).unwrap();
-    }
+    store
+        .append(
+            &session,
+            EntryKind::SessionInfo {
+                name: Some("x".into()),
+            },
+        )
+        .unwrap();
     let grown = import_bytes(&other, &export(&store, &session), ImportMode::Merge).unwrap();
     assert_eq!(grown.report.status, ImportStatus::Updated);
     assert_eq!(grown.report.added, 1);
