@@ -1,8 +1,10 @@
 //! The test suites, one file per area.
 
 mod architecture;
+mod cli_interchange;
 mod cli_sessions;
 mod interchange;
+mod interchange_props;
 mod interop;
 mod migrations;
 mod store;
