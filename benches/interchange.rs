@@ -14,6 +14,12 @@
 //! without one. Once the store maintains an index in its append transaction, the import
 //! below measures "with index"; `PI_BENCH_LABEL` names the variant in the output so figures
 //! of two builds can be put side by side.
+//!
+//! Wall-clock figures on a shared machine are noisy, so CPU seconds (user + system, every
+//! thread) are printed beside them for both sides. Other knobs: `PI_BENCH_NO_REFERENCE=1`
+//! skips the reference, `PI_BENCH_ONLY_IMPORT=1` runs the import alone (for profiling), and
+//! `PI_BENCH_PAGE_SIZE=N` creates the databases with another SQLite page size (an
+//! experiment: the store itself uses SQLite's default).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -22,9 +28,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pi::jsonl::SessionReader;
-use pi::store::{ImportMode, ImportOptions, SessionStore, StoreConfig, StoreLocation};
+use pi::store::{ImportMode, SessionStore, StoreConfig, StoreLocation};
 use pi::support::clock::SystemClock;
 use pi::support::ids::IdSource;
+
+/// Returns this process's CPU time (user + system) in seconds, from `/proc/self/stat`
+/// (`None` where that does not exist). Under a loaded machine CPU time varies less than
+/// wall-clock time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after ") ".
+    let rest = stat.rsplit_once(") ")?.1;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
 
 /// A writer that only counts bytes.
 struct Counter(u64);
@@ -41,6 +60,16 @@ impl Write for Counter {
 }
 
 fn open_store(path: &Path) -> SessionStore {
+    // Experiment hook: a database created with another page size (`PI_BENCH_PAGE_SIZE`).
+    if let Some(size) = std::env::var("PI_BENCH_PAGE_SIZE")
+        .ok()
+        .and_then(|size| size.parse::<u32>().ok())
+        && !path.exists()
+    {
+        let conn = rusqlite::Connection::open(path).expect("create the database");
+        conn.execute_batch(&format!("PRAGMA page_size = {size}; VACUUM;"))
+            .expect("set the page size");
+    }
     SessionStore::open(StoreConfig {
         location: StoreLocation::File(path.to_path_buf()),
         clock: Arc::new(SystemClock),
@@ -50,22 +79,16 @@ fn open_store(path: &Path) -> SessionStore {
     .expect("open the benchmark database")
 }
 
-/// Reads and imports one file; returns (entries added, seconds).
-fn import(store: &SessionStore, file: &Path) -> (u64, f64) {
+/// Imports one file as `pi import` does (read, parse on a second thread, store in one
+/// transaction); returns (entries added, wall seconds, CPU seconds of the process).
+fn import(store: &SessionStore, file: &Path) -> (u64, f64, f64) {
+    let cpu = cpu_seconds().unwrap_or(0.0);
     let start = Instant::now();
-    let bytes = std::fs::read(file).expect("read the session file");
-    let reader = SessionReader::new(&bytes).expect("a valid session file");
-    let header = reader.header().clone();
-    let header_bytes = reader.header_bytes().to_vec();
-    let source = file.to_string_lossy().into_owned();
-    let options = ImportOptions {
-        source: &source,
-        mode: ImportMode::Merge,
-    };
-    let report = store
-        .import_lines(&header, &header_bytes, reader, &options)
-        .expect("import");
-    (report.added, start.elapsed().as_secs_f64())
+    let report =
+        pi::cli::import::import_file(store, file, ImportMode::Merge, &mut |_| {}).expect("import");
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let wall = start.elapsed().as_secs_f64();
+    (report.added, wall, cpu_seconds().unwrap_or(0.0) - cpu)
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -73,7 +96,8 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-fn reference_open(file: &Path, runs: usize) -> Option<(f64, f64)> {
+/// Times the reference: (best wall, median wall, best CPU) seconds of `SessionManager.open`.
+fn reference_open(file: &Path, runs: usize) -> Option<(f64, f64, f64)> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/reference-open.mjs");
     let output = Command::new("node")
         .arg(script)
@@ -96,7 +120,30 @@ fn reference_open(file: &Path, runs: usize) -> Option<(f64, f64)> {
         .map(|ms| ms / 1000.0)
         .collect();
     let best = open.iter().copied().fold(f64::INFINITY, f64::min);
-    Some((best, median(&mut open)))
+    let best_cpu = value["openCpuMs"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .map(|ms| ms / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    Some((best, median(&mut open), best_cpu))
+}
+
+/// Times reading alone (split, classify, typed views), without a database.
+fn read_only(file: &Path, mb: f64) {
+    let bytes = std::fs::read(file).expect("read the session file");
+    let cpu = cpu_seconds().unwrap_or(0.0);
+    let start = Instant::now();
+    let reader = SessionReader::new(&bytes).expect("a valid session file");
+    let lines = reader.count();
+    let read_s = start.elapsed().as_secs_f64();
+    let read_cpu = cpu_seconds().unwrap_or(0.0) - cpu;
+    drop(bytes);
+    println!(
+        "read only (no database): {read_s:6.2} s (cpu {read_cpu:5.2} s)  {:9.0} lines/s  {:6.1} MiB/s",
+        lines as f64 / read_s,
+        mb / read_s
+    );
 }
 
 fn main() {
@@ -121,40 +168,38 @@ fn main() {
     println!("file: {} ({mb:.1} MiB)", file.display());
 
     // Reading alone (split, classify, typed views), for orientation.
-    let bytes = std::fs::read(&file).expect("read the session file");
-    let start = Instant::now();
-    let reader = SessionReader::new(&bytes).expect("a valid session file");
-    let lines = reader.count();
-    let read_s = start.elapsed().as_secs_f64();
-    drop(bytes);
-    println!(
-        "read only:        {read_s:7.2} s  {:9.0} lines/s  {:6.1} MiB/s",
-        lines as f64 / read_s,
-        mb / read_s
-    );
+    if std::env::var_os("PI_BENCH_ONLY_IMPORT").is_none() {
+        read_only(&file, mb);
+    }
 
     let mut import_times = Vec::new();
+    let mut import_cpu = Vec::new();
     let mut entries = 0;
     let scratch = tempfile::tempdir().expect("a temporary directory");
     let mut last_db = PathBuf::new();
     for run in 0..runs {
         let db = scratch.path().join(format!("import-{run}.db"));
         let store = open_store(&db);
-        let (added, seconds) = import(&store, &file);
+        let (added, seconds, cpu) = import(&store, &file);
         entries = added;
         import_times.push(seconds);
+        import_cpu.push(cpu);
         last_db = db;
     }
     let best_import = import_times.iter().copied().fold(f64::INFINITY, f64::min);
     let median_import = median(&mut import_times.clone());
+    let best_import_cpu = import_cpu.iter().copied().fold(f64::INFINITY, f64::min);
     println!(
-        "import ({label}): best {best_import:6.2} s, median {median_import:6.2} s  {:9.0} entries/s  {:6.1} MiB/s",
+        "import ({label}): best {best_import:6.2} s, median {median_import:6.2} s (cpu {best_import_cpu:5.2} s)  {:9.0} entries/s  {:6.1} MiB/s",
         entries as f64 / best_import,
         mb / best_import
     );
 
+    if std::env::var_os("PI_BENCH_ONLY_IMPORT").is_some() {
+        return;
+    }
     let store = open_store(&last_db);
-    let (added, reimport_s) = import(&store, &file);
+    let (added, reimport_s, _) = import(&store, &file);
     assert_eq!(added, 0, "re-import is unchanged");
     println!(
         "re-import (unchanged): {reimport_s:6.2} s  {:9.0} entries/s",
@@ -191,17 +236,21 @@ fn main() {
         std::fs::read(&out_file).ok() == std::fs::read(&file).ok()
     );
 
+    if std::env::var_os("PI_BENCH_NO_REFERENCE").is_some() {
+        return;
+    }
     match reference_open(&file, runs) {
-        Some((best, med)) => {
+        Some((best, med, best_cpu)) => {
             println!(
-                "reference SessionManager.open: best {best:6.2} s, median {med:6.2} s  {:9.0} entries/s  {:6.1} MiB/s",
+                "reference SessionManager.open: best {best:6.2} s, median {med:6.2} s (cpu {best_cpu:5.2} s)  {:9.0} entries/s  {:6.1} MiB/s",
                 entries as f64 / best,
                 mb / best
             );
             println!(
-                "ratio (reference open / our import), best: {:.2}x; median: {:.2}x  (>1: we are faster)",
+                "ratio reference open / our import (>1: we are faster): wall best {:.2}x, median {:.2}x, cpu {:.2}x",
                 best / best_import,
-                med / median_import
+                med / median_import,
+                best_cpu / best_import_cpu
             );
         }
         None => println!("reference: not measured (node or tests/interop/node_modules missing)"),

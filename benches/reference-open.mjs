@@ -5,7 +5,9 @@
 //
 // Loads the pinned package from tests/interop/node_modules. Each run opens a fresh copy of
 // FILE (opening may rewrite old files) and builds the session context, as resuming does;
-// prints {"openMs": [...], "contextMs": [...]} (wall-clock milliseconds per run).
+// prints {"openMs": [...], "openCpuMs": [...], "contextMs": [...]} (wall-clock and CPU
+// milliseconds per run; CPU time counts every thread of the process, the garbage
+// collector's included).
 
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,17 +26,21 @@ if (!file) {
 	process.exit(2);
 }
 const openMs = [];
+const openCpuMs = [];
 const contextMs = [];
 for (let run = 0; run < runs; run++) {
 	const dir = mkdtempSync(join(tmpdir(), "pi-bench-"));
 	const copy = join(dir, basename(file));
 	copyFileSync(file, copy);
+	const cpu = process.cpuUsage();
 	const start = performance.now();
 	const sm = SessionManager.open(copy);
 	openMs.push(performance.now() - start);
+	const used = process.cpuUsage(cpu);
+	openCpuMs.push((used.user + used.system) / 1000);
 	const before = performance.now();
 	sm.buildSessionContext();
 	contextMs.push(performance.now() - before);
 	rmSync(dir, { recursive: true, force: true });
 }
-process.stdout.write(`${JSON.stringify({ openMs, contextMs })}\n`);
+process.stdout.write(`${JSON.stringify({ openMs, openCpuMs, contextMs })}\n`);

@@ -11,6 +11,9 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
@@ -107,9 +110,14 @@ impl FileReport {
     }
 }
 
+/// How many parsed lines the reading thread may run ahead of the database.
+const READ_AHEAD: usize = 512;
+
 /// Imports one file; `progress` is told how many of its bytes were read so far.
 ///
-/// Never fails: problems with the file are a refused report; a database error is returned.
+/// Lines are read and parsed on a second thread while this one stores them, so parsing and
+/// SQLite overlap on a machine with a core to spare. Problems with the file are a refused
+/// report; a database error is returned.
 pub fn import_file(
     store: &SessionStore,
     file: &Path,
@@ -139,21 +147,43 @@ pub fn import_file(
     };
     let header = reader.header().clone();
     let header_bytes = reader.header_bytes().to_vec();
-    let mut skipped = Vec::new();
     let source = file.to_string_lossy().into_owned();
-    let items = std::iter::from_fn(|| {
-        let item = reader.next();
-        if let Some(Item::Skipped(line)) = &item {
-            skipped.push((line.line, line.reason));
-        }
-        progress(reader.bytes_read() as u64);
-        item
-    });
     let options = ImportOptions {
         source: &source,
         mode,
     };
-    let report = store.import_lines(&header, &header_bytes, items, &options)?;
+    let read_so_far = AtomicU64::new(0);
+    let bytes_read = &read_so_far;
+    let (sender, receiver) = mpsc::sync_channel::<Item>(READ_AHEAD);
+    let (report, skipped) = thread::scope(|scope| {
+        // `move`: the thread owns the sender, so the channel closes when reading ends.
+        let reading = scope.spawn(move || {
+            let mut skipped = Vec::new();
+            while let Some(item) = reader.next() {
+                if let Item::Skipped(line) = &item {
+                    skipped.push((line.line, line.reason));
+                }
+                bytes_read.store(reader.bytes_read() as u64, Ordering::Relaxed);
+                // The receiver is gone when the import stopped early (a conflict or an error).
+                if sender.send(item).is_err() {
+                    break;
+                }
+            }
+            skipped
+        });
+        let items = receiver.iter().inspect(|_| {
+            progress(bytes_read.load(Ordering::Relaxed));
+        });
+        let report = store.import_lines(&header, &header_bytes, items, &options);
+        // Unblocks the reading thread if the import did not consume every line.
+        drop(receiver);
+        let skipped = reading
+            .join()
+            .map_err(|_| anyhow!("{}: the reading thread failed", file.display()));
+        (report, skipped)
+    });
+    let report = report?;
+    let skipped = skipped?;
     let error = report.conflict.as_ref().map(|conflict| {
         format!(
             "line {}: entry '{}' is stored in session {} with different content; nothing was imported (--as-new imports the file as a new session)",
@@ -166,7 +196,12 @@ pub fn import_file(
         status: report.status,
         entries: report.entries,
         added: report.added,
-        skipped,
+        // Nothing of a refused file was stored, quarantine included.
+        skipped: if report.status == ImportStatus::Refused {
+            Vec::new()
+        } else {
+            skipped
+        },
         error,
     })
 }

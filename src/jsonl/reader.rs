@@ -168,7 +168,7 @@ impl<'a> Iterator for Lines<'a> {
         }
         let rest = &self.bytes[self.pos..];
         self.number += 1;
-        let (mut content, terminated) = match rest.iter().position(|&byte| byte == b'\n') {
+        let (mut content, terminated) = match memchr::memchr(b'\n', rest) {
             Some(end) => {
                 self.pos += end + 1;
                 (&rest[..end], true)
