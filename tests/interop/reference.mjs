@@ -4,17 +4,31 @@
 //
 //   node reference.mjs SPEC.json
 //
-// SPEC.json is an array of {"file": PATH, "leaf": ID?}. For each, the file is copied to a
+// SPEC.json is an array of {"file": PATH, "leaf": ID?, "migrate": BOOL?}. With "migrate",
+// the answer is {"migrated": [line, ...]}: the file's lines after the reference's parse and
+// v1/v2 -> v3 migration, each as JSON.stringify writes it when it rewrites the file.
+// Otherwise the file is copied to a
 // private temporary directory (the reference rewrites some files when it opens them), opened
 // with SessionManager.open, optionally moved to `leaf` with branch(), and described as
 //   {header, fileRewritten, leafId, entries, sessionName, context, tree, branch}
 // or {error} if the reference throws. The answers are printed as one JSON array.
 
+import crypto from "node:crypto";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 
-const { SessionManager } = await import("@mariozechner/pi-coding-agent");
+// Ids the reference invents while migrating a v1 file come from crypto.randomUUID; make
+// them 00000001, 00000002, ... in order of generation (before the package is loaded).
+let uuidCounter = 0;
+crypto.randomUUID = () => {
+	uuidCounter++;
+	return `${uuidCounter.toString(16).padStart(8, "0")}-0000-4000-8000-000000000000`;
+};
+syncBuiltinESMExports();
+
+const { SessionManager, parseSessionEntries, migrateSessionEntries } = await import("@mariozechner/pi-coding-agent");
 
 /** getTree() flattened in pre-order: {id, parentId, type, label?, labelTimestamp?}. */
 function flattenTree(roots) {
@@ -72,5 +86,12 @@ if (!specFile) {
 	process.exit(2);
 }
 const spec = JSON.parse(readFileSync(specFile, "utf8"));
-const answers = spec.map(({ file, leaf }) => describe(file, leaf));
+function migrate(file) {
+	uuidCounter = 0;
+	const entries = parseSessionEntries(readFileSync(file, "utf8"));
+	migrateSessionEntries(entries);
+	return { migrated: entries.map((entry) => JSON.stringify(entry)) };
+}
+
+const answers = spec.map(({ file, leaf, migrate: wantMigrate }) => (wantMigrate ? migrate(file) : describe(file, leaf)));
 process.stdout.write(`${JSON.stringify(answers)}\n`);

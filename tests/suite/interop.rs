@@ -23,10 +23,11 @@ fn interop_dir() -> PathBuf {
         .join("interop")
 }
 
-/// One file for the reference to open, optionally at another leaf.
+/// One file for the reference to open, optionally at another leaf, or only to migrate.
 struct Ask {
     file: PathBuf,
     leaf: Option<String>,
+    migrate: bool,
 }
 
 /// Runs `tests/interop/reference.mjs` once for all files; returns its answers in order.
@@ -40,7 +41,7 @@ fn ask_reference(asks: &[Ask], scratch: &Path) -> Vec<Value> {
     assert_eq!(version["version"], "0.73.1", "the pinned reference version");
     let spec: Vec<Value> = asks
         .iter()
-        .map(|ask| json!({"file": ask.file.to_string_lossy(), "leaf": ask.leaf}))
+        .map(|ask| json!({"file": ask.file.to_string_lossy(), "leaf": ask.leaf, "migrate": ask.migrate}))
         .collect();
     let spec_file = scratch.join("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -163,6 +164,7 @@ fn check_cases(cases: &[Case], scratch: &Path) {
         .map(|case| Ask {
             file: case.file.clone(),
             leaf: case.leaf.clone(),
+            migrate: false,
         })
         .collect();
     let answers = ask_reference(&asks, scratch);
@@ -448,6 +450,7 @@ fn where_the_leaf_cannot_move_the_reference_resumes_at_the_last_line() {
         &[Ask {
             file: file.clone(),
             leaf: None,
+            migrate: false,
         }],
         scratch.path(),
     );
@@ -507,6 +510,7 @@ fn the_reference_reads_a_branch_export_as_the_active_path() {
         &[Ask {
             file: branch_file.clone(),
             leaf: None,
+            migrate: false,
         }],
         scratch.path(),
     );
@@ -526,4 +530,73 @@ fn the_reference_reads_a_branch_export_as_the_active_path() {
         path.as_array().unwrap().len(),
         "only the active path"
     );
+}
+
+/// Legacy files with every byte-fidelity trap: lone surrogates, astral pairs, U+2028,
+/// control characters, `\/`, numbers JavaScript writes differently (`1.0`, `-0`, `1E21`,
+/// `5e-324`, 30-digit integers, `1e400`), integer-like keys, duplicate keys, a BOM, CRLF.
+const LEGACY_V2: &str = concat!(
+    "\u{feff}{\"type\":\"session\",\"version\":2,\"id\":\"v2-traps\",\"timestamp\":\"2025-01-10T09:00:00.000Z\",\"cwd\":\"/w\",\"x\":1.50}\r\n",
+    "{\"type\":\"message\",\"id\":\"a1\",\"parentId\":null,\"timestamp\":\"2025-01-10T09:00:01.000Z\",\"message\":{\"role\":\"hookMessage\",\"customType\":\"x\",\"content\":\"lone \\ud83c pair \\ud83c\\udf89 \\u00e9 \\u2028 \\/ \\u0000\\u001f\\u007f \\\"q\\\"\",\"display\":true,\"details\":{\"b\":1,\"2\":2,\"a\":-0,\"1\":1E21,\"n\":1.0,\"big\":123456789012345678901234567890,\"tiny\":5e-324,\"huge\":1e400,\"dup\":1,\"dup\":2,\"f\":0.30000000000000004},\"timestamp\":1736499601000}}\r\n",
+    "  {\"type\":\"message\",\"id\":\"b2\",\"parentId\":\"a1\",\"timestamp\":\"2025-01-10T09:00:02.000Z\",\"message\":{\"role\":\"user\",\"content\":\"\\uDBFF\\uDFFF \\udfff\",\"timestamp\":1.736499602e12}}  \n",
+);
+
+const LEGACY_V1: &str = concat!(
+    "{\"type\":\"session\",\"id\":\"v1-traps\",\"timestamp\":\"2024-11-20T10:00:00.000Z\",\"cwd\":\"/w\"}\n",
+    "{\"type\":\"message\",\"timestamp\":\"2024-11-20T10:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"\\ud83c\",\"timestamp\":1.0}}\n",
+    "{\"type\":\"thinking_level_change\",\"id\":\"kept-position\",\"timestamp\":\"2024-11-20T10:00:02.000Z\",\"thinkingLevel\":\"low\"}\n",
+    "{\"type\":\"compaction\",\"timestamp\":\"2024-11-20T10:00:03.000Z\",\"summary\":\"s\",\"firstKeptEntryIndex\":2,\"tokensBefore\":1e3}\n",
+    "{\"type\":\"compaction\",\"timestamp\":\"2024-11-20T10:00:04.000Z\",\"summary\":\"t\",\"firstKeptEntryIndex\":0,\"tokensBefore\":5}\n",
+    "{\"type\":\"compaction\",\"timestamp\":\"2024-11-20T10:00:05.000Z\",\"summary\":\"u\",\"firstKeptEntryIndex\":4.5,\"tokensBefore\":5}\n",
+    "{\"type\":\"message\",\"timestamp\":\"2024-11-20T10:00:06.000Z\",\"message\":{\"role\":\"hookMessage\",\"customType\":\"c\",\"content\":\"h\",\"display\":false,\"timestamp\":6}}\n",
+);
+
+#[test]
+fn legacy_migration_writes_the_same_bytes_as_the_reference() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut asks = Vec::new();
+    let mut ours = Vec::new();
+    for (name, text) in [("v2.jsonl", LEGACY_V2), ("v1.jsonl", LEGACY_V1)] {
+        let file = scratch.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        asks.push(Ask {
+            file,
+            leaf: None,
+            migrate: true,
+        });
+        let read = pi::jsonl::SessionFile::read(text.as_bytes()).unwrap();
+        assert!(read.skipped().next().is_none(), "{name}: nothing skipped");
+        let mut lines = vec![read.header_bytes.clone()];
+        lines.extend(read.entries().map(|entry| entry.payload.clone()));
+        ours.push((name, lines));
+    }
+    let answers = ask_reference(&asks, scratch.path());
+    for ((name, lines), answer) in ours.iter().zip(&answers) {
+        let expected: Vec<String> = answer["migrated"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {answer}"))
+            .iter()
+            .map(|line| line.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(lines.len(), expected.len(), "{name}");
+        // The reference invents ids 00000001, 00000002, ...; ours are derived. Rename ours
+        // in order of appearance, then every byte must match.
+        let mut renamed: Vec<String> = lines
+            .iter()
+            .map(|line| String::from_utf8(line.clone()).unwrap())
+            .collect();
+        if *name == "v1.jsonl" {
+            for (idx, line) in lines.iter().enumerate().skip(1) {
+                let value = pi::support::json::parse_lenient(line).unwrap();
+                let ours_id = value["id"].as_str().unwrap().to_owned();
+                let theirs = format!("{idx:08x}");
+                for text in &mut renamed {
+                    *text = text.replace(&format!("\"{ours_id}\""), &format!("\"{theirs}\""));
+                }
+            }
+        }
+        for (idx, (ours_line, reference_line)) in renamed.iter().zip(&expected).enumerate() {
+            assert_eq!(ours_line, reference_line, "{name} line {idx}");
+        }
+    }
 }
