@@ -486,13 +486,10 @@ impl<'a> SessionReader<'a> {
                         value: None,
                         is_entry: false,
                     });
-                    let reason = match validate::outline(&text) {
-                        Ok(outline) => match reason_for_outline(&outline) {
-                            SkipReason::Unsupported => SkipReason::Unsupported,
-                            other => other,
-                        },
-                        Err(_) => SkipReason::Unsupported,
-                    };
+                    let reason = validate::outline(&text)
+                        .map_or(SkipReason::Unsupported, |outline| {
+                            reason_for_outline(&outline)
+                        });
                     slots.push(Slot::Skipped(skipped(line, reason)));
                 }
                 Err(ParseError::Syntax { .. }) => slots.push(Slot::Skipped(not_json(line))),

@@ -127,27 +127,17 @@ pub fn session_dir_name(cwd: &str) -> String {
 pub fn session_file_name(timestamp: &str, id: &SessionId) -> String {
     let stamp: String = timestamp
         .chars()
-        .map(|ch| if matches!(ch, ':' | '.') { '-' } else { ch })
+        .map(|ch| match ch {
+            ':' | '.' | '/' | '\\' | '\0' => '-',
+            other => other,
+        })
         .collect();
     let safe_id: String = id
         .as_str()
         .chars()
-        .map(|ch| {
-            if matches!(ch, '/' | '\\' | '\0') {
-                '-'
-            } else {
-                ch
-            }
-        })
-        .collect();
-    let stamp: String = stamp
-        .chars()
-        .map(|ch| {
-            if matches!(ch, '/' | '\\' | '\0') {
-                '-'
-            } else {
-                ch
-            }
+        .map(|ch| match ch {
+            '/' | '\\' | '\0' => '-',
+            other => other,
         })
         .collect();
     format!("{stamp}_{safe_id}.jsonl")
