@@ -25,7 +25,7 @@ use crate::cli::output::{self, line};
 use crate::cli::settings::Settings;
 use crate::jsonl::{Item, SessionReader, SkipReason};
 use crate::model::ids::SessionId;
-use crate::store::{ImportMode, ImportOptions, ImportStatus, SessionStore};
+use crate::store::{ImportMode, ImportOptions, ImportStatus, SessionStore, StoreError};
 use crate::support::json::to_js_string;
 
 /// Import reference JSONL session files (or directories of them) into the database
@@ -154,7 +154,9 @@ pub fn import_file(
     };
     let read_so_far = AtomicU64::new(0);
     let bytes_read = &read_so_far;
-    let (sender, receiver) = mpsc::sync_channel::<Item>(READ_AHEAD);
+    // `None` marks the end of the file: a channel that closes without it means the reading
+    // side failed, and the import must be rolled back rather than commit a prefix.
+    let (sender, receiver) = mpsc::sync_channel::<Option<Item>>(READ_AHEAD);
     let (report, skipped) = thread::scope(|scope| {
         // `move`: the thread owns the sender, so the channel closes when reading ends.
         let reading = scope.spawn(move || {
@@ -165,14 +167,35 @@ pub fn import_file(
                 }
                 bytes_read.store(reader.bytes_read() as u64, Ordering::Relaxed);
                 // The receiver is gone when the import stopped early (a conflict or an error).
-                if sender.send(item).is_err() {
-                    break;
+                if sender.send(Some(item)).is_err() {
+                    return skipped;
                 }
             }
+            let _ = sender.send(None);
             skipped
         });
-        let items = receiver.iter().inspect(|_| {
-            progress(bytes_read.load(Ordering::Relaxed));
+        let mut finished = false;
+        let items = std::iter::from_fn(|| {
+            if finished {
+                return None;
+            }
+            match receiver.recv() {
+                Ok(Some(item)) => {
+                    progress(bytes_read.load(Ordering::Relaxed));
+                    Some(Ok(item))
+                }
+                Ok(None) => {
+                    finished = true;
+                    None
+                }
+                Err(_) => {
+                    finished = true;
+                    Some(Err(StoreError::ImportAborted {
+                        file: source.clone(),
+                        reason: "the reading thread stopped before the end of the file".into(),
+                    }))
+                }
+            }
         });
         let report = store.import_lines(&header, &header_bytes, items, &options);
         // Unblocks the reading thread if the import did not consume every line.

@@ -87,6 +87,15 @@ pub enum StoreError {
         /// The conflicting entry id.
         id: EntryId,
     },
+    /// The lines of a file stopped arriving before its end (the reading side failed); the
+    /// import was rolled back.
+    #[error("{file}: the import was abandoned and nothing was stored: {reason}")]
+    ImportAborted {
+        /// The file being imported.
+        file: String,
+        /// What went wrong on the reading side.
+        reason: String,
+    },
     /// Writing an export failed (a closed pipe included).
     #[error("cannot write the export: {source}")]
     Output {

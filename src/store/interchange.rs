@@ -140,12 +140,13 @@ impl SessionStore {
     /// Imports the lines of one file (header, then items in file order) in one transaction.
     ///
     /// A conflict is not an error: it returns a [`ImportStatus::Refused`] report and stores
-    /// nothing.
+    /// nothing. An `Err` among the items (the reading side failed) rolls everything back
+    /// and is returned.
     pub fn import_lines(
         &self,
         header: &SessionHeader,
         header_bytes: &[u8],
-        items: impl Iterator<Item = Item>,
+        items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
     ) -> Result<ImportReport> {
         let imported_at = self.clock().now_iso();
@@ -255,7 +256,7 @@ impl SessionStore {
         path: &str,
         header: &SessionHeader,
         header_bytes: &[u8],
-        items: impl Iterator<Item = Item>,
+        items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
         imported_at: &str,
     ) -> Result<ImportReport> {
@@ -263,7 +264,7 @@ impl SessionStore {
         let mut seq = 0;
         let mut last = None;
         for item in items {
-            match item {
+            match item? {
                 Item::Entry(line) => {
                     Self::insert_file_entry(conn, path, sid, seq, &line)?;
                     last = Some((line.entry.id, seq));
@@ -293,7 +294,7 @@ impl SessionStore {
         path: &str,
         sid: i64,
         session: &SessionId,
-        items: impl Iterator<Item = Item>,
+        items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
         imported_at: &str,
     ) -> Result<ImportReport> {
@@ -304,7 +305,7 @@ impl SessionStore {
         let mut added: u64 = 0;
         let mut last = None;
         for item in items {
-            let line = match item {
+            let line = match item? {
                 Item::Entry(line) => line,
                 Item::Skipped(line) => {
                     Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;

@@ -39,7 +39,7 @@ pub fn import_bytes(
         .import_lines(
             &file.header,
             &file.header_bytes,
-            file.items.clone().into_iter(),
+            file.items.clone().into_iter().map(Ok),
             &options,
         )
         .unwrap();
@@ -835,4 +835,56 @@ fn items_stream_in_file_order() {
         })
         .collect();
     assert_eq!(numbers, (2..=11).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_import_whose_lines_stop_arriving_is_rolled_back() {
+    let store = memory_store(1);
+    let bytes = fixture("basic-chat");
+    let file = SessionFile::read(&bytes).unwrap();
+    let aborted = || pi::store::StoreError::ImportAborted {
+        file: "test.jsonl".into(),
+        reason: "the reader failed".into(),
+    };
+    let options = ImportOptions {
+        source: "test.jsonl",
+        mode: ImportMode::Merge,
+    };
+    let half: Vec<_> = file.items.iter().take(4).cloned().map(Ok).collect();
+    let items = half.into_iter().chain(std::iter::once(Err(aborted())));
+    let error = store
+        .import_lines(&file.header, &file.header_bytes, items, &options)
+        .unwrap_err();
+    assert!(
+        matches!(error, pi::store::StoreError::ImportAborted { .. }),
+        "{error}"
+    );
+    assert!(
+        store.list(&ListScope::All).unwrap().is_empty(),
+        "nothing stored"
+    );
+    // The same when merging into a stored session: nothing appended.
+    let session = import_bytes(&store, &bytes, ImportMode::Merge)
+        .unwrap()
+        .report
+        .session;
+    let before = export(&store, &session);
+    let mut grown = bytes.clone();
+    grown.extend_from_slice(
+        user_line("eeee0001", "91aae06f", "x", "2025-05-14T09:50:00.000Z").as_bytes(),
+    );
+    grown.push(b'\n');
+    let file = SessionFile::read(&grown).unwrap();
+    let items = file
+        .items
+        .iter()
+        .cloned()
+        .map(Ok)
+        .chain(std::iter::once(Err(aborted())));
+    assert!(
+        store
+            .import_lines(&file.header, &file.header_bytes, items, &options)
+            .is_err()
+    );
+    assert_eq!(export(&store, &session), before);
 }
