@@ -465,33 +465,71 @@ proptest! {
         for damage in &damages {
             apply(&mut bytes, damage);
         }
-        let started = Instant::now();
-        let store = memory_store(7);
-        match SessionReader::new(&bytes) {
-            Err(JsonlError::NoHeader(reason)) => {
-                prop_assert!(!reason.to_string().is_empty());
+        // On a thread with a deadline, so that a hang fails the test instead of stalling it
+        // (a panic on that thread arrives as a closed channel).
+        let (done, outcome) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(check_damaged(&bytes));
+        });
+        match outcome.recv_timeout(Duration::from_secs(60)) {
+            Ok(result) => prop_assert!(result.is_ok(), "{name}: {}", result.unwrap_err()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                prop_assert!(false, "{name}: no answer within 60 s after {damages:?}")
             }
-            Err(other) => prop_assert!(false, "unexpected error {other}"),
-            Ok(reader) => {
-                let migration = reader.migration();
-                drop(reader);
-                let imported = import_bytes(&store, &bytes, ImportMode::Merge).unwrap();
-                let session = imported.report.session.clone();
-                prop_assert!(matches!(imported.report.status, ImportStatus::Imported));
-                let exported = export(&store, &session);
-                if migration == Migration::None {
-                    let reported: BTreeSet<usize> = imported.skipped.iter().map(|line| line.line).collect();
-                    prop_assert_eq!(&exported, &minus_reported(&bytes, &reported));
-                }
-                // Whatever came in rebuilds, exports and re-imports.
-                tree_value(&store, &session);
-                context_value(&store, &session, &LeafSelector::Current);
-                let again = import_bytes(&store, &exported, ImportMode::Merge).unwrap();
-                prop_assert_eq!(again.report.status, ImportStatus::Unchanged);
-                let quarantined = store.quarantine(&session).unwrap().len();
-                prop_assert_eq!(quarantined, imported.skipped.len());
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                prop_assert!(false, "{name}: panicked after {damages:?}")
             }
         }
-        prop_assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     }
+}
+
+/// Reads, imports, rebuilds, exports and re-imports damaged bytes; says what went wrong.
+fn check_damaged(bytes: &[u8]) -> Result<(), String> {
+    let started = Instant::now();
+    let store = memory_store(7);
+    match SessionReader::new(bytes) {
+        Err(JsonlError::NoHeader(reason)) => {
+            if reason.to_string().is_empty() {
+                return Err("a refusal without a reason".into());
+            }
+        }
+        Err(other) => return Err(format!("unexpected error {other}")),
+        Ok(reader) => {
+            let migration = reader.migration();
+            drop(reader);
+            let imported =
+                import_bytes(&store, bytes, ImportMode::Merge).map_err(|e| e.to_string())?;
+            let session = imported.report.session.clone();
+            if imported.report.status != ImportStatus::Imported {
+                return Err(format!("status {:?}", imported.report.status));
+            }
+            let exported = export(&store, &session);
+            if migration == Migration::None {
+                let reported: BTreeSet<usize> =
+                    imported.skipped.iter().map(|line| line.line).collect();
+                if exported != minus_reported(bytes, &reported) {
+                    return Err("the export is not the source minus the reported lines".into());
+                }
+            }
+            // Whatever came in rebuilds, exports and re-imports.
+            tree_value(&store, &session);
+            context_value(&store, &session, &LeafSelector::Current);
+            let again =
+                import_bytes(&store, &exported, ImportMode::Merge).map_err(|e| e.to_string())?;
+            if again.report.status != ImportStatus::Unchanged {
+                return Err(format!("re-import: {:?}", again.report.status));
+            }
+            let quarantined = store.quarantine(&session).map_err(|e| e.to_string())?.len();
+            if quarantined != imported.skipped.len() {
+                return Err(format!(
+                    "{quarantined} quarantined, {} reported",
+                    imported.skipped.len()
+                ));
+            }
+        }
+    }
+    if started.elapsed() > Duration::from_secs(30) {
+        return Err(format!("took {:?}", started.elapsed()));
+    }
+    Ok(())
 }
