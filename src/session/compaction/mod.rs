@@ -37,6 +37,7 @@ mod summarize;
 mod tokens;
 
 use crate::model::Entry;
+use crate::session::settings::CompactionToggles;
 use crate::store::StoredEntry;
 
 pub use branch::{
@@ -94,6 +95,17 @@ impl Default for CompactionSettings {
     }
 }
 
+impl From<&CompactionToggles> for CompactionSettings {
+    /// Takes the `compaction.*` values the session was configured with.
+    fn from(toggles: &CompactionToggles) -> Self {
+        Self {
+            enabled: toggles.enabled,
+            reserve_tokens: toggles.reserve_tokens,
+            keep_recent_tokens: toggles.keep_recent_tokens,
+        }
+    }
+}
+
 /// The `branchSummary.*` settings, with the reference's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BranchSummarySettings {
@@ -135,5 +147,31 @@ impl PathEntry for StoredEntry {
 impl<T: PathEntry + ?Sized> PathEntry for &T {
     fn entry(&self) -> &Entry {
         (**self).entry()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_toggles_and_the_engine_settings_share_the_reference_defaults() {
+        assert_eq!(
+            CompactionSettings::from(&CompactionToggles::default()),
+            CompactionSettings::default()
+        );
+        let custom = CompactionToggles {
+            enabled: false,
+            reserve_tokens: 1,
+            keep_recent_tokens: 2,
+        };
+        assert_eq!(
+            CompactionSettings::from(&custom),
+            CompactionSettings {
+                enabled: false,
+                reserve_tokens: 1,
+                keep_recent_tokens: 2
+            }
+        );
     }
 }
