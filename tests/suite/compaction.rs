@@ -1019,7 +1019,7 @@ async fn a_branch_summary_lands_at_the_target_with_its_details() {
 
 /// Builds a session with two compactions (the second with a focus) and a branch summary over
 /// an abandoned branch that holds the second compaction, all through the engine, and returns
-/// it exported (header and entries in append order, as `pi export` writes them).
+/// it exported (`SessionStore::export_jsonl`, as `pi export --jsonl` writes it).
 async fn interop_session() -> (SessionStore, SessionId, Vec<u8>) {
     let (store, sid) = load("stop-reasons");
     let branch = store.branch_path(&sid, &LeafSelector::Current).unwrap();
@@ -1083,12 +1083,7 @@ async fn interop_session() -> (SessionStore, SessionId, Vec<u8>) {
             Some(false),
         )
         .unwrap();
-    let mut export = store.header_bytes(&sid).unwrap();
-    export.push(b'\n');
-    for entry in store.entries(&sid).unwrap() {
-        export.extend_from_slice(&entry.payload);
-        export.push(b'\n');
-    }
+    let export = crate::suite::interchange::export(&store, &sid);
     (store, sid, export)
 }
 
@@ -1176,4 +1171,38 @@ fn a_path_tail_from_the_kept_boundary_plans_the_same() {
         }
     }
     assert!(checked > 50, "{checked}");
+}
+
+/// The same session, read live by the pinned reference package (`tests/interop/`, installed by
+/// `.ci/run`): leaf, context, tree, name and branch equal ours, at the leaf and at entries on
+/// both sides of the navigation.
+#[tokio::test]
+async fn the_reference_reads_the_engine_session_live() {
+    let (store, sid, export) = interop_session().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("compaction.jsonl");
+    std::fs::write(&file, &export).unwrap();
+    let mut cases = vec![crate::suite::interop::Case {
+        what: "engine session".to_owned(),
+        store: store.clone(),
+        session: sid.clone(),
+        leaf: None,
+        file: file.clone(),
+    }];
+    // Every compaction and the entries just after them, on the kept and the abandoned side.
+    let entries = store.entries(&sid).unwrap();
+    for (idx, entry) in entries.iter().enumerate() {
+        if matches!(entry.entry.kind, EntryKind::Compaction(_)) {
+            for at in [idx, (idx + 1).min(entries.len() - 1)] {
+                cases.push(crate::suite::interop::Case {
+                    what: format!("engine session at entry {at}"),
+                    store: store.clone(),
+                    session: sid.clone(),
+                    leaf: entries[at].entry.id.as_ref().map(EntryId::to_string),
+                    file: file.clone(),
+                });
+            }
+        }
+    }
+    crate::suite::interop::check_cases(&cases, scratch.path());
 }
