@@ -21,7 +21,6 @@ use crate::cli::config::Env;
 use crate::cli::settings::{Scope, Settings};
 use crate::cli::{UsageError, keys};
 use crate::model::message::ImageContent;
-pub use crate::modes::Prepared;
 use crate::modes::TerminalConfig;
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::{
@@ -32,6 +31,8 @@ use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
 use crate::session::{ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
+
+pub use crate::modes::Prepared;
 use crate::store::{SessionStore, StoreConfig, StoreLocation};
 
 /// Writes the settings the session persists into the global `settings.json`.
@@ -450,6 +451,7 @@ pub fn prepare(
     Ok(Prepared {
         config,
         target,
+        mode,
         print,
         prompts,
         warnings,

@@ -23,6 +23,8 @@ pub struct Prepared {
     pub config: SessionConfig,
     /// Which session to open.
     pub target: SessionTarget,
+    /// The mode chosen (text means print when `print` is set).
+    pub mode: Mode,
     /// Whether print mode was chosen (`-p`, or piped stdin).
     pub print: bool,
     /// The prompts to send, in order (the first with stdin and `@file` text joined).
@@ -80,4 +82,15 @@ pub fn setup_help(agent_dir: &Path) -> String {
         "then start pi again (`pi --list-models` shows the models it can use; choose one with --model provider/id).".to_owned(),
     ]
     .join("\n")
+}
+
+/// Output mode (`--mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Text (the REPL, or print with `-p`).
+    Text,
+    /// JSON event lines.
+    Json,
+    /// RPC over stdin/stdout.
+    Rpc,
 }
