@@ -13,9 +13,12 @@ pub mod rpc;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
 use crate::session::{SessionConfig, SessionTarget};
+use crate::store::SessionStore;
 
 /// Everything an agent run needs, built by `cli` from the command line and the environment.
 pub struct Prepared {
@@ -33,6 +36,41 @@ pub struct Prepared {
     pub warnings: Vec<String>,
     /// What the interactive mode needs from the environment.
     pub terminal: TerminalConfig,
+    /// File import and export, lent by `cli` for `/import` and `/export`.
+    pub interchange: Interchange,
+}
+
+/// What `/import` did with a file (one line for people, and the session to switch to).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedFile {
+    /// The session the file went to; `None` when it was refused.
+    pub session: Option<SessionId>,
+    /// `imported`, `updated`, `unchanged` or `refused`, with counts, or why it was refused.
+    pub summary: String,
+}
+
+/// Imports a file exactly as `pi import FILE` does.
+pub type ImportFn = Arc<dyn Fn(&SessionStore, &Path) -> anyhow::Result<ImportedFile> + Send + Sync>;
+
+/// Writes the active branch of a session to a new JSONL file as
+/// `pi export --jsonl --branch -o FILE` does.
+pub type ExportBranchFn =
+    Arc<dyn Fn(&SessionStore, &SessionId, &Path) -> anyhow::Result<()> + Send + Sync>;
+
+/// The file operations `cli` lends the REPL, so that `/import` and `/export` run the same code
+/// as the commands (a higher layer hands a lower one callbacks).
+#[derive(Clone)]
+pub struct Interchange {
+    /// `/import FILE`.
+    pub import: ImportFn,
+    /// `/export FILE.jsonl`.
+    pub export_branch: ExportBranchFn,
+}
+
+impl std::fmt::Debug for Interchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interchange").finish_non_exhaustive()
+    }
 }
 
 /// What the modes need to know about the user's environment (resolved by `cli`).

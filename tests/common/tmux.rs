@@ -3,9 +3,10 @@
 //! test environment, keys sent with `send-keys`, the screen read with `capture-pane`.
 //!
 //! Synchronisation is by polling the screen for expected text with generous timeouts, never
-//! by fixed sleeps. `pi` is the pane's process itself (a shell in between would get the
-//! terminal's SIGINT too); the server keeps dead panes (`remain-on-exit`), so the exit status
-//! can be read after `pi` ends.
+//! by fixed sleeps. A small shell script runs `pi` and writes its exit status to a file (tmux's
+//! own `pane_dead_status` is sometimes left empty); the script traps SIGINT with a handler —
+//! not by ignoring it, which `pi` would inherit — so that Ctrl+C in the terminal reaches `pi`
+//! with its default disposition and does not end the script.
 
 #![allow(dead_code)]
 
@@ -21,6 +22,7 @@ pub const WAIT: Duration = Duration::from_secs(60);
 /// A tmux server with one pane running `pi`.
 pub struct Tmux {
     socket: PathBuf,
+    status: PathBuf,
 }
 
 fn shell_quote(text: &str) -> String {
@@ -55,17 +57,21 @@ impl Tmux {
             .map(|(key, value)| format!("{key}={}", shell_quote(value)))
             .collect();
         let quoted_args: Vec<String> = args.iter().map(|arg| shell_quote(arg)).collect();
+        let status = dir.join(format!("status-{name}"));
         let body = format!(
-            "#!/bin/sh\ncd {}\nexec env -i TERM=\"$TERM\" {} {} {}\n",
+            "#!/bin/sh\ntrap : INT\ncd {}\nenv -i TERM=\"$TERM\" {} {} {}\necho $? > {}.tmp\nmv {}.tmp {}\n",
             shell_quote(&env.workspace.display().to_string()),
             assignments.join(" "),
             shell_quote(&binary.display().to_string()),
             quoted_args.join(" "),
+            shell_quote(&status.display().to_string()),
+            shell_quote(&status.display().to_string()),
+            shell_quote(&status.display().to_string()),
         );
         std::fs::write(&script, body).expect("write the pane script");
         let config = dir.join(format!("tmux-{name}.conf"));
         std::fs::write(&config, "set -g remain-on-exit on\n").expect("write the tmux config");
-        let tmux = Self { socket };
+        let tmux = Self { socket, status };
         tmux.run(&[
             "-f",
             &config.display().to_string(),
@@ -157,27 +163,18 @@ impl Tmux {
 
     /// Returns whether `pi` is still running.
     pub fn is_running(&self) -> bool {
-        let state = self.run(&["display-message", "-p", "-t", "pi", "#{pane_dead}"]);
-        state.trim() == "0"
+        !self.status.exists()
     }
 
     /// Waits until `pi` exits; returns its exit code.
     pub fn wait_for_exit(&self) -> i32 {
         let start = Instant::now();
         loop {
-            let state = self.run(&[
-                "display-message",
-                "-p",
-                "-t",
-                "pi",
-                "#{pane_dead} #{pane_dead_status}",
-            ]);
-            let mut words = state.split_whitespace();
-            if words.next() == Some("1") {
-                return words
-                    .next()
-                    .and_then(|code| code.parse().ok())
-                    .unwrap_or_else(|| panic!("no exit status in {state:?}"));
+            if let Ok(text) = std::fs::read_to_string(&self.status) {
+                return text
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("exit status {text:?}"));
             }
             if start.elapsed() > WAIT {
                 panic!("pi did not exit; the screen:\n{}", self.screen());

@@ -436,3 +436,90 @@ fn prompt_and_model_flags_reach_the_request() {
         "-nc leaves AGENTS.md out: {system}"
     );
 }
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    crate::common::fixtures::dir().join(format!("{name}.jsonl"))
+}
+
+#[test]
+fn session_and_fork_accept_jsonl_files_which_are_imported_first() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("Continued.")),
+        MockResponse::sse(sse::openai_text("Again.")),
+        MockResponse::sse(sse::openai_text("Forked.")),
+    ]);
+    configure(&env, &server, FAST_RETRIES);
+    let file = fixture("branches");
+    let file_arg = file.display().to_string();
+    let output = env
+        .pi()
+        .args(["--session", &file_arg, "-p", "continue please"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Continued.\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "pi: imported {file_arg} as session 0196dd78-be80-74cc-b418-74fc28742ba5"
+        )),
+        "{stderr}"
+    );
+    // The file's conversation (at its last line) was the context of the new prompt.
+    let body = server.requests()[0].json();
+    let texts: Vec<String> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["content"].to_string())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|text| text.contains("Add a test for Oregon")),
+        "{texts:?}"
+    );
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        sessions[0].id.as_str(),
+        "0196dd78-be80-74cc-b418-74fc28742ba5"
+    );
+
+    // The same file again: nothing new to import, the stored session goes on.
+    let output = env
+        .pi()
+        .args(["--session", &file_arg, "-p", "and again"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("pi: unchanged"));
+    assert_eq!(store.list(&ListScope::All).unwrap().len(), 1);
+
+    // --fork FILE copies it into a new session of this directory.
+    let output = env
+        .pi()
+        .env("PI_TEST_SEED", "99")
+        .args(["--fork", &file_arg, "-p", "on the fork"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 2);
+    let fork = sessions
+        .iter()
+        .find(|summary| summary.id.as_str() != "0196dd78-be80-74cc-b418-74fc28742ba5")
+        .unwrap();
+    assert_eq!(fork.cwd, env.workspace.display().to_string());
+
+    // A file that does not exist is an error (exit 1).
+    let output = env
+        .pi()
+        .args(["--session", "missing/nothing.jsonl", "-p", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no such session file"));
+}

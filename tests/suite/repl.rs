@@ -384,3 +384,66 @@ fn pickers_resume_fork_clone_model_thinking_and_new() {
             .any(|summary| summary.first_message.as_deref() == Some("hi there"))
     );
 }
+
+#[test]
+fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "Imported and continued.",
+    ))]);
+    configure(&env, &server);
+    let fixture = crate::common::fixtures::dir().join("branches.jsonl");
+    let tmux = Tmux::start(&env, "interchange", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line(&format!("/import {}", fixture.display()));
+    tmux.wait_for("Replace the current session with");
+    tmux.line("y");
+    let screen = tmux.wait_for("Session imported from:");
+    assert!(
+        screen.contains("imported "),
+        "the import's summary:\n{screen}"
+    );
+    assert!(
+        screen.contains("> Add a test for Oregon (no sales tax)."),
+        "the history of the imported session:\n{screen}"
+    );
+    tmux.wait_for_prompt();
+    tmux.line("next step");
+    tmux.wait_for("Imported and continued.");
+    tmux.wait_for_prompt();
+    tmux.line("/export out.jsonl");
+    tmux.wait_for("Session exported to:");
+    tmux.line("/export notes.txt");
+    tmux.wait_for("pi exports the JSONL format only");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let text = std::fs::read_to_string(env.workspace.join("out.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "session");
+    assert_ne!(
+        lines[0]["id"], "0196dd78-be80-74cc-b418-74fc28742ba5",
+        "the branch is written under a new session id"
+    );
+    for pair in lines[1..].windows(2) {
+        assert_eq!(pair[1]["parentId"], pair[0]["id"], "a linear session");
+    }
+    assert!(text.contains("Add a test for Oregon"));
+    assert!(
+        !text.contains("Skip the table; hardcode California"),
+        "only the active branch"
+    );
+    assert!(text.ends_with("\n"));
+    let last_message = lines
+        .iter()
+        .rev()
+        .find(|line| line["type"] == "message")
+        .unwrap();
+    assert_eq!(
+        last_message["message"]["content"][0]["text"],
+        "Imported and continued."
+    );
+}

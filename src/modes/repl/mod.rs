@@ -20,6 +20,7 @@ pub mod editor;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,12 +31,13 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::ai::ThinkingLevel;
+use crate::jsonl::writer::session_file_name;
 use crate::model::entry::Entry;
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::ImageContent;
 use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
-use crate::modes::{Prepared, TerminalConfig, setup_help};
+use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
 use crate::session::{AgentSession, PromptOptions, SessionError, SessionEvent};
 use crate::store::search::{Query, SearchRequest};
@@ -56,6 +58,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         target,
         prompts,
         terminal,
+        interchange,
         ..
     } = prepared;
     let color = terminal.color_allowed && io::IsTerminal::is_terminal(&io::stdout());
@@ -76,6 +79,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
     let mut repl = Repl {
         session,
+        interchange,
         events,
         editor,
         out,
@@ -122,6 +126,7 @@ struct TreeSnapshot {
 
 struct Repl {
     session: AgentSession,
+    interchange: Interchange,
     events: mpsc::UnboundedReceiver<SessionEvent>,
     editor: LineEditor,
     out: Renderer<io::Stdout>,
@@ -528,11 +533,8 @@ impl Repl {
             Command::Compact(_) => {
                 self.warn("/compact is not available in this build yet")?;
             }
-            Command::Export(_) | Command::Import(_) => {
-                self.warn(
-                    "/export and /import are not available in this build yet (use `pi export --jsonl` and `pi import`)",
-                )?;
-            }
+            Command::Export(path) => self.export(path.as_deref()).await?,
+            Command::Import(path) => self.import(path.as_deref()).await?,
         }
         Ok(Flow::Continue)
     }
@@ -1089,6 +1091,97 @@ impl Repl {
             "Thinking level: {}",
             self.session.thinking_level().as_str()
         ))?;
+        Ok(())
+    }
+
+    /// Resolves a path typed in a command (`~` and relative to the working directory).
+    fn typed_path(&self, typed: &str) -> PathBuf {
+        let expanded = match (typed.strip_prefix("~/"), &self.terminal.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if typed == "~" => self
+                .terminal
+                .home
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(typed)),
+            _ => PathBuf::from(typed),
+        };
+        if expanded.is_absolute() {
+            expanded
+        } else {
+            self.session.cwd().join(expanded)
+        }
+    }
+
+    /// `/export [FILE.jsonl]`: the active branch as a linear session in a new file (the
+    /// reference's `/export file.jsonl`; `pi export --jsonl --branch`).
+    async fn export(&mut self, path: Option<&str>) -> Result<()> {
+        if !self.session.is_persisted().await {
+            self.info("Nothing to export yet")?;
+            return Ok(());
+        }
+        let session = self.session.session_id().await;
+        let target = match path {
+            Some(path) if !path.ends_with(".jsonl") => {
+                self.warn("pi exports the JSONL format only: /export FILE.jsonl")?;
+                return Ok(());
+            }
+            Some(path) => self.typed_path(path),
+            None => {
+                let store = self.session.store().clone();
+                let id = session.clone();
+                let summary = blocking(move || store.session(&id)).await?;
+                self.session
+                    .cwd()
+                    .join(session_file_name(&summary.created, &session))
+            }
+        };
+        let export = self.interchange.export_branch.clone();
+        let store = self.session.store().clone();
+        let file = target.clone();
+        let written = tokio::task::spawn_blocking(move || export(&store, &session, &file))
+            .await
+            .context("the export task failed")?;
+        match written {
+            Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
+            Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,
+        }
+        Ok(())
+    }
+
+    /// `/import FILE`: import a JSONL session (as `pi import` does) and switch to it.
+    async fn import(&mut self, path: Option<&str>) -> Result<()> {
+        let Some(path) = path else {
+            self.warn("Usage: /import <path.jsonl>")?;
+            return Ok(());
+        };
+        let file = self.typed_path(path);
+        let answer = self
+            .ask(&format!("Replace the current session with {path}? [y/N] "))
+            .await;
+        if !matches!(answer.as_deref(), Some("y" | "Y" | "yes")) {
+            self.info("Import cancelled")?;
+            return Ok(());
+        }
+        let import = self.interchange.import.clone();
+        let store = self.session.store().clone();
+        let imported = tokio::task::spawn_blocking(move || import(&store, &file))
+            .await
+            .context("the import task failed")?;
+        let imported = match imported {
+            Ok(imported) => imported,
+            Err(error) => {
+                self.error(&format!("Failed to import session: {error:#}"))?;
+                return Ok(());
+            }
+        };
+        match imported.session {
+            None => self.error(&imported.summary)?,
+            Some(id) => {
+                self.info(&imported.summary)?;
+                self.switch_to(id).await?;
+                self.info(&format!("Session imported from: {path}"))?;
+            }
+        }
         Ok(())
     }
 
