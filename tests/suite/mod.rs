@@ -13,6 +13,7 @@ mod interchange_props;
 mod interop;
 mod migrations;
 mod print_mode;
+mod quickstart;
 mod repl;
 mod resources;
 mod search;
