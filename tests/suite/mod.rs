@@ -14,6 +14,7 @@ mod interop;
 mod migrations;
 mod resources;
 mod search;
+mod session_compaction;
 mod store;
 mod store_props;
 mod tools;

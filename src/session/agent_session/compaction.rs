@@ -170,7 +170,8 @@ impl AgentSession {
     }
 
     /// One compaction run: events, plan, summary, entry, transcript rebuild. `Ok(None)` when
-    /// there was nothing to do or it was aborted; `Err` with the `compaction_end` error text.
+    /// there was nothing to do or it was aborted; `Err` with the error (the `compaction_end`
+    /// event carries it with the reason's prefix, e.g. `Compaction failed: …`).
     pub(crate) async fn run_compaction(
         &self,
         reason: CompactionReason,
@@ -192,26 +193,30 @@ impl AgentSession {
         };
         let manual = reason == CompactionReason::Manual;
         let Some(model) = self.model() else {
-            let error = manual.then(|| reason.failure_message("No model selected"));
-            self.emit(end(None, false, error.clone()));
-            return match error {
-                Some(error) => Err(error),
-                None => Ok(None),
-            };
+            let error = "No model selected".to_owned();
+            self.emit(end(
+                None,
+                false,
+                manual.then(|| reason.failure_message(&error)),
+            ));
+            return if manual { Err(error) } else { Ok(None) };
         };
         let options = match self.summarizer_options(&model).await {
             Ok(options) => options,
             Err(error) => {
-                let error = reason.failure_message(&error);
-                self.emit(end(None, false, manual.then(|| error.clone())));
+                self.emit(end(
+                    None,
+                    false,
+                    manual.then(|| reason.failure_message(&error)),
+                ));
                 return if manual { Err(error) } else { Ok(None) };
             }
         };
         let tail = match self.compaction_tail().await {
             Ok(tail) => tail,
             Err(error) => {
-                let error = reason.failure_message(&error.to_string());
-                self.emit(end(None, false, Some(error.clone())));
+                let error = error.to_string();
+                self.emit(end(None, false, Some(reason.failure_message(&error))));
                 return Err(error);
             }
         };
@@ -220,8 +225,8 @@ impl AgentSession {
             match prepare_manual_compaction(&tail, &settings) {
                 Ok(preparation) => preparation,
                 Err(error) => {
-                    let error = reason.failure_message(&error.to_string());
-                    self.emit(end(None, false, Some(error.clone())));
+                    let error = error.to_string();
+                    self.emit(end(None, false, Some(reason.failure_message(&error))));
                     return Err(error);
                 }
             }
@@ -261,14 +266,14 @@ impl AgentSession {
             Ok(_) | Err(CompactionError::Cancelled) => {
                 self.emit(end(None, true, None));
                 return if manual {
-                    Err(reason.failure_message("Compaction cancelled"))
+                    Err("Compaction cancelled".to_owned())
                 } else {
                     Ok(None)
                 };
             }
             Err(error) => {
-                let error = reason.failure_message(&error.to_string());
-                self.emit(end(None, false, Some(error.clone())));
+                let error = error.to_string();
+                self.emit(end(None, false, Some(reason.failure_message(&error))));
                 return Err(error);
             }
         };
