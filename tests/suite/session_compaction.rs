@@ -103,6 +103,26 @@ fn message_text(message: &AgentMessage) -> String {
         .unwrap_or_default()
 }
 
+/// Exports the session as `pi export --jsonl` does and has the pinned reference read it:
+/// leaf, context, tree and name equal ours, at the leaf and at every entry listed.
+fn reference_reads_export(store: &SessionStore, id: &SessionId, at: &[EntryId]) {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("session.jsonl");
+    let mut out = Vec::new();
+    store.export_jsonl(id, &mut out).unwrap();
+    std::fs::write(&file, out).unwrap();
+    let case = |leaf: Option<&EntryId>| crate::suite::interop::Case {
+        what: format!("live session at {leaf:?}"),
+        store: store.clone(),
+        session: id.clone(),
+        leaf: leaf.map(EntryId::to_string),
+        file: file.clone(),
+    };
+    let mut cases = vec![case(None)];
+    cases.extend(at.iter().map(|entry| case(Some(entry))));
+    crate::suite::interop::check_cases(&cases, scratch.path());
+}
+
 fn compaction_ends(events: &mut tokio::sync::mpsc::UnboundedReceiver<SessionEvent>) -> Vec<Value> {
     let mut out = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -466,6 +486,11 @@ async fn navigating_away_with_a_summary_records_the_abandoned_branch() {
     assert_eq!(roles, ["system", "user", "assistant", "user", "user"]);
     assert!(sent[3].1.contains("summary of a branch"), "{:?}", sent[3]);
     assert!(sent[3].1.contains("Branch summary of pears."));
+    reference_reads_export(
+        &harness.store,
+        &id,
+        &[summary.entry.id.clone().unwrap(), old_leaf.clone()],
+    );
 
     // Navigating to a user message puts its text back in the editor without a summary.
     let first_question = user_entry(&harness.store, &id, "first question");
