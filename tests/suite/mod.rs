@@ -17,6 +17,7 @@ mod quickstart;
 mod repl;
 mod resources;
 mod search;
+mod session_compaction;
 mod store;
 mod store_props;
 mod tools;
