@@ -20,11 +20,17 @@ fn the_example_sessions_import_and_search_as_the_readme_shows() {
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
-        stdout.lines().filter(|line| line.starts_with("imported")).count(),
+        stdout
+            .lines()
+            .filter(|line| line.starts_with("imported"))
+            .count(),
         7,
         "{stdout}"
     );
-    assert!(!stdout.contains("skipped"), "the examples are clean: {stdout}");
+    assert!(
+        !stdout.contains("skipped"),
+        "the examples are clean: {stdout}"
+    );
     let output = env
         .pi()
         .args(["--db", &db_arg, "sessions", "search", "--all", "checkout"])

@@ -79,6 +79,8 @@ fn a_conversation_with_a_tool_call_a_new_branch_labels_and_a_name_resumes_with_p
     );
     let row = row_number(&screen, "user: second question");
     tmux.line(&row.to_string());
+    tmux.wait_for("Summarize the branch you leave?");
+    tmux.keys(&["Enter"]);
     tmux.wait_for("Navigated to selected point");
     tmux.wait_for("> second question");
     // Ctrl+C on a non-empty line clears it.
@@ -446,4 +448,78 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
         last_message["message"]["content"][0]["text"],
         "Imported and continued."
     );
+}
+
+#[test]
+fn compact_and_a_branch_summary_from_the_repl() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+        MockResponse::sse(sse::openai_text(
+            "Summary: the second question was explored.",
+        )),
+        MockResponse::sse(sse::openai_text("Compacted: the numbers are 1, 2, 3.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "compact", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("first question");
+    tmux.wait_for("First answer.");
+    tmux.wait_for_prompt();
+    tmux.line("second question");
+    tmux.wait_for("Second answer.");
+    tmux.wait_for_prompt();
+
+    tmux.line("/tree");
+    let screen = tmux.wait_for("Go to entry");
+    tmux.line(&row_number(&screen, "user: second question").to_string());
+    tmux.wait_for("Summarize the branch you leave?");
+    tmux.line("s");
+    tmux.wait_for("Navigated to selected point");
+    tmux.wait_for("> second question");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 2);
+    assert!(
+        screen
+            .lines()
+            .any(|line| line.contains("• [branch summary]: ")
+                && line.contains("Summary: the second question was explored.")
+                && line.ends_with("← current")),
+        "the summary is the new leaf:\n{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+
+    tmux.line("/compact keep the numbers");
+    tmux.wait_for("Compacted the context");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "two turns, a branch summary, a compaction"
+    );
+    assert!(
+        requests[3].json().to_string().contains("keep the numbers"),
+        "the focus text reaches the summary request"
+    );
+    let store = env.store();
+    let session = &store.list(&ListScope::All).unwrap()[0];
+    let kinds: Vec<String> = store
+        .entries(&session.id)
+        .unwrap()
+        .iter()
+        .map(|stored| stored.entry.kind.type_name().to_owned())
+        .collect();
+    assert!(
+        kinds.iter().any(|kind| kind == "branch_summary"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("compaction"));
 }

@@ -64,7 +64,7 @@ pub enum Input {
 pub const COMMANDS: &[(&str, &str)] = &[
     (
         "tree",
-        "Draw the session tree and go to an earlier point (filters: all, user, labeled, no-tools)",
+        "Draw the session tree and go to an earlier point, optionally summarising the branch left (filters: all, user, labeled, no-tools)",
     ),
     (
         "label",

@@ -39,7 +39,7 @@ use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
-use crate::session::{AgentSession, PromptOptions, SessionError, SessionEvent};
+use crate::session::{AgentSession, NavigateOptions, PromptOptions, SessionError, SessionEvent};
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
 use command::{COMMANDS, Command, Input};
@@ -411,30 +411,67 @@ impl Repl {
         Ok(Flow::Continue)
     }
 
+    /// Awaits `work` while rendering the session's events as they arrive; the first Ctrl+C
+    /// (SIGINT: the editor is not reading, the terminal is in its normal mode) calls
+    /// `interrupt`.
+    async fn with_events<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        interrupt: impl Fn(),
+    ) -> Result<T> {
+        self.drain_signals();
+        tokio::pin!(work);
+        let mut interrupted = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut work => break result,
+                Some(event) = self.events.recv() => self.out.event(&event)?,
+                Some(()) = self.sigint.recv(), if !interrupted => {
+                    interrupted = true;
+                    interrupt();
+                }
+            }
+        };
+        self.drain_events()?;
+        Ok(result)
+    }
+
     /// Sends a prompt and renders the run until the session is idle again; Ctrl+C aborts.
     async fn run_prompt(&mut self, text: &str, images: Vec<ImageContent>) -> Result<()> {
-        self.drain_signals();
         let session = self.session.clone();
         let options = PromptOptions {
             images,
             ..PromptOptions::default()
         };
-        let prompt = session.prompt(text, options);
-        tokio::pin!(prompt);
-        let mut aborted = false;
-        let result = loop {
-            tokio::select! {
-                result = &mut prompt => break result,
-                Some(event) = self.events.recv() => self.out.event(&event)?,
-                Some(()) = self.sigint.recv(), if !aborted => {
-                    aborted = true;
-                    session.abort();
-                }
-            }
-        };
-        self.drain_events()?;
+        let result = self
+            .with_events(session.prompt(text, options), || session.abort())
+            .await?;
         match result {
             Ok(()) => {}
+            Err(SessionError::NoModel) => {
+                let help = setup_help(&self.terminal.agent_dir);
+                self.warn(&help)?;
+                return Ok(());
+            }
+            Err(error) => self.error(&error.to_string())?,
+        }
+        self.status()?;
+        Ok(())
+    }
+
+    /// `/compact [focus]`: summarise the context now; Ctrl+C cancels the summary.
+    async fn compact(&mut self, focus: Option<String>) -> Result<()> {
+        if !self.session.is_persisted().await {
+            self.info("Nothing to compact yet")?;
+            return Ok(());
+        }
+        let session = self.session.clone();
+        let result = self
+            .with_events(session.compact(focus), || session.abort_compaction())
+            .await?;
+        match result {
+            // The compaction events already said what happened.
+            Ok(_) => {}
             Err(SessionError::NoModel) => {
                 let help = setup_help(&self.terminal.agent_dir);
                 self.warn(&help)?;
@@ -530,9 +567,7 @@ impl Repl {
             Command::Model(search) => self.model(search.as_deref()).await?,
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
             Command::Reload => self.reload()?,
-            Command::Compact(_) => {
-                self.warn("/compact is not available in this build yet")?;
-            }
+            Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
             Command::Import(path) => self.import(path.as_deref()).await?,
         }
@@ -629,9 +664,44 @@ impl Repl {
             self.info("Already at this point")?;
             return Ok(());
         }
-        let text = self.session.navigate_tree(&target).await?;
+        let mut options = NavigateOptions::default();
+        if self.session.model().is_some() {
+            let choice = self
+                .ask("Summarize the branch you leave? [n]o, [s]ummarize, [c]ustom prompt (Enter: no): ")
+                .await;
+            match choice.as_deref().map(str::to_lowercase).as_deref() {
+                None | Some("n" | "no") => {}
+                Some("s" | "summarize" | "y" | "yes") => options.summarize = true,
+                Some("c" | "custom") => {
+                    let Some(instructions) = self.ask("Custom summarization instructions: ").await
+                    else {
+                        self.info("Navigation cancelled")?;
+                        return Ok(());
+                    };
+                    options.summarize = true;
+                    options.custom_instructions = Some(instructions);
+                }
+                Some(other) => {
+                    self.warn(&format!("Not a choice: {other:?}; staying here"))?;
+                    return Ok(());
+                }
+            }
+        }
+        if options.summarize {
+            self.info("Summarizing the branch… (Ctrl+C cancels)")?;
+        }
+        let session = self.session.clone();
+        let outcome = self
+            .with_events(session.navigate_tree_with(&target, options), || {
+                session.abort_compaction()
+            })
+            .await??;
+        if outcome.cancelled {
+            self.info("Branch summarization cancelled")?;
+            return Ok(());
+        }
         self.info("Navigated to selected point")?;
-        if let Some(text) = text {
+        if let Some(text) = outcome.editor_text {
             self.initial = text;
         }
         Ok(())
