@@ -263,6 +263,14 @@ fn input_history_persists_and_commands_complete() {
     tmux.wait_for_prompt();
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
+    drop(tmux);
+
+    // `-r` with nothing chosen exits 0.
+    let tmux = Tmux::start(&env, "resume-nothing", &["-r"], &[]);
+    tmux.wait_for("Resume (number or id");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("No session selected");
+    assert_eq!(tmux.wait_for_exit(), 0);
 }
 
 #[test]
@@ -363,7 +371,9 @@ fn pickers_resume_fork_clone_model_thinking_and_new() {
 
     tmux.line("/new");
     tmux.wait_for("New session started");
-    tmux.line("hi there");
+    // A trailing backslash continues the input on a new line.
+    tmux.line("hi there \\");
+    tmux.line("on two lines");
     tmux.wait_for("Fresh answer.");
     tmux.wait_for_prompt();
     tmux.keys(&["C-d"]);
@@ -383,7 +393,8 @@ fn pickers_resume_fork_clone_model_thinking_and_new() {
     assert!(
         after
             .iter()
-            .any(|summary| summary.first_message.as_deref() == Some("hi there"))
+            .any(|summary| summary.first_message.as_deref() == Some("hi there \non two lines")),
+        "{after:#?}"
     );
 }
 

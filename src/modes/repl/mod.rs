@@ -444,7 +444,12 @@ impl Repl {
             ..PromptOptions::default()
         };
         let result = self
-            .with_events(session.prompt(text, options), || session.abort())
+            .with_events(session.prompt(text, options), || {
+                // Ctrl+C stops whatever the run is doing: the turn, a retry wait, or a
+                // compaction that followed it.
+                session.abort();
+                session.abort_compaction();
+            })
             .await?;
         match result {
             Ok(()) => {}
