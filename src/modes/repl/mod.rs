@@ -1293,6 +1293,50 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
+    fn stored(seq: i64, id: &str) -> StoredEntry {
+        let line = format!(
+            r#"{{"type":"custom","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","customType":"x"}}"#
+        );
+        StoredEntry {
+            seq,
+            entry: Entry::parse(line.as_bytes()).unwrap(),
+            payload: line.into_bytes(),
+        }
+    }
+
+    #[test]
+    fn picker_answers_resolve_row_numbers_and_id_prefixes() {
+        let entries = vec![
+            stored(0, "ab12cd34"),
+            stored(1, "ab99ef00"),
+            stored(2, "ff000001"),
+        ];
+        let rows = vec![Some(EntryId::new("ff000001")), None];
+        assert_eq!(
+            resolve_entry("1", &rows, &entries),
+            Ok(EntryId::new("ff000001"))
+        );
+        assert!(
+            resolve_entry("2", &rows, &entries).is_err(),
+            "a row without an id"
+        );
+        assert_eq!(
+            resolve_entry("ab1", &rows, &entries),
+            Ok(EntryId::new("ab12cd34"))
+        );
+        let ambiguous = resolve_entry("ab", &rows, &entries).unwrap_err();
+        assert!(ambiguous.contains("matches 2 entries"), "{ambiguous}");
+        assert!(resolve_entry("zz", &rows, &entries).is_err());
+        // A number beyond the rows is read as an id prefix.
+        assert!(resolve_entry("7", &rows, &entries).is_err());
+    }
+
+    #[test]
+    fn times_are_shortened_to_minutes() {
+        assert_eq!(short_time("2026-01-01T10:00:05.000Z"), "2026-01-01 10:00");
+        assert_eq!(one_line("a\n  b   c", 4), "a b …");
+    }
+
     #[test]
     fn model_searches_match_ids_and_subsequences() {
         assert!(model_matches("mock/mock-model", "mock", "mock-model"));
