@@ -332,7 +332,8 @@ fn millis(duration: Duration) -> i64 {
 }
 
 impl SessionStore {
-    /// Takes the session's writer lease if nobody holds it.
+    /// Takes the session's writer lease if nobody holds it (asked again by the store that
+    /// holds it, returns the same lease with a fresh heartbeat).
     ///
     /// Returns [`LeaseAttempt::Held`] when another lease exists, even a stale one or one whose
     /// process is gone: the caller decides (its [`LeaseHolder::can_take_over_now`] says
@@ -367,16 +368,23 @@ impl SessionStore {
         may_replace: impl FnOnce(&LeaseHolder) -> bool,
     ) -> Result<LeaseAttempt> {
         let me = this_process();
+        let mine = registry(&self.inner.leases).get(session.as_str()).cloned();
         let attempt = self.write(|conn, path| {
             let sid = Self::sid(conn, path, session)?;
-            if let Some(row) = sql::lease(conn, path, sid)? {
-                let holder = holder_now(&row);
+            let row = sql::lease(conn, path, sid)?;
+            // Asked again by the store that holds it: the same lease, renewed.
+            let kept = mine.filter(|token| row.as_ref().is_some_and(|row| &row.token == token));
+            if kept.is_none()
+                && let Some(row) = &row
+            {
+                let holder = holder_now(row);
                 if !may_replace(&holder) {
                     return Ok(LeaseAttempt::Held(holder));
                 }
             }
             let now = SystemClock.now_ms();
-            let token = format!("{}:{}", me.pid, uuid::Uuid::new_v4().simple());
+            let token =
+                kept.unwrap_or_else(|| format!("{}:{}", me.pid, uuid::Uuid::new_v4().simple()));
             sql::put_lease(
                 conn,
                 path,

@@ -805,6 +805,11 @@ fn leases_guard_every_write_of_a_session() {
         )
     };
     first.append_message(&session, user("mine")).unwrap();
+    // Asking again from the holding store gives the same lease back.
+    assert_eq!(
+        first.acquire_lease(&session, "first", quick).unwrap(),
+        LeaseAttempt::Acquired(lease.clone())
+    );
     // The second store sees the holder: this very process, alive and fresh.
     let held = match second.acquire_lease(&session, "second", quick).unwrap() {
         LeaseAttempt::Held(holder) => holder,
@@ -1046,48 +1051,66 @@ fn a_failed_append_changes_nothing_and_the_next_append_succeeds() {
     assert_db_check(&env, &db, "after room is back");
 }
 
-/// Runs `pi` as an unprivileged user when this test runs as root (root writes anything), or as
-/// this user otherwise. `None` when root and no `nobody` user or `setpriv` exists.
-fn unprivileged_pi(env: &TestEnv, args: &[&str]) -> Option<std::process::Output> {
-    let as_root = nix::unistd::geteuid().is_root();
-    let mut command = if as_root {
+/// Runs `pi` so that file permissions apply: as `nobody` (through `setpriv`) when this test
+/// runs as root, whom permissions do not stop, and as this user otherwise.
+struct Unprivileged {
+    /// The command and arguments that run a program as the unprivileged user.
+    prefix: Vec<std::ffi::OsString>,
+}
+
+impl Unprivileged {
+    /// Hands the test's agent dir and files to the unprivileged user and opens the temporary
+    /// directory to it; `None` (the test is skipped with a note) when running as root without
+    /// a `nobody` user, `setpriv`, or the right to use them.
+    fn new(env: &TestEnv) -> Option<Self> {
+        set_mode(env.dir.path(), 0o755);
+        if !nix::unistd::geteuid().is_root() {
+            return Some(Self { prefix: Vec::new() });
+        }
         let nobody = nix::unistd::User::from_name("nobody").ok().flatten()?;
         let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
             .into_iter()
             .find(|path| Path::new(path).exists())?;
-        let mut command = Command::new(setpriv);
-        command
-            .arg(format!("--reuid={}", nobody.uid))
-            .arg(format!("--regid={}", nobody.gid))
-            .arg("--clear-groups")
-            .arg(pi_bin());
-        command
-    } else {
-        Command::new(pi_bin())
-    };
-    command
-        .env_clear()
-        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
-        .env("HOME", &env.home)
-        .env("NO_COLOR", "1")
-        .current_dir("/")
-        .args(args);
-    Some(command.output().unwrap())
-}
-
-/// Gives the test's files to the unprivileged user (when running as root) and opens the
-/// temporary directory for it.
-fn hand_over(env: &TestEnv) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    if nix::unistd::geteuid().is_root()
-        && let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody")
-    {
-        for entry in std::fs::read_dir(&env.agent_dir).unwrap() {
-            let path = entry.unwrap().path();
-            nix::unistd::chown(&path, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        let mut paths = vec![env.agent_dir.clone()];
+        for entry in std::fs::read_dir(&env.agent_dir).ok()? {
+            paths.push(entry.ok()?.path());
         }
-        nix::unistd::chown(&env.agent_dir, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        for path in paths {
+            nix::unistd::chown(&path, Some(nobody.uid), Some(nobody.gid)).ok()?;
+        }
+        let runner = Self {
+            prefix: vec![
+                setpriv.into(),
+                format!("--reuid={}", nobody.uid).into(),
+                format!("--regid={}", nobody.gid).into(),
+                "--clear-groups".into(),
+            ],
+        };
+        runner
+            .pi(env, &["--version"])
+            .status
+            .success()
+            .then_some(runner)
+    }
+
+    fn pi(&self, env: &TestEnv, args: &[&str]) -> std::process::Output {
+        let mut command = match self.prefix.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(pi_bin());
+                command
+            }
+            None => Command::new(pi_bin()),
+        };
+        command
+            .env_clear()
+            .env("PI_CODING_AGENT_DIR", &env.agent_dir)
+            .env("HOME", &env.home)
+            .env("NO_COLOR", "1")
+            .current_dir("/")
+            .args(args)
+            .output()
+            .unwrap()
     }
 }
 
@@ -1114,20 +1137,20 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
             .unwrap();
         session
     };
-    hand_over(&env);
-    set_mode(&env.db(), 0o400);
-    let before = std::fs::read(env.db()).unwrap();
-    let Some(listed) = unprivileged_pi(&env, &["sessions", "list", "--all", "--json"]) else {
-        eprintln!("skipped: running as root without a `nobody` user or setpriv");
+    let Some(user) = Unprivileged::new(&env) else {
+        eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
         return;
     };
+    set_mode(&env.db(), 0o400);
+    let before = std::fs::read(env.db()).unwrap();
+    let listed = user.pi(&env, &["sessions", "list", "--all", "--json"]);
     assert!(
         listed.status.success(),
         "{}",
         String::from_utf8_lossy(&listed.stderr)
     );
     assert_eq!(stdout_json(&listed)[0]["entries"], 1);
-    let renamed = unprivileged_pi(&env, &["sessions", "rename", session.as_str(), "x"]).unwrap();
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "x"]);
     assert_eq!(renamed.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&renamed.stderr);
     assert!(
@@ -1145,26 +1168,22 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
 }
 
 /// A directory the user cannot write: no database can be created there, and an existing one
-/// refuses writes — each with one line naming what is not writable.
+/// refuses writes — each with one line naming what is not writable. Reading needs the WAL's
+/// `-shm` file, which SQLite cannot create there: a reader either works or says the same.
 #[test]
 fn an_unwritable_directory_gives_one_clear_error() {
     let env = TestEnv::new();
     let session = new_session(&env.store(), "/dir");
-    hand_over(&env);
-    set_mode(&env.agent_dir, 0o500);
-    let Some(created) = unprivileged_pi(
-        &env,
-        &[
-            "--db",
-            env.agent_dir.join("new.db").to_str().unwrap(),
-            "sessions",
-            "list",
-        ],
-    ) else {
-        eprintln!("skipped: running as root without a `nobody` user or setpriv");
-        set_mode(&env.agent_dir, 0o700);
+    let Some(user) = Unprivileged::new(&env) else {
+        eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
         return;
     };
+    set_mode(&env.agent_dir, 0o500);
+    let new_db = env.agent_dir.join("new.db");
+    let created = user.pi(
+        &env,
+        &["--db", new_db.to_str().unwrap(), "sessions", "list"],
+    );
     assert_eq!(created.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&created.stderr);
     assert!(
@@ -1173,13 +1192,22 @@ fn an_unwritable_directory_gives_one_clear_error() {
             && stderr.contains("not writable"),
         "{stderr}"
     );
-    let renamed = unprivileged_pi(&env, &["sessions", "rename", session.as_str(), "x"]).unwrap();
-    assert_eq!(renamed.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&renamed.stderr);
-    assert!(
-        stderr.trim().lines().count() == 1 && stderr.contains("not writable"),
-        "{stderr}"
-    );
+    assert!(!new_db.exists());
+    for args in [
+        vec!["sessions", "rename", session.as_str(), "x"],
+        vec!["sessions", "list", "--all"],
+    ] {
+        let output = user.pi(&env, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let reads = args[1] == "list" && output.status.success();
+        assert!(
+            reads
+                || (output.status.code() == Some(1)
+                    && stderr.trim().lines().count() == 1
+                    && stderr.contains("not writable")),
+            "{args:?}: {stderr}"
+        );
+    }
     set_mode(&env.agent_dir, 0o700);
     let store = env.store();
     assert_eq!(store.session(&session).unwrap().name, None);
