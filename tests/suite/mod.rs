@@ -8,6 +8,7 @@ mod architecture;
 mod cli_interchange;
 mod cli_sessions;
 mod compaction;
+mod durability;
 mod interchange;
 mod interchange_props;
 mod interop;
