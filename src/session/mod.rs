@@ -4,6 +4,7 @@
 
 pub mod agent_session;
 pub mod events;
+pub mod extensions;
 pub mod persist;
 pub mod resources;
 pub mod settings;
@@ -11,8 +12,9 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, ModelCandidates, ModelChoice, OpenReport, PromptOptions, PromptSource,
-    SessionConfig, SessionError, SessionStats, SessionTarget, StreamingBehavior,
+    AgentSession, DeliverAs, ModelCandidates, ModelChoice, OpenReport, PromptOptions,
+    PromptSource, SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
+    StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -10,6 +10,7 @@ use pi::ai::auth::{AuthFile, Credentials};
 use pi::ai::{AiClient, ModelRegistry, TransportConfig};
 use pi::cli::config::Env;
 use pi::cli::keys::ShellKeyResolver;
+use pi::session::extensions::ExtensionsConfig;
 use pi::session::resources::{HarnessDocs, ResourceConfig, Resources};
 use pi::session::settings::NoSettingsSink;
 use pi::session::tools::read::ReadConfig;
@@ -39,6 +40,8 @@ pub struct Harness {
     pub server: ProviderServer,
     pub store: SessionStore,
     pub settings: SessionSettings,
+    /// The extensions sessions load (none by default).
+    pub extensions: ExtensionsConfig,
 }
 
 /// Settings with short delays (retries and transport backoff) for tests.
@@ -61,6 +64,7 @@ impl Harness {
             env,
             store,
             settings: fast_settings(),
+            extensions: ExtensionsConfig::default(),
         }
     }
 
@@ -136,6 +140,7 @@ impl Harness {
             local_date: chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date"),
             harness_docs: HarnessDocs::in_dir(&self.env.dir.path().join("docs")),
             emit_partials: false,
+            extensions: self.extensions.clone(),
         }
     }
 
