@@ -172,7 +172,10 @@ fn extensions_config(
         .get("executableExtensionTimeoutMs")
         .and_then(serde_json::Value::as_u64)
         .filter(|ms| *ms > 0)
-        .map_or(extensions::DEFAULT_TIMEOUT, std::time::Duration::from_millis);
+        .map_or(
+            extensions::DEFAULT_TIMEOUT,
+            std::time::Duration::from_millis,
+        );
     ExtensionsConfig {
         executables: found.executables,
         timeout,

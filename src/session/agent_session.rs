@@ -730,8 +730,8 @@ impl AgentSession {
         } else {
             extensions::event::ResourcePaths::default()
         };
-        let changed =
-            lock(&self.config().resources).set_extension_paths(paths.skill_paths, paths.prompt_paths);
+        let changed = lock(&self.config().resources)
+            .set_extension_paths(paths.skill_paths, paths.prompt_paths);
         if changed {
             let tools = self.state().tools.clone();
             let prompt = self.build_system_prompt(&tools);
@@ -1221,9 +1221,7 @@ impl AgentSession {
         let mut turn_prompt = None;
         if bus.has_handlers("before_agent_start") {
             let base = self.state().system_prompt.clone();
-            let changes = bus
-                .emit_before_agent_start(&expanded, offered, &base)
-                .await;
+            let changes = bus.emit_before_agent_start(&expanded, offered, &base).await;
             for spec in changes.messages {
                 messages.push(AgentMessage::Custom(CustomMessage {
                     custom_type: spec.custom_type,

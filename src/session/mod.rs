@@ -12,8 +12,8 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, DeliverAs, ModelCandidates, ModelChoice, OpenReport, PromptOptions,
-    PromptSource, SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
+    AgentSession, DeliverAs, ModelCandidates, ModelChoice, OpenReport, PromptOptions, PromptSource,
+    SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
     StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};

@@ -6,6 +6,7 @@ mod ai_providers;
 mod ai_stream;
 mod architecture;
 mod cli_sessions;
+mod extensions;
 mod migrations;
 mod resources;
 mod search;

@@ -29,9 +29,9 @@ use crate::model::message::{AgentMessage, ImageContent};
 use crate::session::extensions::api::{CommandInfo, Extension, ExtensionError, HookFuture};
 use crate::session::extensions::context::ExtensionContext;
 use crate::session::extensions::event::{
-    BeforeAgentStartEvent, CustomMessageSpec, ExtensionEvent, InputAction, InputEvent,
-    InputSource, ResourcePaths, SessionBeforeResult, ToolCallEvent, ToolResultChange,
-    ToolResultEvent, UserBashEvent, UserBashResult,
+    BeforeAgentStartEvent, CustomMessageSpec, ExtensionEvent, InputAction, InputEvent, InputSource,
+    ResourcePaths, SessionBeforeResult, ToolCallEvent, ToolResultChange, ToolResultEvent,
+    UserBashEvent, UserBashResult,
 };
 
 /// A registered command with the name it is invoked by (`name`, or `name:1`, `name:2`, …
@@ -581,7 +581,9 @@ mod tests {
         }
     }
 
-    fn make_bus(extensions: Vec<Scripted>) -> (ExtensionBus, Arc<Mutex<Vec<ExtensionErrorReport>>>) {
+    fn make_bus(
+        extensions: Vec<Scripted>,
+    ) -> (ExtensionBus, Arc<Mutex<Vec<ExtensionErrorReport>>>) {
         let errors = Arc::new(Mutex::new(Vec::new()));
         let sink = errors.clone();
         let ctx = ExtensionContext::detached(
@@ -616,7 +618,11 @@ mod tests {
         let errors = errors.lock().unwrap();
         assert_eq!(errors.len(), 1);
         assert_eq!(
-            (errors[0].extension_path.as_str(), errors[0].event.as_str(), errors[0].error.as_str()),
+            (
+                errors[0].extension_path.as_str(),
+                errors[0].event.as_str(),
+                errors[0].error.as_str()
+            ),
             ("b", "input", "boom")
         );
     }
@@ -650,7 +656,8 @@ mod tests {
         never.block = Some("unreached");
         let (bus, _) = make_bus(vec![rewrite, guard, never]);
         assert_eq!(
-            bus.emit_tool_call("c1", "bash", &serde_json::json!(1)).await,
+            bus.emit_tool_call("c1", "bash", &serde_json::json!(1))
+                .await,
             ToolCallDecision::Block {
                 reason: "no".into()
             }
@@ -659,14 +666,16 @@ mod tests {
         rewrite.rename_input = true;
         let (bus, _) = make_bus(vec![rewrite]);
         assert_eq!(
-            bus.emit_tool_call("c1", "bash", &serde_json::json!(1)).await,
+            bus.emit_tool_call("c1", "bash", &serde_json::json!(1))
+                .await,
             ToolCallDecision::Rewrite(serde_json::json!({"seen": 1}))
         );
         let mut crashing = Scripted::new("crashing");
         crashing.fail = true;
         let (bus, errors) = make_bus(vec![crashing]);
         assert_eq!(
-            bus.emit_tool_call("c1", "bash", &serde_json::json!(1)).await,
+            bus.emit_tool_call("c1", "bash", &serde_json::json!(1))
+                .await,
             ToolCallDecision::Block {
                 reason: "guard crashed".into()
             }

@@ -490,10 +490,7 @@ mod tests {
 
     #[tokio::test]
     async fn exec_captures_output_and_the_exit_code_and_kills_on_timeout() {
-        let env = vec![(
-            OsString::from("PATH"),
-            OsString::from("/usr/bin:/bin"),
-        )];
+        let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
         let done = run_exec(
             "sh",
             &["-c".into(), "echo out; echo err >&2; exit 3".into()],
@@ -504,7 +501,12 @@ mod tests {
         )
         .await;
         assert_eq!(
-            (done.stdout.as_str(), done.stderr.as_str(), done.code, done.killed),
+            (
+                done.stdout.as_str(),
+                done.stderr.as_str(),
+                done.code,
+                done.killed
+            ),
             ("out\n", "err\n", 3, false)
         );
         let slow = run_exec(

@@ -242,12 +242,18 @@ pub fn discover(input: &DiscoveryInput<'_>) -> Discovered {
             let path = expand(value, &project_base, input.home);
             collector.add(&path, ExtensionOrigin::ProjectSettings, true);
         }
-        collector.scan(&project_base.join("extensions"), ExtensionOrigin::ProjectDir);
+        collector.scan(
+            &project_base.join("extensions"),
+            ExtensionOrigin::ProjectDir,
+        );
         for value in input.user_settings {
             let path = expand(value, input.agent_dir, input.home);
             collector.add(&path, ExtensionOrigin::UserSettings, true);
         }
-        collector.scan(&input.agent_dir.join("extensions"), ExtensionOrigin::UserDir);
+        collector.scan(
+            &input.agent_dir.join("extensions"),
+            ExtensionOrigin::UserDir,
+        );
     }
     collector.found
 }
@@ -273,9 +279,17 @@ mod tests {
         write(&project.join("notes.md"), "not an extension", 0o644);
         write(&project.join(".hidden"), "#!/bin/sh\n", 0o755);
         write(&project.join("ref.ts"), "export default () => {}", 0o755);
-        write(&project.join("pkg/index.ts"), "export default () => {}", 0o644);
+        write(
+            &project.join("pkg/index.ts"),
+            "export default () => {}",
+            0o644,
+        );
         write(&project.join("native/extension"), "#!/bin/sh\n", 0o755);
-        write(&project.join("node_modules/x/extension"), "#!/bin/sh\n", 0o755);
+        write(
+            &project.join("node_modules/x/extension"),
+            "#!/bin/sh\n",
+            0o755,
+        );
         write(
             &agent.join("extensions/npm-ext/package.json"),
             r#"{"pi":{"extensions":["./src/index.ts"]}}"#,
@@ -346,7 +360,9 @@ mod tests {
         assert_eq!(found.problems.len(), 1);
         assert!(found.problems[0].ends_with("missing-ext: extension not found"));
         let notice = found.skipped_notice().unwrap();
-        assert!(notice.starts_with("Skipped 3 TypeScript/JavaScript extensions of the reference pi"));
+        assert!(
+            notice.starts_with("Skipped 3 TypeScript/JavaScript extensions of the reference pi")
+        );
     }
 
     #[test]

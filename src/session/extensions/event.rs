@@ -247,7 +247,11 @@ pub fn context_result(value: Option<Value>) -> Result<Option<Vec<AgentMessage>>,
     match map.get("messages") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => Ok(Some(
-            items.iter().cloned().map(AgentMessage::from_value).collect(),
+            items
+                .iter()
+                .cloned()
+                .map(AgentMessage::from_value)
+                .collect(),
         )),
         Some(_) => Err(bad("context", "`messages` must be an array")),
     }
@@ -592,7 +596,10 @@ impl SessionBeforeResult {
                         .get("tokensBefore")
                         .and_then(Value::as_u64)
                         .unwrap_or(0),
-                    details: fields.get("details").filter(|value| !value.is_null()).cloned(),
+                    details: fields
+                        .get("details")
+                        .filter(|value| !value.is_null())
+                        .cloned(),
                 })
             }
             Some(_) => return Err(bad(event, "`compaction` must be an object")),
@@ -605,7 +612,10 @@ impl SessionBeforeResult {
                     .and_then(Value::as_str)
                     .ok_or_else(|| bad(event, "`summary.summary` must be text"))?
                     .to_owned(),
-                details: fields.get("details").filter(|value| !value.is_null()).cloned(),
+                details: fields
+                    .get("details")
+                    .filter(|value| !value.is_null())
+                    .cloned(),
             }),
             Some(_) => return Err(bad(event, "`summary` must be an object")),
         };
@@ -1000,8 +1010,14 @@ impl ExtensionEvent {
                 summary_entry,
                 from_extension,
             } => {
-                put("newLeafId", new_leaf_id.clone().map_or(Value::Null, Value::from));
-                put("oldLeafId", old_leaf_id.clone().map_or(Value::Null, Value::from));
+                put(
+                    "newLeafId",
+                    new_leaf_id.clone().map_or(Value::Null, Value::from),
+                );
+                put(
+                    "oldLeafId",
+                    old_leaf_id.clone().map_or(Value::Null, Value::from),
+                );
                 if let Some(entry) = summary_entry {
                     put("summaryEntry", entry.clone());
                 }
@@ -1166,9 +1182,11 @@ mod tests {
 
     #[test]
     fn tool_result_changes_keep_only_what_was_given() {
-        let change = ToolResultChange::from_json(Some(json!({"content": [{"type": "text", "text": "1  a"}]})))
-            .unwrap()
-            .unwrap();
+        let change = ToolResultChange::from_json(Some(
+            json!({"content": [{"type": "text", "text": "1  a"}]}),
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!(change.content.unwrap().len(), 1);
         assert!(change.details.is_none() && change.is_error.is_none());
         assert!(ToolResultChange::from_json(Some(json!({"isError": "yes"}))).is_err());

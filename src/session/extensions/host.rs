@@ -50,7 +50,11 @@ fn text<'a>(params: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     params.get(key).and_then(Value::as_str)
 }
 
-fn required<'a>(params: &'a Map<String, Value>, method: &str, key: &str) -> Result<&'a str, String> {
+fn required<'a>(
+    params: &'a Map<String, Value>,
+    method: &str,
+    key: &str,
+) -> Result<&'a str, String> {
     text(params, key).ok_or_else(|| format!("`{method}` needs a string `{key}`"))
 }
 
@@ -200,9 +204,7 @@ pub async fn handle_call(
             ))
         }
         "getModel" => Ok(ctx.model().map_err(failed)?.unwrap_or(Value::Null)),
-        "getThinkingLevel" => Ok(Value::from(
-            ctx.thinking_level().map_err(failed)?.as_str(),
-        )),
+        "getThinkingLevel" => Ok(Value::from(ctx.thinking_level().map_err(failed)?.as_str())),
         "setThinkingLevel" => {
             let level = required(&params, method, "level")?;
             let level = ThinkingLevel::parse(level)

@@ -36,7 +36,7 @@ use std::time::Duration;
 pub use api::{CommandInfo, Extension, ExtensionError, HookFuture};
 pub use bus::{ExtensionBus, InputOutcome, RegisteredCommand};
 pub use context::{ExtensionContext, ExtensionErrorReport};
-pub use discovery::{DiscoveryInput, Discovered, ExecutableExtension, ExtensionOrigin};
+pub use discovery::{Discovered, DiscoveryInput, ExecutableExtension, ExtensionOrigin};
 pub use event::ExtensionEvent;
 pub use process::{ProcessConfig, ProcessExtension};
 pub use ui::{ExtensionUi, NoUi, NotifyKind};

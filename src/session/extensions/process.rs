@@ -317,7 +317,11 @@ impl Shared {
         }
     }
 
-    async fn event(self: &Arc<Self>, name: &str, event: Value) -> Result<Option<Value>, ExtensionError> {
+    async fn event(
+        self: &Arc<Self>,
+        name: &str,
+        event: Value,
+    ) -> Result<Option<Value>, ExtensionError> {
         self.request(name, |id| protocol::event_request(id, event), None, None)
             .await
             .map_err(|error| match error {
@@ -331,9 +335,7 @@ impl Shared {
             Incoming::Response { id, result } => {
                 let waiting = lock(&self.pending).remove(&id);
                 if let Some(waiting) = waiting {
-                    let _ = waiting
-                        .reply
-                        .send(result.map_err(ExtensionError::Handler));
+                    let _ = waiting.reply.send(result.map_err(ExtensionError::Handler));
                 }
                 // An unknown id answers a request that was abandoned (abort); ignore it.
             }
@@ -388,7 +390,10 @@ impl Shared {
                     return;
                 }
                 Err(error) => {
-                    self.fail(format!("could not be read: {error}; extension stopped"), None);
+                    self.fail(
+                        format!("could not be read: {error}; extension stopped"),
+                        None,
+                    );
                     return;
                 }
             }
@@ -477,11 +482,7 @@ impl ProcessExtension {
             ctx: ctx.clone(),
             timeout: config.timeout,
         });
-        let hello = protocol::hello(
-            &config.version,
-            &config.cwd.to_string_lossy(),
-            ctx.has_ui(),
-        );
+        let hello = protocol::hello(&config.version, &config.cwd.to_string_lossy(), ctx.has_ui());
         let mut reader = BufReader::new(stdout);
         let mut buffer = Vec::new();
         let handshake = async {
@@ -571,7 +572,10 @@ impl ProcessExtension {
 
     /// Delivers an event and returns the handler's raw answer (for benchmarks and tests;
     /// the bus uses the typed hooks).
-    pub async fn request_event(&self, event: &ExtensionEvent) -> Result<Option<Value>, ExtensionError> {
+    pub async fn request_event(
+        &self,
+        event: &ExtensionEvent,
+    ) -> Result<Option<Value>, ExtensionError> {
         self.shared.event(event.name(), event.to_json()).await
     }
 }

@@ -350,7 +350,11 @@ impl Resources {
 
     /// Replaces the skill and prompt paths contributed by extensions (`resources_discover`)
     /// and reloads when they changed; returns whether they did.
-    pub fn set_extension_paths(&mut self, skill_paths: Vec<String>, prompt_paths: Vec<String>) -> bool {
+    pub fn set_extension_paths(
+        &mut self,
+        skill_paths: Vec<String>,
+        prompt_paths: Vec<String>,
+    ) -> bool {
         if self.config.extension_skill_paths == skill_paths
             && self.config.extension_prompt_paths == prompt_paths
         {
