@@ -854,3 +854,209 @@ fn print_mode_loads_extensions_reports_faults_on_stderr_and_skips_reference_exte
     let sent = String::from_utf8_lossy(&server.requests()[1].body).into_owned();
     assert!(sent.contains("nobody can confirm in this mode"));
 }
+
+// ----- calls into the session ---------------------------------------------------------------
+
+const HELPER: &str = r#"#!/usr/bin/env python3
+import os, sys, time
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension, PiError
+
+ext = Extension("helper")
+
+@ext.command("note", "Add a note to the context")
+def note(args):
+    ext.send_message("note", args, display=True, details={"from": "helper"})
+
+@ext.command("ask", "Ask the model")
+def ask(args):
+    ext.send_user_message(args)
+
+@ext.command("meta", "Name the session and label the leaf")
+def meta(args):
+    ext.call("setSessionName", name="  " + args + "  ")
+    leaf = ext.call("getLeafId")
+    ext.call("setLabel", entryId=leaf, label="checkpoint")
+    entries = ext.get_entries()
+    tools = ext.call("getActiveTools")
+    ext.call("setActiveTools", toolNames=[name for name in tools if name != "write"])
+    done = ext.exec("sh", ["-c", "printf %s \"$PWD\""])
+    try:
+        ext.call("setThinkingLevel", level="loud")
+    except PiError as error:
+        refused = str(error)
+    ext.append_entry("helper", {"entries": len(entries), "pwd": done["stdout"], "refused": refused,
+                                "model": ext.call("getModel")["id"], "idle": ext.call("isIdle")})
+
+@ext.tool("ls", "List files (the extension's own version)")
+def ls(params, call):
+    return {"content": [{"type": "text", "text": "listed by the extension"}], "details": {"by": "helper"}}
+
+@ext.tool("slow", "Count slowly")
+def slow(params, call):
+    for step in range(200):
+        call.update("step %d" % step)
+        time.sleep(0.05)
+    return "finished"
+
+@ext.on("user_bash")
+def user_bash(event):
+    if event["command"].startswith("remote:"):
+        return {"result": {"output": "ran remotely: " + event["command"][7:], "exitCode": 0,
+                           "cancelled": False, "truncated": False}}
+    return None
+
+ext.run()
+"#;
+
+async fn helper_session(harness: &mut Harness) -> AgentSession {
+    let helper = script(&harness.env, "helper.py", HELPER);
+    let mut config = extensions(&[helper], Arc::new(NoUi));
+    config
+        .env
+        .push(("PI_EXAMPLES".into(), examples().into_os_string()));
+    harness.extensions = config;
+    harness.open(new_session()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_sends_messages_names_labels_and_reads_its_session() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_tool_call("call_1", "ls", r#"{}"#)),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+    ]);
+    let session = helper_session(&mut harness).await;
+    prompt(&session, "Hello.").await;
+    prompt(&session, "/note Keep it short.").await;
+    // `sendUserMessage` runs in the background; `wait_for_idle` waits for it.
+    prompt(&session, "/ask What is in here?").await;
+    prompt(&session, "/meta  Helper session").await;
+
+    let id = session.session_id().await;
+    assert_eq!(
+        user_texts(&harness.store, &id),
+        ["Hello.", "What is in here?"]
+    );
+    // The note was stored at once (no model call of its own) and went into the next request.
+    assert_eq!(harness.server.requests().len(), 3);
+    assert!(request_text(&harness, 1).contains("Keep it short."));
+    // The extension's `ls` replaced the built-in.
+    assert_eq!(
+        tool_results(&harness.store, &id),
+        [(
+            "call_1".to_owned(),
+            false,
+            "listed by the extension".to_owned()
+        )]
+    );
+    assert_eq!(session.session_name().as_deref(), Some("Helper session"));
+    assert!(!session.active_tool_names().contains(&"write".to_owned()));
+    let entries = harness.store.entries(&id).unwrap();
+    let note = entries
+        .iter()
+        .find_map(|stored| match &stored.entry.kind {
+            EntryKind::CustomMessage {
+                custom_type,
+                content,
+                display,
+                details,
+            } if custom_type == "note" => Some((content.joined_text(), *display, details.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        note,
+        (
+            "Keep it short.".to_owned(),
+            true,
+            Some(serde_json::json!({"from": "helper"}))
+        )
+    );
+    let labels = harness.store.labels(&id).unwrap();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(labels[0].1, "checkpoint");
+    let data = entries
+        .iter()
+        .find_map(|stored| match &stored.entry.kind {
+            EntryKind::Custom { custom_type, data } if custom_type == "helper" => data.clone(),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        data["pwd"],
+        harness.env.workspace.display().to_string().as_str()
+    );
+    assert_eq!(data["refused"], "unknown thinking level `loud`");
+    assert_eq!(data["model"], "mock-model");
+    assert_eq!(data["idle"], true);
+    assert!(data["entries"].as_u64().unwrap() >= 8);
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_tool_streams_updates_and_an_abort_ends_it_at_once() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_tool_call("call_1", "slow", r#"{}"#)),
+        MockResponse::sse(sse::openai_text("unused")),
+    ]);
+    let session = helper_session(&mut harness).await;
+    let mut events = session.subscribe();
+    let runner = {
+        let session = session.clone();
+        tokio::spawn(async move { session.prompt("Count.", PromptOptions::default()).await })
+    };
+    // Wait for a streamed update, then abort.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(SessionEvent::Agent(pi::session::AgentEvent::ToolExecutionUpdate {
+                partial_result,
+                ..
+            }))) => {
+                assert!(partial_result.joined_text().starts_with("step "));
+                break;
+            }
+            Ok(Some(_)) => {}
+            other => panic!("no tool update: {other:?}"),
+        }
+    }
+    let aborted_at = std::time::Instant::now();
+    session.abort();
+    runner.await.unwrap().unwrap();
+    assert!(aborted_at.elapsed() < Duration::from_secs(5));
+    let id = session.session_id().await;
+    assert_eq!(
+        tool_results(&harness.store, &id),
+        [("call_1".to_owned(), true, "Operation aborted".to_owned())]
+    );
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_bash_handler_supplies_the_result_of_a_shell_command() {
+    let mut harness = Harness::new(Vec::new());
+    let session = helper_session(&mut harness).await;
+    let remote = session
+        .execute_bash("remote:uptime", false, None)
+        .await
+        .unwrap();
+    assert_eq!(remote.output, "ran remotely: uptime");
+    assert_eq!(remote.exit_code, Some(0));
+    let local = session
+        .execute_bash("echo local", true, None)
+        .await
+        .unwrap();
+    assert_eq!(local.output.trim(), "local");
+    let messages = session.messages();
+    let outputs: Vec<&str> = messages
+        .iter()
+        .filter_map(|message| match message {
+            AgentMessage::BashExecution(bash) => Some(bash.output.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs.len(), 2);
+    assert_eq!(outputs[0], "ran remotely: uptime");
+    session.shutdown().await;
+}
