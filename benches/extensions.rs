@@ -134,8 +134,9 @@ fn main() {
             input: json!({"command": "ls -la src"}),
         });
         raw("python guard tool_call (raw)", &guard, &call).await;
+        let guard = Arc::new(guard);
         let bus = ExtensionBus::new(
-            vec![Arc::new(guard) as Arc<dyn Extension>],
+            vec![guard.clone() as Arc<dyn Extension>],
             context(),
             Duration::from_secs(30),
         );
@@ -149,6 +150,7 @@ fn main() {
             }
             assert_eq!(decision, pi::agent::ToolCallDecision::Continue);
         }
+        assert!(guard.is_running(), "the guard stopped during the run");
         report("python guard tool_call (bus, typed)", samples);
         bus.stop_all().await;
     });
