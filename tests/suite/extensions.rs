@@ -792,6 +792,42 @@ async fn an_extension_that_exits_mid_session_is_reported_once_and_the_session_go
     assert!(results.iter().all(|(_, is_error, _)| !is_error));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_that_stops_reading_its_input_cannot_block_the_session() {
+    let mut harness = Harness::new(vec![MockResponse::sse(sse::openai_text("Read it."))]);
+    // Registers for `context`, then never reads again: a large event fills the pipe.
+    let path = script(
+        &harness.env,
+        "deaf",
+        "#!/bin/sh\nread -r hello\necho '{\"type\":\"register\",\"events\":[\"context\"]}'\nexec sleep 60\n",
+    );
+    let mut config = extensions(std::slice::from_ref(&path), Arc::new(NoUi));
+    config.timeout = Duration::from_millis(1500);
+    harness.extensions = config;
+    let session = harness.open(new_session()).await;
+    let mut events = session.subscribe();
+    let long = "lorem ipsum ".repeat(40_000);
+    prompt(&session, &long).await;
+
+    let errors = wait_for_errors(&mut events, 1).await;
+    assert_eq!(
+        errors,
+        [(
+            path.display().to_string(),
+            "context".to_owned(),
+            "stopped reading its input (its input stayed full for 1500 ms); extension stopped"
+                .to_owned()
+        )]
+    );
+    let id = session.session_id().await;
+    let roles: Vec<String> = stored_messages(&harness.store, &id)
+        .iter()
+        .map(|message| message.role().to_owned())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"]);
+    session.shutdown().await;
+}
+
 // ----- the command line ---------------------------------------------------------------------
 
 #[test]

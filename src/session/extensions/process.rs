@@ -228,18 +228,29 @@ impl Shared {
         true
     }
 
+    /// Writes one line; an extension that stops reading (its pipe stays full for longer
+    /// than the timeout) is an error, so a write never blocks pi for good.
     async fn write(&self, message: &Value) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        let Some(pipe) = stdin.as_mut() else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "stdin closed",
-            ));
+        let write = async {
+            let mut stdin = self.stdin.lock().await;
+            let Some(pipe) = stdin.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "stdin closed",
+                ));
+            };
+            pipe.write_all(&line).await?;
+            pipe.flush().await
         };
-        pipe.write_all(&line).await?;
-        pipe.flush().await
+        match tokio::time::timeout(self.timeout, write).await {
+            Ok(result) => result,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("its input stayed full for {} ms", self.timeout.as_millis()),
+            )),
+        }
     }
 
     /// Sends a request and waits for its response (see the module docs for the timeout).
@@ -265,11 +276,11 @@ impl Shared {
         );
         self.touch();
         if let Err(error) = self.write(&build(id)).await {
-            let reason = format!(
-                "stopped reading its input ({error}); {}{}",
-                describe_exit(*self.exit.borrow()),
-                self.stderr_hint()
-            );
+            let status = *self.exit.borrow();
+            let reason = match status {
+                Some(_) => format!("{}{}", describe_exit(status), self.stderr_hint()),
+                None => format!("stopped reading its input ({error}); extension stopped"),
+            };
             self.fail(reason, Some(event));
             return Err(ExtensionError::Stopped(
                 self.stopped_reason().unwrap_or_default(),
@@ -324,10 +335,6 @@ impl Shared {
     ) -> Result<Option<Value>, ExtensionError> {
         self.request(name, |id| protocol::event_request(id, event), None, None)
             .await
-            .map_err(|error| match error {
-                ExtensionError::Handler(message) => ExtensionError::Handler(message),
-                other => other,
-            })
     }
 
     fn dispatch(self: &Arc<Self>, incoming: Incoming) {
@@ -352,7 +359,14 @@ impl Shared {
                 let shared = self.clone();
                 tokio::spawn(async move {
                     let result = host::handle_call(&shared.ctx, &method, params).await;
-                    let _ = shared.write(&protocol::call_return(&id, result)).await;
+                    if let Err(error) = shared.write(&protocol::call_return(&id, result)).await
+                        && !shared.stopping.load(Ordering::SeqCst)
+                    {
+                        shared.fail(
+                            format!("stopped reading its input ({error}); extension stopped"),
+                            None,
+                        );
+                    }
                     shared.touch();
                     shared.calls_in_flight.fetch_sub(1, Ordering::SeqCst);
                 });
@@ -765,10 +779,17 @@ impl Extension for ProcessExtension {
                     .reply
                     .send(Err(ExtensionError::Stopped("stopped by pi".to_owned())));
             }
-            // Closing stdin asks the extension to exit.
-            shared.stdin.lock().await.take();
+            // Closing stdin asks the extension to exit (a writer stuck on a full pipe holds
+            // the lock: then the extension is killed at once).
+            let closed = match tokio::time::timeout(STOP_GRACE, shared.stdin.lock()).await {
+                Ok(mut stdin) => {
+                    stdin.take();
+                    true
+                }
+                Err(_) => false,
+            };
             let mut exit = shared.exit.clone();
-            if wait_exit(&mut exit, STOP_GRACE).await.is_none() {
+            if !closed || wait_exit(&mut exit, STOP_GRACE).await.is_none() {
                 kill_group(shared.pid);
             }
         })
