@@ -2085,20 +2085,10 @@ impl AgentSession {
             .await?
             .ok_or_else(|| SessionError::InvalidEntry(format!("Entry {target} not found")))?;
         let old_leaf = self.leaf_id().await?;
-        let bus = self.bus();
-        let mut label = None;
-        if bus.has_handlers("session_before_tree") {
-            let preparation = self.tree_preparation(old_leaf.as_ref(), target).await?;
-            let result = bus
-                .emit_session_before(&ExtensionEvent::SessionBeforeTree { preparation })
-                .await;
-            if let Some(result) = result {
-                if result.cancel {
-                    return Err(SessionError::Cancelled);
-                }
-                label = result.label;
-            }
-        }
+        let label = self
+            .extensions_before_tree(old_leaf.as_ref(), target, false)
+            .await?
+            .and_then(|result| result.label);
         let store = self.store().clone();
         let session = self.session_id().await;
         let (leaf, text) = match &entry.entry.kind {
@@ -2119,17 +2109,107 @@ impl AgentSession {
             self.set_label(target, Some(&label)).await?;
         }
         self.reload_transcript().await?;
-        if bus.has_handlers("session_tree") {
-            let new_leaf = self.leaf_id().await?;
-            bus.emit(&ExtensionEvent::SessionTree {
-                new_leaf_id: new_leaf.map(|id| id.to_string()),
-                old_leaf_id: old_leaf.map(|id| id.to_string()),
-                summary_entry: None,
-                from_extension: None,
-            })
-            .await;
-        }
+        self.extensions_tree_moved(old_leaf.as_ref(), None, None)
+            .await?;
         Ok(text)
+    }
+
+    // ----- hooks for compaction and branch summaries -------------------------------------------
+
+    /// `session_before_tree`: asks the extensions before the leaf moves to `target`.
+    /// `Err(Cancelled)` when one cancels (nothing may change); otherwise what they returned
+    /// (a `summary` to store instead of generating one — honoured only when the user wants a
+    /// summary —, instructions and a `label`).
+    pub async fn extensions_before_tree(
+        &self,
+        old_leaf: Option<&EntryId>,
+        target: &EntryId,
+        user_wants_summary: bool,
+    ) -> Result<Option<extensions::event::SessionBeforeResult>, SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_tree") {
+            return Ok(None);
+        }
+        let mut preparation = self.tree_preparation(old_leaf, target).await?;
+        preparation["userWantsSummary"] = Value::Bool(user_wants_summary);
+        let result = bus
+            .emit_session_before(&ExtensionEvent::SessionBeforeTree { preparation })
+            .await;
+        match result {
+            Some(result) if result.cancel => Err(SessionError::Cancelled),
+            other => Ok(other),
+        }
+    }
+
+    /// `session_tree`: tells the extensions the leaf moved (with the branch summary entry
+    /// stored for the move, if any, and whether an extension supplied it).
+    pub async fn extensions_tree_moved(
+        &self,
+        old_leaf: Option<&EntryId>,
+        summary_entry: Option<Value>,
+        from_extension: Option<bool>,
+    ) -> Result<(), SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_tree") {
+            return Ok(());
+        }
+        let new_leaf = self.leaf_id().await?;
+        bus.emit(&ExtensionEvent::SessionTree {
+            new_leaf_id: new_leaf.map(|id| id.to_string()),
+            old_leaf_id: old_leaf.map(ToString::to_string),
+            summary_entry,
+            from_extension,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// `session_before_compact`: asks the extensions before a compaction is summarised.
+    /// `Err(Cancelled)` when one cancels (no compaction entry may be written); `Ok(Some(_))`
+    /// when one supplies the summary (store [`extensions::event::CompactionOverride::to_entry`]
+    /// instead of generating one).
+    pub async fn extensions_before_compact(
+        &self,
+        preparation: &crate::session::compaction::CompactionPreparation<'_>,
+        branch_entries: &[crate::store::StoredEntry],
+        custom_instructions: Option<&str>,
+    ) -> Result<Option<extensions::event::CompactionOverride>, SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_compact") {
+            return Ok(None);
+        }
+        let event = ExtensionEvent::SessionBeforeCompact {
+            preparation: extensions::event::compaction_preparation_json(preparation),
+            branch_entries: branch_entries
+                .iter()
+                .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
+                .collect(),
+            custom_instructions: custom_instructions.map(str::to_owned),
+        };
+        match bus.emit_session_before(&event).await {
+            Some(result) if result.cancel => Err(SessionError::Cancelled),
+            Some(result) => Ok(result.compaction),
+            None => Ok(None),
+        }
+    }
+
+    /// `session_compact`: tells the extensions about the stored compaction entry.
+    pub async fn extensions_compacted(
+        &self,
+        compaction_entry: &crate::store::StoredEntry,
+        from_extension: bool,
+    ) {
+        let bus = self.bus();
+        if !bus.has_handlers("session_compact") {
+            return;
+        }
+        let entry =
+            crate::support::json::parse_lenient(&compaction_entry.payload).unwrap_or(Value::Null);
+        bus.emit(&ExtensionEvent::SessionCompact {
+            compaction_entry: entry,
+            from_extension,
+        })
+        .await;
     }
 
     /// The reference's `session_before_tree` preparation: the common ancestor of the old leaf

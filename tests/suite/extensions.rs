@@ -542,6 +542,119 @@ async fn each_session_runtime_gets_start_and_shutdown_and_a_switch_can_be_cancel
     );
 }
 
+const COMPACTOR: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+
+ext = Extension("compactor")
+
+def log(line):
+    with open(os.path.join(ext.cwd, "compaction.log"), "a") as out:
+        out.write(line + "\n")
+
+@ext.on("session_before_compact")
+def before(event):
+    prep = event["preparation"]
+    log("before %s summarize=%d kept=%s entries=%d" % (
+        event.get("customInstructions"), len(prep["messagesToSummarize"]),
+        prep["firstKeptEntryId"], len(event["branchEntries"])))
+    if event.get("customInstructions") == "cancel":
+        return {"cancel": True}
+    return {"compaction": {"summary": "Summary by the extension", "firstKeptEntryId": prep["firstKeptEntryId"],
+                           "tokensBefore": prep["tokensBefore"], "details": {"by": "compactor"}}}
+
+@ext.on("session_compact")
+def after(event):
+    log("compacted %s %s" % (event["fromExtension"], event["compactionEntry"]["summary"]))
+
+ext.run()
+"#;
+
+/// The compaction hooks as the compaction wiring calls them: a cancelled compaction writes
+/// nothing; a supplied summary is what gets stored (`fromHook: true`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_hooks_cancel_or_supply_the_summary() {
+    use pi::session::compaction::{CompactionSettings, prepare_manual_compaction};
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+    ]);
+    let compactor = script(&harness.env, "compactor.py", COMPACTOR);
+    let mut config = extensions(&[compactor], Arc::new(NoUi));
+    config
+        .env
+        .push(("PI_EXAMPLES".into(), examples().into_os_string()));
+    harness.extensions = config;
+    let session = harness.open(new_session()).await;
+    prompt(&session, "First question.").await;
+    prompt(&session, "Second question.").await;
+    let id = session.session_id().await;
+    let path = harness
+        .store
+        .branch_path(&id, &pi::store::LeafSelector::Current)
+        .unwrap();
+    let settings = CompactionSettings {
+        keep_recent_tokens: 1,
+        ..CompactionSettings::default()
+    };
+    let preparation = prepare_manual_compaction(&path, &settings).unwrap();
+
+    let cancelled = session
+        .extensions_before_compact(&preparation, &path, Some("cancel"))
+        .await;
+    assert!(
+        matches!(cancelled, Err(SessionError::Cancelled)),
+        "{cancelled:?}"
+    );
+    let supplied = session
+        .extensions_before_compact(&preparation, &path, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(supplied.summary, "Summary by the extension");
+    assert_eq!(
+        supplied.first_kept_entry_id,
+        preparation.first_kept_entry_id.as_str()
+    );
+    let stored = harness
+        .store
+        .append_compaction(&id, supplied.to_entry())
+        .unwrap();
+    session.extensions_compacted(&stored, true).await;
+    let context = harness
+        .store
+        .context(&id, &pi::store::LeafSelector::Current)
+        .unwrap()
+        .agent_messages();
+    assert!(matches!(
+        &context[0],
+        AgentMessage::CompactionSummary(summary) if summary.summary == "Summary by the extension"
+    ));
+    let line = String::from_utf8(stored.payload.clone()).unwrap();
+    assert!(line.contains(r#""fromHook":true"#), "{line}");
+    assert!(line.contains(r#""details":{"by":"compactor"}"#), "{line}");
+    session.shutdown().await;
+
+    let log = std::fs::read_to_string(harness.env.workspace.join("compaction.log")).unwrap();
+    let kept = preparation.first_kept_entry_id.as_str();
+    let summarized = preparation.messages_to_summarize.len();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "before cancel summarize={summarized} kept={kept} entries={}",
+                path.len()
+            ),
+            format!(
+                "before None summarize={summarized} kept={kept} entries={}",
+                path.len()
+            ),
+            "compacted True Summary by the extension".to_owned(),
+        ]
+    );
+}
+
 // ----- an in-process extension --------------------------------------------------------------
 
 /// A built-in feature on the same bus: injects a note and a system prompt line, masks a word

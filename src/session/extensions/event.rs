@@ -630,6 +630,74 @@ impl SessionBeforeResult {
     }
 }
 
+impl CompactionOverride {
+    /// The `compaction` entry to store for this summary (`fromHook: true`).
+    pub fn to_entry(&self) -> crate::model::entry::CompactionEntry {
+        crate::model::entry::CompactionEntry {
+            summary: self.summary.clone(),
+            first_kept_entry_id: Some(crate::model::ids::EntryId::new(
+                self.first_kept_entry_id.as_str(),
+            )),
+            tokens_before: self.tokens_before,
+            details: self.details.clone(),
+            from_hook: Some(true),
+        }
+    }
+}
+
+fn sorted(set: &std::collections::HashSet<String>) -> Value {
+    let mut items: Vec<&String> = set.iter().collect();
+    items.sort();
+    Value::from(items.into_iter().cloned().collect::<Vec<_>>())
+}
+
+/// The reference's `preparation` object of `session_before_compact`: `{firstKeptEntryId,
+/// messagesToSummarize, turnPrefixMessages, isSplitTurn, tokensBefore, previousSummary?,
+/// fileOps, settings}`. `fileOps` holds sorted arrays (`read`, `written`, `edited`) — the
+/// reference's `Set`s would serialise as empty objects.
+pub fn compaction_preparation_json(
+    preparation: &crate::session::compaction::CompactionPreparation<'_>,
+) -> Value {
+    let messages = |list: &[crate::session::compaction::PathMessage<'_>]| {
+        Value::Array(list.iter().map(|message| message.to_value()).collect())
+    };
+    let ops = preparation.file_ops();
+    let mut map = Map::new();
+    map.insert(
+        "firstKeptEntryId".into(),
+        Value::from(preparation.first_kept_entry_id.as_str()),
+    );
+    map.insert(
+        "messagesToSummarize".into(),
+        messages(&preparation.messages_to_summarize),
+    );
+    map.insert(
+        "turnPrefixMessages".into(),
+        messages(&preparation.turn_prefix_messages),
+    );
+    map.insert("isSplitTurn".into(), Value::from(preparation.is_split_turn));
+    map.insert(
+        "tokensBefore".into(),
+        Value::from(preparation.tokens_before),
+    );
+    if let Some(previous) = preparation.previous_summary {
+        map.insert("previousSummary".into(), Value::from(previous));
+    }
+    map.insert(
+        "fileOps".into(),
+        json!({"read": sorted(&ops.read), "written": sorted(&ops.written), "edited": sorted(&ops.edited)}),
+    );
+    map.insert(
+        "settings".into(),
+        json!({
+            "enabled": preparation.settings.enabled,
+            "reserveTokens": preparation.settings.reserve_tokens,
+            "keepRecentTokens": preparation.settings.keep_recent_tokens,
+        }),
+    );
+    Value::Object(map)
+}
+
 /// Why a session runtime started (`session_start.reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartReason {
