@@ -23,6 +23,7 @@ pub mod bus;
 pub mod context;
 pub mod discovery;
 pub mod event;
+pub mod hooks;
 pub mod host;
 pub mod process;
 pub mod protocol;
