@@ -941,6 +941,35 @@ async fn an_extension_that_stops_reading_its_input_cannot_block_the_session() {
     session.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_may_run_longer_than_the_timeout() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_tool_call("call_1", "build", r#"{}"#)),
+        MockResponse::sse(sse::openai_text("Built.")),
+    ]);
+    let builder = script(
+        &harness.env,
+        "builder.py",
+        "#!/usr/bin/env python3\nimport os, sys, time\nsys.path.insert(0, os.environ['PI_EXAMPLES'])\nfrom pi_extension import Extension\next = Extension('builder')\n\n@ext.tool('build', 'Build the project')\ndef build(params, call):\n    time.sleep(2.5)\n    return 'built'\n\n@ext.on('tool_execution_end')\ndef ended(event):\n    return None\n\next.run()\n",
+    );
+    let mut config = extensions(&[builder], Arc::new(NoUi));
+    config.timeout = Duration::from_millis(1000);
+    config
+        .env
+        .push(("PI_EXAMPLES".into(), examples().into_os_string()));
+    harness.extensions = config;
+    let session = harness.open(new_session()).await;
+    let mut events = session.subscribe();
+    prompt(&session, "Build it.").await;
+    let id = session.session_id().await;
+    assert_eq!(
+        tool_results(&harness.store, &id),
+        [("call_1".to_owned(), false, "built".to_owned())]
+    );
+    assert!(extension_errors(&mut events).is_empty());
+    session.shutdown().await;
+}
+
 // ----- the command line ---------------------------------------------------------------------
 
 #[test]

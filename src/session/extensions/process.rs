@@ -15,7 +15,9 @@
 //!
 //! The timeout measures *inactivity*: it restarts whenever the extension sends anything, and
 //! it is suspended while one of its calls into pi is being served (a `confirm` waiting for the
-//! user does not count against a guard).
+//! user does not count against a guard) and while it runs one of its tools or commands (they
+//! take as long as they need — a single-threaded extension answers events only afterwards;
+//! the user can abort a tool).
 //!
 //! Invariants: one writer at a time on stdin (a line is never interleaved); no lock is held
 //! across an `.await` except the stdin writer lock; a fault is reported exactly once.
@@ -86,6 +88,8 @@ struct Pending {
     event: String,
     reply: oneshot::Sender<Result<Option<Value>, ExtensionError>>,
     updates: Option<UpdateSink>,
+    /// A tool run or a command: it may take as long as it needs.
+    long: bool,
 }
 
 struct Shared {
@@ -266,12 +270,14 @@ impl Shared {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, mut answer) = oneshot::channel();
+        let long = matches!(event, "execute_tool" | "command");
         lock(&self.pending).insert(
             id,
             Pending {
                 event: event.to_owned(),
                 reply,
                 updates,
+                long,
             },
         );
         self.touch();
@@ -295,8 +301,9 @@ impl Shared {
                     });
                 }
                 () = tokio::time::sleep_until(deadline) => {
-                    let idle = self.calls_in_flight.load(Ordering::SeqCst) == 0
-                        && self.last_activity() + self.timeout <= Instant::now();
+                    let busy = self.calls_in_flight.load(Ordering::SeqCst) > 0
+                        || lock(&self.pending).values().any(|pending| pending.long);
+                    let idle = !busy && self.last_activity() + self.timeout <= Instant::now();
                     if idle {
                         let reason = format!(
                             "did not answer `{event}` within {} ms; extension stopped",
