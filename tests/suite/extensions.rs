@@ -996,6 +996,12 @@ fn print_mode_loads_extensions_reports_faults_on_stderr_and_skips_reference_exte
         "export default () => {};\n",
     )
     .unwrap();
+    // The guard comes from the project settings, the crashing one from the command line.
+    std::fs::write(
+        env.workspace.join(".pi/settings.json"),
+        serde_json::json!({"executableExtensions": [examples().join("guard.py")]}).to_string(),
+    )
+    .unwrap();
     std::fs::create_dir_all(env.workspace.join("build")).unwrap();
     let crash = script(
         &env,
@@ -1005,8 +1011,6 @@ fn print_mode_loads_extensions_reports_faults_on_stderr_and_skips_reference_exte
     let output = env
         .pi()
         .args(["-p", "--model", "mock/mock-model", "-e"])
-        .arg(examples().join("guard.py"))
-        .arg("-e")
         .arg(&crash)
         .arg("Clean up.")
         .output()
