@@ -13,9 +13,9 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, DeliverAs, ModelCandidates, ModelChoice, OpenReport, PromptOptions, PromptSource,
-    SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
-    StreamingBehavior, WeakSession,
+    AgentSession, DeliverAs, ModelCandidates, ModelChoice, NavigateOptions, NavigateOutcome,
+    OpenReport, PromptOptions, PromptSource, SendMessageOptions, SessionConfig, SessionError,
+    SessionStats, SessionTarget, StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -42,6 +42,8 @@ pub struct Harness {
     pub settings: SessionSettings,
     /// The extensions sessions load (none by default).
     pub extensions: ExtensionsConfig,
+    /// The mock model's context window (128000 unless a test shrinks it).
+    pub context_window: u64,
 }
 
 /// Settings with short delays (retries and transport backoff) for tests.
@@ -65,6 +67,7 @@ impl Harness {
             store,
             settings: fast_settings(),
             extensions: ExtensionsConfig::default(),
+            context_window: 128_000,
         }
     }
 
@@ -77,7 +80,7 @@ impl Harness {
         let clock: Arc<dyn Clock> = Arc::new(SteppingClock::new(TEST_CLOCK_START_MS, 1000));
         let ids = Arc::new(IdSource::seeded(5));
         let registry = Arc::new(ModelRegistry::load(
-            Some(&models_json(&self.server.url(), 128_000)),
+            Some(&models_json(&self.server.url(), self.context_window)),
             "models.json",
         ));
         let credentials = Arc::new(Credentials::new(

@@ -21,6 +21,7 @@ use pi::session::extensions::{
 };
 use pi::session::{AgentSession, PromptOptions, SessionError, SessionEvent, SessionTarget};
 use pi::store::SessionStore;
+use serde_json::Value;
 
 use crate::common::TestEnv;
 use crate::common::agent::{Harness, models_json};
@@ -542,115 +543,223 @@ async fn each_session_runtime_gets_start_and_shutdown_and_a_switch_can_be_cancel
     );
 }
 
-const COMPACTOR: &str = r#"#!/usr/bin/env python3
-import json, os, sys
+const KEEPER: &str = r#"#!/usr/bin/env python3
+import os, sys
 sys.path.insert(0, os.environ["PI_EXAMPLES"])
 from pi_extension import Extension
 
-ext = Extension("compactor")
+ext = Extension("keeper")
 
 def log(line):
-    with open(os.path.join(ext.cwd, "compaction.log"), "a") as out:
+    with open(os.path.join(ext.cwd, "keeper.log"), "a") as out:
         out.write(line + "\n")
 
 @ext.on("session_before_compact")
-def before(event):
+def before_compact(event):
     prep = event["preparation"]
-    log("before %s summarize=%d kept=%s entries=%d" % (
+    log("before_compact %s summarize=%d kept=%s entries=%d" % (
         event.get("customInstructions"), len(prep["messagesToSummarize"]),
         prep["firstKeptEntryId"], len(event["branchEntries"])))
     if event.get("customInstructions") == "cancel":
         return {"cancel": True}
     return {"compaction": {"summary": "Summary by the extension", "firstKeptEntryId": prep["firstKeptEntryId"],
-                           "tokensBefore": prep["tokensBefore"], "details": {"by": "compactor"}}}
+                           "tokensBefore": prep["tokensBefore"], "details": {"by": "keeper"}}}
 
 @ext.on("session_compact")
-def after(event):
+def compacted(event):
     log("compacted %s %s" % (event["fromExtension"], event["compactionEntry"]["summary"]))
+
+@ext.on("session_before_tree")
+def before_tree(event):
+    prep = event["preparation"]
+    log("before_tree target=%s old=%s common=%s entries=%d wants=%s" % (
+        prep["targetId"], prep["oldLeafId"], prep["commonAncestorId"],
+        len(prep["entriesToSummarize"]), prep["userWantsSummary"]))
+    if os.path.exists(os.path.join(ext.cwd, "deny-tree")):
+        return {"cancel": True}
+    return {"summary": {"summary": "Branch summary by the extension", "details": {"by": "keeper"}},
+            "label": "explored"}
+
+@ext.on("session_tree")
+def moved(event):
+    summary = event.get("summaryEntry") or {}
+    log("tree from=%s summary=%s" % (event.get("fromExtension"), summary.get("summary")))
 
 ext.run()
 "#;
 
-/// The compaction hooks as the compaction wiring calls them: a cancelled compaction writes
-/// nothing; a supplied summary is what gets stored (`fromHook: true`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_hooks_cancel_or_supply_the_summary() {
-    use pi::session::compaction::{CompactionSettings, prepare_manual_compaction};
-    let mut harness = Harness::new(vec![
-        MockResponse::sse(sse::openai_text("First answer.")),
-        MockResponse::sse(sse::openai_text("Second answer.")),
-    ]);
-    let compactor = script(&harness.env, "compactor.py", COMPACTOR);
-    let mut config = extensions(&[compactor], Arc::new(NoUi));
+async fn keeper_session(harness: &mut Harness) -> AgentSession {
+    let keeper = script(&harness.env, "keeper.py", KEEPER);
+    let mut config = extensions(&[keeper], Arc::new(NoUi));
     config
         .env
         .push(("PI_EXAMPLES".into(), examples().into_os_string()));
     harness.extensions = config;
+    harness.settings.compaction.keep_recent_tokens = 20;
     let session = harness.open(new_session()).await;
-    prompt(&session, "First question.").await;
-    prompt(&session, "Second question.").await;
+    prompt(&session, "First question about apples.").await;
+    prompt(
+        &session,
+        &format!("Second question: {}", "pears ".repeat(15).trim_end()),
+    )
+    .await;
+    session
+}
+
+fn keeper_log(harness: &Harness) -> Vec<String> {
+    std::fs::read_to_string(harness.env.workspace.join("keeper.log"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn entries_of(store: &SessionStore, id: &SessionId, type_name: &str) -> Vec<Value> {
+    store
+        .entries(id)
+        .unwrap()
+        .into_iter()
+        .filter(|stored| stored.entry.kind.type_name() == type_name)
+        .map(|stored| serde_json::from_slice(&stored.payload).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_compaction_leaves_no_entry_and_a_supplied_summary_is_stored() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+    ]);
+    let session = keeper_session(&mut harness).await;
+    let id = session.session_id().await;
+    let path_len = harness
+        .store
+        .branch_path(&id, &pi::store::LeafSelector::Current)
+        .unwrap()
+        .len();
+    let mut events = session.subscribe();
+
+    let cancelled = session.compact(Some("cancel".into())).await;
+    assert_eq!(cancelled.unwrap_err().to_string(), "Compaction cancelled");
+    assert!(entries_of(&harness.store, &id, "compaction").is_empty());
+
+    let result = session.compact(None).await.unwrap();
+    assert_eq!(result["summary"], "Summary by the extension");
+    assert_eq!(result["details"], serde_json::json!({"by": "keeper"}));
+    let stored = entries_of(&harness.store, &id, "compaction");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["summary"], "Summary by the extension");
+    assert_eq!(stored[0]["fromHook"], true);
+    assert_eq!(stored[0]["details"], serde_json::json!({"by": "keeper"}));
+    assert_eq!(stored[0]["firstKeptEntryId"], result["firstKeptEntryId"]);
+    // No model call summarised anything; the transcript starts with the supplied summary.
+    assert_eq!(harness.server.requests().len(), 2);
+    assert!(matches!(
+        &session.messages()[0],
+        AgentMessage::CompactionSummary(summary) if summary.summary == "Summary by the extension"
+    ));
+    let ends: Vec<Value> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter_map(|event| event.to_json())
+        .filter(|event| event["type"] == "compaction_end")
+        .collect();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(ends[0]["aborted"], true);
+    assert!(ends[0].get("errorMessage").is_none());
+    assert_eq!(ends[1]["result"]["summary"], "Summary by the extension");
+    session.shutdown().await;
+
+    let kept = result["firstKeptEntryId"].as_str().unwrap().to_owned();
+    let log = keeper_log(&harness);
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert!(
+        log[0].starts_with("before_compact cancel summarize="),
+        "{log:?}"
+    );
+    assert!(
+        log[0].ends_with(&format!("kept={kept} entries={path_len}")),
+        "{log:?}"
+    );
+    assert!(
+        log[1].starts_with("before_compact None summarize="),
+        "{log:?}"
+    );
+    assert_eq!(log[2], "compacted True Summary by the extension");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tree_navigation_can_be_cancelled_or_get_its_branch_summary_from_an_extension() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+    ]);
+    let session = keeper_session(&mut harness).await;
     let id = session.session_id().await;
     let path = harness
         .store
         .branch_path(&id, &pi::store::LeafSelector::Current)
         .unwrap();
-    let settings = CompactionSettings {
-        keep_recent_tokens: 1,
-        ..CompactionSettings::default()
+    let ids: Vec<String> = path
+        .iter()
+        .map(|stored| stored.entry.id.as_ref().unwrap().to_string())
+        .collect();
+    // model_change, thinking_level_change, user 1, assistant 1, user 2, assistant 2.
+    let (first_answer, second_question, leaf) = (&ids[3], &ids[4], &ids[5]);
+    let target = pi::model::ids::EntryId::new(second_question.as_str());
+    let options = pi::session::NavigateOptions {
+        summarize: true,
+        ..pi::session::NavigateOptions::default()
     };
-    let preparation = prepare_manual_compaction(&path, &settings).unwrap();
 
-    let cancelled = session
-        .extensions_before_compact(&preparation, &path, Some("cancel"))
-        .await;
-    assert!(
-        matches!(cancelled, Err(SessionError::Cancelled)),
-        "{cancelled:?}"
-    );
-    let supplied = session
-        .extensions_before_compact(&preparation, &path, None)
+    std::fs::write(harness.env.workspace.join("deny-tree"), "").unwrap();
+    let outcome = session
+        .navigate_tree_with(&target, options.clone())
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(supplied.summary, "Summary by the extension");
+    assert!(outcome.cancelled);
     assert_eq!(
-        supplied.first_kept_entry_id,
-        preparation.first_kept_entry_id.as_str()
+        harness
+            .store
+            .leaf(&id)
+            .unwrap()
+            .unwrap()
+            .entry
+            .id
+            .unwrap()
+            .to_string(),
+        *leaf
     );
-    let stored = harness
-        .store
-        .append_compaction(&id, supplied.to_entry())
-        .unwrap();
-    session.extensions_compacted(&stored, true).await;
-    let context = harness
-        .store
-        .context(&id, &pi::store::LeafSelector::Current)
-        .unwrap()
-        .agent_messages();
-    assert!(matches!(
-        &context[0],
-        AgentMessage::CompactionSummary(summary) if summary.summary == "Summary by the extension"
-    ));
-    let line = String::from_utf8(stored.payload.clone()).unwrap();
-    assert!(line.contains(r#""fromHook":true"#), "{line}");
-    assert!(line.contains(r#""details":{"by":"compactor"}"#), "{line}");
+
+    std::fs::remove_file(harness.env.workspace.join("deny-tree")).unwrap();
+    let outcome = session.navigate_tree_with(&target, options).await.unwrap();
+    assert!(!outcome.cancelled);
+    assert!(outcome.editor_text.unwrap().starts_with("Second question"));
+    let summaries = entries_of(&harness.store, &id, "branch_summary");
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(summaries[0]["summary"], "Branch summary by the extension");
+    assert_eq!(summaries[0]["fromHook"], true);
+    assert_eq!(summaries[0]["details"], serde_json::json!({"by": "keeper"}));
+    assert_eq!(summaries[0]["parentId"], first_answer.as_str());
+    let labels = harness.store.labels(&id).unwrap();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(labels[0].0.as_str(), summaries[0]["id"].as_str().unwrap());
+    assert_eq!(labels[0].1, "explored");
+    assert_eq!(
+        harness.server.requests().len(),
+        2,
+        "no summary was generated"
+    );
     session.shutdown().await;
 
-    let log = std::fs::read_to_string(harness.env.workspace.join("compaction.log")).unwrap();
-    let kept = preparation.first_kept_entry_id.as_str();
-    let summarized = preparation.messages_to_summarize.len();
+    // The target is on the old path: it is the common ancestor, only the answer is left.
+    let line = format!(
+        "before_tree target={second_question} old={leaf} common={second_question} entries=1 wants=True"
+    );
     assert_eq!(
-        log.lines().collect::<Vec<_>>(),
+        keeper_log(&harness),
         [
-            format!(
-                "before cancel summarize={summarized} kept={kept} entries={}",
-                path.len()
-            ),
-            format!(
-                "before None summarize={summarized} kept={kept} entries={}",
-                path.len()
-            ),
-            "compacted True Summary by the extension".to_owned(),
+            line.clone(),
+            line,
+            "tree from=True summary=Branch summary by the extension".to_owned()
         ]
     );
 }

@@ -15,6 +15,7 @@ mod interop;
 mod migrations;
 mod resources;
 mod search;
+mod session_compaction;
 mod store;
 mod store_props;
 mod tools;

@@ -631,6 +631,22 @@ impl SessionBeforeResult {
 }
 
 impl CompactionOverride {
+    /// The result object of `compaction_end` and `compact()`: `{summary, firstKeptEntryId,
+    /// tokensBefore, details?}`.
+    pub fn to_result_json(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("summary".into(), Value::from(self.summary.as_str()));
+        map.insert(
+            "firstKeptEntryId".into(),
+            Value::from(self.first_kept_entry_id.as_str()),
+        );
+        map.insert("tokensBefore".into(), Value::from(self.tokens_before));
+        if let Some(details) = &self.details {
+            map.insert("details".into(), details.clone());
+        }
+        Value::Object(map)
+    }
+
     /// The `compaction` entry to store for this summary (`fromHook: true`).
     pub fn to_entry(&self) -> crate::model::entry::CompactionEntry {
         crate::model::entry::CompactionEntry {

@@ -19,7 +19,70 @@ use crate::session::extensions::event::{
 };
 use crate::session::extensions::{self, ExtensionBus, ExtensionContext, RegisteredCommand};
 use crate::session::persist::blocking;
-use crate::store::{LeafSelector, StoredEntry};
+use crate::store::StoredEntry;
+
+/// What `session_before_tree` is told (the reference's `preparation`).
+#[derive(Clone, Copy, Debug)]
+pub struct TreePreparation<'a> {
+    /// The entry navigated to.
+    pub target_id: &'a EntryId,
+    /// The leaf before the move.
+    pub old_leaf_id: Option<&'a EntryId>,
+    /// The deepest entry on both paths.
+    pub common_ancestor_id: Option<&'a EntryId>,
+    /// The abandoned branch, root first.
+    pub entries_to_summarize: &'a [StoredEntry],
+    /// Whether the user asked for a summary.
+    pub user_wants_summary: bool,
+    /// The user's summary instructions.
+    pub custom_instructions: Option<&'a str>,
+    /// Whether they replace the default prompt.
+    pub replace_instructions: bool,
+    /// The label the user gave.
+    pub label: Option<&'a str>,
+}
+
+impl TreePreparation<'_> {
+    /// `{targetId, oldLeafId, commonAncestorId, entriesToSummarize, userWantsSummary,
+    /// customInstructions?, replaceInstructions?, label?}`.
+    pub fn to_json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("targetId".into(), Value::from(self.target_id.as_str()));
+        map.insert(
+            "oldLeafId".into(),
+            self.old_leaf_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "commonAncestorId".into(),
+            self.common_ancestor_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "entriesToSummarize".into(),
+            Value::Array(
+                self.entries_to_summarize
+                    .iter()
+                    .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
+                    .collect(),
+            ),
+        );
+        map.insert(
+            "userWantsSummary".into(),
+            Value::Bool(self.user_wants_summary),
+        );
+        if let Some(instructions) = self.custom_instructions {
+            map.insert("customInstructions".into(), Value::from(instructions));
+        }
+        if self.replace_instructions {
+            map.insert("replaceInstructions".into(), Value::Bool(true));
+        }
+        if let Some(label) = self.label {
+            map.insert("label".into(), Value::from(label));
+        }
+        Value::Object(map)
+    }
+}
 
 impl AgentSession {
     /// Starts the configured extensions for a new session runtime and registers their tools.
@@ -174,24 +237,22 @@ impl AgentSession {
         }
     }
 
-    /// `session_before_tree`: asks the extensions before the leaf moves to `target`.
+    /// `session_before_tree`: asks the extensions before the leaf moves.
     /// `Err(Cancelled)` when one cancels (nothing may change); otherwise what they returned
     /// (a `summary` to store instead of generating one — honoured only when the user wants a
     /// summary —, instructions and a `label`).
     pub async fn extensions_before_tree(
         &self,
-        old_leaf: Option<&EntryId>,
-        target: &EntryId,
-        user_wants_summary: bool,
+        preparation: &TreePreparation<'_>,
     ) -> Result<Option<SessionBeforeResult>, SessionError> {
         let bus = self.bus();
         if !bus.has_handlers("session_before_tree") {
             return Ok(None);
         }
-        let mut preparation = self.tree_preparation(old_leaf, target).await?;
-        preparation["userWantsSummary"] = Value::Bool(user_wants_summary);
         let result = bus
-            .emit_session_before(&ExtensionEvent::SessionBeforeTree { preparation })
+            .emit_session_before(&ExtensionEvent::SessionBeforeTree {
+                preparation: preparation.to_json(),
+            })
             .await;
         match result {
             Some(result) if result.cancel => Err(SessionError::Cancelled),
@@ -251,6 +312,18 @@ impl AgentSession {
         }
     }
 
+    /// `session_compact` for the compaction entry just appended (the leaf).
+    pub(crate) async fn extensions_compacted_at_leaf(&self, from_extension: bool) {
+        if !self.bus().has_handlers("session_compact") {
+            return;
+        }
+        let session = self.session_id().await;
+        let store = self.store().clone();
+        if let Ok(Some(leaf)) = blocking(move || store.leaf(&session)).await {
+            self.extensions_compacted(&leaf, from_extension).await;
+        }
+    }
+
     /// `session_compact`: tells the extensions about the stored compaction entry.
     pub async fn extensions_compacted(&self, compaction_entry: &StoredEntry, from_extension: bool) {
         let bus = self.bus();
@@ -264,57 +337,6 @@ impl AgentSession {
             from_extension,
         })
         .await;
-    }
-
-    /// The reference's `session_before_tree` preparation: the common ancestor of the old leaf
-    /// and the target, and the entries of the branch being left (root first).
-    async fn tree_preparation(
-        &self,
-        old_leaf: Option<&EntryId>,
-        target: &EntryId,
-    ) -> Result<Value, SessionError> {
-        let session = self.session_id().await;
-        let store = self.store().clone();
-        let old = old_leaf.cloned();
-        let target_id = target.clone();
-        let (old_path, target_path) = blocking(move || {
-            let old_path = match &old {
-                Some(leaf) => store.branch_path(&session, &LeafSelector::Entry(leaf.clone()))?,
-                None => Vec::new(),
-            };
-            let target_path = store.branch_path(&session, &LeafSelector::Entry(target_id))?;
-            Ok((old_path, target_path))
-        })
-        .await?;
-        let old_ids: std::collections::HashSet<&EntryId> = old_path
-            .iter()
-            .filter_map(|stored| stored.entry.id.as_ref())
-            .collect();
-        let common = target_path
-            .iter()
-            .rev()
-            .filter_map(|stored| stored.entry.id.as_ref())
-            .find(|id| old_ids.contains(id))
-            .cloned();
-        let to_summarize: Vec<Value> = match &common {
-            Some(common) => old_path
-                .iter()
-                .skip_while(|stored| stored.entry.id.as_ref() != Some(common))
-                .skip(1)
-                .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
-                .collect(),
-            None => old_path
-                .iter()
-                .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
-                .collect(),
-        };
-        Ok(serde_json::json!({
-            "targetId": target.to_string(),
-            "oldLeafId": old_leaf.map(ToString::to_string),
-            "commonAncestorId": common.map(|id| id.to_string()),
-            "entriesToSummarize": to_summarize,
-            "userWantsSummary": false,
-        }))
     }
 
     /// Asks the extensions whether a switch may happen (`session_before_switch`).
