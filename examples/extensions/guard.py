@@ -19,7 +19,7 @@ DANGEROUS = [
     (
         "rm -rf",
         re.compile(
-            r"\brm\s+(?:-\w*r\w*f\w*|-\w*f\w*r\w*|-r\s+-f|-f\s+-r"
+            r"\brm\s+(?:-\w*[rR]\w*f\w*|-\w*f\w*[rR]\w*|-[rR]\s+-f|-f\s+-[rR]"
             r"|--recursive\s+--force|--force\s+--recursive)\b"
         ),
     ),
