@@ -19,7 +19,7 @@ use crate::session::compaction::{
     BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
     CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, Summarizer,
     check_compaction, collect_entries_for_branch_summary, compact, generate_branch_summary,
-    latest_compaction_ms, navigation_target, prepare_compaction, prepare_manual_compaction,
+    navigation_target, prepare_compaction, prepare_manual_compaction,
 };
 use crate::session::events::SessionEvent;
 use crate::session::extensions::hooks::TreePreparation;
@@ -88,10 +88,6 @@ impl AgentSession {
         skip_aborted: bool,
     ) -> AfterRun {
         let settings = self.compaction_settings();
-        let Ok(tail) = self.compaction_tail().await else {
-            return AfterRun::Done;
-        };
-        let latest = latest_compaction_ms(&tail);
         let (model, transcript, attempted) = {
             let state = self.state();
             (
@@ -100,6 +96,12 @@ impl AgentSession {
                 state.overflow_recovery_attempted,
             )
         };
+        // The transcript is the context at the leaf: when a compaction is on the path, its
+        // summary message leads it and carries the entry's time. No store read per run.
+        let latest = transcript.iter().find_map(|message| match message {
+            AgentMessage::CompactionSummary(summary) => Some(summary.timestamp),
+            _ => None,
+        });
         let decision = check_compaction(&CompactionCheckInput {
             settings: &settings,
             message,
