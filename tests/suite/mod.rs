@@ -9,6 +9,7 @@ mod cli_interchange;
 mod cli_sessions;
 mod compaction;
 mod durability;
+mod extensions;
 mod interchange;
 mod interchange_props;
 mod interop;
