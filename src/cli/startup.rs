@@ -25,6 +25,7 @@ use crate::cli::{UsageError, keys};
 use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
 use crate::modes::{ImportedFile, Interchange, TerminalConfig};
+use crate::session::extensions::{self, DiscoveryInput, ExtensionsConfig};
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::{
     CompactionToggles, QueueMode, RetrySettings, SessionSettings, SettingsSink,
@@ -134,6 +135,64 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
         },
         branch_summary_reserve_tokens: positive(settings.branch_summary().reserve_tokens),
         telemetry,
+    }
+}
+
+/// The `executableExtensions` list of one settings scope.
+fn executable_extensions(settings: &Settings, scope: Scope) -> Vec<String> {
+    settings
+        .scope_object(scope)
+        .get("executableExtensions")
+        .and_then(serde_json::Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Finds the executable extensions (`-e`, settings `executableExtensions`, the extension
+/// directories) and the time limit (`executableExtensionTimeoutMs`); the skipped reference
+/// extensions and unusable paths become warnings.
+fn extensions_config(
+    args: &AgentArgs,
+    settings: &Settings,
+    env: &Env,
+    agent_dir: &Path,
+    warnings: &mut Vec<String>,
+) -> ExtensionsConfig {
+    let project = executable_extensions(settings, Scope::Project);
+    let user = executable_extensions(settings, Scope::Global);
+    let found = extensions::discovery::discover(&DiscoveryInput {
+        cwd: env.cwd(),
+        agent_dir,
+        home: env.home(),
+        cli_paths: &args.extensions,
+        project_settings: &project,
+        user_settings: &user,
+        discover: !args.no_extensions,
+    });
+    warnings.extend(found.problems.iter().cloned());
+    warnings.extend(found.skipped_notice());
+    let timeout = settings
+        .get("executableExtensionTimeoutMs")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|ms| *ms > 0)
+        .map_or(
+            extensions::DEFAULT_TIMEOUT,
+            std::time::Duration::from_millis,
+        );
+    ExtensionsConfig {
+        executables: found.executables,
+        timeout,
+        env: env
+            .vars()
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+        ..ExtensionsConfig::default()
     }
 }
 
@@ -441,6 +500,7 @@ pub fn prepare(
         },
         shell: shell.clone(),
     };
+    let extensions = extensions_config(args, &settings, env, &agent_dir, &mut warnings);
     let tools_flag = args.tools.as_ref().map(|names| names.join(","));
     let tools = ToolSet::new(
         builtin_tools(&tools_config),
@@ -517,6 +577,7 @@ pub fn prepare(
         local_date: local_date(env),
         harness_docs: HarnessDocs::in_dir(&docs_dir),
         emit_partials: mode != Mode::Text,
+        extensions,
     };
     let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
     terminal.database = env.db_path(db).display().to_string();

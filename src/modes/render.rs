@@ -536,6 +536,16 @@ impl<W: Write> Renderer<W> {
                 self.line(&text)
             }
             SessionEvent::Notice { level, message } => self.notice(*level, message),
+            SessionEvent::ExtensionError {
+                extension_path,
+                error,
+                ..
+            } => {
+                let painted = self
+                    .palette
+                    .error(&format!("Extension error ({extension_path}): {error}"));
+                self.line(&painted)
+            }
             // Shown by the command that caused them, or not at all.
             SessionEvent::QueueUpdate { .. }
             | SessionEvent::ThinkingLevelChanged { .. }

@@ -534,3 +534,36 @@ fn compact_and_a_branch_summary_from_the_repl() {
     );
     assert_eq!(kinds.last().map(String::as_str), Some("compaction"));
 }
+
+#[test]
+fn an_extension_dialog_is_answered_in_the_repl_during_a_turn() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"rm -rf build"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Understood, nothing was deleted.")),
+    ]);
+    configure(&env, &server);
+    std::fs::create_dir_all(env.workspace.join("build")).unwrap();
+    std::fs::write(env.workspace.join("build/keep.txt"), "keep").unwrap();
+    let guard = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/extensions/guard.py")
+        .display()
+        .to_string();
+    let tmux = Tmux::start(&env, "guard", &["-e", &guard], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("clean up the build");
+    tmux.wait_for("Dangerous command");
+    tmux.wait_for("Allow `rm -rf build`? [y/N]");
+    tmux.line("n");
+    let screen = tmux.wait_for("Understood, nothing was deleted.");
+    assert!(screen.contains("Blocked by the user"), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert!(env.workspace.join("build/keep.txt").exists());
+    server.assert_tool_calls_answered();
+}

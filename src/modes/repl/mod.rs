@@ -17,6 +17,7 @@
 
 pub mod command;
 pub mod editor;
+pub mod ui;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -39,11 +40,13 @@ use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
+use crate::session::extensions::NotifyKind;
 use crate::session::{AgentSession, NavigateOptions, PromptOptions, SessionError, SessionEvent};
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
 use command::{COMMANDS, Command, Input};
 use editor::{EditorConfig, LineEditor, Reply};
+use ui::{ReplUi, UiRequest};
 
 /// The prompt shown for input.
 pub const PROMPT: &str = "> ";
@@ -54,7 +57,7 @@ const PICKER_SESSIONS: usize = 20;
 /// Runs the REPL; with `resume`, the session picker comes first (no choice: exit 0).
 pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let Prepared {
-        config,
+        mut config,
         target,
         prompts,
         terminal,
@@ -64,6 +67,8 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let color = terminal.color_allowed && io::IsTerminal::is_terminal(&io::stdout());
     let palette = Palette::new(color);
     let cwd = config.cwd.clone();
+    let (extension_ui, ui_requests) = ReplUi::channel();
+    config.extensions.ui = Arc::new(extension_ui);
     let (session, report) = AgentSession::open(config, target).await?;
     let events = session.subscribe();
     let sigint = tokio::signal::unix::signal(SignalKind::interrupt())
@@ -80,6 +85,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let mut repl = Repl {
         session,
         interchange,
+        ui_requests,
         events,
         editor,
         out,
@@ -108,7 +114,11 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     for (text, images) in prompts {
         repl.run_prompt(&text, images).await?;
     }
-    repl.main_loop().await
+    let code = repl.main_loop().await?;
+    // The extensions get `session_shutdown` (reason `quit`) before pi exits.
+    let session = repl.session.clone();
+    repl.with_events(session.shutdown(), || {}).await?;
+    Ok(code)
 }
 
 /// Whether the loop goes on.
@@ -127,6 +137,8 @@ struct TreeSnapshot {
 struct Repl {
     session: AgentSession,
     interchange: Interchange,
+    /// Dialogs and notifications from extensions.
+    ui_requests: mpsc::UnboundedReceiver<UiRequest>,
     events: mpsc::UnboundedReceiver<SessionEvent>,
     editor: LineEditor,
     out: Renderer<io::Stdout>,
@@ -293,6 +305,12 @@ impl Repl {
                 .collect(),
         };
         names.extend(extra);
+        names.extend(
+            self.session
+                .extension_commands()
+                .into_iter()
+                .map(|command| command.invocation_name),
+        );
         match self.commands.lock() {
             Ok(mut commands) => *commands = names,
             Err(poisoned) => *poisoned.into_inner() = names,
@@ -426,6 +444,7 @@ impl Repl {
             tokio::select! {
                 result = &mut work => break result,
                 Some(event) = self.events.recv() => self.out.event(&event)?,
+                Some(request) = self.ui_requests.recv() => self.answer_ui(request).await?,
                 Some(()) = self.sigint.recv(), if !interrupted => {
                     interrupted = true;
                     interrupt();
@@ -433,7 +452,72 @@ impl Repl {
             }
         };
         self.drain_events()?;
+        while let Ok(request) = self.ui_requests.try_recv() {
+            self.answer_ui(request).await?;
+        }
         Ok(result)
+    }
+
+    /// Shows an extension's notification, or asks its question and sends the answer back.
+    async fn answer_ui(&mut self, request: UiRequest) -> Result<()> {
+        self.out.finish_line()?;
+        match request {
+            UiRequest::Notify { message, kind } => match kind {
+                NotifyKind::Info => self.info(&message)?,
+                NotifyKind::Warning => self.warn(&message)?,
+                NotifyKind::Error => self.error(&message)?,
+            },
+            UiRequest::Confirm {
+                title,
+                message,
+                reply,
+            } => {
+                let title = self.palette().bold(&title);
+                self.out.line(&title)?;
+                let answer = self.ask(&format!("{message} [y/N] ")).await;
+                let yes = matches!(
+                    answer.as_deref().map(str::to_lowercase).as_deref(),
+                    Some("y" | "yes")
+                );
+                // The extension may have stopped waiting (a timeout).
+                let _ = reply.send(yes);
+            }
+            UiRequest::Select {
+                title,
+                options,
+                reply,
+            } => {
+                let title = self.palette().bold(&title);
+                self.out.line(&title)?;
+                let width = options.len().to_string().len();
+                for (idx, option) in options.iter().enumerate() {
+                    let line = format!(
+                        "{} {option}",
+                        self.palette().dim(&format!("{:>width$}", idx + 1))
+                    );
+                    self.out.line(&line)?;
+                }
+                let answer = self.ask("Choose (number; Enter to cancel): ").await;
+                let chosen = answer
+                    .and_then(|answer| answer.parse::<usize>().ok())
+                    .filter(|number| *number >= 1 && *number <= options.len())
+                    .map(|number| options[number - 1].clone());
+                let _ = reply.send(chosen);
+            }
+            UiRequest::Input {
+                title,
+                placeholder,
+                reply,
+            } => {
+                let question = match placeholder {
+                    Some(hint) => format!("{title} ({hint}): "),
+                    None => format!("{title}: "),
+                };
+                let answer = self.ask(&question).await;
+                let _ = reply.send(answer);
+            }
+        }
+        Ok(())
     }
 
     /// Sends a prompt and renders the run until the session is idle again; Ctrl+C aborts.
@@ -555,7 +639,8 @@ impl Repl {
             Command::Name(name) => self.name(name.as_deref()).await?,
             Command::Session => self.session_info().await?,
             Command::New => {
-                let report = self.session.new_session(None).await?;
+                let session = self.session.clone();
+                let report = self.with_events(session.new_session(None), || {}).await??;
                 for notice in &report.notices {
                     self.warn(notice)?;
                 }
@@ -891,7 +976,10 @@ impl Repl {
 
     /// Switches to a stored session and shows its history.
     async fn switch_to(&mut self, id: SessionId) -> Result<()> {
-        let report = self.session.switch_session(id.clone()).await?;
+        let session = self.session.clone();
+        let report = self
+            .with_events(session.switch_session(id), || {})
+            .await??;
         for notice in &report.notices {
             self.warn(notice)?;
         }
@@ -1041,7 +1129,8 @@ impl Repl {
             self.warn(&format!("No message {answer:?}"))?;
             return Ok(());
         };
-        let text = self.session.fork(&entry).await?;
+        let session = self.session.clone();
+        let text = self.with_events(session.fork(&entry), || {}).await??;
         self.last_tree.clear();
         if let Some(text) = text {
             self.initial = text;
@@ -1063,7 +1152,8 @@ impl Repl {
             self.info("Nothing to clone yet")?;
             return Ok(());
         }
-        self.session.clone_session().await?;
+        let session = self.session.clone();
+        self.with_events(session.clone_session(), || {}).await??;
         self.last_tree.clear();
         self.info("Cloned to new session")?;
         Ok(())
@@ -1124,7 +1214,9 @@ impl Repl {
                 }
             }
         };
-        self.session.set_model(chosen.clone()).await?;
+        let session = self.session.clone();
+        self.with_events(session.set_model(chosen.clone()), || {})
+            .await??;
         let mut text = format!("Model: {}/{}", chosen.provider, chosen.id);
         if chosen.reasoning {
             text.push_str(&format!(
