@@ -803,6 +803,17 @@ impl AgentSession {
     /// Sends a prompt through the pipeline (expansion, queueing while streaming, model check,
     /// run, auto-retry) and returns when the agent is idle again.
     pub async fn prompt(&self, text: &str, options: PromptOptions) -> Result<(), SessionError> {
+        self.prompt_inner(text, options, None).await
+    }
+
+    /// `prompt`, calling `accepted` once the prompt is queued or about to run (the session is
+    /// then already streaming); errors before that point are returned without calling it.
+    async fn prompt_inner(
+        &self,
+        text: &str,
+        options: PromptOptions,
+        accepted: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<(), SessionError> {
         let expanded = if options.no_expansion {
             text.to_owned()
         } else {
@@ -813,6 +824,9 @@ impl AgentSession {
                 return Err(SessionError::Busy);
             };
             self.enqueue(behavior, expanded, options.images);
+            if let Some(accepted) = accepted {
+                accepted();
+            }
             return Ok(());
         }
         let _run = self.inner.run_lock.lock().await;
@@ -831,6 +845,11 @@ impl AgentSession {
             extra: Map::new(),
         })];
         messages.append(&mut self.state().pending_next_turn);
+        if let Some(accepted) = accepted {
+            // Streaming from here on, so a command handled after the acceptance sees the run.
+            self.state().streaming = true;
+            accepted();
+        }
         self.run_agent(Some(messages)).await;
         Ok(())
     }
@@ -924,6 +943,7 @@ impl AgentSession {
             let (config, transcript, cancel) = {
                 let mut state = self.state();
                 let Some(model) = state.model.clone() else {
+                    state.streaming = false;
                     return;
                 };
                 let cancel = CancellationToken::new();
@@ -1640,5 +1660,72 @@ impl LoopHooks for RunHooks<'_> {
 
     fn follow_up_messages(&self) -> Vec<AgentMessage> {
         self.session.drain(false)
+    }
+}
+
+// ----- RPC support -----
+impl AgentSession {
+    /// Sends a prompt like [`AgentSession::prompt`], calling `accepted` once the prompt is
+    /// queued or about to run (RPC answers a `prompt` command at that point); a prompt refused
+    /// before that point returns its error without calling `accepted`.
+    pub async fn prompt_with_acceptance(
+        &self,
+        text: &str,
+        options: PromptOptions,
+        accepted: impl FnOnce() + Send + 'static,
+    ) -> Result<(), SessionError> {
+        self.prompt_inner(text, options, Some(Box::new(accepted)))
+            .await
+    }
+
+    /// Queues a steering or follow-up message with images (RPC `steer` / `follow_up`); skills
+    /// and templates are expanded as for a prompt.
+    pub fn queue_message(
+        &self,
+        behavior: StreamingBehavior,
+        text: &str,
+        images: Vec<ImageContent>,
+    ) -> Result<(), SessionError> {
+        let expanded = self.expand(text)?;
+        self.enqueue(behavior, expanded, images);
+        Ok(())
+    }
+
+    /// Waits until no run is in progress (prompts already waiting to run included).
+    pub async fn wait_for_idle(&self) {
+        drop(self.inner.run_lock.lock().await);
+    }
+
+    /// Returns the id of the leaf entry (`None` before the first entry).
+    pub async fn leaf_id(&self) -> Result<Option<EntryId>, SessionError> {
+        let session = {
+            let persistence = self.inner.persistence.lock().await;
+            match &*persistence {
+                Persistence::Pending { leaf, .. } => return Ok(leaf.clone()),
+                Persistence::Stored { id, .. } => id.clone(),
+            }
+        };
+        let store = self.store().clone();
+        let leaf = blocking(move || store.leaf(&session)).await?;
+        Ok(leaf.and_then(|stored| stored.entry.id))
+    }
+
+    /// Returns whether [`AgentSession::cycle_model`] cycles through the scoped models
+    /// (`--models`, `enabledModels`) rather than every available model.
+    pub fn cycles_scoped_models(&self) -> bool {
+        let scope = self.state().scope.clone();
+        scope.iter().any(|choice| {
+            auth::has_configured_auth(
+                &self.config().registry,
+                &self.config().credentials,
+                &choice.model,
+            )
+        })
+    }
+
+    /// Returns how many messages wait in the steering and follow-up queues.
+    pub fn pending_message_count(&self) -> usize {
+        let state = self.state();
+        state.steering.texts.len() + state.follow_up.texts.len()
     }
 }
