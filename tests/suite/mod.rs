@@ -8,6 +8,7 @@ mod architecture;
 mod cli_sessions;
 mod migrations;
 mod resources;
+mod rpc;
 mod search;
 mod store;
 mod store_props;
