@@ -9,6 +9,7 @@ mod cli_sessions;
 mod migrations;
 mod resources;
 mod rpc;
+mod rpc_interop;
 mod search;
 mod store;
 mod store_props;
