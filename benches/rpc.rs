@@ -200,13 +200,18 @@ fn sse_text(deltas: usize) -> String {
         out.push_str(&value.to_string());
         out.push_str("\n\n");
     };
-    push(chunk(json!({"role": "assistant", "content": ""}), Value::Null));
+    push(chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ));
     for idx in 0..deltas {
         push(chunk(json!({"content": format!("w{idx} ")}), Value::Null));
     }
     push(chunk(json!({}), json!("stop")));
-    push(json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
-                "usage": {"prompt_tokens": 10, "completion_tokens": deltas, "total_tokens": deltas + 10}}));
+    push(
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": deltas, "total_tokens": deltas + 10}}),
+    );
     out.push_str("data: [DONE]\n\n");
     out
 }

@@ -8,16 +8,7 @@
 
 use std::collections::BTreeMap;
 
-/// Output mode (`--mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Text (the REPL, or print with `-p`).
-    Text,
-    /// JSON event lines.
-    Json,
-    /// RPC over stdin/stdout.
-    Rpc,
-}
+pub use crate::modes::Mode;
 
 /// `--list-models` with or without a search.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,6 +8,8 @@
 pub mod agent_args;
 pub mod config;
 pub mod db;
+pub mod export;
+pub mod import;
 pub mod keys;
 pub mod output;
 pub mod search;
@@ -49,12 +51,16 @@ pub struct Cli {
 pub enum Command {
     /// List, inspect and search stored sessions
     Sessions(sessions::SessionsArgs),
+    /// Import reference JSONL session files (or directories of them) into the database
+    Import(import::ImportArgs),
+    /// Export stored sessions as reference JSONL files
+    Export(export::ExportArgs),
     /// Check, back up or reindex the database
     Db(db::DbArgs),
 }
 
 /// The words that select a non-agent command when they are the first non-option argument.
-pub const COMMAND_WORDS: &[&str] = &["sessions", "db"];
+pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db"];
 
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
@@ -127,6 +133,8 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             let ctx = CliContext { env, db: cli.db };
             match cli.command {
                 Command::Sessions(sessions_args) => sessions::run_sessions(sessions_args, &ctx)?,
+                Command::Import(import_args) => import::run_import(import_args, &ctx)?,
+                Command::Export(export_args) => export::run_export(export_args, &ctx)?,
                 Command::Db(db_args) => db::run_db(db_args, &ctx)?,
             }
             return Ok(ExitCode::SUCCESS);

@@ -469,7 +469,7 @@ impl Settings {
         }
     }
 
-    /// Returns the load errors (files that could not be read or parsed).
+    /// Returns the files that could not be loaded (they count as `{}`).
     pub fn errors(&self) -> &[LoadError] {
         &self.errors
     }

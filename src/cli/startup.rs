@@ -30,6 +30,8 @@ use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
 use crate::session::{ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
+
+pub use crate::modes::Prepared;
 use crate::store::{SessionStore, StoreConfig, StoreLocation};
 
 /// Writes the settings the session persists into the global `settings.json`.
@@ -127,24 +129,6 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
         },
         telemetry,
     }
-}
-
-/// Everything an agent run needs, built from the command line and the environment.
-pub struct Prepared {
-    /// The session configuration.
-    pub config: SessionConfig,
-    /// Which session to open.
-    pub target: SessionTarget,
-    /// The mode chosen (text means print when `print` is set).
-    pub mode: Mode,
-    /// Whether print mode was chosen (`-p`, or piped stdin).
-    pub print: bool,
-    /// The prompts to send, in order (the first with stdin and `@file` text joined).
-    pub prompts: Vec<(String, Vec<ImageContent>)>,
-    /// Warnings to show before starting.
-    pub warnings: Vec<String>,
-    /// The settings files.
-    pub settings: Arc<Mutex<Settings>>,
 }
 
 fn local_date(env: &Env) -> chrono::NaiveDate {
@@ -437,11 +421,7 @@ pub fn prepare(
     prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
 
     let session_settings = session_settings(&settings, env);
-    let settings = Arc::new(Mutex::new(settings));
-    let sink_settings = settings
-        .lock()
-        .map(|settings| settings.clone())
-        .map_err(|_| anyhow::anyhow!("settings lock poisoned"))?;
+    let sink_settings = settings.clone();
     let config = SessionConfig {
         store,
         client: AiClient::new(clock.clone(), ids.clone())?,
@@ -469,7 +449,6 @@ pub fn prepare(
         print,
         prompts,
         warnings,
-        settings,
     })
 }
 

@@ -285,7 +285,10 @@ impl Entry {
             Some(Value::String(type_name)) if type_name != "session" => type_name.clone(),
             _ => return None,
         };
-        let original = map.clone();
+        // Only a `custom_message` can fail to parse after fields were taken out of the map
+        // (its content is read last); every other shape fails before touching it, so only
+        // that type pays for a copy of the original.
+        let original = (type_name == "custom_message").then(|| map.clone());
         map.shift_remove("type");
         let id = take_string(&mut map, "id").map(EntryId::from);
         let parent_id = match map.get("parentId") {
@@ -301,7 +304,7 @@ impl Entry {
             Some(kind) => kind,
             None => {
                 // Keep every non-base field of a shape we could not read.
-                let mut extra = original;
+                let mut extra = original.unwrap_or(map);
                 for key in ["type", "id", "parentId", "timestamp"] {
                     extra.shift_remove(key);
                 }

@@ -569,15 +569,19 @@ impl AgentMessage {
             _ => return Self::Unknown(Value::Object(map)),
         };
         let removed = map.shift_remove("role");
-        let body = Value::Object(map.clone());
+        // Deserialising from a reference keeps the original for the `Unknown` fallback
+        // without copying the whole object first.
+        let body = Value::Object(map);
         let parsed = match role.as_str() {
-            "user" => serde_json::from_value(body).map(Self::User),
-            "assistant" => serde_json::from_value(body).map(Self::Assistant),
-            "toolResult" => serde_json::from_value(body).map(Self::ToolResult),
-            "bashExecution" => serde_json::from_value(body).map(Self::BashExecution),
-            "custom" => serde_json::from_value(body).map(Self::Custom),
-            "branchSummary" => serde_json::from_value(body).map(Self::BranchSummary),
-            "compactionSummary" => serde_json::from_value(body).map(Self::CompactionSummary),
+            "user" => UserMessage::deserialize(&body).map(Self::User),
+            "assistant" => AssistantMessage::deserialize(&body).map(Self::Assistant),
+            "toolResult" => ToolResultMessage::deserialize(&body).map(Self::ToolResult),
+            "bashExecution" => BashExecutionMessage::deserialize(&body).map(Self::BashExecution),
+            "custom" => CustomMessage::deserialize(&body).map(Self::Custom),
+            "branchSummary" => BranchSummaryMessage::deserialize(&body).map(Self::BranchSummary),
+            "compactionSummary" => {
+                CompactionSummaryMessage::deserialize(&body).map(Self::CompactionSummary)
+            }
             _ => Err(serde_json::Error::custom("unknown role")),
         };
         match parsed {
@@ -587,7 +591,9 @@ impl AgentMessage {
                 if let Some(role) = removed {
                     original.insert("role".to_owned(), role);
                 }
-                original.extend(map);
+                if let Value::Object(map) = body {
+                    original.extend(map);
+                }
                 Self::Unknown(Value::Object(original))
             }
         }

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::startup::Prepared;
 use crate::model::message::{AgentMessage, ContentBlock, StopReason};
+use crate::modes::Prepared;
 use crate::session::{AgentSession, PromptOptions, SessionEvent};
 use crate::support::json::to_js_string;
 

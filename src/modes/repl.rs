@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-use crate::cli::startup::Prepared;
+use crate::modes::Prepared;
 
 /// Runs the REPL.
 pub async fn run(_prepared: Prepared, _resume: bool) -> Result<ExitCode> {

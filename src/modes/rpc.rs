@@ -44,8 +44,9 @@
 //!
 //! Where the reference reports a session file (`sessionFile` of `get_state` and
 //! `get_session_stats`), pi reports `<database path>#<session id>`; with `--no-session` the
-//! field is absent, as the reference omits it. `switch_session` takes a session id or a unique
-//! prefix.
+//! field is absent, as the reference omits it. `switch_session` takes a session id, a unique
+//! prefix, or a reference JSONL file (a path: it contains `/` or ends in `.jsonl`), which is
+//! imported first exactly as `pi import` imports it.
 //!
 //! # Ordering and concurrency
 //!
@@ -77,14 +78,15 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::ThinkingLevel;
-use crate::cli::startup::Prepared;
+use crate::jsonl::SessionReader;
 use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, ContentBlock, ImageContent, StopReason};
+use crate::modes::Prepared;
 use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
     AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
 };
-use crate::store::SessionStore;
+use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
 pub use framing::{LineSplitter, serialize_record};
 pub use ui::{DialogOptions, NotifyKind, RpcUi, WidgetPlacement};
@@ -827,19 +829,49 @@ impl Server {
         Value::Object(data)
     }
 
+    /// `switch_session`: a session id, a unique prefix, or a reference JSONL file (imported
+    /// first, merging as `pi import` does). A session whose stored working directory is gone
+    /// is refused, as the reference refuses it outside the interactive mode.
     async fn switch_session(&self, command: &Command) -> Outcome {
         let target = command.string("sessionPath")?;
-        if target.contains('/') || target.ends_with(".jsonl") {
-            return Err(format!(
-                "{target}: opening a JSONL file needs `pi import` first (then switch to the session id)"
-            ));
+        let store = self.session.store().clone();
+        let cwd = self.session.cwd().to_path_buf();
+        let (id, imported) = tokio::task::spawn_blocking(move || {
+            if target.contains('/') || target.ends_with(".jsonl") {
+                let path = cwd.join(&target);
+                let report = import_session_file(&store, &path)?;
+                let status = report.status.as_str();
+                let imported = format!(
+                    "Imported {} into session {} ({status})",
+                    path.display(),
+                    report.session
+                );
+                return Ok::<_, String>((report.session, Some(imported)));
+            }
+            let id = store.resolve(&target).map_err(|error| error.to_string())?;
+            Ok((id, None))
+        })
+        .await
+        .map_err(|error| error.to_string())??;
+        if let Some(imported) = imported {
+            eprintln!("{imported}");
         }
         let store = self.session.store().clone();
-        let query = target.clone();
-        let id = tokio::task::spawn_blocking(move || store.resolve(&query))
+        let session = id.clone();
+        let summary = tokio::task::spawn_blocking(move || store.session(&session))
             .await
             .map_err(|error| error.to_string())?
             .map_err(|error| error.to_string())?;
+        if !summary.cwd.is_empty() && !Path::new(&summary.cwd).exists() {
+            let file = session_file(self.session.store(), id.as_str())
+                .map(|file| format!("\nSession file: {file}"))
+                .unwrap_or_default();
+            return Err(format!(
+                "Stored session working directory does not exist: {}{file}\nCurrent working directory: {}",
+                summary.cwd,
+                self.session.cwd().display()
+            ));
+        }
         self.settle().await;
         self.session
             .switch_session(id)
@@ -927,6 +959,33 @@ impl Server {
         }
         json!({"commands": commands})
     }
+}
+
+/// Imports a reference JSONL session file into the store as `pi import` does (a session
+/// already stored is merged by union); a refused file is an error naming the reason.
+fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport, String> {
+    let shown = path.display();
+    let bytes =
+        std::fs::read(path).map_err(|error| format!("{shown}: cannot read the file: {error}"))?;
+    let reader = SessionReader::new(&bytes)
+        .map_err(|error| format!("{shown}: {error}; the file was left as it is"))?;
+    let header = reader.header().clone();
+    let header_bytes = reader.header_bytes().to_vec();
+    let source = path.to_string_lossy().into_owned();
+    let options = ImportOptions {
+        source: &source,
+        mode: ImportMode::Merge,
+    };
+    let report = store
+        .import_lines(&header, &header_bytes, reader.map(Ok), &options)
+        .map_err(|error| format!("{shown}: {error}"))?;
+    if let Some(conflict) = &report.conflict {
+        return Err(format!(
+            "{shown}: line {}: entry '{}' is stored in session {} with different content; nothing was imported",
+            conflict.line, conflict.id, report.session
+        ));
+    }
+    Ok(report)
 }
 
 /// The reference's `Model` object.

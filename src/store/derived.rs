@@ -55,8 +55,23 @@ pub fn apply(
         Some(parent_seq) => sql::path_state(conn, path, sid, parent_seq)?,
         None => None,
     };
-    let is_assistant = matches!(entry.message(), Some(AgentMessage::Assistant(_)))
-        || (row.type_name == "message" && assistant_role(row.payload));
+    // The typed view already knows the role; only a line whose message could not be read
+    // at all needs its payload parsed again.
+    let is_assistant = match entry.message() {
+        Some(AgentMessage::Assistant(_)) => true,
+        Some(AgentMessage::Unknown(value)) => {
+            value.get("role").and_then(serde_json::Value::as_str) == Some("assistant")
+        }
+        Some(
+            AgentMessage::User(_)
+            | AgentMessage::ToolResult(_)
+            | AgentMessage::BashExecution(_)
+            | AgentMessage::Custom(_)
+            | AgentMessage::BranchSummary(_)
+            | AgentMessage::CompactionSummary(_),
+        ) => false,
+        None => row.type_name == "message" && assistant_role(row.payload),
+    };
     let parent_seq = parent_state.and(parent_seq);
     let jump_seq = match (parent_seq, parent_state) {
         (Some(parent_seq), Some(parent)) => jump_for_child(conn, path, sid, parent_seq, &parent)?,

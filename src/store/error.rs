@@ -74,6 +74,38 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A re-imported file names an entry id the session stores with different bytes; the
+    /// import was rolled back.
+    #[error(
+        "line {line}: entry '{id}' is stored in session {session} with different content; the file was not imported (`pi import --as-new` imports it as a new session)"
+    )]
+    ImportConflict {
+        /// The session the file's header names.
+        session: SessionId,
+        /// The 1-based line number in the file.
+        line: usize,
+        /// The conflicting entry id.
+        id: EntryId,
+    },
+    /// The lines of a file stopped arriving before its end (the reading side failed); the
+    /// import was rolled back.
+    #[error("{file}: the import was abandoned and nothing was stored: {reason}")]
+    ImportAborted {
+        /// The file being imported.
+        file: String,
+        /// What went wrong on the reading side.
+        reason: String,
+    },
+    /// Writing an export failed (a closed pipe included).
+    #[error("cannot write the export: {source}")]
+    Output {
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored line could not be re-serialised for an export or a renamed header.
+    #[error("{0}")]
+    Jsonl(#[from] crate::jsonl::JsonlError),
     /// The stored data breaks an invariant the store relies on.
     #[error("{path}: {message}")]
     Corrupt {

@@ -13,6 +13,7 @@
 pub mod context;
 pub mod derived;
 mod error;
+pub mod interchange;
 pub mod maintenance;
 pub mod migrate;
 mod open;
@@ -35,6 +36,10 @@ use crate::support::ids::IdSource;
 
 pub use context::SessionContext;
 pub use error::StoreError;
+pub use interchange::{
+    ExportSummary, ImportConflict, ImportMode, ImportOptions, ImportReport, ImportStatus,
+    QuarantinedLine,
+};
 pub use open::{StoreLocation, create_private_dir};
 pub use tree::TreeNode;
 

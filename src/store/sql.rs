@@ -1056,3 +1056,173 @@ pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
     )
     .at(path)
 }
+
+// ----- interchange (import, merge, export; `store/interchange.rs`) ------------------------
+
+/// Stores one input line an import could not use.
+#[allow(clippy::too_many_arguments)]
+pub fn insert_quarantine(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    source: &str,
+    line: i64,
+    reason: &str,
+    bytes: &[u8],
+    imported_at: &str,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO quarantine (sid, source, line, reason, bytes, imported_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .at(path)?
+    .execute(params![sid, source, line, reason, bytes, imported_at])
+    .at(path)?;
+    Ok(())
+}
+
+/// Whether the session already quarantined these bytes from this line number.
+pub fn quarantine_has(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    line: i64,
+    bytes: &[u8],
+) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM quarantine WHERE sid = ?1 AND line = ?2 AND bytes = ?3)",
+    )
+    .at(path)?
+    .query_row(params![sid, line, bytes], |row| row.get(0))
+    .at(path)
+}
+
+/// A quarantined input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineRow {
+    /// The file it came from.
+    pub source: String,
+    /// Its 1-based line number there.
+    pub line: i64,
+    /// Why it was not stored as an entry.
+    pub reason: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// When it was imported.
+    pub imported_at: String,
+}
+
+/// Returns a session's quarantined lines in the order they were stored.
+pub fn quarantine_rows(conn: &Connection, path: &str, sid: i64) -> Result<Vec<QuarantineRow>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT source, line, reason, bytes, imported_at FROM quarantine WHERE sid = ?1
+             ORDER BY qid",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid], |row| {
+            Ok(QuarantineRow {
+                source: row.get(0)?,
+                line: row.get(1)?,
+                reason: row.get(2)?,
+                bytes: row.get(3)?,
+                imported_at: row.get(4)?,
+            })
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// For the entries before `before_seq` with this id, latest first: `(seq, payload equals
+/// the given bytes)`.
+pub fn same_id_before(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    id: &str,
+    before_seq: i64,
+    payload: &[u8],
+) -> Result<Vec<(i64, bool)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, payload = ?4 FROM entries WHERE sid = ?1 AND id = ?2 AND seq < ?3
+             ORDER BY seq DESC",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid, id, before_seq, payload], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)? != 0))
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns the latest entry before `before_seq` without an id whose payload is `payload`.
+pub fn idless_with_payload_before(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    payload: &[u8],
+    before_seq: i64,
+) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT seq FROM entries WHERE sid = ?1 AND id IS NULL AND seq < ?3 AND payload = ?2
+         ORDER BY seq DESC LIMIT 1",
+    )
+    .at(path)?
+    .query_row(params![sid, payload, before_seq], |row| row.get(0))
+    .optional()
+    .at(path)
+}
+
+/// Calls `f(seq, payload)` for every entry of a session in append order, without copying
+/// the payloads.
+pub fn for_each_payload(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    mut f: impl FnMut(i64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq, payload FROM entries WHERE sid = ?1 ORDER BY seq")
+        .at(path)?;
+    let mut rows = stmt.query(params![sid]).at(path)?;
+    while let Some(row) = rows.next().at(path)? {
+        let seq: i64 = row.get(0).at(path)?;
+        let payload = row.get_ref(1).at(path)?.as_blob().at_blob(path)?;
+        f(seq, payload)?;
+    }
+    Ok(())
+}
+
+trait BlobContext<T> {
+    fn at_blob(self, path: &str) -> Result<T>;
+}
+
+impl<T> BlobContext<T> for std::result::Result<T, rusqlite::types::FromSqlError> {
+    fn at_blob(self, path: &str) -> Result<T> {
+        self.map_err(|source| StoreError::Corrupt {
+            path: path.to_owned(),
+            message: format!("an entry payload is not a blob: {source}"),
+        })
+    }
+}
+
+/// Returns `(seq, timestamp)` of the entries whose parent id is `parent_id`.
+pub fn children_timestamps(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    parent_id: &str,
+) -> Result<Vec<(i64, String)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq, timestamp FROM entries WHERE sid = ?1 AND parent_id = ?2")
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid, parent_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}

@@ -1006,3 +1006,64 @@ fn sigterm_ends_a_running_turn_with_143() {
         "the cancelled tool call got its result and the turn its aborted message"
     );
 }
+
+#[test]
+fn switch_session_imports_a_reference_file_and_refuses_a_session_whose_cwd_is_gone() {
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Continued."))]);
+    let env = mock_env(&server);
+    let cwd = env.workspace.to_string_lossy().into_owned();
+    let header = json!({"type": "session", "version": 3, "id": "0b7c2a10-1111-4222-8333-444444444444",
+                        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": cwd});
+    let user = json!({"type": "message", "id": "e0000001", "parentId": null, "timestamp": "2026-01-01T00:00:01.000Z",
+                      "message": {"role": "user", "content": [{"type": "text", "text": "Imported question"}], "timestamp": 1767225601000_i64}});
+    let assistant = json!({"type": "message", "id": "e0000002", "parentId": "e0000001", "timestamp": "2026-01-01T00:00:02.000Z",
+                           "message": {"role": "assistant", "content": [{"type": "text", "text": "Imported answer"}],
+                                       "api": "openai-completions", "provider": "mock", "model": "mock-model",
+                                       "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                                                 "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                                       "stopReason": "stop", "timestamp": 1767225602000_i64}});
+    let file = format!("{header}\n{user}\n{assistant}\n");
+    std::fs::write(env.workspace.join("imported.jsonl"), &file).unwrap();
+    std::fs::write(env.workspace.join("not-a-session.jsonl"), "hello\n").unwrap();
+    let mut rpc = Rpc::start(&env, &[]);
+
+    assert_eq!(
+        rpc.ok(json!({"type": "switch_session", "sessionPath": "imported.jsonl"})),
+        json!({"cancelled": false})
+    );
+    let state = rpc.ok(json!({"type": "get_state"}));
+    assert_eq!(state["sessionId"], "0b7c2a10-1111-4222-8333-444444444444");
+    assert_eq!(state["messageCount"], 2);
+    assert_eq!(
+        rpc.ok(json!({"type": "get_last_assistant_text"}))["text"],
+        "Imported answer"
+    );
+    // The imported session goes on in the database.
+    rpc.prompt_and_wait("And now?");
+    let store = env.store();
+    let id = pi::model::SessionId::new("0b7c2a10-1111-4222-8333-444444444444");
+    assert!(store.session(&id).unwrap().messages >= 4);
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("imported.jsonl")).unwrap(),
+        file,
+        "the source file is never written"
+    );
+
+    let error = rpc.err(json!({"type": "switch_session", "sessionPath": "./not-a-session.jsonl"}));
+    assert!(error.contains("left as it is"), "{error}");
+    let error = rpc.err(json!({"type": "switch_session", "sessionPath": "missing.jsonl"}));
+    assert!(error.contains("cannot read the file"), "{error}");
+
+    // A fixture recorded elsewhere: its working directory does not exist here.
+    let fixture = crate::common::fixtures::dir().join("basic-chat.jsonl");
+    let error = rpc.err(json!({"type": "switch_session", "sessionPath": fixture}));
+    assert!(
+        error.starts_with("Stored session working directory does not exist: "),
+        "{error}"
+    );
+    assert_eq!(
+        rpc.ok(json!({"type": "get_state"}))["sessionId"],
+        "0b7c2a10-1111-4222-8333-444444444444",
+        "a refused switch stays in the current session"
+    );
+}

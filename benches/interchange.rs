@@ -1,0 +1,258 @@
+//! Benchmark of the JSONL interchange: importing a large reference session file into a fresh
+//! database (entries/s, MB/s) against the reference's own `SessionManager.open` of the same
+//! file in the same run, re-importing it unchanged, and exporting it (MB/s).
+//!
+//! ```text
+//! node ../shared/tools/pi-oracle/gen-large.mjs 100000 /tmp/large.jsonl   # PI_PKG_DIR set
+//! cargo bench --bench interchange -- /tmp/large.jsonl [RUNS]
+//! ```
+//!
+//! The reference is timed by `benches/reference-open.mjs` with the pinned package of
+//! `tests/interop/` (`npm ci` there first). Not run in CI. Figures go to `docs/BENCHMARKS.md`.
+//!
+//! "With the search index": this branch has no full-text index, so every import here is
+//! without one. Once the store maintains an index in its append transaction, the import
+//! below measures "with index"; `PI_BENCH_LABEL` names the variant in the output so figures
+//! of two builds can be put side by side.
+//!
+//! Wall-clock figures on a shared machine are noisy, so CPU seconds (user + system, every
+//! thread) are printed beside them for both sides. Other knobs: `PI_BENCH_NO_REFERENCE=1`
+//! skips the reference, `PI_BENCH_ONLY_IMPORT=1` runs the import alone (for profiling), and
+//! `PI_BENCH_PAGE_SIZE=N` creates the databases with another SQLite page size (an
+//! experiment: the store itself uses SQLite's default).
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pi::jsonl::SessionReader;
+use pi::store::{ImportMode, SessionStore, StoreConfig, StoreLocation};
+use pi::support::clock::SystemClock;
+use pi::support::ids::IdSource;
+
+/// Returns this process's CPU time (user + system) in seconds, from `/proc/self/stat`
+/// (`None` where that does not exist). Under a loaded machine CPU time varies less than
+/// wall-clock time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after ") ".
+    let rest = stat.rsplit_once(") ")?.1;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// A writer that only counts bytes.
+struct Counter(u64);
+
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn open_store(path: &Path) -> SessionStore {
+    // Experiment hook: a database created with another page size (`PI_BENCH_PAGE_SIZE`).
+    if let Some(size) = std::env::var("PI_BENCH_PAGE_SIZE")
+        .ok()
+        .and_then(|size| size.parse::<u32>().ok())
+        && !path.exists()
+    {
+        let conn = rusqlite::Connection::open(path).expect("create the database");
+        conn.execute_batch(&format!("PRAGMA page_size = {size}; VACUUM;"))
+            .expect("set the page size");
+    }
+    SessionStore::open(StoreConfig {
+        location: StoreLocation::File(path.to_path_buf()),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(IdSource::seeded(1)),
+        busy_timeout: Duration::from_secs(30),
+    })
+    .expect("open the benchmark database")
+}
+
+/// Imports one file as `pi import` does (read, parse on a second thread, store in one
+/// transaction); returns (entries added, wall seconds, CPU seconds of the process).
+fn import(store: &SessionStore, file: &Path) -> (u64, f64, f64) {
+    let cpu = cpu_seconds().unwrap_or(0.0);
+    let start = Instant::now();
+    let report =
+        pi::cli::import::import_file(store, file, ImportMode::Merge, &mut |_| {}).expect("import");
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let wall = start.elapsed().as_secs_f64();
+    (report.added, wall, cpu_seconds().unwrap_or(0.0) - cpu)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Times the reference: (best wall, median wall, best CPU) seconds of `SessionManager.open`.
+fn reference_open(file: &Path, runs: usize) -> Option<(f64, f64, f64)> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/reference-open.mjs");
+    let output = Command::new("node")
+        .arg(script)
+        .arg(file)
+        .arg(runs.to_string())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        eprintln!(
+            "reference timing failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let mut open: Vec<f64> = value["openMs"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .map(|ms| ms / 1000.0)
+        .collect();
+    let best = open.iter().copied().fold(f64::INFINITY, f64::min);
+    let best_cpu = value["openCpuMs"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .map(|ms| ms / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    Some((best, median(&mut open), best_cpu))
+}
+
+/// Times reading alone (split, classify, typed views), without a database.
+fn read_only(file: &Path, mb: f64) {
+    let bytes = std::fs::read(file).expect("read the session file");
+    let cpu = cpu_seconds().unwrap_or(0.0);
+    let start = Instant::now();
+    let reader = SessionReader::new(&bytes).expect("a valid session file");
+    let lines = reader.count();
+    let read_s = start.elapsed().as_secs_f64();
+    let read_cpu = cpu_seconds().unwrap_or(0.0) - cpu;
+    drop(bytes);
+    println!(
+        "read only (no database): {read_s:6.2} s (cpu {read_cpu:5.2} s)  {:9.0} lines/s  {:6.1} MiB/s",
+        lines as f64 / read_s,
+        mb / read_s
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| arg != "--bench")
+        .collect();
+    let Some(file) = args
+        .first()
+        .cloned()
+        .or_else(|| std::env::var("PI_BENCH_FILE").ok())
+    else {
+        eprintln!("usage: cargo bench --bench interchange -- FILE.jsonl [RUNS]");
+        eprintln!("  (make FILE with ../shared/tools/pi-oracle/gen-large.mjs 100000 FILE)");
+        return;
+    };
+    let file = PathBuf::from(file);
+    let runs: usize = args.get(1).and_then(|runs| runs.parse().ok()).unwrap_or(3);
+    let label = std::env::var("PI_BENCH_LABEL").unwrap_or_else(|_| "without search index".into());
+    let size = std::fs::metadata(&file).expect("the session file").len();
+    let mb = size as f64 / 1_048_576.0;
+    println!("file: {} ({mb:.1} MiB)", file.display());
+
+    // Reading alone (split, classify, typed views), for orientation.
+    if std::env::var_os("PI_BENCH_ONLY_IMPORT").is_none() {
+        read_only(&file, mb);
+    }
+
+    let mut import_times = Vec::new();
+    let mut import_cpu = Vec::new();
+    let mut entries = 0;
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut last_db = PathBuf::new();
+    for run in 0..runs {
+        let db = scratch.path().join(format!("import-{run}.db"));
+        let store = open_store(&db);
+        let (added, seconds, cpu) = import(&store, &file);
+        entries = added;
+        import_times.push(seconds);
+        import_cpu.push(cpu);
+        last_db = db;
+    }
+    let best_import = import_times.iter().copied().fold(f64::INFINITY, f64::min);
+    let median_import = median(&mut import_times.clone());
+    let best_import_cpu = import_cpu.iter().copied().fold(f64::INFINITY, f64::min);
+    println!(
+        "import ({label}): best {best_import:6.2} s, median {median_import:6.2} s (cpu {best_import_cpu:5.2} s)  {:9.0} entries/s  {:6.1} MiB/s",
+        entries as f64 / best_import,
+        mb / best_import
+    );
+
+    if std::env::var_os("PI_BENCH_ONLY_IMPORT").is_some() {
+        return;
+    }
+    let store = open_store(&last_db);
+    let (added, reimport_s, _) = import(&store, &file);
+    assert_eq!(added, 0, "re-import is unchanged");
+    println!(
+        "re-import (unchanged): {reimport_s:6.2} s  {:9.0} entries/s",
+        entries as f64 / reimport_s
+    );
+
+    let session = store.list(&pi::store::ListScope::All).expect("list")[0]
+        .id
+        .clone();
+    let mut export_times = Vec::new();
+    let mut exported = 0;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let mut counter = Counter(0);
+        store.export_jsonl(&session, &mut counter).expect("export");
+        export_times.push(start.elapsed().as_secs_f64());
+        exported = counter.0;
+    }
+    let best_export = export_times.iter().copied().fold(f64::INFINITY, f64::min);
+    let export_mb = exported as f64 / 1_048_576.0;
+    println!(
+        "export to memory: best {best_export:6.2} s  {:6.1} MiB/s",
+        export_mb / best_export
+    );
+    let start = Instant::now();
+    let out_file = scratch.path().join("export.jsonl");
+    let mut out = io::BufWriter::new(std::fs::File::create(&out_file).expect("export file"));
+    store.export_jsonl(&session, &mut out).expect("export");
+    drop(out);
+    let export_file_s = start.elapsed().as_secs_f64();
+    println!(
+        "export to a file: {export_file_s:6.2} s  {:6.1} MiB/s  (identical: {})",
+        export_mb / export_file_s,
+        std::fs::read(&out_file).ok() == std::fs::read(&file).ok()
+    );
+
+    if std::env::var_os("PI_BENCH_NO_REFERENCE").is_some() {
+        return;
+    }
+    match reference_open(&file, runs) {
+        Some((best, med, best_cpu)) => {
+            println!(
+                "reference SessionManager.open: best {best:6.2} s, median {med:6.2} s (cpu {best_cpu:5.2} s)  {:9.0} entries/s  {:6.1} MiB/s",
+                entries as f64 / best,
+                mb / best
+            );
+            println!(
+                "ratio reference open / our import (>1: we are faster): wall best {:.2}x, median {:.2}x, cpu {:.2}x",
+                best / best_import,
+                med / median_import,
+                best_cpu / best_import_cpu
+            );
+        }
+        None => println!("reference: not measured (node or tests/interop/node_modules missing)"),
+    }
+}

@@ -1,0 +1,178 @@
+//! `pi export --jsonl [SESSION] [-o FILE] [--branch]` and `pi export --jsonl --all -o DIR
+//! [--force]`: stored sessions as reference JSONL files (`CONTRACT.md`, "Interchange").
+//!
+//! A single session goes to stdout unless `-o` names a file (written to a temporary file
+//! beside it, then renamed). `--branch` writes only the active path, re-chained, under a new
+//! session id, as the reference's `/export file.jsonl` does. `--all` writes every session to
+//! `DIR/--<cwd>--/<timestamp>_<id>.jsonl` and never overwrites a file unless `--force`.
+
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+
+use crate::cli::output::{self, line};
+use crate::cli::{CliContext, UsageError};
+use crate::jsonl::writer;
+use crate::model::ids::SessionId;
+use crate::store::{LeafSelector, ListScope, SessionStore, StoreError};
+use crate::support::clock::iso_from_ms;
+
+/// Export stored sessions as reference JSONL files
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write the reference's JSONL session format (the only format pi exports)
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Session id or a unique prefix (default: the latest session of this directory)
+    pub session: Option<String>,
+    /// Write to this file instead of stdout; with --all, the directory to write into
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Export only the active branch, as a linear session under a new id
+    #[arg(long, conflicts_with = "all")]
+    pub branch: bool,
+    /// Export every session into the directory given by -o, in the reference's layout
+    #[arg(long, requires = "output", conflicts_with = "session")]
+    pub all: bool,
+    /// With --all, overwrite files that already exist
+    #[arg(long, requires = "all")]
+    pub force: bool,
+}
+
+/// Writes into a temporary file beside `target` and renames it over `target` on success.
+fn write_atomically(target: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    if let Some(dir) = target.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let file_name = target
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .ok_or_else(|| UsageError(format!("{} is not a file name", target.display())))?;
+    let temp = target.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
+    let result = (|| -> Result<()> {
+        let file =
+            fs::File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
+        let mut out = BufWriter::new(file);
+        write(&mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(|error| error.into_error())
+            .with_context(|| format!("cannot write {}", temp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot write {}", temp.display()))?;
+        fs::rename(&temp, target)
+            .with_context(|| format!("cannot rename {} to {}", temp.display(), target.display()))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+fn write_session(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
+    store.export_jsonl(session, out)?;
+    Ok(())
+}
+
+/// Writes the active path of `session` as a linear session under a new id.
+fn write_branch(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
+    let summary = store.session(session)?;
+    let path = store.branch_path(session, &LeafSelector::Current)?;
+    let now = store.clock().now_ms();
+    let id = SessionId::generate(store.ids(), now);
+    let header = writer::branch_header(&id, &iso_from_ms(now), &summary.cwd);
+    let lines = writer::linear_branch(path.iter().map(|stored| stored.payload.as_slice()))
+        .map_err(StoreError::from)?;
+    let output = |error| StoreError::Output { source: error };
+    writer::write_line(out, &header).map_err(output)?;
+    for payload in &lines {
+        writer::write_line(out, payload).map_err(output)?;
+    }
+    out.flush().map_err(output)?;
+    Ok(())
+}
+
+fn resolve_session(
+    store: &SessionStore,
+    ctx: &CliContext,
+    query: Option<&str>,
+) -> Result<SessionId> {
+    match query {
+        Some(query) => Ok(store.resolve(query)?),
+        None => {
+            let cwd = ctx.env.cwd().to_string_lossy().into_owned();
+            store.most_recent(&cwd)?.ok_or_else(|| {
+                anyhow!("no session in {cwd}; name one (`pi sessions list --all` shows them)")
+            })
+        }
+    }
+}
+
+fn export_all(store: &SessionStore, ctx: &CliContext, dir: &Path, force: bool) -> Result<()> {
+    let dir = ctx.env.absolute(dir);
+    let sessions = store.list(&ListScope::All)?;
+    let mut out = output::stdout();
+    let mut existing = Vec::new();
+    for summary in &sessions {
+        let target = dir
+            .join(writer::session_dir_name(&summary.cwd))
+            .join(writer::session_file_name(&summary.created, &summary.id));
+        if target.exists() && !force {
+            existing.push(target);
+            continue;
+        }
+        write_atomically(&target, |file| write_session(store, &summary.id, file))?;
+        line(&mut out, &target.to_string_lossy())?;
+    }
+    out.flush()?;
+    if !existing.is_empty() {
+        let mut err = io::stderr().lock();
+        for path in &existing {
+            writeln!(err, "pi: {} exists; not overwritten", path.display())?;
+        }
+        return Err(anyhow!(
+            "{} of {} files already existed and were kept (--force overwrites them)",
+            existing.len(),
+            sessions.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `pi export`.
+pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
+    if !args.jsonl {
+        return Err(UsageError(
+            "pi export writes the reference's JSONL format only: add --jsonl (HTML export is not implemented)"
+                .to_owned(),
+        )
+        .into());
+    }
+    let store = ctx.open_store()?;
+    if args.all {
+        let Some(dir) = &args.output else {
+            return Err(UsageError("--all needs -o DIR".to_owned()).into());
+        };
+        return export_all(&store, ctx, dir, args.force);
+    }
+    let session = resolve_session(&store, ctx, args.session.as_deref())?;
+    let write = |out: &mut dyn Write| {
+        if args.branch {
+            write_branch(&store, &session, out)
+        } else {
+            write_session(&store, &session, out)
+        }
+    };
+    match &args.output {
+        Some(file) => write_atomically(&ctx.env.absolute(file), write),
+        None => {
+            let mut out = output::stdout();
+            write(&mut out)
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Writing session files the reference reads (`spec/session-format.md` §2, §12;
+//! `CONTRACT.md`, "Interchange").
+//!
+//! - Every line is written as its stored bytes followed by LF ([`write_line`]).
+//! - The reference resumes at a file's last line; [`leaf_line_last`] says when the persisted
+//!   leaf's line may be written last without changing what the reference rebuilds.
+//! - `--branch` exports re-chain the active path as the reference's `/export` does
+//!   ([`linear_branch`]), under a new session id.
+//! - `--all` writes the reference's layout ([`session_dir_name`], [`session_file_name`]).
+//!
+//! Worked example of [`linear_branch`]: the path lines
+//! `{"type":"message","id":"a","parentId":null,…}` and
+//! `{"type":"label","id":"c","parentId":"b",…}` (where `b` was on another branch) become
+//! `…"id":"a","parentId":null…` and `…"id":"c","parentId":"a"…`, every other byte as
+//! `JSON.stringify` writes the parsed line.
+//!
+//! Invariant: no file-system access here; callers hand in a `Write`.
+
+use std::io::{self, Write};
+
+use crate::jsonl::JsonlError;
+use crate::jsonl::value::{self, JsValue};
+use crate::model::entry::SessionHeader;
+use crate::model::ids::SessionId;
+
+/// Writes one line: its bytes and LF.
+pub fn write_line(out: &mut dyn Write, bytes: &[u8]) -> io::Result<()> {
+    out.write_all(bytes)?;
+    out.write_all(b"\n")
+}
+
+/// What decides whether the leaf's line can be written last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafFacts<'a> {
+    /// The leaf is the last appended entry (nothing to move).
+    pub is_last_appended: bool,
+    /// The leaf has a string id and no later line repeats it (the reference's id lookup
+    /// finds this very line).
+    pub has_own_id: bool,
+    /// The leaf is a root for the reference's tree: no parent, its own id as parent, or a
+    /// parent id no entry has.
+    pub is_root: bool,
+    /// The leaf's `type`.
+    pub type_name: &'a str,
+    /// Another entry with the same parent id has the same timestamp.
+    pub sibling_with_same_timestamp: bool,
+}
+
+/// Whether export writes the leaf's line last (CONTRACT.md, "Leaf"): only when the leaf is
+/// not already last, and moving it changes nothing else the reference derives — roots keep
+/// their file order, labels and names their order, siblings their tie order.
+pub fn leaf_line_last(facts: &LeafFacts<'_>) -> bool {
+    !facts.is_last_appended
+        && facts.has_own_id
+        && !facts.is_root
+        && !matches!(facts.type_name, "label" | "session_info")
+        && !facts.sibling_with_same_timestamp
+}
+
+/// Returns the header line of a `--branch` export: the reference's `/export` header
+/// (`type, version, id, timestamp, cwd`, no `parentSession`) with a new session id.
+pub fn branch_header(id: &SessionId, timestamp: &str, cwd: &str) -> Vec<u8> {
+    SessionHeader::new(id.clone(), timestamp.to_owned(), cwd.to_owned(), None)
+        .to_line()
+        .into_bytes()
+}
+
+/// Re-chains the entries of a path (root first) into a linear session, as the reference's
+/// `exportToJsonl` does: each entry becomes `{...entry, parentId: previous id}` (the first
+/// gets `null`; after an entry without an id the key is dropped, as `undefined` is).
+pub fn linear_branch<'p>(
+    payloads: impl IntoIterator<Item = &'p [u8]>,
+) -> Result<Vec<Vec<u8>>, JsonlError> {
+    let mut previous: Option<JsValue> = Some(JsValue::Null);
+    let mut out = Vec::new();
+    for (idx, payload) in payloads.into_iter().enumerate() {
+        let text = String::from_utf8_lossy(payload);
+        let mut entry =
+            value::parse(&text).map_err(|source| JsonlError::Reserialize { idx, source })?;
+        let Some(object) = entry.as_object_mut() else {
+            return Err(JsonlError::NotAnObject { idx });
+        };
+        let id = object.get("id").cloned();
+        object.set_or_remove("parentId", previous.take());
+        previous = id;
+        out.push(entry.to_json());
+    }
+    Ok(out)
+}
+
+/// Returns a header line with its `id` replaced (position kept), for a file imported as a
+/// new session.
+pub fn header_with_id(header_bytes: &[u8], id: &SessionId) -> Result<Vec<u8>, JsonlError> {
+    let text = String::from_utf8_lossy(header_bytes);
+    let mut header =
+        value::parse(&text).map_err(|source| JsonlError::Reserialize { idx: 0, source })?;
+    let Some(object) = header.as_object_mut() else {
+        return Err(JsonlError::NotAnObject { idx: 0 });
+    };
+    object.set("id", JsValue::string(id.as_str()));
+    Ok(header.to_json())
+}
+
+/// Returns the reference's per-project directory name for a cwd: one leading `/` or `\`
+/// removed, then every `/`, `\` and `:` replaced by `-`, wrapped in `--…--`.
+pub fn session_dir_name(cwd: &str) -> String {
+    let trimmed = cwd
+        .strip_prefix('/')
+        .or_else(|| cwd.strip_prefix('\\'))
+        .unwrap_or(cwd);
+    let encoded: String = trimmed
+        .chars()
+        .map(|ch| {
+            if matches!(ch, '/' | '\\' | ':') {
+                '-'
+            } else {
+                ch
+            }
+        })
+        .collect();
+    format!("--{encoded}--")
+}
+
+/// Returns the reference's file name for a session: `<timestamp>_<id>.jsonl`, the header
+/// timestamp with `:` and `.` replaced by `-`. Characters a file name cannot hold (`/`, `\`,
+/// NUL) in an imported id are replaced by `-` as well.
+pub fn session_file_name(timestamp: &str, id: &SessionId) -> String {
+    let stamp: String = timestamp
+        .chars()
+        .map(|ch| match ch {
+            ':' | '.' | '/' | '\\' | '\0' => '-',
+            other => other,
+        })
+        .collect();
+    let safe_id: String = id
+        .as_str()
+        .chars()
+        .map(|ch| match ch {
+            '/' | '\\' | '\0' => '-',
+            other => other,
+        })
+        .collect();
+    format!("{stamp}_{safe_id}.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_reference_layout() {
+        assert_eq!(session_dir_name("/home/u/my-app"), "--home-u-my-app--");
+        assert_eq!(session_dir_name("C:\\src\\x"), "--C--src-x--");
+        assert_eq!(
+            session_file_name(
+                "2026-05-07T09:15:02.481Z",
+                &SessionId::new("0196a3c2-7d1e-7c44-9b0e-2f6a1d3c9e55")
+            ),
+            "2026-05-07T09-15-02-481Z_0196a3c2-7d1e-7c44-9b0e-2f6a1d3c9e55.jsonl"
+        );
+        assert_eq!(
+            session_file_name("t", &SessionId::new("../x")),
+            "t_..-x.jsonl"
+        );
+    }
+
+    #[test]
+    fn branches_are_rechained_like_export_to_jsonl() {
+        let lines: Vec<&[u8]> = vec![
+            br#"{"type":"message","id":"a","parentId":null,"n":1.0}"#,
+            br#"{"type":"label","id":"c","parentId":"b","targetId":"a"}"#,
+            br#"{"type":"custom","customType":"x","parentId":"c"}"#,
+            br#"{"type":"custom","customType":"y","id":"e","parentId":"zz"}"#,
+        ];
+        let out = linear_branch(lines).unwrap();
+        let out: Vec<String> = out
+            .into_iter()
+            .map(|line| String::from_utf8(line).unwrap())
+            .collect();
+        assert_eq!(
+            out,
+            [
+                r#"{"type":"message","id":"a","parentId":null,"n":1}"#,
+                r#"{"type":"label","id":"c","parentId":"a","targetId":"a"}"#,
+                r#"{"type":"custom","customType":"x","parentId":"c"}"#,
+                r#"{"type":"custom","customType":"y","id":"e"}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn the_leaf_moves_only_when_nothing_else_changes() {
+        let base = LeafFacts {
+            is_last_appended: false,
+            has_own_id: true,
+            is_root: false,
+            type_name: "message",
+            sibling_with_same_timestamp: false,
+        };
+        assert!(leaf_line_last(&base));
+        assert!(!leaf_line_last(&LeafFacts {
+            is_last_appended: true,
+            ..base
+        }));
+        assert!(!leaf_line_last(&LeafFacts {
+            is_root: true,
+            ..base
+        }));
+        assert!(!leaf_line_last(&LeafFacts {
+            type_name: "label",
+            ..base
+        }));
+        assert!(!leaf_line_last(&LeafFacts {
+            type_name: "session_info",
+            ..base
+        }));
+        assert!(!leaf_line_last(&LeafFacts {
+            sibling_with_same_timestamp: true,
+            ..base
+        }));
+        assert!(!leaf_line_last(&LeafFacts {
+            has_own_id: false,
+            ..base
+        }));
+    }
+
+    #[test]
+    fn a_new_header_id_keeps_its_place() {
+        let out = header_with_id(
+            br#"{"type":"session","version":3,"id":"old","cwd":"/w","x":1.50}"#,
+            &SessionId::new("new"),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            br#"{"type":"session","version":3,"id":"new","cwd":"/w","x":1.5}"#
+        );
+    }
+}

@@ -1,0 +1,460 @@
+//! Import, re-import (merge) and export of the reference's JSONL sessions
+//! (`CONTRACT.md`, "Interchange"), on top of the raw-line storage of `store/mod.rs`.
+//!
+//! - Import: one `BEGIN IMMEDIATE` transaction per file — the header row, every entry line
+//!   byte for byte with its derived rows, every skipped line into `quarantine`; the leaf
+//!   becomes the file's last entry (as the reference resumes there).
+//! - Re-import of a session already stored merges by union: a line whose bytes equal an
+//!   entry stored before this import is skipped, other entry lines are appended in file order
+//!   (`updated`, the leaf moves to the file's last entry); nothing new is `unchanged` (the
+//!   leaf stays). A line whose id is stored with other bytes is a conflict: the transaction
+//!   is rolled back and the file `refused`. [`ImportMode::AsNew`] stores a file whose session
+//!   exists under a new session id instead of merging.
+//! - Export: the header, then every entry's stored bytes plus LF in append order, except
+//!   that the persisted leaf's line is written last when `jsonl::writer::leaf_line_last`
+//!   allows it; rows are streamed, never all held in memory.
+//!
+//! Invariant: nothing is written for a refused file; a source's bytes are stored, never
+//! re-serialised (migration is the reader's business).
+
+use std::io::Write;
+
+use rusqlite::Connection;
+
+use crate::jsonl::reader::{FileEntry, Item, SkippedLine};
+use crate::jsonl::writer::{self, LeafFacts};
+use crate::model::entry::SessionHeader;
+use crate::model::ids::{EntryId, SessionId};
+use crate::store::error::StoreError;
+use crate::store::sql::{self, EntryInsert};
+use crate::store::{Result, SessionStore, derived};
+use crate::support::clock::ms_from_iso;
+
+/// What to do with a file whose session id is already stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportMode {
+    /// Merge by union (or refuse on a conflicting line).
+    Merge,
+    /// Store the file as a new session with a new id.
+    AsNew,
+}
+
+/// How an import ended (`import --json` `status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportStatus {
+    /// A new session was stored.
+    Imported,
+    /// New entries were appended to a stored session.
+    Updated,
+    /// The stored session already had every entry of the file.
+    Unchanged,
+    /// Nothing was stored: a line conflicts with the stored session.
+    Refused,
+}
+
+impl ImportStatus {
+    /// Returns the contract's word for the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Imported => "imported",
+            Self::Updated => "updated",
+            Self::Unchanged => "unchanged",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+/// Where the lines come from and what to do on an existing session.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportOptions<'a> {
+    /// The source file, recorded with quarantined lines.
+    pub source: &'a str,
+    /// Merge or import as new.
+    pub mode: ImportMode,
+}
+
+/// A line that refused a re-import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportConflict {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// The id stored with other bytes.
+    pub id: EntryId,
+}
+
+/// The outcome of importing one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    /// The session the lines went to (a new id for [`ImportMode::AsNew`]).
+    pub session: SessionId,
+    /// How it ended.
+    pub status: ImportStatus,
+    /// Entries in the session after the import.
+    pub entries: i64,
+    /// Entry lines appended by this import.
+    pub added: u64,
+    /// The conflicting line of a refused import.
+    pub conflict: Option<ImportConflict>,
+}
+
+/// A quarantined input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedLine {
+    /// The file it came from.
+    pub source: String,
+    /// Its 1-based line number there.
+    pub line: i64,
+    /// Why it was not stored as an entry.
+    pub reason: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// When it was imported (ISO-8601).
+    pub imported_at: String,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportSummary {
+    /// Entry lines written (the header not counted).
+    pub entries: u64,
+    /// Bytes written, line endings included.
+    pub bytes: u64,
+    /// Whether the leaf's line was moved to the end.
+    pub leaf_last: bool,
+}
+
+struct Sink<'w> {
+    out: &'w mut dyn Write,
+    bytes: u64,
+}
+
+impl Sink<'_> {
+    fn line(&mut self, payload: &[u8]) -> Result<()> {
+        writer::write_line(self.out, payload).map_err(|source| StoreError::Output { source })?;
+        self.bytes += payload.len() as u64 + 1;
+        Ok(())
+    }
+}
+
+impl SessionStore {
+    /// Imports the lines of one file (header, then items in file order) in one transaction.
+    ///
+    /// A conflict is not an error: it returns a [`ImportStatus::Refused`] report and stores
+    /// nothing. An `Err` among the items (the reading side failed) rolls everything back
+    /// and is returned.
+    pub fn import_lines(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+    ) -> Result<ImportReport> {
+        let imported_at = self.clock().now_iso();
+        let outcome = self.write(|conn, path| {
+            let existing = sql::sid_of(conn, path, header.id.as_str())?;
+            match (existing, options.mode) {
+                (None, _) => Self::import_new(
+                    conn,
+                    path,
+                    header,
+                    header_bytes,
+                    items,
+                    options,
+                    &imported_at,
+                ),
+                (Some(_), ImportMode::AsNew) => {
+                    let id = SessionId::generate(self.ids(), self.clock().now_ms());
+                    let bytes = writer::header_with_id(header_bytes, &id)?;
+                    let renamed = SessionHeader {
+                        id,
+                        ..header.clone()
+                    };
+                    Self::import_new(conn, path, &renamed, &bytes, items, options, &imported_at)
+                }
+                (Some(sid), ImportMode::Merge) => {
+                    Self::merge(conn, path, sid, &header.id, items, options, &imported_at)
+                }
+            }
+        });
+        match outcome {
+            Err(StoreError::ImportConflict { session, line, id }) => {
+                let entries = self.session(&session)?.entries;
+                Ok(ImportReport {
+                    session,
+                    status: ImportStatus::Refused,
+                    entries,
+                    added: 0,
+                    conflict: Some(ImportConflict { line, id }),
+                })
+            }
+            other => other,
+        }
+    }
+
+    fn insert_file_entry(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        seq: i64,
+        line: &FileEntry,
+    ) -> Result<()> {
+        let row = EntryInsert {
+            sid,
+            seq,
+            id: line.entry.id.as_ref().map(EntryId::as_str),
+            parent_id: line.entry.parent_id.as_ref().map(EntryId::as_str),
+            type_name: line.entry.type_name(),
+            timestamp: &line.entry.timestamp,
+            payload: &line.payload,
+        };
+        derived::insert(conn, path, &row, &line.entry)
+    }
+
+    fn quarantine_line(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        source: &str,
+        line: &SkippedLine,
+        imported_at: &str,
+    ) -> Result<()> {
+        let number = i64::try_from(line.line).unwrap_or(i64::MAX);
+        if sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
+            return Ok(());
+        }
+        sql::insert_quarantine(
+            conn,
+            path,
+            sid,
+            source,
+            number,
+            line.reason.as_str(),
+            &line.bytes,
+            imported_at,
+        )
+    }
+
+    /// The leaf after an import: the latest line with the last entry's id (the reference's
+    /// "later line wins"), or that entry's own line when it has no id.
+    fn leaf_after_import(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        last: Option<(Option<EntryId>, i64)>,
+    ) -> Result<Option<i64>> {
+        match last {
+            None => Ok(None),
+            Some((Some(id), seq)) => Ok(Some(
+                sql::latest_seq_of_id(conn, path, sid, id.as_str())?.unwrap_or(seq),
+            )),
+            Some((None, seq)) => Ok(Some(seq)),
+        }
+    }
+
+    fn import_new(
+        conn: &Connection,
+        path: &str,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        let sid = Self::insert_header(conn, path, header, header_bytes)?;
+        let mut seq = 0;
+        let mut last = None;
+        for item in items {
+            match item? {
+                Item::Entry(line) => {
+                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    last = Some((line.entry.id, seq));
+                    seq += 1;
+                }
+                Item::Skipped(line) => {
+                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                }
+            }
+        }
+        let leaf = Self::leaf_after_import(conn, path, sid, last)?;
+        if leaf.is_some() {
+            sql::set_leaf(conn, path, sid, leaf)?;
+        }
+        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        Ok(ImportReport {
+            session: header.id.clone(),
+            status: ImportStatus::Imported,
+            entries,
+            added: u64::try_from(seq).unwrap_or(0),
+            conflict: None,
+        })
+    }
+
+    fn merge(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        session: &SessionId,
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        // Lines are compared with what was stored before this import only, so a file that
+        // repeats a new line stores it as often as a first import would.
+        let first_new = sql::next_seq(conn, path, sid)?;
+        let mut seq = first_new;
+        let mut added: u64 = 0;
+        let mut last = None;
+        for item in items {
+            let line = match item? {
+                Item::Entry(line) => line,
+                Item::Skipped(line) => {
+                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                    continue;
+                }
+            };
+            let matched = match &line.entry.id {
+                Some(id) => {
+                    let stored = sql::same_id_before(
+                        conn,
+                        path,
+                        sid,
+                        id.as_str(),
+                        first_new,
+                        &line.payload,
+                    )?;
+                    if stored.is_empty() {
+                        None
+                    } else {
+                        match stored.iter().find(|(_, equal)| *equal) {
+                            Some((stored_seq, _)) => Some(*stored_seq),
+                            None => {
+                                return Err(StoreError::ImportConflict {
+                                    session: session.clone(),
+                                    line: line.line,
+                                    id: id.clone(),
+                                });
+                            }
+                        }
+                    }
+                }
+                None => sql::idless_with_payload_before(conn, path, sid, &line.payload, first_new)?,
+            };
+            match matched {
+                Some(stored_seq) => last = Some((line.entry.id, stored_seq)),
+                None => {
+                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    last = Some((line.entry.id, seq));
+                    seq += 1;
+                    added += 1;
+                }
+            }
+        }
+        let status = if added > 0 {
+            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
+            sql::set_leaf(conn, path, sid, leaf)?;
+            ImportStatus::Updated
+        } else {
+            ImportStatus::Unchanged
+        };
+        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        Ok(ImportReport {
+            session: session.clone(),
+            status,
+            entries,
+            added,
+            conflict: None,
+        })
+    }
+
+    /// Returns the lines a session's imports quarantined, in the order they were stored.
+    pub fn quarantine(&self, session: &SessionId) -> Result<Vec<QuarantinedLine>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            Ok(sql::quarantine_rows(conn, path, sid)?
+                .into_iter()
+                .map(|row| QuarantinedLine {
+                    source: row.source,
+                    line: row.line,
+                    reason: row.reason,
+                    bytes: row.bytes,
+                    imported_at: row.imported_at,
+                })
+                .collect())
+        })
+    }
+
+    /// Decides whether the leaf's line is written last; returns its seq if so.
+    fn leaf_to_move(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
+        let Some(leaf_seq) = sql::leaf(conn, path, sid)? else {
+            return Ok(None);
+        };
+        let last_seq = sql::next_seq(conn, path, sid)? - 1;
+        let Some(row) = sql::entry_by_seq(conn, path, sid, leaf_seq)? else {
+            return Ok(None);
+        };
+        let has_own_id = match &row.id {
+            Some(id) => sql::latest_seq_of_id(conn, path, sid, id)? == Some(leaf_seq),
+            None => false,
+        };
+        let is_root = match &row.parent_id {
+            None => true,
+            Some(parent) if Some(parent) == row.id.as_ref() => true,
+            Some(parent) => sql::latest_seq_of_id(conn, path, sid, parent)?.is_none(),
+        };
+        let sibling_with_same_timestamp = match &row.parent_id {
+            Some(parent) => {
+                // The reference orders children by `new Date(timestamp).getTime()`.
+                let leaf_ms = ms_from_iso(&row.timestamp).unwrap_or(i64::MIN);
+                sql::children_timestamps(conn, path, sid, parent)?
+                    .into_iter()
+                    .any(|(seq, ts)| {
+                        seq != leaf_seq && ms_from_iso(&ts).unwrap_or(i64::MIN) == leaf_ms
+                    })
+            }
+            None => false,
+        };
+        let facts = LeafFacts {
+            is_last_appended: leaf_seq == last_seq,
+            has_own_id,
+            is_root,
+            type_name: &row.type_name,
+            sibling_with_same_timestamp,
+        };
+        Ok(writer::leaf_line_last(&facts).then_some(leaf_seq))
+    }
+
+    /// Writes a session as a reference JSONL file: the header, then every entry's stored
+    /// bytes plus LF in append order, the persisted leaf's line last when the contract
+    /// allows it. Rows are streamed from one read snapshot.
+    pub fn export_jsonl(&self, session: &SessionId, out: &mut dyn Write) -> Result<ExportSummary> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let header = sql::header(conn, path, sid)?;
+            let moved = Self::leaf_to_move(conn, path, sid)?;
+            let mut sink = Sink { out, bytes: 0 };
+            sink.line(&header)?;
+            let mut entries: u64 = 0;
+            let mut held: Option<Vec<u8>> = None;
+            sql::for_each_payload(conn, path, sid, |seq, payload| {
+                entries += 1;
+                if Some(seq) == moved {
+                    held = Some(payload.to_vec());
+                    Ok(())
+                } else {
+                    sink.line(payload)
+                }
+            })?;
+            if let Some(payload) = &held {
+                sink.line(payload)?;
+            }
+            sink.out
+                .flush()
+                .map_err(|source| StoreError::Output { source })?;
+            Ok(ExportSummary {
+                entries,
+                bytes: sink.bytes,
+                leaf_last: held.is_some(),
+            })
+        })
+    }
+}
