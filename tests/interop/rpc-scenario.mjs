@@ -9,7 +9,8 @@
 // SPEC.json: {"cli": PATH, "cwd": DIR, "env": {NAME: VALUE}, "args": [...]}.
 // Prints one JSON object: every answer of the scenario, by step name, plus the events seen.
 
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 const { RpcClient } = await import("@mariozechner/pi-coding-agent");
 
@@ -81,6 +82,30 @@ try {
 	await step("lastAfterNew", () => client.getLastAssistantText());
 	await step("forkMessagesAfterNew", () => client.getForkMessages());
 	await step("commands", () => client.getCommands());
+	// A turn held open by a tool call that waits for a file: a prompt without
+	// streamingBehavior is refused, steering and follow-up messages queue and are delivered.
+	await step("busyRun", async () => {
+		const done = client.collectEvents();
+		const started = new Promise((resolve) => {
+			const stop = client.onEvent((event) => {
+				if (event.type === "tool_execution_start") {
+					stop();
+					resolve();
+				}
+			});
+		});
+		await client.prompt("Start the long job.");
+		await started;
+		const busy = await client.send({ type: "prompt", message: "Again" });
+		await client.steer("Steer me");
+		await client.followUp("Then this");
+		const state = await client.getState();
+		writeFileSync(join(spec.cwd, "go"), "");
+		await done;
+		return { busy, isStreaming: state.isStreaming, pendingMessageCount: state.pendingMessageCount };
+	});
+	await step("messagesAfterBusyRun", () => client.getMessages());
+	await step("stateAfterBusyRun", () => client.getState());
 } finally {
 	await client.stop();
 }

@@ -384,6 +384,13 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     for _ in 0..2 {
         script.extend(listing_turn());
         script.push(MockResponse::sse(sse::openai_text("You are welcome.")));
+        script.push(MockResponse::sse(sse::openai_tool_call(
+            "call_2",
+            "bash",
+            r#"{"command":"while [ ! -f go ]; do sleep 0.02; done; echo released"}"#,
+        )));
+        script.push(MockResponse::sse(sse::openai_text("Steered.")));
+        script.push(MockResponse::sse(sse::openai_text("Followed up.")));
     }
     let server = ProviderServer::start(script);
     let models = models_json(&server.url());
@@ -438,12 +445,18 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     assert_eq!(our_answers["stateAfterNew"]["messageCount"], 0);
     assert_eq!(our_answers["commands"][0]["name"], "review");
 
+    assert_eq!(
+        our_answers["busyRun"]["busy"]["error"],
+        "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
+    );
+    assert_eq!(our_answers["busyRun"]["pendingMessageCount"], 2);
+
     let requests = server.requests();
-    assert_eq!(requests.len(), 6, "three model calls on each side");
-    for idx in 0..3 {
+    assert_eq!(requests.len(), 12, "six model calls on each side");
+    for idx in 0..6 {
         assert_same(
             &sent_messages(&requests[idx]),
-            &sent_messages(&requests[idx + 3]),
+            &sent_messages(&requests[idx + 6]),
             &format!("request {idx}"),
         );
     }
