@@ -3,6 +3,7 @@
 //! and its parts: resources, compaction, extensions and tools.
 
 pub mod agent_session;
+pub mod compaction;
 pub mod events;
 pub mod persist;
 pub mod resources;

@@ -17,6 +17,10 @@
 //! back their headers (`delay_headers`). Bodies of SSE responses use chunked transfer
 //! encoding, others `Content-Length`. A request beyond the script gets a 500 with
 //! `no scripted response left` (and is recorded, so a test sees it).
+//!
+//! A server can also answer by content (`start_routed`: a function from the request to the
+//! response), and a response can wait until a number of requests have arrived
+//! (`after_requests`), which proves that a client sent them concurrently.
 
 #![allow(dead_code)]
 
@@ -53,6 +57,8 @@ pub struct MockResponse {
     pub delay_headers: Option<Duration>,
     /// Use chunked transfer encoding (SSE responses do).
     pub chunked_encoding: bool,
+    /// Hold the response until this many requests have been received (at most the duration).
+    pub after_requests: Option<(usize, Duration)>,
 }
 
 impl MockResponse {
@@ -73,6 +79,7 @@ impl MockResponse {
             drop_after: None,
             delay_headers: None,
             chunked_encoding: true,
+            after_requests: None,
         }
     }
 
@@ -87,6 +94,7 @@ impl MockResponse {
             drop_after: None,
             delay_headers: None,
             chunked_encoding: false,
+            after_requests: None,
         }
     }
 
@@ -130,6 +138,12 @@ impl MockResponse {
     /// Holds back the response headers for `delay`.
     pub fn delay_headers(mut self, delay: Duration) -> Self {
         self.delay_headers = Some(delay);
+        self
+    }
+
+    /// Holds the response until `count` requests have arrived in total (or `timeout` passed).
+    pub fn after_requests(mut self, count: usize, timeout: Duration) -> Self {
+        self.after_requests = Some((count, timeout));
         self
     }
 }
@@ -202,10 +216,14 @@ impl RecordedRequest {
     }
 }
 
+/// Chooses the response to a request by its content.
+pub type Router = Arc<dyn Fn(&RecordedRequest) -> MockResponse + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     script: VecDeque<MockResponse>,
     requests: Vec<RecordedRequest>,
+    router: Option<Router>,
 }
 
 /// The running server; stops when dropped.
@@ -219,10 +237,24 @@ pub struct ProviderServer {
 impl ProviderServer {
     /// Starts a server that answers with `responses` in order.
     pub fn start(responses: Vec<MockResponse>) -> Self {
-        let state = Arc::new(Mutex::new(State {
+        Self::start_with(State {
             script: responses.into(),
             requests: Vec::new(),
-        }));
+            router: None,
+        })
+    }
+
+    /// Starts a server that answers every request with `router(request)`.
+    pub fn start_routed(router: Router) -> Self {
+        Self::start_with(State {
+            script: VecDeque::new(),
+            requests: Vec::new(),
+            router: Some(router),
+        })
+    }
+
+    fn start_with(state: State) -> Self {
+        let state = Arc::new(Mutex::new(state));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("local addr");
@@ -394,12 +426,19 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<Mutex<State>>) {
     while let Some(request) = read_request(&mut socket, &mut buf).await {
         let response = {
             let mut state = state.lock().unwrap();
+            let routed = state.router.as_ref().map(|router| router(&request));
             state.requests.push(request);
-            state.script.pop_front()
+            routed.or_else(|| state.script.pop_front())
         };
         let response = response.unwrap_or_else(|| {
             MockResponse::json(500, r#"{"error":{"message":"no scripted response left"}}"#)
         });
+        if let Some((count, timeout)) = response.after_requests {
+            let start = Instant::now();
+            while state.lock().unwrap().requests.len() < count && start.elapsed() < timeout {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
         if !write_response(&mut socket, &response).await {
             return;
         }

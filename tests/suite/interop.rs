@@ -117,12 +117,12 @@ fn assert_same(reference: &Value, ours: &Value, what: &str) {
     }
 }
 
-struct Case {
-    what: String,
-    store: SessionStore,
-    session: SessionId,
-    leaf: Option<String>,
-    file: PathBuf,
+pub struct Case {
+    pub what: String,
+    pub store: SessionStore,
+    pub session: SessionId,
+    pub leaf: Option<String>,
+    pub file: PathBuf,
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn the_reference_reads_our_export_of_every_fixture_as_we_read_the_fixture() {
     check_cases(&cases, scratch.path());
 }
 
-fn check_cases(cases: &[Case], scratch: &Path) {
+pub fn check_cases(cases: &[Case], scratch: &Path) {
     let asks: Vec<Ask> = cases
         .iter()
         .map(|case| Ask {

@@ -7,6 +7,7 @@ mod ai_stream;
 mod architecture;
 mod cli_interchange;
 mod cli_sessions;
+mod compaction;
 mod interchange;
 mod interchange_props;
 mod interop;
