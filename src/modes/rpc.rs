@@ -82,11 +82,12 @@ use crate::jsonl::SessionReader;
 use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, ContentBlock, ImageContent, StopReason};
 use crate::modes::Prepared;
+use crate::session::compaction::{self, ContextUsage};
 use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
     AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
 };
-use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
+use crate::store::{ImportMode, ImportOptions, ImportReport, LeafSelector, SessionStore};
 
 pub use framing::{LineSplitter, serialize_record};
 pub use ui::{DialogOptions, NotifyKind, RpcUi, WidgetPlacement};
@@ -826,7 +827,37 @@ impl Server {
             }),
         );
         data.insert("cost".into(), Value::from(stats.cost));
+        if let Some(usage) = self.context_usage().await {
+            data.insert(
+                "contextUsage".into(),
+                json!({
+                    "tokens": usage.tokens,
+                    "contextWindow": usage.context_window,
+                    "percent": usage.percent,
+                }),
+            );
+        }
         Value::Object(data)
+    }
+
+    /// The reference's `getContextUsage`: the transcript's token estimate against the model's
+    /// window, unknown right after a compaction until a model answers.
+    async fn context_usage(&self) -> Option<ContextUsage> {
+        let model = self.session.model();
+        let transcript = self.session.messages();
+        // A session not written yet has no compaction on its path.
+        let path = if self.session.is_persisted().await {
+            let store = self.session.store().clone();
+            let id = self.session.session_id().await;
+            tokio::task::spawn_blocking(move || store.branch_path(&id, &LeafSelector::Current))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        compaction::context_usage(model.as_ref(), &path, &transcript)
     }
 
     /// `switch_session`: a session id, a unique prefix, or a reference JSONL file (imported

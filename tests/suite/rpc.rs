@@ -870,7 +870,8 @@ fn session_name_stats_and_commands() {
         json!({"sessionFile": format!("{}#{session_id}", env.db().display()), "sessionId": session_id,
                "userMessages": 1, "assistantMessages": 2, "toolCalls": 1, "toolResults": 1, "totalMessages": 4,
                "tokens": {"input": 200, "output": 40, "cacheRead": 0, "cacheWrite": 0, "total": 240},
-               "cost": 0.00028})
+               "cost": 0.00028,
+               "contextUsage": {"tokens": 120, "contextWindow": 128000, "percent": 0.09375}})
     );
 
     let commands = rpc.ok(json!({"type": "get_commands"}))["commands"].clone();
