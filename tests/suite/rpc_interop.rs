@@ -451,3 +451,52 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
         );
     }
 }
+
+#[test]
+fn print_mode_reports_a_refused_request_like_the_reference() {
+    let cli = reference_cli();
+    let refusal = || {
+        MockResponse::json(
+            400,
+            r#"{"error":{"message":"This model does not exist","type":"invalid_request_error"}}"#,
+        )
+    };
+    let server = ProviderServer::start(vec![refusal(), refusal()]);
+    let models = models_json(&server.url());
+    let reference = Sandbox::new(&models);
+    let reference_out = run(reference
+        .command("node")
+        .arg(&cli)
+        .args(["--offline", "-p", "Hello"]));
+    let ours = Sandbox::new(&models);
+    let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", "Hello"]));
+    assert_eq!(reference_out.status.code(), Some(1));
+    assert_eq!(ours_out.status.code(), Some(1));
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "one request on each side, not retried"
+    );
+    assert!(
+        String::from_utf8_lossy(&ours_out.stderr).contains("This model does not exist"),
+        "{ours_out:?}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stdout),
+        String::from_utf8_lossy(&reference_out.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stderr),
+        String::from_utf8_lossy(&reference_out.stderr)
+    );
+    let reference_lines = reference_session_lines(&reference);
+    let our_lines = our_session_lines(&ours);
+    assert_eq!(reference_lines.len(), our_lines.len());
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(
+            &normalize_line(reference_line, reference.root()),
+            &normalize_line(our_line, ours.root()),
+            &format!("line {}", idx + 1),
+        );
+    }
+}
