@@ -127,6 +127,7 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
             reserve_tokens: positive(compaction.reserve_tokens),
             keep_recent_tokens: positive(compaction.keep_recent_tokens),
         },
+        branch_summary_reserve_tokens: positive(settings.branch_summary().reserve_tokens),
         telemetry,
     }
 }

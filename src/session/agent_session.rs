@@ -21,6 +21,10 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod compaction;
+
+pub use compaction::{NavigateOptions, NavigateOutcome};
+
 use crate::agent::tool::{BoxFuture, Tool};
 use crate::agent::{self, AgentEvent, LoopHooks, RunConfig};
 use crate::ai::auth::{self, Credentials};
@@ -166,6 +170,9 @@ pub enum SessionError {
     /// A skill could not be expanded.
     #[error("{0}")]
     Expansion(String),
+    /// A compaction or branch summary failed.
+    #[error("{0}")]
+    Compaction(String),
 }
 
 /// How a prompt sent while the agent runs is delivered.
@@ -251,6 +258,7 @@ struct State {
     run_cancel: Option<CancellationToken>,
     retry_cancel: Option<CancellationToken>,
     bash_cancel: Option<CancellationToken>,
+    compaction_cancel: Option<CancellationToken>,
     retry_attempt: u32,
     last_assistant: Option<AssistantMessage>,
     overflow_recovery_attempted: bool,
@@ -357,6 +365,7 @@ impl AgentSession {
             run_cancel: None,
             retry_cancel: None,
             bash_cancel: None,
+            compaction_cancel: None,
             retry_attempt: 0,
             last_assistant: None,
             overflow_recovery_attempted: false,
@@ -584,6 +593,10 @@ impl AgentSession {
 
     fn notice(&self, level: NoticeLevel, message: String) {
         self.emit(SessionEvent::Notice { level, message });
+    }
+
+    fn notice_error(&self, message: String) {
+        self.notice(NoticeLevel::Error, message);
     }
 
     /// Appends an entry, reporting (not failing) when the store refuses it: the entry is kept
@@ -837,6 +850,19 @@ impl AgentSession {
                 provider: model.provider.clone(),
             });
         }
+        // The compaction check before a prompt counts aborted answers too.
+        let last_assistant =
+            self.state()
+                .transcript
+                .iter()
+                .rev()
+                .find_map(|message| match message {
+                    AgentMessage::Assistant(assistant) => Some(assistant.clone()),
+                    _ => None,
+                });
+        if let Some(last) = last_assistant {
+            self.check_compaction(&last, false).await;
+        }
         let mut content = vec![ContentBlock::text(expanded)];
         content.extend(options.images.into_iter().map(ContentBlock::Image));
         let mut messages = vec![AgentMessage::User(UserMessage {
@@ -927,6 +953,9 @@ impl AgentSession {
         if let Some(cancel) = &state.retry_cancel {
             cancel.cancel();
         }
+        if let Some(cancel) = &state.compaction_cancel {
+            cancel.cancel();
+        }
     }
 
     /// Cancels a retry that is waiting.
@@ -984,7 +1013,10 @@ impl AgentSession {
             let Some(last) = last else {
                 return;
             };
-            if !self.retry_after(&last, &config.model).await {
+            if self.retry_after(&last, &config.model).await {
+                continue;
+            }
+            if self.check_compaction(&last, true).await == compaction::AfterRun::Done {
                 return;
             }
         }
@@ -1512,34 +1544,14 @@ impl AgentSession {
         Ok(())
     }
 
-    /// Moves the leaf to `target` following the reference's rule: selecting a user message (or
-    /// a custom message) puts the leaf on its parent and returns its text for the editor;
-    /// any other entry becomes the leaf.
+    /// Moves the leaf to `target` following the reference's rule (a user or custom message:
+    /// its parent, returning its text for the editor; anything else: the entry itself),
+    /// without a summary.
     pub async fn navigate_tree(&self, target: &EntryId) -> Result<Option<String>, SessionError> {
-        let session = self.ensure_stored().await?;
-        let store = self.store().clone();
-        let target_id = target.clone();
-        let entry = blocking(move || store.entry(&session, &target_id))
-            .await?
-            .ok_or_else(|| SessionError::InvalidEntry(format!("Entry {target} not found")))?;
-        let store = self.store().clone();
-        let session = self.session_id().await;
-        let (leaf, text) = match &entry.entry.kind {
-            EntryKind::Message(message @ AgentMessage::User(_)) => {
-                (entry.entry.parent_id.clone(), Some(user_text(message)))
-            }
-            EntryKind::CustomMessage { content, .. } => {
-                (entry.entry.parent_id.clone(), Some(content.joined_text()))
-            }
-            _ => (entry.entry.id.clone(), None),
-        };
-        blocking(move || match leaf {
-            Some(leaf) => store.branch(&session, &leaf),
-            None => store.reset_leaf(&session),
-        })
-        .await?;
-        self.reload_transcript().await?;
-        Ok(text)
+        let outcome = self
+            .navigate_tree_with(target, NavigateOptions::default())
+            .await?;
+        Ok(outcome.editor_text)
     }
 
     /// Starts a new session (`/new`, RPC `new_session`).

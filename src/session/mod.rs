@@ -12,8 +12,9 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, ModelCandidates, ModelChoice, OpenReport, PromptOptions, PromptSource,
-    SessionConfig, SessionError, SessionStats, SessionTarget, StreamingBehavior,
+    AgentSession, ModelCandidates, ModelChoice, NavigateOptions, NavigateOutcome, OpenReport,
+    PromptOptions, PromptSource, SessionConfig, SessionError, SessionStats, SessionTarget,
+    StreamingBehavior,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

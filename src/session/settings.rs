@@ -96,6 +96,8 @@ pub struct SessionSettings {
     pub follow_up_mode: QueueMode,
     /// `compaction.*`.
     pub compaction: CompactionToggles,
+    /// `branchSummary.reserveTokens` (default 16384).
+    pub branch_summary_reserve_tokens: u64,
     /// Whether attribution headers are sent (`enableInstallTelemetry`, `PI_TELEMETRY`).
     pub telemetry: bool,
 }
@@ -112,6 +114,7 @@ impl Default for SessionSettings {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             compaction: CompactionToggles::default(),
+            branch_summary_reserve_tokens: 16384,
             telemetry: true,
         }
     }

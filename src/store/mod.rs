@@ -849,12 +849,15 @@ impl SessionStore {
         })
     }
 
-    fn context_fast(
+    /// Walks from `leaf_seq` up to where the last compaction's kept range begins (the first
+    /// kept entry when it is an ancestor, else the compaction; the root without a compaction);
+    /// returns the leaf's path state and the rows in path order.
+    fn kept_tail(
         conn: &Connection,
         path: &str,
         sid: i64,
         leaf_seq: i64,
-    ) -> Result<SessionContext> {
+    ) -> Result<(sql::PathState, Vec<sql::WalkRow>)> {
         let corrupt = |what: &str| StoreError::Corrupt {
             path: path.to_owned(),
             message: format!("missing path state for {what}"),
@@ -894,6 +897,43 @@ impl SessionStore {
         {
             rows.retain(|row| row.seq >= compaction_seq);
         }
+        Ok((state, rows))
+    }
+
+    /// Returns the part of the path a compaction plan needs: from where the last compaction's
+    /// kept range begins (or the root) to the leaf, as stored entries. Planning a compaction
+    /// on this tail gives the same plan as on the whole path, and it reads only the context.
+    pub fn compaction_window(&self, session: &SessionId) -> Result<Vec<StoredEntry>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let Some(leaf_seq) = sql::leaf(conn, path, sid)? else {
+                return Ok(Vec::new());
+            };
+            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let seqs: Vec<i64> = if irregular {
+                Self::plain_walk(conn, path, sid, leaf_seq)?
+            } else {
+                Self::kept_tail(conn, path, sid, leaf_seq)?
+                    .1
+                    .into_iter()
+                    .map(|row| row.seq)
+                    .collect()
+            };
+            let mut out = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                out.extend(Self::stored_by_seq(conn, path, sid, seq)?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn context_fast(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        leaf_seq: i64,
+    ) -> Result<SessionContext> {
+        let (state, rows) = Self::kept_tail(conn, path, sid, leaf_seq)?;
         let path_rows: Vec<context::PathRow> = rows
             .into_iter()
             .map(|row| context::PathRow {

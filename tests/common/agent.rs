@@ -39,6 +39,8 @@ pub struct Harness {
     pub server: ProviderServer,
     pub store: SessionStore,
     pub settings: SessionSettings,
+    /// The mock model's context window (128000 unless a test shrinks it).
+    pub context_window: u64,
 }
 
 /// Settings with short delays (retries and transport backoff) for tests.
@@ -61,6 +63,7 @@ impl Harness {
             env,
             store,
             settings: fast_settings(),
+            context_window: 128_000,
         }
     }
 
@@ -73,7 +76,7 @@ impl Harness {
         let clock: Arc<dyn Clock> = Arc::new(SteppingClock::new(TEST_CLOCK_START_MS, 1000));
         let ids = Arc::new(IdSource::seeded(5));
         let registry = Arc::new(ModelRegistry::load(
-            Some(&models_json(&self.server.url(), 128_000)),
+            Some(&models_json(&self.server.url(), self.context_window)),
             "models.json",
         ));
         let credentials = Arc::new(Credentials::new(

@@ -589,6 +589,11 @@ pub mod sse {
 
     /// A chat-completions answer streaming `text` word by word, then `stop` and usage.
     pub fn openai_text(text: &str) -> String {
+        openai_text_with_usage(text, 100, 20)
+    }
+
+    /// [`openai_text`] reporting `prompt` input and `completion` output tokens.
+    pub fn openai_text_with_usage(text: &str, prompt: u64, completion: u64) -> String {
         let mut chunks = vec![openai_chunk(
             json!({"role": "assistant", "content": ""}),
             None,
@@ -597,7 +602,7 @@ pub mod sse {
             chunks.push(openai_chunk(json!({"content": piece}), None));
         }
         chunks.push(openai_chunk(json!({}), Some("stop")));
-        chunks.push(openai_usage(100, 20));
+        chunks.push(openai_usage(prompt, completion));
         openai_chunks(&chunks)
     }
 

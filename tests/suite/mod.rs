@@ -16,6 +16,7 @@ mod resources;
 mod rpc;
 mod rpc_interop;
 mod search;
+mod session_compaction;
 mod store;
 mod store_props;
 mod tools;

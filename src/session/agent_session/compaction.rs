@@ -1,0 +1,425 @@
+//! Compaction and branch summaries inside the session (spec compaction.md §3, §8.4): the
+//! automatic check after a run and before a prompt, overflow recovery (compact, then continue
+//! the interrupted turn — at most once per user message), manual `/compact`, and tree
+//! navigation that summarises the abandoned branch.
+//!
+//! Invariants: compaction only appends (a `compaction` or `branch_summary` entry); the failed
+//! assistant message of an overflow stays in the store and leaves only the transcript; the
+//! plan is made on the path tail from the last kept boundary (`SessionStore::
+//! compaction_window`), never on the whole history.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ai::Model;
+use crate::model::entry::EntryKind;
+use crate::model::ids::EntryId;
+use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
+use crate::session::agent_session::{AgentSession, SessionError};
+use crate::session::compaction::{
+    BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
+    CompactionReason, CompactionResult, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED,
+    Summarizer, check_compaction, collect_entries_for_branch_summary, compact,
+    generate_branch_summary, latest_compaction_ms, navigation_target, prepare_compaction,
+    prepare_manual_compaction,
+};
+use crate::session::events::SessionEvent;
+use crate::session::persist::blocking;
+use crate::store::{LeafSelector, StoredEntry};
+
+/// What the automatic check decided after a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterRun {
+    /// Nothing more to do.
+    Done,
+    /// Continue the agent loop (overflow recovered, or messages are queued).
+    Continue,
+}
+
+/// Options of [`AgentSession::navigate_tree_with`] (the reference's `navigateTree` options).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NavigateOptions {
+    /// Summarise the abandoned branch into a `branch_summary` entry at the destination.
+    pub summarize: bool,
+    /// Instructions for the summary.
+    pub custom_instructions: Option<String>,
+    /// Use the instructions instead of the default prompt.
+    pub replace_instructions: bool,
+    /// A label to attach (to the summary entry, or to the target without a summary).
+    pub label: Option<String>,
+}
+
+/// What a navigation did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NavigateOutcome {
+    /// The text of a user or custom message target, to put back in the editor.
+    pub editor_text: Option<String>,
+    /// The summary was aborted; nothing moved.
+    pub cancelled: bool,
+}
+
+impl AgentSession {
+    fn compaction_settings(&self) -> CompactionSettings {
+        let mut settings = CompactionSettings::from(&self.config().settings.compaction);
+        settings.enabled = self.auto_compaction();
+        settings
+    }
+
+    /// The path tail a plan needs (empty for a session not yet written).
+    async fn compaction_tail(&self) -> Result<Vec<StoredEntry>, SessionError> {
+        if !self.is_persisted().await {
+            return Ok(Vec::new());
+        }
+        let session = self.session_id().await;
+        let store = self.store().clone();
+        Ok(blocking(move || store.compaction_window(&session)).await?)
+    }
+
+    async fn summarizer_options(&self, model: &Model) -> Result<crate::ai::StreamOptions, String> {
+        self.stream_options(model)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    /// The automatic check (`_checkCompaction`): after a run with its last assistant message
+    /// (`skip_aborted`), or before a prompt with the transcript's last assistant message.
+    pub(crate) async fn check_compaction(
+        &self,
+        message: &AssistantMessage,
+        skip_aborted: bool,
+    ) -> AfterRun {
+        let settings = self.compaction_settings();
+        let Ok(tail) = self.compaction_tail().await else {
+            return AfterRun::Done;
+        };
+        let latest = latest_compaction_ms(&tail);
+        let (model, transcript, attempted) = {
+            let state = self.state();
+            (
+                state.model.clone(),
+                state.transcript.clone(),
+                state.overflow_recovery_attempted,
+            )
+        };
+        let decision = check_compaction(&CompactionCheckInput {
+            settings: &settings,
+            message,
+            skip_aborted,
+            model: model.as_ref(),
+            latest_compaction_ms: latest,
+            transcript: &transcript,
+            overflow_recovery_attempted: attempted,
+        });
+        match decision {
+            CompactionCheck::None => AfterRun::Done,
+            CompactionCheck::OverflowRecoveryExhausted => {
+                self.emit(SessionEvent::CompactionEnd {
+                    reason: CompactionReason::Overflow.as_str().to_owned(),
+                    result: None,
+                    aborted: false,
+                    will_retry: false,
+                    error_message: Some(OVERFLOW_RECOVERY_EXHAUSTED.to_owned()),
+                });
+                AfterRun::Done
+            }
+            CompactionCheck::Threshold { .. } => {
+                let _ = self
+                    .run_compaction(CompactionReason::Threshold, false, None)
+                    .await;
+                if self.has_queued() {
+                    AfterRun::Continue
+                } else {
+                    AfterRun::Done
+                }
+            }
+            CompactionCheck::Overflow => {
+                {
+                    let mut state = self.state();
+                    state.overflow_recovery_attempted = true;
+                    if matches!(state.transcript.last(), Some(AgentMessage::Assistant(_))) {
+                        state.transcript.pop();
+                    }
+                }
+                // Before a prompt the new prompt follows at once: no separate continuation.
+                let will_retry = skip_aborted;
+                match self
+                    .run_compaction(CompactionReason::Overflow, will_retry, None)
+                    .await
+                {
+                    Ok(Some(_)) if will_retry => {
+                        {
+                            let mut state = self.state();
+                            if matches!(
+                                state.transcript.last(),
+                                Some(AgentMessage::Assistant(last)) if last.stop_reason == StopReason::Error
+                            ) {
+                                state.transcript.pop();
+                            }
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        AfterRun::Continue
+                    }
+                    _ => AfterRun::Done,
+                }
+            }
+        }
+    }
+
+    fn has_queued(&self) -> bool {
+        let state = self.state();
+        !state.steering.messages.is_empty() || !state.follow_up.messages.is_empty()
+    }
+
+    /// One compaction run: events, plan, summary, entry, transcript rebuild. `Ok(None)` when
+    /// there was nothing to do or it was aborted; `Err` with the error (the `compaction_end`
+    /// event carries it with the reason's prefix, e.g. `Compaction failed: …`).
+    pub(crate) async fn run_compaction(
+        &self,
+        reason: CompactionReason,
+        will_retry: bool,
+        custom_instructions: Option<&str>,
+    ) -> Result<Option<CompactionResult>, String> {
+        let reason_text = reason.as_str().to_owned();
+        self.emit(SessionEvent::CompactionStart {
+            reason: reason_text.clone(),
+        });
+        let end = |result: Option<&CompactionResult>, aborted: bool, error: Option<String>| {
+            SessionEvent::CompactionEnd {
+                reason: reason_text.clone(),
+                result: result.map(CompactionResult::to_json),
+                aborted,
+                will_retry: will_retry && result.is_some(),
+                error_message: error,
+            }
+        };
+        let manual = reason == CompactionReason::Manual;
+        let Some(model) = self.model() else {
+            let error = "No model selected".to_owned();
+            self.emit(end(
+                None,
+                false,
+                manual.then(|| reason.failure_message(&error)),
+            ));
+            return if manual { Err(error) } else { Ok(None) };
+        };
+        let options = match self.summarizer_options(&model).await {
+            Ok(options) => options,
+            Err(error) => {
+                self.emit(end(
+                    None,
+                    false,
+                    manual.then(|| reason.failure_message(&error)),
+                ));
+                return if manual { Err(error) } else { Ok(None) };
+            }
+        };
+        let tail = match self.compaction_tail().await {
+            Ok(tail) => tail,
+            Err(error) => {
+                let error = error.to_string();
+                self.emit(end(None, false, Some(reason.failure_message(&error))));
+                return Err(error);
+            }
+        };
+        let settings = self.compaction_settings();
+        let preparation = if manual {
+            match prepare_manual_compaction(&tail, &settings) {
+                Ok(preparation) => preparation,
+                Err(error) => {
+                    let error = error.to_string();
+                    self.emit(end(None, false, Some(reason.failure_message(&error))));
+                    return Err(error);
+                }
+            }
+        } else {
+            match prepare_compaction(&tail, &settings) {
+                Some(preparation) => preparation,
+                None => {
+                    self.emit(end(None, false, None));
+                    return Ok(None);
+                }
+            }
+        };
+        let cancel = CancellationToken::new();
+        self.state().compaction_cancel = Some(cancel.clone());
+        let client = self.config().client.clone();
+        let clock = self.config().clock.clone();
+        let summarizer = Summarizer {
+            client: &client,
+            model: &model,
+            options,
+            clock: clock.as_ref(),
+        };
+        let thinking_level = self.thinking_level();
+        let outcome = compact(
+            &preparation,
+            &summarizer,
+            &CompactOptions {
+                custom_instructions,
+                thinking_level,
+            },
+            &cancel,
+        )
+        .await;
+        self.state().compaction_cancel = None;
+        let result = match outcome {
+            Ok(result) if !cancel.is_cancelled() => result,
+            Ok(_) | Err(CompactionError::Cancelled) => {
+                self.emit(end(None, true, None));
+                return if manual {
+                    Err("Compaction cancelled".to_owned())
+                } else {
+                    Ok(None)
+                };
+            }
+            Err(error) => {
+                let error = error.to_string();
+                self.emit(end(None, false, Some(reason.failure_message(&error))));
+                return Err(error);
+            }
+        };
+        self.persist(EntryKind::Compaction(result.to_entry(false)))
+            .await;
+        if let Err(error) = self.reload_transcript().await {
+            self.notice_error(format!(
+                "could not rebuild the context after compacting: {error}"
+            ));
+        }
+        self.emit(end(Some(&result), false, None));
+        Ok(Some(result))
+    }
+
+    /// Compacts now (`/compact [instructions]`, RPC `compact`): aborts a running turn first
+    /// and returns `{summary, firstKeptEntryId, tokensBefore, details}`.
+    pub async fn compact(
+        &self,
+        custom_instructions: Option<String>,
+    ) -> Result<serde_json::Value, SessionError> {
+        self.abort();
+        let _run = self.inner.run_lock.lock().await;
+        match self
+            .run_compaction(
+                CompactionReason::Manual,
+                false,
+                custom_instructions.as_deref(),
+            )
+            .await
+        {
+            Ok(Some(result)) => Ok(result.to_json()),
+            Ok(None) => Err(SessionError::Compaction("Nothing to compact".to_owned())),
+            Err(error) => Err(SessionError::Compaction(error)),
+        }
+    }
+
+    /// Stops a compaction or branch summary in progress.
+    pub fn abort_compaction(&self) {
+        if let Some(cancel) = &self.state().compaction_cancel {
+            cancel.cancel();
+        }
+    }
+
+    /// Navigates the tree to `target` (the reference's `navigateTree`): optionally summarising
+    /// the abandoned branch into a `branch_summary` at the destination, with an optional label.
+    pub async fn navigate_tree_with(
+        &self,
+        target: &EntryId,
+        options: NavigateOptions,
+    ) -> Result<NavigateOutcome, SessionError> {
+        let session = self.ensure_stored().await?;
+        let store = self.store().clone();
+        let (old_path, target_path) = {
+            let session = session.clone();
+            let target = target.clone();
+            blocking(move || {
+                let old = store.branch_path(&session, &LeafSelector::Current)?;
+                let to = store.branch_path(&session, &LeafSelector::Entry(target))?;
+                Ok((old, to))
+            })
+            .await?
+        };
+        let Some(target_entry) = target_path.last() else {
+            return Err(SessionError::InvalidEntry(format!(
+                "Entry {target} not found"
+            )));
+        };
+        if old_path.last().map(|leaf| leaf.seq) == Some(target_entry.seq) {
+            return Ok(NavigateOutcome::default());
+        }
+        let selection = collect_entries_for_branch_summary(&old_path, &target_path);
+        let mut summary = None;
+        if options.summarize && !selection.entries.is_empty() {
+            let model = self.model().ok_or(SessionError::NoModel)?;
+            let stream_options = self
+                .summarizer_options(&model)
+                .await
+                .map_err(SessionError::Compaction)?;
+            let cancel = CancellationToken::new();
+            self.state().compaction_cancel = Some(cancel.clone());
+            let client = self.config().client.clone();
+            let clock = self.config().clock.clone();
+            let summarizer = Summarizer {
+                client: &client,
+                model: &model,
+                options: stream_options,
+                clock: clock.as_ref(),
+            };
+            let outcome = generate_branch_summary(
+                selection.entries,
+                &summarizer,
+                &BranchSummaryOptions {
+                    custom_instructions: options.custom_instructions.as_deref(),
+                    replace_instructions: options.replace_instructions,
+                    reserve_tokens: self.config().settings.branch_summary_reserve_tokens,
+                },
+                &cancel,
+            )
+            .await;
+            self.state().compaction_cancel = None;
+            match outcome {
+                Ok(result) => summary = Some(result),
+                Err(CompactionError::Cancelled) => {
+                    return Ok(NavigateOutcome {
+                        editor_text: None,
+                        cancelled: true,
+                    });
+                }
+                Err(error) => return Err(SessionError::Compaction(error.to_string())),
+            }
+        }
+        let destination = navigation_target(&target_entry.entry);
+        let store = self.store().clone();
+        let target_id = target.clone();
+        let label = options.label.clone().filter(|label| !label.is_empty());
+        blocking(move || {
+            match summary {
+                Some(result) => {
+                    let entry = store.branch_with_summary(
+                        &session,
+                        destination.new_leaf.as_ref(),
+                        result.summary.clone(),
+                        Some(result.details()),
+                        Some(false),
+                    )?;
+                    if let (Some(label), Some(id)) = (&label, &entry.entry.id) {
+                        store.append_label(&session, id, Some(label))?;
+                    }
+                }
+                None => {
+                    match &destination.new_leaf {
+                        Some(leaf) => store.branch(&session, leaf)?,
+                        None => store.reset_leaf(&session)?,
+                    }
+                    if let Some(label) = &label {
+                        store.append_label(&session, &target_id, Some(label))?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        self.reload_transcript().await?;
+        Ok(NavigateOutcome {
+            editor_text: destination.editor_text,
+            cancelled: false,
+        })
+    }
+}
