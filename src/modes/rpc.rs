@@ -53,7 +53,8 @@
 //! Commands run one after the other in arrival order, so a command sees the effects of the
 //! ones before it; a `prompt` is answered once the session accepted it (it is then streaming
 //! or queued), and its run continues in the background. The long commands — the run of a
-//! prompt, `bash`, and the wait of `abort` — run as tasks and answer when they finish.
+//! prompt, `bash`, `compact` and the wait of `abort` — run as tasks and answer when they
+//! finish.
 //! `abort`, `abort_retry`, `abort_bash` and `extension_ui_response` lines act at once, even
 //! while an earlier command waits. Commands that replace the session (`new_session`,
 //! `switch_session`, `fork`, `clone`) first abort a running turn and wait for it to end (the
@@ -561,9 +562,7 @@ impl Server {
             )),
             "set_session_name" => self.set_session_name(&command).await,
             "get_commands" => Ok(Some(self.commands())),
-            "compact" => Err(
-                "Manual compaction is not available in this build of pi yet".to_owned(),
-            ),
+            "compact" => return self.compact(command),
             "export_html" => Err(
                 "export_html is not supported: pi exports sessions as JSONL (`pi export --jsonl SESSION`)"
                     .to_owned(),
@@ -669,6 +668,25 @@ impl Server {
         });
     }
 
+    /// `compact`: runs in a task (a running turn is aborted first; `abort` cancels the
+    /// summary) and answers `{summary, firstKeptEntryId, tokensBefore, details?}`.
+    fn compact(&self, command: Command) {
+        let instructions = match command.optional_string("customInstructions") {
+            Ok(instructions) => instructions,
+            Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let server = self.clone();
+        self.spawn(async move {
+            let outcome = server
+                .session
+                .compact(instructions)
+                .await
+                .map(Some)
+                .map_err(|error| error.to_string());
+            server.output.send(command.respond(outcome));
+        });
+    }
+
     fn queue(&self, command: &Command, behavior: StreamingBehavior) -> Outcome {
         let message = command.string("message")?;
         let images = command.images()?;
@@ -716,7 +734,7 @@ impl Server {
             Value::from(session.thinking_level().as_str()),
         );
         state.insert("isStreaming".into(), Value::from(session.is_streaming()));
-        state.insert("isCompacting".into(), Value::from(false));
+        state.insert("isCompacting".into(), Value::from(session.is_compacting()));
         state.insert("steeringMode".into(), Value::from(steering.as_str()));
         state.insert("followUpMode".into(), Value::from(follow_up.as_str()));
         if let Some(file) = self.session_file().await {

@@ -1735,6 +1735,11 @@ impl AgentSession {
         })
     }
 
+    /// Returns whether a compaction or branch summary is running.
+    pub fn is_compacting(&self) -> bool {
+        self.state().compaction_cancel.is_some()
+    }
+
     /// Returns how many messages wait in the steering and follow-up queues.
     pub fn pending_message_count(&self) -> usize {
         let state = self.state();

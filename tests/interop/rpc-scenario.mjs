@@ -52,6 +52,7 @@ try {
 	await step("messages1", () => client.getMessages());
 	await step("last1", () => client.getLastAssistantText());
 	await step("stats1", () => client.getSessionStats());
+	await step("compactSmall", () => client.compact());
 	await step("bash", () => client.bash("printf 'one\\ntwo\\n'; exit 2"));
 	await step("messagesAfterBash", async () => (await client.getMessages()).length);
 	await step("cycleThinkingNoReasoning", () => client.cycleThinkingLevel());

@@ -955,8 +955,17 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
     assert!(error.contains("\"message\" must be a string"), "{error}");
     let error = rpc.err(json!({"type": "prompt", "message": "x", "streamingBehavior": "now"}));
     assert!(error.contains("streamingBehavior"), "{error}");
-    let error = rpc.err(json!({"type": "compact"}));
-    assert!(!error.is_empty());
+    // FIXME: the reference compacts even a session with no messages (summarising nothing);
+    // pi's manual compaction refuses a session not written yet.
+    assert_eq!(
+        rpc.err(json!({"type": "compact"})),
+        "Nothing to compact (session too small)"
+    );
+    assert_eq!(rpc.wait_event("compaction_start")["reason"], "manual");
+    assert_eq!(
+        rpc.wait_event("compaction_end")["errorMessage"],
+        "Compaction failed: Nothing to compact (session too small)"
+    );
     // An id of any JSON type is echoed as it was.
     rpc.write(b"{\"id\":7,\"type\":\"abort_retry\"}\n");
     let record = rpc.wait_for(|record| record["type"] == "response");
@@ -1067,4 +1076,72 @@ fn switch_session_imports_a_reference_file_and_refuses_a_session_whose_cwd_is_go
         "0b7c2a10-1111-4222-8333-444444444444",
         "a refused switch stays in the current session"
     );
+}
+
+#[test]
+fn compact_summarises_the_history_and_abort_cancels_a_running_compaction() {
+    let long =
+        |head: &str, word: &str| format!("{head}: {}", format!("{word} ").repeat(15).trim_end());
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("Answer one.")),
+        MockResponse::sse(sse::openai_text("Answer two.")),
+        MockResponse::sse(sse::openai_text("## Goal\nManual summary.")),
+        MockResponse::sse(sse::openai_text("Answer three.")),
+        // The second summary never comes: the compaction waits until it is aborted.
+        MockResponse::sse(sse::openai_text("Too late.")).delay_headers(Duration::from_secs(600)),
+    ]);
+    let env = env_with(&server, &models_json(&server.url(), 1000));
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"compaction":{"reserveTokens":200,"keepRecentTokens":20}}"#,
+    )
+    .unwrap();
+    let mut rpc = Rpc::start(&env, &[]);
+    rpc.prompt_and_wait("first question about apples");
+    rpc.prompt_and_wait(&long("Second question", "pears"));
+
+    let id = rpc.send(json!({"type": "compact", "customInstructions": "Focus on the apples"}));
+    let start = rpc.wait_event("compaction_start");
+    assert_eq!(
+        start,
+        json!({"type": "compaction_start", "reason": "manual"})
+    );
+    let end = rpc.wait_event("compaction_end");
+    let response = rpc.response(&id);
+    assert_eq!(response["success"], true, "{response}");
+    let data = &response["data"];
+    let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
+    assert_eq!(keys[..3], ["summary", "firstKeptEntryId", "tokensBefore"]);
+    assert_eq!(data["summary"], "## Goal\nManual summary.");
+    assert!(data["tokensBefore"].as_u64().unwrap() > 0);
+    assert_eq!(end["result"], *data);
+    assert_eq!(end["aborted"], false);
+    let summarize = server.requests()[2].json();
+    let prompt = summarize["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(
+        prompt.contains("Additional focus: Focus on the apples"),
+        "{prompt}"
+    );
+    let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
+    assert_eq!(messages[0]["role"], "compactionSummary");
+    assert_eq!(messages[0]["summary"], "## Goal\nManual summary.");
+    assert_eq!(
+        rpc.err(json!({"type": "compact"})),
+        "Already compacted",
+        "nothing new since the last compaction"
+    );
+
+    rpc.prompt_and_wait(&long("Third question", "plums"));
+    let id = rpc.send(json!({"type": "compact"}));
+    rpc.wait_event("compaction_start");
+    server.wait_for_requests(5, WAIT);
+    assert_eq!(rpc.ok(json!({"type": "get_state"}))["isCompacting"], true);
+    rpc.ok(json!({"type": "abort"}));
+    let end = rpc.wait_event("compaction_end");
+    assert_eq!(end["aborted"], true);
+    assert_eq!(
+        rpc.response(&id),
+        json!({"id": id, "type": "response", "command": "compact", "success": false, "error": "Compaction cancelled"})
+    );
+    assert_eq!(rpc.ok(json!({"type": "get_state"}))["isCompacting"], false);
 }

@@ -7,8 +7,10 @@
 //!   (`--offline`, its agent dir a temporary directory), and sends the model the same messages;
 //! * the reference's own `RpcClient` (`tests/interop/rpc-scenario.mjs`) gets the same answers
 //!   from `pi --mode rpc` (through `tests/interop/pi-shim.mjs`) as from the reference's RPC mode,
-//!   for prompts, state, messages, stats, bash, models, thinking levels, session name, fork
-//!   messages, fork, clone, new session and commands.
+//!   for prompts, state, messages, stats, a manual compaction, bash, models, thinking levels,
+//!   session name, fork messages, fork, clone, new session, commands, and a prompt sent while
+//!   streaming (refused without `streamingBehavior`; steering and follow-up delivered) — and
+//!   the model is sent the same conversations (the summary request included).
 //!
 //! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
 //! temporary directories; the reference's session file against our `<db>#<id>`). Everything
@@ -127,7 +129,9 @@ fn normalize(value: &Value, sandbox: &Path) -> Value {
             let mut res = Map::new();
             for (key, item) in map {
                 let replaced = match key.as_str() {
-                    "timestamp" | "sessionId" | "sessionFile" | "entryId" if !item.is_null() => {
+                    "timestamp" | "sessionId" | "sessionFile" | "entryId" | "firstKeptEntryId"
+                        if !item.is_null() =>
+                    {
                         Value::from(format!("<{key}>"))
                     }
                     _ => normalize(item, sandbox),
@@ -383,6 +387,9 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     let mut script = Vec::new();
     for _ in 0..2 {
         script.extend(listing_turn());
+        script.push(MockResponse::sse(sse::openai_text(
+            "## Goal\nList the files.\n\n## Progress\nListed them.",
+        )));
         script.push(MockResponse::sse(sse::openai_text("You are welcome.")));
         script.push(MockResponse::sse(sse::openai_tool_call(
             "call_2",
@@ -441,12 +448,21 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     );
     assert_eq!(our_answers["busyRun"]["pendingMessageCount"], 2);
 
+    assert_eq!(
+        our_answers["compactSmall"]["summary"],
+        "## Goal\nList the files.\n\n## Progress\nListed them."
+    );
+    assert_eq!(
+        our_answers["messagesAfterFork"][0]["role"],
+        "compactionSummary"
+    );
+
     let requests = server.requests();
-    assert_eq!(requests.len(), 12, "six model calls on each side");
-    for idx in 0..6 {
+    assert_eq!(requests.len(), 14, "seven model calls on each side");
+    for idx in 0..7 {
         assert_same(
             &sent_messages(&requests[idx]),
-            &sent_messages(&requests[idx + 6]),
+            &sent_messages(&requests[idx + 7]),
             &format!("request {idx}"),
         );
     }
