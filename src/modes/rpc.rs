@@ -88,7 +88,7 @@ use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
     AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
 };
-use crate::store::{ImportMode, ImportOptions, ImportReport, LeafSelector, SessionStore};
+use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
 pub use framing::{LineSplitter, serialize_record};
 pub use ui::{DialogOptions, NotifyKind, RpcUi, WidgetPlacement};
@@ -863,11 +863,12 @@ impl Server {
     async fn context_usage(&self) -> Option<ContextUsage> {
         let model = self.session.model();
         let transcript = self.session.messages();
-        // A session not written yet has no compaction on its path.
+        // A session not written yet has no compaction on its path; a stored one is read from
+        // its last compaction's kept range on (all the rule looks at), not from the root.
         let path = if self.session.is_persisted().await {
             let store = self.session.store().clone();
             let id = self.session.session_id().await;
-            tokio::task::spawn_blocking(move || store.branch_path(&id, &LeafSelector::Current))
+            tokio::task::spawn_blocking(move || store.compaction_window(&id))
                 .await
                 .ok()
                 .and_then(Result::ok)

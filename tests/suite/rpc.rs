@@ -1124,6 +1124,11 @@ fn compact_summarises_the_history_and_abort_cancels_a_running_compaction() {
     );
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["role"], "compactionSummary");
+    assert_eq!(
+        rpc.ok(json!({"type": "get_session_stats"}))["contextUsage"],
+        json!({"tokens": null, "contextWindow": 1000, "percent": null}),
+        "unknown until a model answers after the compaction"
+    );
     assert_eq!(messages[0]["summary"], "## Goal\nManual summary.");
     assert_eq!(
         rpc.err(json!({"type": "compact"})),
