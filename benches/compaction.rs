@@ -1,7 +1,8 @@
 //! Compaction planning on a 100k-entry session (not run in CI): how long `find_cut_point` and
 //! the whole `prepare_compaction` plan take once the path is in memory, for a session with
 //! compactions along the way (the usual case) and for one that was never compacted (the range
-//! is then the whole path); and, for scale, reading that path from a SQLite store.
+//! is then the whole path); and, from a SQLite store, the whole path (for scale) against the
+//! compaction window the session actually reads.
 //!
 //! Run: `cargo bench --bench compaction` (prints one line per figure; median of 21 runs).
 //! Goal: planning under 20 ms.
@@ -308,5 +309,30 @@ fn main() {
         path.len(),
         ms(read_time),
         ms(prep_time)
+    );
+
+    // What the session does: read only the window from the last kept boundary, plan on it.
+    let whole_plan = prepare_compaction(&path, &settings)
+        .map(|prep| prep.first_kept_entry_id.clone())
+        .expect("plan on the whole path");
+    let (window_time, window) = time(RUNS, || {
+        store
+            .compaction_window(&SessionId::new("bench"))
+            .expect("window")
+    });
+    let (window_plan_time, window_plan) = time(RUNS, || {
+        prepare_compaction(&window, &settings).map(|prep| prep.first_kept_entry_id.clone())
+    });
+    assert_eq!(
+        window_plan.as_ref(),
+        Some(&whole_plan),
+        "the window plans the same"
+    );
+    println!(
+        "store: compaction_window ({} entries) {} · prepare_compaction on it {} · total {}",
+        window.len(),
+        ms(window_time),
+        ms(window_plan_time),
+        ms(window_time + window_plan_time)
     );
 }

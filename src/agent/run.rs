@@ -83,6 +83,13 @@ pub trait LoopHooks: Send + Sync {
         convert::convert_to_llm(messages)
     }
 
+    /// Returns the message to report and keep in place of a finished one, before its
+    /// `message_end` (extensions may replace a message with one of the same role); default:
+    /// unchanged.
+    fn finalize_message<'a>(&'a self, message: AgentMessage) -> BoxFuture<'a, AgentMessage> {
+        Box::pin(async move { message })
+    }
+
     /// Decides on a prepared tool call; default: run it.
     fn before_tool_call<'a>(
         &'a self,
@@ -154,6 +161,35 @@ pub enum LoopError {
     EndsWithAssistant,
 }
 
+/// Finalizes a message through the hooks and emits its `message_end`; returns the message
+/// as finalized.
+async fn end_message(hooks: &dyn LoopHooks, message: AgentMessage) -> AgentMessage {
+    let message = hooks.finalize_message(message).await;
+    hooks
+        .emit(AgentEvent::MessageEnd {
+            message: message.clone(),
+        })
+        .await;
+    message
+}
+
+/// [`end_message`] for an assistant message (a replacement of another role is ignored).
+async fn end_assistant(hooks: &dyn LoopHooks, message: AssistantMessage) -> AssistantMessage {
+    let finalized = hooks
+        .finalize_message(AgentMessage::Assistant(message.clone()))
+        .await;
+    let message = match finalized {
+        AgentMessage::Assistant(replacement) => replacement,
+        _ => message,
+    };
+    hooks
+        .emit(AgentEvent::MessageEnd {
+            message: AgentMessage::Assistant(message.clone()),
+        })
+        .await;
+    message
+}
+
 /// Runs the loop with new prompt messages; returns the messages this run added.
 pub async fn run(
     config: &RunConfig,
@@ -172,11 +208,7 @@ pub async fn run(
                 message: prompt.clone(),
             })
             .await;
-        hooks
-            .emit(AgentEvent::MessageEnd {
-                message: prompt.clone(),
-            })
-            .await;
+        let prompt = end_message(hooks, prompt).await;
         context.push(prompt.clone());
         added.push(prompt);
     }
@@ -227,11 +259,7 @@ async fn run_loop(
                         message: message.clone(),
                     })
                     .await;
-                hooks
-                    .emit(AgentEvent::MessageEnd {
-                        message: message.clone(),
-                    })
-                    .await;
+                let message = end_message(hooks, message).await;
                 context.push(message.clone());
                 added.push(message);
             }
@@ -312,12 +340,7 @@ async fn stream_assistant(
                     message: AgentMessage::Assistant(message.clone()),
                 })
                 .await;
-            hooks
-                .emit(AgentEvent::MessageEnd {
-                    message: AgentMessage::Assistant(message.clone()),
-                })
-                .await;
-            return message;
+            return end_assistant(hooks, message).await;
         }
     };
     let request = Request {
@@ -359,12 +382,7 @@ async fn stream_assistant(
                         })
                         .await;
                 }
-                hooks
-                    .emit(AgentEvent::MessageEnd {
-                        message: AgentMessage::Assistant(message.clone()),
-                    })
-                    .await;
-                return message;
+                return end_assistant(hooks, message).await;
             }
             other => {
                 if started {
@@ -390,12 +408,7 @@ async fn stream_assistant(
             })
             .await;
     }
-    hooks
-        .emit(AgentEvent::MessageEnd {
-            message: AgentMessage::Assistant(message.clone()),
-        })
-        .await;
-    message
+    end_assistant(hooks, message).await
 }
 
 /// A tool call with its outcome.
@@ -567,11 +580,7 @@ async fn execute_tool_calls(
                 message: message.clone(),
             })
             .await;
-        hooks
-            .emit(AgentEvent::MessageEnd {
-                message: message.clone(),
-            })
-            .await;
+        let message = end_message(hooks, message).await;
         messages.push(message);
     }
     messages

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{StoreConfig, StoreLocation};
+use crate::store::{LeaseConfig, StoreConfig, StoreLocation};
 use crate::support::clock::{Clock, SteppingClock, SystemClock, ms_from_iso};
 use crate::support::ids::IdSource;
 
@@ -147,6 +147,29 @@ impl Env {
                     .and_then(|value| value.parse().ok())
                     .unwrap_or(5000),
             ),
+        }
+    }
+}
+
+impl Env {
+    /// Returns the writer-lease intervals: 10 s heartbeat and 30 s staleness, overridden (for
+    /// tests and unusual file systems) by `PI_LEASE_HEARTBEAT_MS` and `PI_LEASE_STALE_MS`.
+    /// A staleness below three heartbeats is raised to three, so a holder that renews on time
+    /// is never taken over.
+    pub fn lease_config(&self) -> LeaseConfig {
+        let millis = |key: &str| {
+            self.var(key)
+                .and_then(|value| value.parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis)
+        };
+        let heartbeat = millis("PI_LEASE_HEARTBEAT_MS").unwrap_or(LeaseConfig::DEFAULT_HEARTBEAT);
+        let stale_after = millis("PI_LEASE_STALE_MS")
+            .unwrap_or(LeaseConfig::DEFAULT_STALE_AFTER)
+            .max(heartbeat * 3);
+        LeaseConfig {
+            heartbeat,
+            stale_after,
         }
     }
 }

@@ -55,6 +55,13 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                     line(&mut out, problem)?;
                 }
                 out.flush()?;
+                if report.damaged {
+                    bail!(
+                        "{}: {} problem(s) found and the file is damaged; pi changes nothing in it — copy it aside, then salvage what is readable with `sqlite3 FILE .recover` or restore a backup",
+                        store.display_path(),
+                        report.problems.len()
+                    );
+                }
                 bail!(
                     "{}: {} problem(s) found; `pi db reindex` rebuilds derived data, `pi db backup` first keeps a copy",
                     store.display_path(),

@@ -21,6 +21,7 @@ use crate::cli::config::Env;
 use crate::cli::settings::{Scope, Settings};
 use crate::cli::{UsageError, keys};
 use crate::model::message::ImageContent;
+use crate::session::extensions::{self, DiscoveryInput, ExtensionsConfig};
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::{
     CompactionToggles, QueueMode, RetrySettings, SessionSettings, SettingsSink,
@@ -129,6 +130,64 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
         },
         branch_summary_reserve_tokens: positive(settings.branch_summary().reserve_tokens),
         telemetry,
+    }
+}
+
+/// The `executableExtensions` list of one settings scope.
+fn executable_extensions(settings: &Settings, scope: Scope) -> Vec<String> {
+    settings
+        .scope_object(scope)
+        .get("executableExtensions")
+        .and_then(serde_json::Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Finds the executable extensions (`-e`, settings `executableExtensions`, the extension
+/// directories) and the time limit (`executableExtensionTimeoutMs`); the skipped reference
+/// extensions and unusable paths become warnings.
+fn extensions_config(
+    args: &AgentArgs,
+    settings: &Settings,
+    env: &Env,
+    agent_dir: &Path,
+    warnings: &mut Vec<String>,
+) -> ExtensionsConfig {
+    let project = executable_extensions(settings, Scope::Project);
+    let user = executable_extensions(settings, Scope::Global);
+    let found = extensions::discovery::discover(&DiscoveryInput {
+        cwd: env.cwd(),
+        agent_dir,
+        home: env.home(),
+        cli_paths: &args.extensions,
+        project_settings: &project,
+        user_settings: &user,
+        discover: !args.no_extensions,
+    });
+    warnings.extend(found.problems.iter().cloned());
+    warnings.extend(found.skipped_notice());
+    let timeout = settings
+        .get("executableExtensionTimeoutMs")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|ms| *ms > 0)
+        .map_or(
+            extensions::DEFAULT_TIMEOUT,
+            std::time::Duration::from_millis,
+        );
+    ExtensionsConfig {
+        executables: found.executables,
+        timeout,
+        env: env
+            .vars()
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+        ..ExtensionsConfig::default()
     }
 }
 
@@ -366,6 +425,7 @@ pub fn prepare(
         },
         shell: shell.clone(),
     };
+    let extensions = extensions_config(args, &settings, env, &agent_dir, &mut warnings);
     let tools_flag = args.tools.as_ref().map(|names| names.join(","));
     let tools = ToolSet::new(
         builtin_tools(&tools_config),
@@ -442,6 +502,7 @@ pub fn prepare(
         local_date: local_date(env),
         harness_docs: HarnessDocs::in_dir(&docs_dir),
         emit_partials: mode != Mode::Text,
+        extensions,
     };
     Ok(Prepared {
         config,

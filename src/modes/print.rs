@@ -3,6 +3,9 @@
 //! then print the final answer — or, in JSON mode, the session header line followed by every
 //! event as one JSON line (spec extensions-and-modes §7).
 //!
+//! Extension errors go to stderr as `Extension error (<path>): <error>` (both modes, as in the
+//! reference); before exiting the extensions get `session_shutdown`.
+//!
 //! Exit codes (CONTRACT.md): 0 on success; 1 when the last answer is an error or the run
 //! failed; 130 after Ctrl+C; a closed stdout ends quietly with 0.
 
@@ -47,6 +50,17 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
     let writer = tokio::spawn(async move {
         let mut broken = false;
         let write = |event: SessionEvent, broken: &mut bool| match event.to_json() {
+            // The reference prints extension errors to stderr in print and JSON mode.
+            _ if matches!(event, SessionEvent::ExtensionError { .. }) => {
+                if let SessionEvent::ExtensionError {
+                    extension_path,
+                    error,
+                    ..
+                } = &event
+                {
+                    eprintln!("Extension error ({extension_path}): {error}");
+                }
+            }
             Some(value) if json && !*broken => {
                 let mut stdout = std::io::stdout().lock();
                 let line = to_js_string(&value);
@@ -108,6 +122,10 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
             break;
         }
     }
+    // Work an extension started (a message it sent) finishes before the answer is read;
+    // then the extensions get `session_shutdown` (reason `quit`).
+    session.wait_for_idle().await;
+    session.shutdown().await;
     let transcript = session.messages();
     let _ = done_tx.send(());
     if writer.await.unwrap_or(false) {

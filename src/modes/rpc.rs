@@ -84,6 +84,7 @@ use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, ContentBlock, ImageContent, StopReason};
 use crate::modes::Prepared;
 use crate::session::compaction::{self, ContextUsage};
+use crate::session::extensions::discovery::ExtensionOrigin;
 use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
     AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
@@ -91,7 +92,7 @@ use crate::session::{
 use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
 pub use framing::{LineSplitter, serialize_record};
-pub use ui::{DialogOptions, NotifyKind, RpcUi, WidgetPlacement};
+pub use ui::{DialogOptions, RpcUi, WidgetPlacement};
 
 /// What a command handler returns: the response `data` (`None` for none), or the error text.
 type Outcome = Result<Option<Value>, String>;
@@ -281,16 +282,30 @@ async fn termination_signal() -> u8 {
 
 /// Runs RPC mode until stdin ends or a termination signal arrives.
 pub async fn run(prepared: Prepared) -> Result<ExitCode> {
-    let Prepared { config, target, .. } = prepared;
-    let ids = config.ids.clone();
+    let Prepared {
+        mut config, target, ..
+    } = prepared;
+    let (records_tx, records_rx) = mpsc::unbounded_channel();
+    let writer_done = CancellationToken::new();
+    let writer = tokio::spawn(write_records(records_rx, writer_done.clone()));
+    // Extensions' dialogs go to the client from the start (`session_start` handlers included).
+    let ui = RpcUi::new(records_tx.clone(), config.ids.clone());
+    config.extensions.ui = Arc::new(ui.clone());
+    let extensions = ExtensionSources {
+        origins: config
+            .extensions
+            .executables
+            .iter()
+            .map(|extension| (extension.display.clone(), extension.origin))
+            .collect(),
+        cwd: config.cwd.clone(),
+        agent_dir: lock(&config.resources).config().agent_dir.clone(),
+    };
     let (session, report) = AgentSession::open(config, target).await?;
     for notice in &report.notices {
         eprintln!("Warning: {notice}");
     }
-    let (records_tx, records_rx) = mpsc::unbounded_channel();
-    let output = Output::new(session.subscribe(), records_tx.clone());
-    let writer_done = CancellationToken::new();
-    let writer = tokio::spawn(write_records(records_rx, writer_done.clone()));
+    let output = Output::new(session.subscribe(), records_tx);
     let forwarder = {
         let output = output.clone();
         tokio::spawn(async move { output.forward_events().await })
@@ -298,8 +313,9 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     let server = Server {
         session: session.clone(),
         output: output.clone(),
-        ui: RpcUi::new(records_tx, ids),
+        ui,
         tasks: Arc::new(Mutex::new(Vec::new())),
+        extensions: Arc::new(extensions),
     };
     let (lines_tx, lines_rx) = mpsc::unbounded_channel();
     spawn_stdin_reader(lines_tx);
@@ -315,11 +331,20 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
             code
         }
     };
+    // The extensions get `session_shutdown` (reason `quit`) and are stopped.
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.shutdown()).await;
     forwarder.abort();
     output.flush_events();
     writer_done.cancel();
     let _ = writer.await;
     Ok(ExitCode::from(code))
+}
+
+/// Where the executable extensions were found, for the `sourceInfo` of their commands.
+struct ExtensionSources {
+    origins: Vec<(String, ExtensionOrigin)>,
+    cwd: PathBuf,
+    agent_dir: PathBuf,
 }
 
 /// A parsed command: its `id` (echoed), `type` and fields.
@@ -403,6 +428,7 @@ struct Server {
     output: Output,
     ui: RpcUi,
     tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    extensions: Arc<ExtensionSources>,
 }
 
 impl Server {
@@ -991,6 +1017,19 @@ impl Server {
         let resources = lock(&resources);
         let config = resources.config();
         let mut commands = Vec::new();
+        for command in self.session.extension_commands() {
+            let mut entry = Map::new();
+            entry.insert("name".into(), Value::from(command.invocation_name.as_str()));
+            if let Some(description) = &command.info.description {
+                entry.insert("description".into(), Value::from(description.as_str()));
+            }
+            entry.insert("source".into(), Value::from("extension"));
+            entry.insert(
+                "sourceInfo".into(),
+                extension_source_info(&self.extensions, &command.extension_path),
+            );
+            commands.push(Value::Object(entry));
+        }
         for template in resources.templates() {
             commands.push(json!({
                 "name": template.name,
@@ -1092,6 +1131,48 @@ pub fn source_info(
     };
     let mut info = Map::new();
     info.insert("path".into(), Value::from(path.to_string_lossy().as_ref()));
+    info.insert("source".into(), Value::from(source));
+    info.insert("scope".into(), Value::from(scope));
+    info.insert("origin".into(), Value::from("top-level"));
+    if let Some(base_dir) = base_dir {
+        info.insert(
+            "baseDir".into(),
+            Value::from(base_dir.to_string_lossy().as_ref()),
+        );
+    }
+    Value::Object(info)
+}
+
+/// The reference's `sourceInfo` of an extension: in-process ones (`<builtin:name>`) are
+/// synthetic, discovered ones follow where they were found as skills and templates do.
+fn extension_source_info(sources: &ExtensionSources, path: &str) -> Value {
+    let origin = sources
+        .origins
+        .iter()
+        .find(|(display, _)| display == path)
+        .map(|(_, origin)| *origin);
+    let (source, scope, base_dir) = match origin {
+        None if path.starts_with('<') && path.ends_with('>') => {
+            let inner = &path[1..path.len() - 1];
+            let source = inner.split(':').next().filter(|part| !part.is_empty());
+            (source.unwrap_or("temporary"), "temporary", None)
+        }
+        None | Some(ExtensionOrigin::CommandLine) => {
+            let given = Path::new(path);
+            let base = if given.is_dir() {
+                given.to_path_buf()
+            } else {
+                given.parent().map_or_else(PathBuf::new, Path::to_path_buf)
+            };
+            ("local", "temporary", Some(base))
+        }
+        Some(ExtensionOrigin::ProjectSettings) => ("local", "project", None),
+        Some(ExtensionOrigin::ProjectDir) => ("auto", "project", Some(sources.cwd.join(".pi"))),
+        Some(ExtensionOrigin::UserSettings) => ("local", "user", None),
+        Some(ExtensionOrigin::UserDir) => ("auto", "user", Some(sources.agent_dir.clone())),
+    };
+    let mut info = Map::new();
+    info.insert("path".into(), Value::from(path));
     info.insert("source".into(), Value::from(source));
     info.insert("scope".into(), Value::from(scope));
     info.insert("origin".into(), Value::from("top-level"));

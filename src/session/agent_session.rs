@@ -13,8 +13,10 @@
 //! turns dropped for a retry, which stay in the store); nothing below `modes` prints.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -25,8 +27,8 @@ mod compaction;
 
 pub use compaction::{NavigateOptions, NavigateOutcome};
 
-use crate::agent::tool::{BoxFuture, Tool};
-use crate::agent::{self, AgentEvent, LoopHooks, RunConfig};
+use crate::agent::tool::{BoxFuture, Tool, ToolOutput};
+use crate::agent::{self, AgentEvent, LoopHooks, RunConfig, ToolCallDecision, ToolResultPatch};
 use crate::ai::auth::{self, Credentials};
 use crate::ai::convert::{self, LlmMessage};
 use crate::ai::models::{clamp_thinking_level, supported_thinking_levels};
@@ -35,9 +37,16 @@ use crate::model::entry::{EntryKind, ModelRef, SessionHeader};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{
     AgentMessage, AssistantMessage, BashExecutionMessage, ContentBlock, CustomMessage,
-    ImageContent, StopReason, UserContent, UserMessage,
+    ImageContent, StopReason, ToolCall, UserContent, UserMessage,
 };
 use crate::session::events::{NoticeLevel, SessionEvent};
+use crate::session::extensions::context::ToolInfo;
+use crate::session::extensions::event::{
+    ExtensionEvent, InputSource, ShutdownReason, StartReason, ToolResultEvent, UserBashEvent,
+};
+use crate::session::extensions::{
+    ExtensionBus, ExtensionContext, ExtensionsConfig, InputOutcome, RegisteredCommand,
+};
 use crate::session::persist::{Persistence, Writer, blocking};
 use crate::session::resources::{HarnessDocs, Resources, ToolPromptInfo};
 use crate::session::settings::{QueueMode, SessionSettings, SettingsSink};
@@ -124,6 +133,8 @@ pub struct SessionConfig {
     pub harness_docs: HarnessDocs,
     /// Whether `message_update` events carry the partial message (JSON/RPC).
     pub emit_partials: bool,
+    /// Extensions to load for every session runtime, and the UI their dialogs use.
+    pub extensions: ExtensionsConfig,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -170,6 +181,14 @@ pub enum SessionError {
     /// A skill could not be expanded.
     #[error("{0}")]
     Expansion(String),
+    /// An extension cancelled the operation (`session_before_*` returned `cancel`).
+    #[error("cancelled by an extension")]
+    Cancelled,
+    /// An extension command was sent to a queue (`/cmd` cannot be steered or followed up).
+    #[error(
+        "Extension command \"/{0}\" cannot be queued. Use prompt() or execute the command when not streaming."
+    )]
+    CommandNotQueueable(String),
     /// A compaction or branch summary failed.
     #[error("{0}")]
     Compaction(String),
@@ -194,6 +213,36 @@ pub enum PromptSource {
     Rpc,
     /// An extension.
     Extension,
+}
+
+impl PromptSource {
+    fn input_source(self) -> InputSource {
+        match self {
+            Self::Interactive => InputSource::Interactive,
+            Self::Rpc => InputSource::Rpc,
+            Self::Extension => InputSource::Extension,
+        }
+    }
+}
+
+/// How an extension's message is delivered (`deliverAs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliverAs {
+    /// While streaming: after the current tool calls.
+    Steer,
+    /// While streaming: when the agent would stop.
+    FollowUp,
+    /// Held and sent with the next user prompt.
+    NextTurn,
+}
+
+/// Options of [`AgentSession::send_custom_message_with`] (`pi.sendMessage` options).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendMessageOptions {
+    /// When idle: start a turn with the message.
+    pub trigger_turn: bool,
+    /// How to deliver it (default: steer while streaming, else at once).
+    pub deliver_as: Option<DeliverAs>,
 }
 
 /// Options of [`AgentSession::prompt`].
@@ -266,6 +315,26 @@ struct State {
     auto_compaction: bool,
     name: Option<String>,
     scope: Vec<ModelChoice>,
+    /// The extensions' `turnIndex` (reset at `agent_start`).
+    turn_index: u64,
+    /// The system prompt `before_agent_start` handlers chose for the current prompt.
+    turn_system_prompt: Option<String>,
+}
+
+/// Events emitted while the session opens (extension start-up errors, for example) are
+/// kept for the first subscriber, who subscribes only after `open` returns.
+#[derive(Debug, Default)]
+struct Backlog {
+    collecting: bool,
+    events: Vec<SessionEvent>,
+}
+
+/// Background work started by extensions (`sendMessage`, `sendUserMessage`), so a mode
+/// can wait until it is done.
+#[derive(Debug, Default)]
+struct Background {
+    running: AtomicUsize,
+    idle: tokio::sync::Notify,
 }
 
 struct Inner {
@@ -275,6 +344,26 @@ struct Inner {
     run_lock: tokio::sync::Mutex<()>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<SessionEvent>>>,
     writer: Writer,
+    bus: Mutex<Arc<ExtensionBus>>,
+    backlog: Mutex<Backlog>,
+    background: Background,
+}
+
+/// A weak handle to a session (what extensions hold, so they never keep it alive).
+#[derive(Clone)]
+pub struct WeakSession(Weak<Inner>);
+
+impl WeakSession {
+    /// Returns the session if it still exists.
+    pub fn upgrade(&self) -> Option<AgentSession> {
+        self.0.upgrade().map(|inner| AgentSession { inner })
+    }
+}
+
+impl std::fmt::Debug for WeakSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakSession")
+    }
 }
 
 /// The agent session handle (cheap to clone).
@@ -315,6 +404,16 @@ fn user_text(message: &AgentMessage) -> String {
         },
         _ => String::new(),
     }
+}
+
+/// Splits `/name args` and looks the name up among the extension commands.
+fn find_command<'t>(bus: &ExtensionBus, text: &'t str) -> Option<(RegisteredCommand, &'t str)> {
+    let rest = text.strip_prefix('/')?;
+    let (name, args) = match rest.find(' ') {
+        Some(idx) => (&rest[..idx], &rest[idx + 1..]),
+        None => (rest, ""),
+    };
+    bus.command(name).map(|command| (command, args))
 }
 
 fn tool_prompt_infos(tools: &[Arc<dyn Tool>]) -> Vec<ToolPromptInfo> {
@@ -373,11 +472,20 @@ impl AgentSession {
             auto_compaction: config.settings.compaction.enabled,
             name: None,
             scope: config.models.scope.clone(),
+            turn_index: 0,
+            turn_system_prompt: None,
         };
         let placeholder =
             SessionHeader::new(SessionId::new(""), String::new(), String::new(), None);
-        let session = Self {
-            inner: Arc::new(Inner {
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let ctx = ExtensionContext::attached(
+                WeakSession(weak.clone()),
+                config.extensions.ui.clone(),
+                config.cwd.clone(),
+                config.extensions.env.clone(),
+            );
+            let bus = ExtensionBus::new(Vec::new(), ctx, config.extensions.timeout);
+            Inner {
                 config,
                 state: Mutex::new(state),
                 persistence: tokio::sync::Mutex::new(Persistence::Pending {
@@ -388,13 +496,26 @@ impl AgentSession {
                 run_lock: tokio::sync::Mutex::new(()),
                 subscribers: Mutex::new(Vec::new()),
                 writer,
-            }),
-        };
-        let report = session.load(target, true).await?;
-        Ok((session, report))
+                bus: Mutex::new(Arc::new(bus)),
+                backlog: Mutex::new(Backlog {
+                    collecting: true,
+                    events: Vec::new(),
+                }),
+                background: Background::default(),
+            }
+        });
+        let session = Self { inner };
+        let result = session.load(target, StartReason::Startup, None).await;
+        lock(&session.inner.backlog).collecting = false;
+        Ok((session, result?))
     }
 
-    fn config(&self) -> &SessionConfig {
+    /// Returns a weak handle (for extensions).
+    pub fn downgrade(&self) -> WeakSession {
+        WeakSession(Arc::downgrade(&self.inner))
+    }
+
+    pub(crate) fn config(&self) -> &SessionConfig {
         &self.inner.config
     }
 
@@ -402,8 +523,16 @@ impl AgentSession {
         lock(&self.inner.state)
     }
 
-    /// Loads `target` into this handle (startup, `/new`, `/resume`, fork, clone).
-    async fn load(&self, target: SessionTarget, startup: bool) -> Result<OpenReport, SessionError> {
+    /// Loads `target` into this handle (startup, `/new`, `/resume`, fork, clone): starts a
+    /// fresh set of extensions, restores the transcript, model and thinking level, and emits
+    /// `session_start` and `resources_discover` to the new extensions.
+    async fn load(
+        &self,
+        target: SessionTarget,
+        reason: StartReason,
+        previous_session: Option<String>,
+    ) -> Result<OpenReport, SessionError> {
+        let startup = reason == StartReason::Startup;
         let config = self.config().clone();
         let store = config.store.clone();
         let cwd = config.cwd.to_string_lossy().into_owned();
@@ -514,9 +643,10 @@ impl AgentSession {
             }
             Persistence::Pending { .. } => None,
         };
+        let bus = self.start_extensions().await;
         let system_prompt = {
-            let state = self.state();
-            self.build_system_prompt(&state.tools)
+            let tools = self.state().tools.clone();
+            self.build_system_prompt(&tools)
         };
         {
             let mut state = self.state();
@@ -532,6 +662,7 @@ impl AgentSession {
             state.retry_attempt = 0;
             state.last_assistant = None;
             state.overflow_recovery_attempted = false;
+            state.turn_system_prompt = None;
         }
         *self.inner.persistence.lock().await = persistence;
 
@@ -566,7 +697,102 @@ impl AgentSession {
                 self.persist(thinking_entry).await;
             }
         }
+        if bus.has_handlers("session_start") {
+            bus.emit(&ExtensionEvent::SessionStart {
+                reason,
+                previous_session,
+            })
+            .await;
+        }
+        self.discover_resources(&bus, reason).await;
         Ok(report)
+    }
+
+    /// Returns the extension bus of the current session runtime.
+    pub(crate) fn bus(&self) -> Arc<ExtensionBus> {
+        lock(&self.inner.bus).clone()
+    }
+
+    /// Makes `bus` the current runtime's extensions and registers their tools.
+    pub(crate) fn install_extensions(&self, bus: Arc<ExtensionBus>) {
+        let tools = self.config().tools.with_custom(bus.tools());
+        self.state().tools = tools;
+        *lock(&self.inner.bus) = bus;
+    }
+
+    /// Rebuilds the system prompt from the resources and the active tools.
+    pub(crate) fn rebuild_system_prompt(&self) {
+        let tools = self.state().tools.clone();
+        let prompt = self.build_system_prompt(&tools);
+        self.state().system_prompt = prompt;
+    }
+
+    /// Restarts the extensions' turn count (`agent_start`).
+    pub(crate) fn start_turn_count(&self) {
+        self.state().turn_index = 0;
+    }
+
+    /// The current turn's index.
+    pub(crate) fn turn_index(&self) -> u64 {
+        self.state().turn_index
+    }
+
+    /// Ends a turn; returns its index.
+    pub(crate) fn end_turn(&self) -> u64 {
+        let mut state = self.state();
+        state.turn_index += 1;
+        state.turn_index - 1
+    }
+
+    /// Runs `work` in the background (extension-triggered messages and turns), tracked so that
+    /// [`Self::wait_for_idle`] can wait for it.
+    pub(crate) fn spawn_background(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let inner = self.inner.clone();
+        inner.background.running.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            work.await;
+            if inner.background.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                inner.background.idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until no run and no extension-triggered work is in progress.
+    pub async fn wait_for_idle(&self) {
+        loop {
+            let notified = self.inner.background.idle.notified();
+            if self.inner.background.running.load(Ordering::SeqCst) == 0 {
+                drop(notified);
+                let _run = self.inner.run_lock.lock().await;
+                if self.inner.background.running.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                continue;
+            }
+            notified.await;
+        }
+    }
+
+    /// Returns the current time of the session's clock (Unix ms).
+    pub fn now_ms(&self) -> i64 {
+        self.config().clock.now_ms()
+    }
+
+    /// Returns every registered tool (`getAllTools`).
+    pub fn all_tools(&self) -> Vec<ToolInfo> {
+        self.state()
+            .tools
+            .registry()
+            .iter()
+            .map(|tool| {
+                let definition = tool.definition();
+                ToolInfo {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    parameters: definition.parameters.clone(),
+                }
+            })
+            .collect()
     }
 
     fn build_system_prompt(&self, tools: &ToolSet) -> String {
@@ -580,13 +806,27 @@ impl AgentSession {
     }
 
     /// Subscribes to the session's events (every event, in order; never lossy).
+    ///
+    /// The first subscriber also receives the events emitted while the session opened (such
+    /// as an extension that could not start).
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<SessionEvent> {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let backlog = std::mem::take(&mut lock(&self.inner.backlog).events);
+        for event in backlog {
+            // The receiver is still in hand.
+            let _ = sender.send(event);
+        }
         lock(&self.inner.subscribers).push(sender);
         receiver
     }
 
-    fn emit(&self, event: SessionEvent) {
+    pub(crate) fn emit(&self, event: SessionEvent) {
+        {
+            let mut backlog = lock(&self.inner.backlog);
+            if backlog.collecting {
+                backlog.events.push(event.clone());
+            }
+        }
         let mut subscribers = lock(&self.inner.subscribers);
         subscribers.retain(|subscriber| subscriber.send(event.clone()).is_ok());
     }
@@ -652,6 +892,82 @@ impl AgentSession {
     /// Returns the entries not yet accepted by the store (for `/export` after a failure).
     pub async fn unsaved_entries(&self) -> Vec<EntryKind> {
         self.inner.persistence.lock().await.unsaved_kinds()
+    }
+
+    /// Returns every entry of the session in append order, as the reference's entry objects
+    /// (buffered entries of a session not yet written included).
+    pub async fn entries_json(&self) -> Result<Vec<Value>, SessionError> {
+        let stored = {
+            let persistence = self.inner.persistence.lock().await;
+            match &*persistence {
+                Persistence::Pending { entries, .. } => {
+                    return Ok(entries
+                        .iter()
+                        .filter_map(|raw| crate::support::json::parse_lenient(&raw.payload).ok())
+                        .collect());
+                }
+                Persistence::Stored { id, .. } => id.clone(),
+            }
+        };
+        let store = self.store().clone();
+        let entries = blocking(move || store.entries(&stored)).await?;
+        Ok(entries
+            .iter()
+            .filter_map(|entry| crate::support::json::parse_lenient(&entry.payload).ok())
+            .collect())
+    }
+
+    /// Returns the entries of the active path, root first, as the reference's entry objects.
+    pub async fn branch_json(&self) -> Result<Vec<Value>, SessionError> {
+        let stored = {
+            let persistence = self.inner.persistence.lock().await;
+            match &*persistence {
+                Persistence::Pending { entries, leaf, .. } => {
+                    let mut path = Vec::new();
+                    let mut current = leaf.clone();
+                    while let Some(id) = current {
+                        let Some(raw) = entries
+                            .iter()
+                            .rev()
+                            .find(|raw| raw.entry.id.as_ref() == Some(&id))
+                        else {
+                            break;
+                        };
+                        if path.len() > entries.len() {
+                            break;
+                        }
+                        path.push(raw);
+                        current = raw.entry.parent_id.clone();
+                    }
+                    return Ok(path
+                        .into_iter()
+                        .rev()
+                        .filter_map(|raw| crate::support::json::parse_lenient(&raw.payload).ok())
+                        .collect());
+                }
+                Persistence::Stored { id, .. } => id.clone(),
+            }
+        };
+        let store = self.store().clone();
+        let entries = blocking(move || store.branch_path(&stored, &LeafSelector::Current)).await?;
+        Ok(entries
+            .iter()
+            .filter_map(|entry| crate::support::json::parse_lenient(&entry.payload).ok())
+            .collect())
+    }
+
+    /// Returns the leaf entry id (`None` before the first entry).
+    pub async fn leaf_id(&self) -> Result<Option<EntryId>, SessionError> {
+        let stored = {
+            let persistence = self.inner.persistence.lock().await;
+            match &*persistence {
+                Persistence::Pending { leaf, .. } => return Ok(leaf.clone()),
+                Persistence::Stored { id, .. } => id.clone(),
+            }
+        };
+        let store = self.store().clone();
+        let leaf = blocking(move || store.leaf(&stored)).await?;
+        Ok(leaf.and_then(|stored| stored.entry.id))
     }
 
     /// Returns the store.
@@ -813,8 +1129,11 @@ impl AgentSession {
 
     // ----- prompting ------------------------------------------------------------------------
 
-    /// Sends a prompt through the pipeline (expansion, queueing while streaming, model check,
-    /// run, auto-retry) and returns when the agent is idle again.
+    /// Sends a prompt through the pipeline and returns when the agent is idle again. The
+    /// reference's order: extension commands (`/name args`, run at once even while
+    /// streaming), the `input` event (transform or handle), skill and template expansion,
+    /// queueing while streaming, the model check, `before_agent_start` (injected messages, a
+    /// system prompt for this run), the run with its retries.
     pub async fn prompt(&self, text: &str, options: PromptOptions) -> Result<(), SessionError> {
         self.prompt_inner(text, options, None).await
     }
@@ -827,16 +1146,49 @@ impl AgentSession {
         options: PromptOptions,
         accepted: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<(), SessionError> {
+        let bus = self.bus();
+        if !options.no_expansion
+            && let Some((command, args)) = find_command(&bus, text)
+        {
+            bus.run_command(&command, args).await;
+            if let Some(accepted) = accepted {
+                accepted();
+            }
+            return Ok(());
+        }
+        let mut text = text.to_owned();
+        let mut images = options.images;
+        if bus.has_handlers("input") {
+            let offered = (!images.is_empty()).then(|| images.clone());
+            match bus
+                .emit_input(&text, offered, options.source.input_source())
+                .await
+            {
+                InputOutcome::Handled => {
+                    if let Some(accepted) = accepted {
+                        accepted();
+                    }
+                    return Ok(());
+                }
+                InputOutcome::Send {
+                    text: new_text,
+                    images: new_images,
+                } => {
+                    text = new_text;
+                    images = new_images.unwrap_or_default();
+                }
+            }
+        }
         let expanded = if options.no_expansion {
-            text.to_owned()
+            text
         } else {
-            self.expand(text)?
+            self.expand(&text)?
         };
         if self.is_streaming() {
             let Some(behavior) = options.streaming_behavior else {
                 return Err(SessionError::Busy);
             };
-            self.enqueue(behavior, expanded, options.images);
+            self.enqueue(behavior, expanded, images);
             if let Some(accepted) = accepted {
                 accepted();
             }
@@ -863,14 +1215,32 @@ impl AgentSession {
         if let Some(last) = last_assistant {
             self.check_compaction(&last, false).await;
         }
-        let mut content = vec![ContentBlock::text(expanded)];
-        content.extend(options.images.into_iter().map(ContentBlock::Image));
+        let offered = (!images.is_empty()).then(|| images.clone());
+        let mut content = vec![ContentBlock::text(expanded.clone())];
+        content.extend(images.into_iter().map(ContentBlock::Image));
         let mut messages = vec![AgentMessage::User(UserMessage {
             content: UserContent::Blocks(content),
             timestamp: self.config().clock.now_ms(),
             extra: Map::new(),
         })];
         messages.append(&mut self.state().pending_next_turn);
+        let mut turn_prompt = None;
+        if bus.has_handlers("before_agent_start") {
+            let base = self.state().system_prompt.clone();
+            let changes = bus.emit_before_agent_start(&expanded, offered, &base).await;
+            for spec in changes.messages {
+                messages.push(AgentMessage::Custom(CustomMessage {
+                    custom_type: spec.custom_type,
+                    content: spec.content,
+                    display: spec.display,
+                    details: spec.details,
+                    timestamp: self.config().clock.now_ms(),
+                    extra: Map::new(),
+                }));
+            }
+            turn_prompt = changes.system_prompt;
+        }
+        self.state().turn_system_prompt = turn_prompt;
         if let Some(accepted) = accepted {
             // Streaming from here on, so a command handled after the acceptance sees the run.
             self.state().streaming = true;
@@ -915,18 +1285,29 @@ impl AgentSession {
         });
     }
 
-    /// Queues a steering message (delivered after the current tool calls).
+    /// Queues a steering message (delivered after the current tool calls); an extension
+    /// command cannot be queued.
     pub fn steer(&self, text: &str) -> Result<(), SessionError> {
+        self.refuse_queued_command(text)?;
         let expanded = self.expand(text)?;
         self.enqueue(StreamingBehavior::Steer, expanded, Vec::new());
         Ok(())
     }
 
-    /// Queues a follow-up message (delivered when the agent would stop).
+    /// Queues a follow-up message (delivered when the agent would stop); an extension command
+    /// cannot be queued.
     pub fn follow_up(&self, text: &str) -> Result<(), SessionError> {
+        self.refuse_queued_command(text)?;
         let expanded = self.expand(text)?;
         self.enqueue(StreamingBehavior::FollowUp, expanded, Vec::new());
         Ok(())
+    }
+
+    fn refuse_queued_command(&self, text: &str) -> Result<(), SessionError> {
+        match find_command(&self.bus(), text) {
+            Some((command, _)) => Err(SessionError::CommandNotQueueable(command.invocation_name)),
+            None => Ok(()),
+        }
     }
 
     /// Empties both queues and returns their texts.
@@ -982,11 +1363,15 @@ impl AgentSession {
                 let config = RunConfig {
                     client: self.config().client.clone(),
                     model,
-                    system_prompt: state.system_prompt.clone(),
+                    system_prompt: state
+                        .turn_system_prompt
+                        .clone()
+                        .unwrap_or_else(|| state.system_prompt.clone()),
                     tools: state.tools.active_tools(),
                     cwd: self.config().cwd.clone(),
                     clock: self.config().clock.clone(),
-                    emit_partials: self.config().emit_partials,
+                    emit_partials: self.config().emit_partials
+                        || self.bus().has_handlers("message_update"),
                 };
                 (config, state.transcript.clone(), cancel)
             };
@@ -1100,8 +1485,10 @@ impl AgentSession {
         }
     }
 
-    /// Handles one agent event: transcript, persistence on `message_end`, queues, fan-out.
+    /// Handles one agent event: extensions, transcript, persistence on `message_end`, queues,
+    /// fan-out.
     async fn on_agent_event(&self, event: AgentEvent) {
+        self.deliver_agent_event(&event).await;
         match &event {
             AgentEvent::MessageStart { message } if matches!(message, AgentMessage::User(_)) => {
                 let text = user_text(message);
@@ -1233,13 +1620,18 @@ impl AgentSession {
                 provider: model.provider.clone(),
             });
         }
-        self.apply_model(model, None).await;
+        self.apply_model(model, None, "set").await;
         Ok(())
     }
 
-    async fn apply_model(&self, model: Model, explicit_level: Option<ThinkingLevel>) {
+    async fn apply_model(
+        &self,
+        model: Model,
+        explicit_level: Option<ThinkingLevel>,
+        source: &'static str,
+    ) {
         let level = explicit_level.unwrap_or_else(|| self.level_for_model_switch());
-        self.state().model = Some(model.clone());
+        let previous = self.state().model.replace(model.clone());
         self.persist(EntryKind::ModelChange(ModelRef {
             provider: model.provider.clone(),
             model_id: model.id.clone(),
@@ -1249,6 +1641,19 @@ impl AgentSession {
             .settings_sink
             .set_default_model(&model.provider, &model.id);
         self.set_thinking_level(level).await;
+        let changed = previous
+            .as_ref()
+            .is_none_or(|before| before.provider != model.provider || before.id != model.id);
+        let bus = self.bus();
+        if changed && bus.has_handlers("model_select") {
+            let json = |model: &Model| serde_json::to_value(model).unwrap_or(Value::Null);
+            bus.emit(&ExtensionEvent::ModelSelect {
+                model: json(&model),
+                previous_model: previous.as_ref().map(json),
+                source,
+            })
+            .await;
+        }
     }
 
     fn level_for_model_switch(&self) -> ThinkingLevel {
@@ -1309,7 +1714,7 @@ impl AgentSession {
             (index + len - 1) % len
         };
         let choice = candidates[next].clone();
-        self.apply_model(choice.model.clone(), choice.thinking)
+        self.apply_model(choice.model.clone(), choice.thinking, "cycle")
             .await;
         Some(choice.model)
     }
@@ -1317,16 +1722,18 @@ impl AgentSession {
     /// Sets the thinking level (clamped to the model); a real change appends an entry, saves
     /// the default and emits `thinking_level_changed`.
     pub async fn set_thinking_level(&self, level: ThinkingLevel) {
-        let (effective, changed, reasons) = {
+        let (effective, previous, changed, reasons) = {
             let mut state = self.state();
             let effective = match &state.model {
                 Some(model) => clamp_thinking_level(model, level),
                 None => ThinkingLevel::Off,
             };
-            let changed = effective != state.thinking;
+            let previous = state.thinking;
+            let changed = effective != previous;
             state.thinking = effective;
             (
                 effective,
+                previous,
                 changed,
                 state.model.as_ref().is_some_and(|model| model.reasoning),
             )
@@ -1344,6 +1751,14 @@ impl AgentSession {
             self.emit(SessionEvent::ThinkingLevelChanged {
                 level: effective.as_str().to_owned(),
             });
+            let bus = self.bus();
+            if bus.has_handlers("thinking_level_select") {
+                bus.emit(&ExtensionEvent::ThinkingLevelSelect {
+                    level: effective.as_str().to_owned(),
+                    previous_level: previous.as_str().to_owned(),
+                })
+                .await;
+            }
         }
     }
 
@@ -1453,13 +1868,38 @@ impl AgentSession {
     /// Adds a custom (extension) message: appended to the transcript and stored at once when
     /// idle, queued as steering while a run is in progress.
     pub async fn send_custom_message(&self, message: CustomMessage, trigger_turn: bool) {
+        self.send_custom_message_with(
+            message,
+            SendMessageOptions {
+                trigger_turn,
+                deliver_as: None,
+            },
+        )
+        .await;
+    }
+
+    /// Adds a custom (extension) message as `pi.sendMessage` does: `nextTurn` holds it for
+    /// the next prompt; while streaming it is steered (or followed up); when idle it starts a
+    /// turn (`trigger_turn`) or is appended to the transcript and stored at once.
+    pub async fn send_custom_message_with(
+        &self,
+        message: CustomMessage,
+        options: SendMessageOptions,
+    ) {
         let agent_message = AgentMessage::Custom(message.clone());
-        if self.is_streaming() {
-            let mut state = self.state();
-            state.steering.messages.push_back(agent_message);
+        if options.deliver_as == Some(DeliverAs::NextTurn) {
+            self.state().pending_next_turn.push(agent_message);
             return;
         }
-        if trigger_turn {
+        if self.is_streaming() {
+            let mut state = self.state();
+            match options.deliver_as {
+                Some(DeliverAs::FollowUp) => state.follow_up.messages.push_back(agent_message),
+                _ => state.steering.messages.push_back(agent_message),
+            }
+            return;
+        }
+        if options.trigger_turn {
             let _run = self.inner.run_lock.lock().await;
             self.run_agent(Some(vec![agent_message])).await;
             return;
@@ -1483,13 +1923,37 @@ impl AgentSession {
     // ----- user shell -------------------------------------------------------------------------
 
     /// Runs a `!command` (`!!` when `exclude_from_context`), records it as a `bashExecution`
-    /// message (queued until the run ends when streaming) and returns it.
+    /// message (queued until the run ends when streaming) and returns it. A `user_bash`
+    /// handler may supply the result instead; it is recorded the same way.
     pub async fn execute_bash(
         &self,
         command: &str,
         exclude_from_context: bool,
         on_chunk: Option<OutputSink>,
     ) -> Result<BashExecutionMessage, SessionError> {
+        let bus = self.bus();
+        if bus.has_handlers("user_bash") {
+            let event = UserBashEvent {
+                command: command.to_owned(),
+                exclude_from_context,
+                cwd: self.config().cwd.to_string_lossy().into_owned(),
+            };
+            if let Some(result) = bus.emit_user_bash(&event).await {
+                let message = BashExecutionMessage {
+                    command: command.to_owned(),
+                    output: result.output,
+                    exit_code: result.exit_code,
+                    cancelled: result.cancelled,
+                    truncated: result.truncated,
+                    full_output_path: result.full_output_path,
+                    exclude_from_context: exclude_from_context.then_some(true),
+                    timestamp: self.config().clock.now_ms(),
+                    extra: Map::new(),
+                };
+                self.record_bash(message.clone()).await;
+                return Ok(message);
+            }
+        }
         let cancel = CancellationToken::new();
         self.state().bash_cancel = Some(cancel.clone());
         let result = user_shell::run_user_shell(
@@ -1511,18 +1975,20 @@ impl AgentSession {
             exclude_from_context,
         };
         let message = result.to_message(&parsed, self.config().clock.now_ms());
+        self.record_bash(message.clone()).await;
+        Ok(message)
+    }
+
+    async fn record_bash(&self, message: BashExecutionMessage) {
         if self.is_streaming() {
-            self.state().pending_bash.push(message.clone());
+            self.state().pending_bash.push(message);
         } else {
             self.state()
                 .transcript
                 .push(AgentMessage::BashExecution(message.clone()));
-            self.persist(EntryKind::Message(AgentMessage::BashExecution(
-                message.clone(),
-            )))
-            .await;
+            self.persist(EntryKind::Message(AgentMessage::BashExecution(message)))
+                .await;
         }
-        Ok(message)
     }
 
     /// Stops a running `!command`.
@@ -1554,22 +2020,37 @@ impl AgentSession {
         Ok(outcome.editor_text)
     }
 
-    /// Starts a new session (`/new`, RPC `new_session`).
+    /// Starts a new session (`/new`, RPC `new_session`); `Err(Cancelled)` when an extension
+    /// cancels it.
     pub async fn new_session(
         &self,
         parent_session: Option<String>,
     ) -> Result<OpenReport, SessionError> {
-        self.load(SessionTarget::New { parent_session }, false)
+        self.allow_switch("new", None).await?;
+        let previous = self.session_id().await.into_string();
+        self.teardown(ShutdownReason::New, None).await;
+        self.load(
+            SessionTarget::New { parent_session },
+            StartReason::New,
+            Some(previous),
+        )
+        .await
+    }
+
+    /// Switches to another stored session (`/resume`, RPC `switch_session`); `Err(Cancelled)`
+    /// when an extension cancels it.
+    pub async fn switch_session(&self, id: SessionId) -> Result<OpenReport, SessionError> {
+        self.allow_switch("resume", Some(id.to_string())).await?;
+        let previous = self.session_id().await.into_string();
+        self.teardown(ShutdownReason::Resume, Some(id.to_string()))
+            .await;
+        self.load(SessionTarget::Open(id), StartReason::Resume, Some(previous))
             .await
     }
 
-    /// Switches to another stored session (`/resume`, RPC `switch_session`).
-    pub async fn switch_session(&self, id: SessionId) -> Result<OpenReport, SessionError> {
-        self.load(SessionTarget::Open(id), false).await
-    }
-
     /// Forks before a user message (the path up to its parent goes to a new session; returns
-    /// the message text for the editor) — the reference's `/fork`.
+    /// the message text for the editor) — the reference's `/fork`; `Err(Cancelled)` when an
+    /// extension cancels it.
     pub async fn fork(&self, entry: &EntryId) -> Result<Option<String>, SessionError> {
         let session = self.ensure_stored().await?;
         let store = self.store().clone();
@@ -1582,27 +2063,40 @@ impl AgentSession {
                 "Invalid entry ID for forking".to_owned(),
             ));
         };
+        self.allow_fork(entry.as_str(), "before").await?;
         let text = user_text(message);
         self.branch_into_new_session(found.entry.parent_id.clone())
             .await?;
         Ok(Some(text))
     }
 
-    /// Copies the path root → leaf into a new session (the reference's `/clone`).
+    /// Copies the path root → leaf into a new session (the reference's `/clone`, a fork `at`
+    /// the leaf); `Err(Cancelled)` when an extension cancels it.
     pub async fn clone_session(&self) -> Result<(), SessionError> {
         let session = self.ensure_stored().await?;
         let store = self.store().clone();
         let leaf = blocking(move || store.leaf(&session)).await?;
-        self.branch_into_new_session(leaf.and_then(|stored| stored.entry.id))
-            .await
+        let leaf_id = leaf.and_then(|stored| stored.entry.id);
+        if let Some(leaf_id) = &leaf_id {
+            self.allow_fork(leaf_id.as_str(), "at").await?;
+        }
+        self.branch_into_new_session(leaf_id).await
     }
 
     async fn branch_into_new_session(&self, at: Option<EntryId>) -> Result<(), SessionError> {
         let session = self.ensure_stored().await?;
         let store = self.store().clone();
         let cwd = self.config().cwd.to_string_lossy().into_owned();
+        let previous = session.to_string();
         let forked = blocking(move || store.fork(&session, at.as_ref(), Some(&cwd))).await?;
-        self.load(SessionTarget::Open(forked.id), false).await?;
+        self.teardown(ShutdownReason::Fork, Some(forked.id.to_string()))
+            .await;
+        self.load(
+            SessionTarget::Open(forked.id),
+            StartReason::Fork,
+            Some(previous),
+        )
+        .await?;
         Ok(())
     }
 
@@ -1666,6 +2160,74 @@ impl LoopHooks for RunHooks<'_> {
         }
     }
 
+    fn transform_context<'a>(
+        &'a self,
+        messages: Vec<AgentMessage>,
+    ) -> BoxFuture<'a, Vec<AgentMessage>> {
+        Box::pin(async move {
+            let bus = self.session.bus();
+            if bus.has_handlers("context") {
+                bus.emit_context(messages).await
+            } else {
+                messages
+            }
+        })
+    }
+
+    fn finalize_message<'a>(&'a self, message: AgentMessage) -> BoxFuture<'a, AgentMessage> {
+        Box::pin(async move {
+            let bus = self.session.bus();
+            if !bus.has_handlers("message_end") {
+                return message;
+            }
+            bus.emit_message_end(&message).await.unwrap_or(message)
+        })
+    }
+
+    fn before_tool_call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
+    ) -> BoxFuture<'a, ToolCallDecision> {
+        Box::pin(async move {
+            let bus = self.session.bus();
+            if !bus.has_handlers("tool_call") {
+                return ToolCallDecision::Continue;
+            }
+            bus.emit_tool_call(&call.id, &call.name, args).await
+        })
+    }
+
+    fn after_tool_call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        args: &'a Value,
+        result: &'a ToolOutput,
+        is_error: bool,
+    ) -> BoxFuture<'a, Option<ToolResultPatch>> {
+        Box::pin(async move {
+            let bus = self.session.bus();
+            if !bus.has_handlers("tool_result") {
+                return None;
+            }
+            let change = bus
+                .emit_tool_result(ToolResultEvent {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    input: args.clone(),
+                    content: result.content.clone(),
+                    details: result.details.clone(),
+                    is_error,
+                })
+                .await?;
+            Some(ToolResultPatch {
+                content: change.content,
+                details: change.details,
+                is_error: change.is_error,
+            })
+        })
+    }
+
     fn steering_messages(&self) -> Vec<AgentMessage> {
         self.session.drain(true)
     }
@@ -1691,35 +2253,17 @@ impl AgentSession {
     }
 
     /// Queues a steering or follow-up message with images (RPC `steer` / `follow_up`); skills
-    /// and templates are expanded as for a prompt.
+    /// and templates are expanded as for a prompt, extension commands are refused.
     pub fn queue_message(
         &self,
         behavior: StreamingBehavior,
         text: &str,
         images: Vec<ImageContent>,
     ) -> Result<(), SessionError> {
+        self.refuse_queued_command(text)?;
         let expanded = self.expand(text)?;
         self.enqueue(behavior, expanded, images);
         Ok(())
-    }
-
-    /// Waits until no run is in progress (prompts already waiting to run included).
-    pub async fn wait_for_idle(&self) {
-        drop(self.inner.run_lock.lock().await);
-    }
-
-    /// Returns the id of the leaf entry (`None` before the first entry).
-    pub async fn leaf_id(&self) -> Result<Option<EntryId>, SessionError> {
-        let session = {
-            let persistence = self.inner.persistence.lock().await;
-            match &*persistence {
-                Persistence::Pending { leaf, .. } => return Ok(leaf.clone()),
-                Persistence::Stored { id, .. } => id.clone(),
-            }
-        };
-        let store = self.store().clone();
-        let leaf = blocking(move || store.leaf(&session)).await?;
-        Ok(leaf.and_then(|stored| stored.entry.id))
     }
 
     /// Returns whether [`AgentSession::cycle_model`] cycles through the scoped models

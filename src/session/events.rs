@@ -79,6 +79,18 @@ pub enum SessionEvent {
         /// The new name (absent when cleared).
         name: Option<String>,
     },
+    /// An extension failed (its handler threw, it timed out, crashed or broke the protocol);
+    /// the session goes on. The reference's RPC `extension_error` event.
+    ExtensionError {
+        /// The extension's path (`command:<name>` for a command, `<runtime>` for a message
+        /// an extension sent).
+        extension_path: String,
+        /// The event being handled (`load` when it could not start, `process` when it stopped
+        /// between events).
+        event: String,
+        /// One line.
+        error: String,
+    },
     /// Something the user should know (not part of the reference's event stream).
     Notice {
         /// Severity.
@@ -158,6 +170,16 @@ impl SessionEvent {
                 }
                 Value::Object(map)
             }
+            Self::ExtensionError {
+                extension_path,
+                event,
+                error,
+            } => json!({
+                "type": "extension_error",
+                "extensionPath": extension_path,
+                "event": event,
+                "error": error,
+            }),
             Self::Notice { .. } => return None,
         };
         Some(value)

@@ -5,6 +5,7 @@
 pub mod agent_session;
 pub mod compaction;
 pub mod events;
+pub mod extensions;
 pub mod persist;
 pub mod resources;
 pub mod settings;
@@ -12,9 +13,9 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, ModelCandidates, ModelChoice, NavigateOptions, NavigateOutcome, OpenReport,
-    PromptOptions, PromptSource, SessionConfig, SessionError, SessionStats, SessionTarget,
-    StreamingBehavior,
+    AgentSession, DeliverAs, ModelCandidates, ModelChoice, NavigateOptions, NavigateOutcome,
+    OpenReport, PromptOptions, PromptSource, SendMessageOptions, SessionConfig, SessionError,
+    SessionStats, SessionTarget, StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -1,8 +1,18 @@
 //! `StoreError`: what can go wrong in the store, with what a caller needs to decide.
+//!
+//! SQLite and file-system failures are classified here into the faults a user can act on —
+//! disk full, read-only file or directory, busy past the timeout, damaged file — each with a
+//! one-line message that names the file and says what to do. Invariant: classifying only
+//! looks (at the error code, free space, the file-size limit, permissions); it never touches
+//! the database.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use rusqlite::ErrorCode;
+use rusqlite::ffi;
 
 use crate::model::{EntryId, SessionId};
+use crate::store::lease::LeaseHolder;
 
 /// An error from the session store.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +124,221 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// Another process holds the session's writer lease; nothing was written.
+    #[error("{path}: session {session} is held by another writer ({holder}); {}", holder.advice())]
+    SessionHeld {
+        /// The database file.
+        path: String,
+        /// The session.
+        session: SessionId,
+        /// Who holds it.
+        holder: Box<LeaseHolder>,
+    },
+    /// This process held the session's lease and another process took it over; nothing more
+    /// is written to the session by this process.
+    #[error(
+        "{path}: this process no longer holds session {session}{}; nothing more was written to it — reopen the session (or fork it) to continue",
+        holder.as_ref().map(|holder| format!(" (taken over by {holder})")).unwrap_or_default()
+    )]
+    LeaseLost {
+        /// The database file.
+        path: String,
+        /// The session.
+        session: SessionId,
+        /// Who holds it now, if anyone.
+        holder: Option<Box<LeaseHolder>>,
+    },
+    /// The disk is full or a file-size limit was reached; the write was rolled back.
+    #[error(
+        "{path}: cannot write: {detail}; free some space (or raise the limit) and retry — nothing from this write was saved"
+    )]
+    DiskFull {
+        /// The database file.
+        path: String,
+        /// What ran out.
+        detail: String,
+    },
+    /// The database file or its directory cannot be written.
+    #[error(
+        "{path}: the database is not writable ({detail}); make the file and its directory writable for this user, or choose another database with --db"
+    )]
+    ReadOnly {
+        /// The database file.
+        path: String,
+        /// What is not writable.
+        detail: String,
+    },
+    /// Another process kept the database locked for longer than the busy timeout.
+    #[error(
+        "{path}: the database stayed locked by another process for longer than the busy timeout; nothing was written — retry when that process is done"
+    )]
+    Busy {
+        /// The database file.
+        path: String,
+    },
+    /// The file is damaged or is not a pi database; it is left as it is.
+    #[error(
+        "{path}: the database file is damaged or is not a pi database ({detail}); it was left untouched — keep a copy, then restore a backup, salvage it with `sqlite3 FILE .recover`, or use --db for another database"
+    )]
+    Damaged {
+        /// The database file.
+        path: String,
+        /// SQLite's description.
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// Returns the error for a failed file-system operation on `path` (part of the database
+    /// at `db`), classified as disk full or read-only where it is one of those.
+    pub(crate) fn io(db: &str, path: &Path, source: std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        match source.kind() {
+            ErrorKind::StorageFull | ErrorKind::FileTooLarge | ErrorKind::QuotaExceeded => {
+                Self::DiskFull {
+                    path: db.to_owned(),
+                    detail: format!("{}: {source}", path.display()),
+                }
+            }
+            ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => Self::ReadOnly {
+                path: db.to_owned(),
+                detail: format!("{}: {source}", path.display()),
+            },
+            _ => Self::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
+}
+
+/// Classifies a SQLite error on the database at `path`.
+pub(crate) fn classify(path: &str, source: rusqlite::Error) -> StoreError {
+    let rusqlite::Error::SqliteFailure(failure, message) = &source else {
+        return StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        };
+    };
+    let detail = message.clone().unwrap_or_else(|| failure.to_string());
+    let owned = path.to_owned();
+    match failure.code {
+        ErrorCode::DiskFull => StoreError::DiskFull {
+            detail: space_problem(path)
+                .unwrap_or_else(|| "the disk is full or a file-size limit was reached".to_owned()),
+            path: owned,
+        },
+        ErrorCode::ReadOnly => StoreError::ReadOnly {
+            detail: read_only_detail(path, failure.extended_code),
+            path: owned,
+        },
+        ErrorCode::PermissionDenied => StoreError::ReadOnly {
+            detail: format!("permission denied: {detail}"),
+            path: owned,
+        },
+        ErrorCode::DatabaseBusy => StoreError::Busy { path: owned },
+        ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => StoreError::Damaged {
+            path: owned,
+            detail,
+        },
+        ErrorCode::CannotOpen => match not_writable(path) {
+            Some(detail) => StoreError::ReadOnly {
+                path: owned,
+                detail,
+            },
+            None => StoreError::Sqlite {
+                path: owned,
+                source,
+            },
+        },
+        ErrorCode::SystemIoFailure if is_write_failure(failure.extended_code) => {
+            match space_problem(path) {
+                Some(detail) => StoreError::DiskFull {
+                    path: owned,
+                    detail,
+                },
+                None => StoreError::Sqlite {
+                    path: owned,
+                    source,
+                },
+            }
+        }
+        _ => StoreError::Sqlite {
+            path: owned,
+            source,
+        },
+    }
+}
+
+/// Whether an `SQLITE_IOERR_*` code comes from writing or growing a file.
+fn is_write_failure(extended_code: i32) -> bool {
+    [
+        ffi::SQLITE_IOERR_WRITE,
+        ffi::SQLITE_IOERR_FSYNC,
+        ffi::SQLITE_IOERR_DIR_FSYNC,
+        ffi::SQLITE_IOERR_TRUNCATE,
+        ffi::SQLITE_IOERR_SHMSIZE,
+        ffi::SQLITE_IOERR_SHMMAP,
+        ffi::SQLITE_IOERR_SHMOPEN,
+    ]
+    .contains(&extended_code)
+}
+
+/// The directory holding the database (`.` for a bare file name).
+fn directory_of(path: &str) -> PathBuf {
+    match Path::new(path).parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Says why a write ran out of room: a full disk, or this process's file-size limit.
+fn space_problem(path: &str) -> Option<String> {
+    let dir = directory_of(path);
+    if let Ok(stats) = nix::sys::statvfs::statvfs(&dir) {
+        let free = u128::from(stats.blocks_available()) * u128::from(stats.fragment_size());
+        // SQLite needs a few pages per transaction; less than this is full for our purposes.
+        if free < 256 * 1024 {
+            return Some(format!("the disk holding {} is full", dir.display()));
+        }
+    }
+    if let Ok((soft, _)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE)
+        && soft != nix::sys::resource::RLIM_INFINITY
+    {
+        return Some(format!(
+            "the file-size limit of this process ({soft} bytes, `ulimit -f`) was reached"
+        ));
+    }
+    None
+}
+
+/// Says what is read-only for an `SQLITE_READONLY*` error.
+fn read_only_detail(path: &str, extended_code: i32) -> String {
+    if let Some(detail) = not_writable(path) {
+        return detail;
+    }
+    match extended_code {
+        ffi::SQLITE_READONLY_DIRECTORY | ffi::SQLITE_READONLY_CANTINIT => format!(
+            "{} does not let this user create the -wal and -shm files",
+            directory_of(path).display()
+        ),
+        ffi::SQLITE_READONLY_DBMOVED => "the file was moved or deleted while open".to_owned(),
+        _ => "the file was opened read-only".to_owned(),
+    }
+}
+
+/// Returns what is not writable for this user: the file, or its directory.
+fn not_writable(path: &str) -> Option<String> {
+    use nix::unistd::{AccessFlags, access};
+    let file = Path::new(path);
+    if file.exists() && access(file, AccessFlags::W_OK).is_err() {
+        return Some(format!("{path} is not writable"));
+    }
+    let dir = directory_of(path);
+    if access(&dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        return Some(format!("the directory {} is not writable", dir.display()));
+    }
+    None
 }
 
 /// Attaches the database path to SQLite errors.
@@ -124,9 +349,6 @@ pub(crate) trait SqliteContext<T> {
 
 impl<T> SqliteContext<T> for Result<T, rusqlite::Error> {
     fn at(self, path: &str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::Sqlite {
-            path: path.to_owned(),
-            source,
-        })
+        self.map_err(|source| classify(path, source))
     }
 }

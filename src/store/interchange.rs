@@ -172,7 +172,20 @@ impl SessionStore {
                     Self::import_new(conn, path, &renamed, &bytes, items, options, &imported_at)
                 }
                 (Some(sid), ImportMode::Merge) => {
-                    Self::merge(conn, path, sid, &header.id, items, options, &imported_at)
+                    // Only a merge that writes needs the session's writer lease to be free.
+                    let guard = |conn: &Connection, path: &str| {
+                        self.guard_session_write(conn, path, sid, &header.id)
+                    };
+                    Self::merge(
+                        conn,
+                        path,
+                        sid,
+                        &header.id,
+                        items,
+                        options,
+                        &imported_at,
+                        &guard,
+                    )
                 }
             }
         });
@@ -289,6 +302,7 @@ impl SessionStore {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn merge(
         conn: &Connection,
         path: &str,
@@ -297,7 +311,16 @@ impl SessionStore {
         items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
         imported_at: &str,
+        guard: &dyn Fn(&Connection, &str) -> Result<()>,
     ) -> Result<ImportReport> {
+        let mut guarded = false;
+        let mut guard_once = |conn: &Connection| -> Result<()> {
+            if !guarded {
+                guard(conn, path)?;
+                guarded = true;
+            }
+            Ok(())
+        };
         // Lines are compared with what was stored before this import only, so a file that
         // repeats a new line stores it as often as a first import would.
         let first_new = sql::next_seq(conn, path, sid)?;
@@ -308,6 +331,10 @@ impl SessionStore {
             let line = match item? {
                 Item::Entry(line) => line,
                 Item::Skipped(line) => {
+                    let number = i64::try_from(line.line).unwrap_or(i64::MAX);
+                    if !sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
+                        guard_once(conn)?;
+                    }
                     Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
                     continue;
                 }
@@ -342,6 +369,7 @@ impl SessionStore {
             match matched {
                 Some(stored_seq) => last = Some((line.entry.id, stored_seq)),
                 None => {
+                    guard_once(conn)?;
                     Self::insert_file_entry(conn, path, sid, seq, &line)?;
                     last = Some((line.entry.id, seq));
                     seq += 1;

@@ -20,6 +20,9 @@ pub struct CheckReport {
     pub entries: i64,
     /// One line per problem; empty when the database is sound.
     pub problems: Vec<String>,
+    /// Whether the file itself is damaged (SQLite's integrity check failed, or a page could
+    /// not be read), as opposed to derived data that a reindex rebuilds.
+    pub damaged: bool,
 }
 
 /// How `sessions stats` groups usage.
@@ -77,89 +80,167 @@ fn count(conn: &Connection, path: &str, sql_text: &str) -> Result<i64, StoreErro
     conn.query_row(sql_text, [], |row| row.get(0)).at(path)
 }
 
+/// The read-only part of `check`, in one snapshot: integrity, orphans, counts; returns the
+/// sessions to compare.
+fn check_snapshot(
+    conn: &Connection,
+    path: &str,
+    report: &mut CheckReport,
+) -> Result<Vec<i64>, StoreError> {
+    let mut stmt = conn.prepare("PRAGMA integrity_check").at(path)?;
+    let lines = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .at(path)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .at(path)?;
+    for line in lines {
+        if line != "ok" {
+            report.damaged = true;
+            report.problems.push(format!("integrity: {line}"));
+        }
+    }
+    let orphan_checks = [
+        (
+            "entries without a session",
+            "SELECT COUNT(*) FROM entries WHERE sid NOT IN (SELECT sid FROM sessions)",
+        ),
+        (
+            "leaf pointers to missing entries",
+            "SELECT COUNT(*) FROM leaf l WHERE l.seq IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = l.sid AND e.seq = l.seq)",
+        ),
+        (
+            "sessions without a leaf row",
+            "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM leaf)",
+        ),
+        (
+            "sessions without statistics",
+            "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM session_stats)",
+        ),
+        (
+            "search documents without an entry",
+            "SELECT COUNT(*) FROM search_docs d
+               WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = d.sid AND e.seq = d.seq)",
+        ),
+        (
+            "quarantined lines without a session",
+            "SELECT COUNT(*) FROM quarantine WHERE sid NOT IN (SELECT sid FROM sessions)",
+        ),
+        (
+            "leases of missing sessions",
+            "SELECT COUNT(*) FROM session_leases WHERE sid NOT IN (SELECT sid FROM sessions)",
+        ),
+    ];
+    for (what, query) in orphan_checks {
+        let found = count(conn, path, query)?;
+        if found > 0 {
+            report.problems.push(format!("{found} {what}"));
+        }
+    }
+    let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;
+    let docs = count(conn, path, "SELECT COUNT(*) FROM search_docs")?;
+    if fts_rows != docs {
+        report.problems.push(format!(
+            "full-text index has {fts_rows} rows for {docs} documents (run `pi db reindex`)"
+        ));
+    }
+    report.entries = count(conn, path, "SELECT COUNT(*) FROM entries")?;
+    let sids = sql::all_sids(conn, path)?;
+    report.sessions = sids.len();
+    Ok(sids)
+}
+
+/// Compares one session's derived rows with a rebuild from its entries, inside a savepoint
+/// that is always rolled back; returns the problem, if any.
+fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<String>, StoreError> {
+    let Some(session) = sql::session_by_sid(conn, path, sid)? else {
+        // Deleted since the snapshot.
+        return Ok(None);
+    };
+    let before = derived_snapshot(conn, path, sid)?;
+    conn.execute_batch("SAVEPOINT pi_check").at(path)?;
+    let rebuilt =
+        derived::rebuild_session(conn, path, sid).and_then(|()| derived_snapshot(conn, path, sid));
+    conn.execute_batch("ROLLBACK TO pi_check; RELEASE pi_check")
+        .at(path)?;
+    let after = rebuilt?;
+    if after == before {
+        return Ok(None);
+    }
+    let tables: std::collections::BTreeSet<&str> = before
+        .iter()
+        .filter(|row| !after.contains(row))
+        .chain(after.iter().filter(|row| !before.contains(row)))
+        .filter_map(|row| row.split('|').next())
+        .collect();
+    Ok(Some(format!(
+        "session {}: derived data differs from the entries ({}); run `pi db reindex`",
+        session.id,
+        tables.into_iter().collect::<Vec<_>>().join(", ")
+    )))
+}
+
 impl SessionStore {
     /// Checks integrity, orphans and that every derived table matches a rebuild from the
     /// entries. Changes nothing.
+    ///
+    /// Integrity and orphans are read in one snapshot on a reader connection (writers go on);
+    /// the full-text index check and each session's rebuild comparison run in their own short
+    /// write transaction, rolled back, so a writer waits at most for one session. Damage found
+    /// on the way is reported as a problem; a database that cannot be checked at all (read-only,
+    /// busy, disk full) is an error.
     pub fn check(&self) -> Result<CheckReport, StoreError> {
-        self.write(|conn, path| {
-            let mut report = CheckReport::default();
-            let mut stmt = conn.prepare("PRAGMA integrity_check").at(path)?;
-            let lines = stmt
-                .query_map([], |row| row.get::<_, String>(0))
-                .at(path)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .at(path)?;
-            for line in lines {
-                if line != "ok" {
-                    report.problems.push(format!("integrity: {line}"));
-                }
+        let mut report = CheckReport::default();
+        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
+            Ok(sids) => sids,
+            Err(StoreError::Damaged { detail, .. }) => {
+                report.damaged = true;
+                report.problems.push(format!("damaged: {detail}"));
+                return Ok(report);
             }
-            if let Err(error) =
-                conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)", [])
-            {
+            Err(other) => return Err(other),
+        };
+        let fts = self.write(|conn, path| {
+            Ok(conn
+                .execute(
+                    "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)",
+                    [],
+                )
+                .at(path))
+        })?;
+        match fts {
+            Ok(_) => {}
+            Err(
+                error @ (StoreError::ReadOnly { .. }
+                | StoreError::Busy { .. }
+                | StoreError::DiskFull { .. }),
+            ) => {
+                return Err(error);
+            }
+            Err(error) => {
+                report.damaged |= matches!(error, StoreError::Damaged { .. });
                 report.problems.push(format!("full-text index: {error}"));
             }
-            let orphan_checks = [
-                ("entries without a session", "SELECT COUNT(*) FROM entries WHERE sid NOT IN (SELECT sid FROM sessions)"),
-                (
-                    "leaf pointers to missing entries",
-                    "SELECT COUNT(*) FROM leaf l WHERE l.seq IS NOT NULL
-                       AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = l.sid AND e.seq = l.seq)",
-                ),
-                ("sessions without a leaf row", "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM leaf)"),
-                (
-                    "sessions without statistics",
-                    "SELECT COUNT(*) FROM sessions WHERE sid NOT IN (SELECT sid FROM session_stats)",
-                ),
-                (
-                    "search documents without an entry",
-                    "SELECT COUNT(*) FROM search_docs d
-                       WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.sid = d.sid AND e.seq = d.seq)",
-                ),
-                ("quarantined lines without a session", "SELECT COUNT(*) FROM quarantine WHERE sid NOT IN (SELECT sid FROM sessions)"),
-            ];
-            for (what, query) in orphan_checks {
-                let found = count(conn, path, query)?;
-                if found > 0 {
-                    report.problems.push(format!("{found} {what}"));
+        }
+        for sid in sids {
+            let compared = self.write(|conn, path| compare_rebuild(conn, path, sid));
+            match compared {
+                Ok(None) => {}
+                Ok(Some(problem)) => report.problems.push(problem),
+                Err(
+                    error @ (StoreError::ReadOnly { .. }
+                    | StoreError::Busy { .. }
+                    | StoreError::DiskFull { .. }),
+                ) => {
+                    return Err(error);
+                }
+                Err(error) => {
+                    report.damaged |= matches!(error, StoreError::Damaged { .. });
+                    report.problems.push(format!("session #{sid}: {error}"));
                 }
             }
-            let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;
-            let docs = count(conn, path, "SELECT COUNT(*) FROM search_docs")?;
-            if fts_rows != docs {
-                report.problems.push(format!(
-                    "full-text index has {fts_rows} rows for {docs} documents (run `pi db reindex`)"
-                ));
-            }
-            report.entries = count(conn, path, "SELECT COUNT(*) FROM entries")?;
-            for sid in sql::all_sids(conn, path)? {
-                report.sessions += 1;
-                let before = derived_snapshot(conn, path, sid)?;
-                conn.execute_batch("SAVEPOINT pi_check").at(path)?;
-                let rebuilt = derived::rebuild_session(conn, path, sid)
-                    .and_then(|()| derived_snapshot(conn, path, sid));
-                conn.execute_batch("ROLLBACK TO pi_check; RELEASE pi_check").at(path)?;
-                let session_id = sql::session_by_sid(conn, path, sid)?
-                    .map_or_else(|| format!("#{sid}"), |row| row.id);
-                match rebuilt {
-                    Ok(after) if after == before => {}
-                    Ok(after) => {
-                        let tables: std::collections::BTreeSet<&str> = before
-                            .iter()
-                            .filter(|row| !after.contains(row))
-                            .chain(after.iter().filter(|row| !before.contains(row)))
-                            .filter_map(|row| row.split('|').next())
-                            .collect();
-                        report.problems.push(format!(
-                            "session {session_id}: derived data differs from the entries ({}); run `pi db reindex`",
-                            tables.into_iter().collect::<Vec<_>>().join(", ")
-                        ));
-                    }
-                    Err(error) => report.problems.push(format!("session {session_id}: {error}")),
-                }
-            }
-            Ok(report)
-        })
+        }
+        Ok(report)
     }
 
     /// Writes a consistent copy of the database to `dest` (created with mode 0600; it must not

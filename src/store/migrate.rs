@@ -36,6 +36,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0002_search.sql"),
         rebuild_derived: true,
     },
+    Migration {
+        version: 3,
+        name: "0003_lease.sql",
+        sql: include_str!("../../migrations/0003_lease.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// Returns the newest schema version this binary knows.

@@ -4,7 +4,10 @@
 //! [`SessionStore`] offers what the reference `SessionManager` offers — create, open, continue,
 //! append every entry type, branch, reset, branch with summary, path, tree, labels, names,
 //! fork, delete — plus listing from derived statistics. Each write is one `BEGIN IMMEDIATE`
-//! transaction: entry row, leaf move and derived rows, all or nothing.
+//! transaction: entry row, leaf move and derived rows, all or nothing. Every write to an
+//! existing session first checks the session's writer lease in that same transaction
+//! (`lease.rs`): a live writer elsewhere makes it fail with `SessionHeld`, a lease taken over
+//! from this process with `LeaseLost`.
 //!
 //! Invariants: `store` knows nothing of agents or providers; no `rusqlite` type appears in its
 //! public API (errors aside); entries are never updated, and deleted only with their session.
@@ -14,6 +17,7 @@ pub mod context;
 pub mod derived;
 mod error;
 pub mod interchange;
+pub mod lease;
 pub mod maintenance;
 pub mod migrate;
 mod open;
@@ -39,6 +43,9 @@ pub use error::StoreError;
 pub use interchange::{
     ExportSummary, ImportConflict, ImportMode, ImportOptions, ImportReport, ImportStatus,
     QuarantinedLine,
+};
+pub use lease::{
+    Heartbeat, HeartbeatStatus, Lease, LeaseAttempt, LeaseConfig, LeaseHolder, spawn_heartbeat,
 };
 pub use open::{StoreLocation, create_private_dir};
 pub use tree::TreeNode;
@@ -193,6 +200,8 @@ struct Inner {
     conns: open::Connections,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
+    /// The writer leases this store holds (see `lease.rs`).
+    leases: lease::LeaseRegistry,
 }
 
 enum ReadConn<'a> {
@@ -230,6 +239,7 @@ impl SessionStore {
                 conns,
                 clock: config.clock,
                 ids: config.ids,
+                leases: lease::LeaseRegistry::default(),
             }),
         };
         if needs_rebuild {
@@ -267,6 +277,34 @@ impl SessionStore {
         let out = f(&tx, path)?;
         tx.commit().at(path)?;
         Ok(out)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction that writes an existing session, after
+    /// resolving its `sid` and checking its writer lease.
+    fn write_session<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&Connection, &str, i64) -> Result<T>,
+    ) -> Result<T> {
+        self.write(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            self.guard_session_write(conn, path, sid, session)?;
+            f(conn, path, sid)
+        })
+    }
+
+    /// Checks, inside a write transaction, that this store may write session `sid`: fails
+    /// with `SessionHeld` while another process's live lease holds it, and with `LeaseLost`
+    /// when this store held it and was taken over. Every write to an existing session calls
+    /// it (new write paths outside this file too, such as an import into a stored session).
+    pub(crate) fn guard_session_write(
+        &self,
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        session: &SessionId,
+    ) -> Result<()> {
+        lease::guard_write(conn, path, sid, session, &self.inner.leases)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot) on a reader connection.
@@ -416,8 +454,7 @@ impl SessionStore {
 
     /// Deletes a session and all its entries (the only delete there is).
     pub fn delete_session(&self, session: &SessionId) -> Result<()> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             sql::delete_session(conn, path, sid)
         })
     }
@@ -426,8 +463,7 @@ impl SessionStore {
 
     /// Appends an entry of any kind as a child of the leaf and makes it the leaf.
     pub fn append(&self, session: &SessionId, kind: EntryKind) -> Result<StoredEntry> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             Self::append_in(conn, path, sid, &self.inner, kind)
         })
     }
@@ -560,8 +596,7 @@ impl SessionStore {
         target: &EntryId,
         label: Option<&str>,
     ) -> Result<StoredEntry> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             if sql::latest_seq_of_id(conn, path, sid, target.as_str())?.is_none() {
                 return Err(StoreError::EntryNotFound {
                     session: session.clone(),
@@ -590,8 +625,7 @@ impl SessionStore {
 
     /// Moves the leaf to an existing entry (the latest line with that id).
     pub fn branch(&self, session: &SessionId, id: &EntryId) -> Result<()> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             let seq = Self::seq_of(conn, path, sid, session, id)?;
             sql::set_leaf(conn, path, sid, Some(seq))
         })
@@ -599,8 +633,7 @@ impl SessionStore {
 
     /// Moves the leaf to before the first entry (the next append is a new root).
     pub fn reset_leaf(&self, session: &SessionId) -> Result<()> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             sql::set_leaf(conn, path, sid, None)
         })
     }
@@ -615,8 +648,7 @@ impl SessionStore {
         details: Option<serde_json::Value>,
         from_hook: Option<bool>,
     ) -> Result<StoredEntry> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             let seq = match target {
                 Some(id) => Some(Self::seq_of(conn, path, sid, session, id)?),
                 None => None,
@@ -1171,8 +1203,7 @@ impl SessionStore {
     /// Appends lines read elsewhere to an existing session, byte for byte, in one transaction;
     /// the leaf becomes the last of them (unchanged when `entries` is empty).
     pub fn append_raw(&self, session: &SessionId, entries: &[RawEntry]) -> Result<SessionSummary> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.write_session(session, |conn, path, sid| {
             Self::append_raw_in(conn, path, sid, entries)?;
             Self::summary_by_sid(conn, path, sid)
         })

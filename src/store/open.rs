@@ -45,15 +45,13 @@ impl std::fmt::Debug for Connections {
     }
 }
 
-fn io_error(path: &Path, source: std::io::Error) -> StoreError {
-    StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Creates `dir` (and missing parents) with mode 0700 for the directories it creates.
 pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    create_dir_for(&dir.display().to_string(), dir)
+}
+
+/// Creates `dir` like [`create_private_dir`], naming the database `db` in errors.
+fn create_dir_for(db: &str, dir: &Path) -> Result<(), StoreError> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
@@ -61,7 +59,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|source| io_error(dir, source))
+        .map_err(|source| StoreError::io(db, dir, source))
 }
 
 fn init_connection(conn: &Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
@@ -82,8 +80,9 @@ pub(crate) fn open(
 
 fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreError> {
     let display = path.display().to_string();
+    let io_error = |at: &Path, source| StoreError::io(&display, at, source);
     if let Some(parent) = path.parent() {
-        create_private_dir(parent)?;
+        create_dir_for(&display, parent)?;
     }
     if !path.exists() {
         // Create the file ourselves so that it (and the WAL and SHM files SQLite derives from

@@ -196,6 +196,7 @@ pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
     .at(path)?;
     delete_search_rows(conn, path, sid)?;
     for table in [
+        "session_leases",
         "entry_path",
         "labels",
         "usage",
@@ -1225,4 +1226,100 @@ pub fn children_timestamps(
         })
         .at(path)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+// ----- writer leases --------------------------------------------------------------------------
+
+/// A writer lease row (`session_leases`); times are Unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The holder's random token; its appends must match it.
+    pub token: String,
+    /// What holds it (for messages), such as `pi (interactive)`.
+    pub owner: String,
+    /// The holder's process id.
+    pub pid: i64,
+    /// The holder's process start time (clock ticks since boot), to tell a reused pid apart.
+    pub pid_start: Option<i64>,
+    /// The holder's host name.
+    pub host: String,
+    /// When the lease was taken.
+    pub acquired_at: i64,
+    /// The last heartbeat.
+    pub heartbeat_at: i64,
+    /// How old the heartbeat may get before anyone may take the lease over.
+    pub stale_ms: i64,
+}
+
+/// Returns a session's lease row.
+pub fn lease(conn: &Connection, path: &str, sid: i64) -> Result<Option<LeaseRow>> {
+    conn.prepare_cached(
+        "SELECT token, owner, pid, pid_start, host, acquired_at, heartbeat_at, stale_ms
+           FROM session_leases WHERE sid = ?1",
+    )
+    .at(path)?
+    .query_row(params![sid], |row| {
+        Ok(LeaseRow {
+            token: row.get(0)?,
+            owner: row.get(1)?,
+            pid: row.get(2)?,
+            pid_start: row.get(3)?,
+            host: row.get(4)?,
+            acquired_at: row.get(5)?,
+            heartbeat_at: row.get(6)?,
+            stale_ms: row.get(7)?,
+        })
+    })
+    .optional()
+    .at(path)
+}
+
+/// Writes a session's lease row, replacing any other.
+pub fn put_lease(conn: &Connection, path: &str, sid: i64, lease: &LeaseRow) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO session_leases
+             (sid, token, owner, pid, pid_start, host, acquired_at, heartbeat_at, stale_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .at(path)?
+    .execute(params![
+        sid,
+        lease.token,
+        lease.owner,
+        lease.pid,
+        lease.pid_start,
+        lease.host,
+        lease.acquired_at,
+        lease.heartbeat_at,
+        lease.stale_ms
+    ])
+    .at(path)?;
+    Ok(())
+}
+
+/// Renews the heartbeat of the lease with this token; false when the session's lease has
+/// another token (or none).
+pub fn renew_lease(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    token: &str,
+    now_ms: i64,
+) -> Result<bool> {
+    let changed = conn
+        .prepare_cached("UPDATE session_leases SET heartbeat_at = ?3 WHERE sid = ?1 AND token = ?2")
+        .at(path)?
+        .execute(params![sid, token, now_ms])
+        .at(path)?;
+    Ok(changed > 0)
+}
+
+/// Deletes the lease with this token; false when the session's lease has another token.
+pub fn delete_lease(conn: &Connection, path: &str, sid: i64, token: &str) -> Result<bool> {
+    let changed = conn
+        .prepare_cached("DELETE FROM session_leases WHERE sid = ?1 AND token = ?2")
+        .at(path)?
+        .execute(params![sid, token])
+        .at(path)?;
+    Ok(changed > 0)
 }

@@ -10,6 +10,7 @@ use pi::ai::auth::{AuthFile, Credentials};
 use pi::ai::{AiClient, ModelRegistry, TransportConfig};
 use pi::cli::config::Env;
 use pi::cli::keys::ShellKeyResolver;
+use pi::session::extensions::ExtensionsConfig;
 use pi::session::resources::{HarnessDocs, ResourceConfig, Resources};
 use pi::session::settings::NoSettingsSink;
 use pi::session::tools::read::ReadConfig;
@@ -39,6 +40,8 @@ pub struct Harness {
     pub server: ProviderServer,
     pub store: SessionStore,
     pub settings: SessionSettings,
+    /// The extensions sessions load (none by default).
+    pub extensions: ExtensionsConfig,
     /// The mock model's context window (128000 unless a test shrinks it).
     pub context_window: u64,
 }
@@ -63,6 +66,7 @@ impl Harness {
             env,
             store,
             settings: fast_settings(),
+            extensions: ExtensionsConfig::default(),
             context_window: 128_000,
         }
     }
@@ -139,6 +143,7 @@ impl Harness {
             local_date: chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date"),
             harness_docs: HarnessDocs::in_dir(&self.env.dir.path().join("docs")),
             emit_partials: false,
+            extensions: self.extensions.clone(),
         }
     }
 

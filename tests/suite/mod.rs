@@ -8,6 +8,8 @@ mod architecture;
 mod cli_interchange;
 mod cli_sessions;
 mod compaction;
+mod durability;
+mod extensions;
 mod interchange;
 mod interchange_props;
 mod interop;

@@ -48,6 +48,10 @@ struct Rpc {
 
 impl Rpc {
     fn start(env: &TestEnv, args: &[&str]) -> Self {
+        Self::start_with_env(env, args, &[])
+    }
+
+    fn start_with_env(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Self {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("pi"));
         command
             .env_clear()
@@ -64,6 +68,7 @@ impl Rpc {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        command.envs(vars.iter().copied());
         let mut child = command.spawn().expect("spawn pi --mode rpc");
         let stdout = child.stdout.take().unwrap();
         let (sender, records) = mpsc::channel();
@@ -1149,4 +1154,85 @@ fn compact_summarises_the_history_and_abort_cancels_a_running_compaction() {
         json!({"id": id, "type": "response", "command": "compact", "success": false, "error": "Compaction cancelled"})
     );
     assert_eq!(rpc.ok(json!({"type": "get_state"}))["isCompacting"], false);
+}
+
+/// An extension (the Python helper of `examples/extensions/`) with a command that asks the
+/// RPC client through every dialog and notifies the answers.
+const ASKER: &str = r#"#!/usr/bin/env python3
+import os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+ext = Extension("asker")
+
+@ext.command("ask", "Ask the client")
+def ask(args):
+    picked = ext.select("Pick one", ["red", "green"])
+    name = ext.input("Name?", "your name")
+    sure = ext.confirm("Sure?", "Really " + args)
+    ext.notify("picked=%s name=%s sure=%s ui=%s" % (picked, name, sure, ext.has_ui), "warning")
+
+ext.run()
+"#;
+
+#[test]
+fn extension_dialogs_go_to_the_client_and_extension_commands_are_listed() {
+    let server = ProviderServer::start(vec![]);
+    let env = mock_env(&server);
+    let script = env.workspace.join("asker.py");
+    std::fs::write(&script, ASKER).unwrap();
+    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions).unwrap();
+    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    // The extension finds the helper library through PI_EXAMPLES, which pi passes on.
+    let mut rpc = Rpc::start_with_env(
+        &env,
+        &["-e", script.to_str().unwrap()],
+        &[("PI_EXAMPLES", examples.to_str().unwrap())],
+    );
+
+    let commands = rpc.ok(json!({"type": "get_commands"}))["commands"].clone();
+    assert_eq!(
+        commands[0],
+        json!({"name": "ask", "description": "Ask the client", "source": "extension",
+               "sourceInfo": {"path": script, "source": "local", "scope": "temporary",
+                              "origin": "top-level", "baseDir": env.workspace}})
+    );
+
+    let id = rpc.send(json!({"type": "prompt", "message": "/ask now"}));
+    let answer = |rpc: &mut Rpc, method: &str, reply: Value| -> Value {
+        let request = rpc.wait_for(|record| record["type"] == "extension_ui_request");
+        assert_eq!(request["method"], method, "{request}");
+        let mut reply = reply;
+        reply["type"] = json!("extension_ui_response");
+        reply["id"] = request["id"].clone();
+        rpc.write(format!("{reply}\n").as_bytes());
+        request
+    };
+    let select = answer(&mut rpc, "select", json!({"value": "green"}));
+    assert_eq!(select["title"], "Pick one");
+    assert_eq!(select["options"], json!(["red", "green"]));
+    let input = answer(&mut rpc, "input", json!({"value": "Ada"}));
+    assert_eq!(input["placeholder"], "your name");
+    let confirm = answer(&mut rpc, "confirm", json!({"confirmed": true}));
+    assert_eq!(confirm["message"], "Really now");
+    let notify = rpc.wait_for(|record| record["type"] == "extension_ui_request");
+    assert_eq!(notify["method"], "notify");
+    assert_eq!(notify["message"], "picked=green name=Ada sure=True ui=True");
+    assert_eq!(notify["notifyType"], "warning");
+    assert_eq!(
+        rpc.response(&id)["success"],
+        true,
+        "a handled extension command is an accepted prompt"
+    );
+    assert_eq!(
+        server.requests().len(),
+        0,
+        "the command never reached the model"
+    );
+
+    assert_eq!(
+        rpc.err(json!({"type": "steer", "message": "/ask later"})),
+        "Extension command \"/ask\" cannot be queued. Use prompt() or execute the command when not streaming."
+    );
 }

@@ -10,8 +10,8 @@
 //!
 //! A dialog resolves with the client's answer, or with its default (`None` / `false`) on
 //! `{"cancelled":true}`, on its timeout, or when its cancellation token fires. Responses with
-//! an unknown id are ignored. The extensions layer plugs its `ui.confirm/select/input/…`
-//! calls into [`RpcUi`].
+//! an unknown id are ignored. [`RpcUi`] is the session's [`ExtensionUi`] in RPC mode (`hasUI`
+//! is true: the client answers), so extensions' `ui.confirm/select/input/notify` go here.
 //!
 //! Invariant: a request id is answered at most once; a pending dialog that resolves by timeout
 //! or cancellation is forgotten, so a late answer is ignored.
@@ -24,6 +24,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::tool::BoxFuture;
+use crate::session::extensions::{ExtensionUi, NotifyKind};
 use crate::support::ids::IdSource;
 
 /// How a dialog may end early.
@@ -33,27 +35,6 @@ pub struct DialogOptions {
     pub timeout: Option<Duration>,
     /// Resolve with the default when this fires (the extension's abort signal).
     pub cancel: Option<CancellationToken>,
-}
-
-/// The `notifyType` of a notification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotifyKind {
-    /// `info`.
-    Info,
-    /// `warning`.
-    Warning,
-    /// `error`.
-    Error,
-}
-
-impl NotifyKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Info => "info",
-            Self::Warning => "warning",
-            Self::Error => "error",
-        }
-    }
 }
 
 /// Where a widget goes.
@@ -317,6 +298,61 @@ impl RpcUi {
             "set_editor_text",
             vec![("text", Some(Value::from(text)))],
         );
+    }
+}
+
+impl ExtensionUi for RpcUi {
+    fn has_ui(&self) -> bool {
+        true
+    }
+
+    fn notify(&self, message: &str, kind: NotifyKind) {
+        RpcUi::notify(self, message, Some(kind));
+    }
+
+    fn confirm<'a>(
+        &'a self,
+        title: &'a str,
+        message: &'a str,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let options = DialogOptions {
+                timeout,
+                cancel: None,
+            };
+            RpcUi::confirm(self, title, message, &options).await
+        })
+    }
+
+    fn select<'a>(
+        &'a self,
+        title: &'a str,
+        options: &'a [String],
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let dialog = DialogOptions {
+                timeout,
+                cancel: None,
+            };
+            RpcUi::select(self, title, options, &dialog).await
+        })
+    }
+
+    fn input<'a>(
+        &'a self,
+        title: &'a str,
+        placeholder: Option<&'a str>,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let options = DialogOptions {
+                timeout,
+                cancel: None,
+            };
+            RpcUi::input(self, title, placeholder, &options).await
+        })
     }
 }
 

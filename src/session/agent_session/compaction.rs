@@ -17,12 +17,12 @@ use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::session::agent_session::{AgentSession, SessionError};
 use crate::session::compaction::{
     BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
-    CompactionReason, CompactionResult, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED,
-    Summarizer, check_compaction, collect_entries_for_branch_summary, compact,
-    generate_branch_summary, latest_compaction_ms, navigation_target, prepare_compaction,
-    prepare_manual_compaction,
+    CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, Summarizer,
+    check_compaction, collect_entries_for_branch_summary, compact, generate_branch_summary,
+    navigation_target, prepare_compaction, prepare_manual_compaction,
 };
 use crate::session::events::SessionEvent;
+use crate::session::extensions::hooks::TreePreparation;
 use crate::session::persist::blocking;
 use crate::store::{LeafSelector, StoredEntry};
 
@@ -88,10 +88,6 @@ impl AgentSession {
         skip_aborted: bool,
     ) -> AfterRun {
         let settings = self.compaction_settings();
-        let Ok(tail) = self.compaction_tail().await else {
-            return AfterRun::Done;
-        };
-        let latest = latest_compaction_ms(&tail);
         let (model, transcript, attempted) = {
             let state = self.state();
             (
@@ -100,6 +96,12 @@ impl AgentSession {
                 state.overflow_recovery_attempted,
             )
         };
+        // The transcript is the context at the leaf: when a compaction is on the path, its
+        // summary message leads it and carries the entry's time. No store read per run.
+        let latest = transcript.iter().find_map(|message| match message {
+            AgentMessage::CompactionSummary(summary) => Some(summary.timestamp),
+            _ => None,
+        });
         let decision = check_compaction(&CompactionCheckInput {
             settings: &settings,
             message,
@@ -169,23 +171,26 @@ impl AgentSession {
         !state.steering.messages.is_empty() || !state.follow_up.messages.is_empty()
     }
 
-    /// One compaction run: events, plan, summary, entry, transcript rebuild. `Ok(None)` when
-    /// there was nothing to do or it was aborted; `Err` with the error (the `compaction_end`
-    /// event carries it with the reason's prefix, e.g. `Compaction failed: …`).
+    /// One compaction run: events, plan, the extensions' say (`session_before_compact`:
+    /// cancel, or supply the summary), summary, entry, `session_compact`, transcript rebuild.
+    /// Returns the result object `{summary, firstKeptEntryId, tokensBefore, details}`;
+    /// `Ok(None)` when there was nothing to do or it was aborted (or cancelled by an
+    /// extension); `Err` with the error (the `compaction_end` event carries it with the
+    /// reason's prefix, e.g. `Compaction failed: …`).
     pub(crate) async fn run_compaction(
         &self,
         reason: CompactionReason,
         will_retry: bool,
         custom_instructions: Option<&str>,
-    ) -> Result<Option<CompactionResult>, String> {
+    ) -> Result<Option<serde_json::Value>, String> {
         let reason_text = reason.as_str().to_owned();
         self.emit(SessionEvent::CompactionStart {
             reason: reason_text.clone(),
         });
-        let end = |result: Option<&CompactionResult>, aborted: bool, error: Option<String>| {
+        let end = |result: Option<&serde_json::Value>, aborted: bool, error: Option<String>| {
             SessionEvent::CompactionEnd {
                 reason: reason_text.clone(),
-                result: result.map(CompactionResult::to_json),
+                result: result.cloned(),
                 aborted,
                 will_retry: will_retry && result.is_some(),
                 error_message: error,
@@ -239,6 +244,34 @@ impl AgentSession {
                 }
             }
         };
+        // An extension may cancel (as an abort would) or supply the summary.
+        let supplied = match self
+            .extensions_before_compact(&preparation, &tail, custom_instructions)
+            .await
+        {
+            Ok(supplied) => supplied,
+            Err(_) => {
+                self.emit(end(None, true, None));
+                return if manual {
+                    Err("Compaction cancelled".to_owned())
+                } else {
+                    Ok(None)
+                };
+            }
+        };
+        if let Some(supplied) = supplied {
+            let result = supplied.to_result_json();
+            self.persist(EntryKind::Compaction(supplied.to_entry()))
+                .await;
+            if let Err(error) = self.reload_transcript().await {
+                self.notice_error(format!(
+                    "could not rebuild the context after compacting: {error}"
+                ));
+            }
+            self.extensions_compacted_at_leaf(true).await;
+            self.emit(end(Some(&result), false, None));
+            return Ok(Some(result));
+        }
         let cancel = CancellationToken::new();
         self.state().compaction_cancel = Some(cancel.clone());
         let client = self.config().client.clone();
@@ -284,6 +317,8 @@ impl AgentSession {
                 "could not rebuild the context after compacting: {error}"
             ));
         }
+        self.extensions_compacted_at_leaf(false).await;
+        let result = result.to_json();
         self.emit(end(Some(&result), false, None));
         Ok(Some(result))
     }
@@ -304,7 +339,7 @@ impl AgentSession {
             )
             .await
         {
-            Ok(Some(result)) => Ok(result.to_json()),
+            Ok(Some(result)) => Ok(result),
             Ok(None) => Err(SessionError::Compaction("Nothing to compact".to_owned())),
             Err(error) => Err(SessionError::Compaction(error)),
         }
@@ -345,8 +380,50 @@ impl AgentSession {
             return Ok(NavigateOutcome::default());
         }
         let selection = collect_entries_for_branch_summary(&old_path, &target_path);
+        let old_leaf = old_path.last().and_then(|leaf| leaf.entry.id.clone());
+        // The extensions may cancel, supply the summary, or change instructions and label.
+        let mut options = options;
+        let mut supplied = None;
+        let answer = self
+            .extensions_before_tree(&TreePreparation {
+                target_id: target,
+                old_leaf_id: old_leaf.as_ref(),
+                common_ancestor_id: selection.common_ancestor_id.as_ref(),
+                entries_to_summarize: selection.entries,
+                user_wants_summary: options.summarize,
+                custom_instructions: options.custom_instructions.as_deref(),
+                replace_instructions: options.replace_instructions,
+                label: options.label.as_deref(),
+            })
+            .await;
+        match answer {
+            Err(SessionError::Cancelled) => {
+                return Ok(NavigateOutcome {
+                    editor_text: None,
+                    cancelled: true,
+                });
+            }
+            Err(error) => return Err(error),
+            Ok(Some(result)) => {
+                if options.summarize {
+                    supplied = result.summary;
+                }
+                if let Some(instructions) = result.custom_instructions {
+                    options.custom_instructions = Some(instructions);
+                }
+                if let Some(replace) = result.replace_instructions {
+                    options.replace_instructions = replace;
+                }
+                if let Some(label) = result.label {
+                    options.label = Some(label);
+                }
+            }
+            Ok(None) => {}
+        }
         let mut summary = None;
-        if options.summarize && !selection.entries.is_empty() {
+        if let Some(extension_summary) = supplied {
+            summary = Some((extension_summary.summary, extension_summary.details, true));
+        } else if options.summarize && !selection.entries.is_empty() {
             let model = self.model().ok_or(SessionError::NoModel)?;
             let stream_options = self
                 .summarizer_options(&model)
@@ -375,7 +452,9 @@ impl AgentSession {
             .await;
             self.state().compaction_cancel = None;
             match outcome {
-                Ok(result) => summary = Some(result),
+                Ok(result) => {
+                    summary = Some((result.summary.clone(), Some(result.details()), false))
+                }
                 Err(CompactionError::Cancelled) => {
                     return Ok(NavigateOutcome {
                         editor_text: None,
@@ -389,34 +468,36 @@ impl AgentSession {
         let store = self.store().clone();
         let target_id = target.clone();
         let label = options.label.clone().filter(|label| !label.is_empty());
-        blocking(move || {
-            match summary {
-                Some(result) => {
-                    let entry = store.branch_with_summary(
-                        &session,
-                        destination.new_leaf.as_ref(),
-                        result.summary.clone(),
-                        Some(result.details()),
-                        Some(false),
-                    )?;
-                    if let (Some(label), Some(id)) = (&label, &entry.entry.id) {
-                        store.append_label(&session, id, Some(label))?;
-                    }
+        let from_extension = summary.as_ref().map(|(_, _, from_hook)| *from_hook);
+        let summary_entry = blocking(move || match summary {
+            Some((text, details, from_hook)) => {
+                let entry = store.branch_with_summary(
+                    &session,
+                    destination.new_leaf.as_ref(),
+                    text,
+                    details,
+                    Some(from_hook),
+                )?;
+                if let (Some(label), Some(id)) = (&label, &entry.entry.id) {
+                    store.append_label(&session, id, Some(label))?;
                 }
-                None => {
-                    match &destination.new_leaf {
-                        Some(leaf) => store.branch(&session, leaf)?,
-                        None => store.reset_leaf(&session)?,
-                    }
-                    if let Some(label) = &label {
-                        store.append_label(&session, &target_id, Some(label))?;
-                    }
-                }
+                Ok(crate::support::json::parse_lenient(&entry.payload).ok())
             }
-            Ok(())
+            None => {
+                match &destination.new_leaf {
+                    Some(leaf) => store.branch(&session, leaf)?,
+                    None => store.reset_leaf(&session)?,
+                }
+                if let Some(label) = &label {
+                    store.append_label(&session, &target_id, Some(label))?;
+                }
+                Ok(None)
+            }
         })
         .await?;
         self.reload_transcript().await?;
+        self.extensions_tree_moved(old_leaf.as_ref(), summary_entry, from_extension)
+            .await?;
         Ok(NavigateOutcome {
             editor_text: destination.editor_text,
             cancelled: false,

@@ -107,6 +107,10 @@ pub struct ResourceConfig {
     pub user_settings: ScopeSettings,
     /// Entries from `<cwd>/.pi/settings.json`.
     pub project_settings: ScopeSettings,
+    /// Skill paths extensions contributed (`resources_discover`), loaded like `--skill`.
+    pub extension_skill_paths: Vec<String>,
+    /// Prompt template paths extensions contributed, loaded like `--prompt-template`.
+    pub extension_prompt_paths: Vec<String>,
 }
 
 impl ResourceConfig {
@@ -125,6 +129,8 @@ impl ResourceConfig {
             no_prompt_templates: false,
             user_settings: ScopeSettings::default(),
             project_settings: ScopeSettings::default(),
+            extension_skill_paths: Vec::new(),
+            extension_prompt_paths: Vec::new(),
         }
     }
 }
@@ -214,7 +220,11 @@ fn load_templates(
             discover: !config.no_prompt_templates,
             project_entries: &config.project_settings.prompts,
             user_entries: &config.user_settings.prompts,
-            cli_paths: &config.prompt_template_paths,
+            cli_paths: &[
+                config.prompt_template_paths.as_slice(),
+                config.extension_prompt_paths.as_slice(),
+            ]
+            .concat(),
         },
         Kind::Prompts,
     );
@@ -285,7 +295,11 @@ impl Resources {
                 discover: !config.no_skills,
                 project_entries: &config.project_settings.skills,
                 user_entries: &config.user_settings.skills,
-                cli_paths: &config.skill_paths,
+                cli_paths: &[
+                    config.skill_paths.as_slice(),
+                    config.extension_skill_paths.as_slice(),
+                ]
+                .concat(),
             },
             Kind::Skills,
         );
@@ -332,6 +346,25 @@ impl Resources {
     /// Discovers and reads everything again with the same configuration (`/reload`).
     pub fn reload(&mut self) {
         *self = Self::load(self.config.clone());
+    }
+
+    /// Replaces the skill and prompt paths contributed by extensions (`resources_discover`)
+    /// and reloads when they changed; returns whether they did.
+    pub fn set_extension_paths(
+        &mut self,
+        skill_paths: Vec<String>,
+        prompt_paths: Vec<String>,
+    ) -> bool {
+        if self.config.extension_skill_paths == skill_paths
+            && self.config.extension_prompt_paths == prompt_paths
+        {
+            return false;
+        }
+        let mut config = self.config.clone();
+        config.extension_skill_paths = skill_paths;
+        config.extension_prompt_paths = prompt_paths;
+        *self = Self::load(config);
+        true
     }
 
     /// Returns the configuration the resources were loaded with.

@@ -189,6 +189,32 @@ impl ToolSet {
         set
     }
 
+    /// Returns this set with more custom tools (extension tools, in registration order): a
+    /// tool named like a registered one replaces it in place, others are appended; tools the
+    /// allowlist does not allow are dropped; the new tools become active after the current
+    /// active ones (the reference's `_refreshToolRegistry`).
+    pub fn with_custom(&self, custom: Vec<Arc<dyn Tool>>) -> Self {
+        let mut set = self.clone();
+        let mut wanted = set.active.clone();
+        for tool in custom {
+            let name = tool.definition().name.clone();
+            if !set.is_allowed(&name) {
+                continue;
+            }
+            match set
+                .registry
+                .iter()
+                .position(|existing| existing.definition().name == name)
+            {
+                Some(idx) => set.registry[idx] = tool,
+                None => set.registry.push(tool),
+            }
+            wanted.push(name);
+        }
+        set.set_active(&wanted);
+        set
+    }
+
     /// Returns every registered tool.
     pub fn registry(&self) -> &[Arc<dyn Tool>] {
         &self.registry

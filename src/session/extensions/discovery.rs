@@ -1,0 +1,386 @@
+//! Finding out-of-process extensions (`docs/extensions.md`, "Where pi looks").
+//!
+//! Sources, in load order (the reference's precedence): `-e PATH` (honoured even with
+//! `--no-extensions`), the project settings key `executableExtensions`
+//! (`<cwd>/.pi/settings.json`, paths relative to `<cwd>/.pi`), the directory
+//! `<cwd>/.pi/extensions/`, the user settings key (`<agent dir>/settings.json`, relative to the
+//! agent dir), and `<agent dir>/extensions/`. A path may start with `~/`.
+//!
+//! An extension is an executable file (any run bit set) or a directory holding an executable
+//! file named `extension`. The reference keeps its TypeScript extensions in the same places —
+//! `*.ts`/`*.js` files (executable or not) and directories with `index.ts`, `index.js` or a
+//! `package.json` with `pi.extensions` — and those are never run: they are listed as skipped.
+//! In the directories, dotfiles, `node_modules` and other files are ignored; entries load in
+//! name order. A path found twice loads once.
+//!
+//! Invariant: reads the file system only; never starts anything.
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where an extension was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtensionOrigin {
+    /// `-e PATH`.
+    CommandLine,
+    /// `executableExtensions` in the project settings.
+    ProjectSettings,
+    /// `<cwd>/.pi/extensions/`.
+    ProjectDir,
+    /// `executableExtensions` in the user settings.
+    UserSettings,
+    /// `<agent dir>/extensions/`.
+    UserDir,
+}
+
+/// An executable extension to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecutableExtension {
+    /// The program to run (the file, or the directory's `extension`).
+    pub program: PathBuf,
+    /// The path reported in errors (`extensionPath`): the file or directory found.
+    pub display: String,
+    /// Where it was found.
+    pub origin: ExtensionOrigin,
+}
+
+/// What to look at.
+#[derive(Clone, Debug)]
+pub struct DiscoveryInput<'a> {
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The agent directory.
+    pub agent_dir: &'a Path,
+    /// The home directory, for `~/`.
+    pub home: Option<&'a Path>,
+    /// `-e` values.
+    pub cli_paths: &'a [String],
+    /// `executableExtensions` of `<cwd>/.pi/settings.json`.
+    pub project_settings: &'a [String],
+    /// `executableExtensions` of `<agent dir>/settings.json`.
+    pub user_settings: &'a [String],
+    /// False with `--no-extensions` (settings and directories are then ignored).
+    pub discover: bool,
+}
+
+/// What discovery found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Discovered {
+    /// The extensions to start, in load order.
+    pub executables: Vec<ExecutableExtension>,
+    /// Extensions of the reference (TypeScript/JavaScript) that were not run.
+    pub skipped: Vec<String>,
+    /// Paths that were named explicitly but cannot be used (one line each).
+    pub problems: Vec<String>,
+}
+
+impl Discovered {
+    /// The one notice line listing the reference's extensions that were skipped.
+    pub fn skipped_notice(&self) -> Option<String> {
+        if self.skipped.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "Skipped {} TypeScript/JavaScript extension{} of the reference pi (pi runs executable extensions only): {}",
+            self.skipped.len(),
+            if self.skipped.len() == 1 { "" } else { "s" },
+            self.skipped.join(", ")
+        ))
+    }
+}
+
+/// What a path is.
+enum Kind {
+    Executable(PathBuf),
+    Reference,
+    Nothing,
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+fn is_script_of_the_reference(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|ext| ext.to_str()),
+        Some("ts" | "js")
+    )
+}
+
+fn is_reference_dir(dir: &Path) -> bool {
+    if dir.join("index.ts").is_file() || dir.join("index.js").is_file() {
+        return true;
+    }
+    let Ok(text) = std::fs::read_to_string(dir.join("package.json")) else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|package| package.get("pi")?.get("extensions").cloned())
+        .is_some()
+}
+
+fn classify(path: &Path) -> Kind {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Kind::Nothing;
+    };
+    if meta.is_dir() {
+        if is_reference_dir(path) {
+            return Kind::Reference;
+        }
+        let entry = path.join("extension");
+        return if is_executable(&entry) {
+            Kind::Executable(entry)
+        } else {
+            Kind::Nothing
+        };
+    }
+    if is_script_of_the_reference(path) {
+        return Kind::Reference;
+    }
+    if is_executable(path) {
+        Kind::Executable(path.to_path_buf())
+    } else {
+        Kind::Nothing
+    }
+}
+
+fn expand(value: &str, base: &Path, home: Option<&Path>) -> PathBuf {
+    let path = match (value.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if value == "~" => home.map_or_else(|| PathBuf::from(value), Path::to_path_buf),
+        _ => PathBuf::from(value),
+    };
+    let joined = if path.is_absolute() {
+        path
+    } else {
+        base.join(path)
+    };
+    normalize(&joined)
+}
+
+/// Removes `.` and resolves `..` lexically (the path need not exist).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+struct Collector {
+    found: Discovered,
+    seen: HashSet<PathBuf>,
+}
+
+impl Collector {
+    fn add(&mut self, path: &Path, origin: ExtensionOrigin, explicit: bool) {
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if !self.seen.insert(key) {
+            return;
+        }
+        let display = path.display().to_string();
+        match classify(path) {
+            Kind::Executable(program) => self.found.executables.push(ExecutableExtension {
+                program,
+                display,
+                origin,
+            }),
+            Kind::Reference => self.found.skipped.push(display),
+            Kind::Nothing if explicit => self.found.problems.push(if path.exists() {
+                format!(
+                    "{display}: not an extension pi can run (an executable file, or a directory with an executable `extension`)"
+                )
+            } else {
+                format!("{display}: extension not found")
+            }),
+            Kind::Nothing => {}
+        }
+    }
+
+    fn scan(&mut self, dir: &Path, origin: ExtensionOrigin) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| !name.starts_with('.') && name != "node_modules")
+            })
+            .collect();
+        paths.sort();
+        for path in paths {
+            self.add(&path, origin, false);
+        }
+    }
+}
+
+/// Finds the extensions of [`DiscoveryInput`] (see the module docs).
+pub fn discover(input: &DiscoveryInput<'_>) -> Discovered {
+    let mut collector = Collector {
+        found: Discovered::default(),
+        seen: HashSet::new(),
+    };
+    for value in input.cli_paths {
+        let path = expand(value, input.cwd, input.home);
+        collector.add(&path, ExtensionOrigin::CommandLine, true);
+    }
+    if input.discover {
+        let project_base = input.cwd.join(".pi");
+        for value in input.project_settings {
+            let path = expand(value, &project_base, input.home);
+            collector.add(&path, ExtensionOrigin::ProjectSettings, true);
+        }
+        collector.scan(
+            &project_base.join("extensions"),
+            ExtensionOrigin::ProjectDir,
+        );
+        for value in input.user_settings {
+            let path = expand(value, input.agent_dir, input.home);
+            collector.add(&path, ExtensionOrigin::UserSettings, true);
+        }
+        collector.scan(
+            &input.agent_dir.join("extensions"),
+            ExtensionOrigin::UserDir,
+        );
+    }
+    collector.found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str, mode: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn executables_load_in_precedence_order_and_reference_extensions_are_listed_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("work");
+        let agent = dir.path().join("agent");
+        let project = cwd.join(".pi/extensions");
+        write(&project.join("b-guard.py"), "#!/bin/sh\n", 0o755);
+        write(&project.join("a-tool"), "#!/bin/sh\n", 0o755);
+        write(&project.join("notes.md"), "not an extension", 0o644);
+        write(&project.join(".hidden"), "#!/bin/sh\n", 0o755);
+        write(&project.join("ref.ts"), "export default () => {}", 0o755);
+        write(
+            &project.join("pkg/index.ts"),
+            "export default () => {}",
+            0o644,
+        );
+        write(&project.join("native/extension"), "#!/bin/sh\n", 0o755);
+        write(
+            &project.join("node_modules/x/extension"),
+            "#!/bin/sh\n",
+            0o755,
+        );
+        write(
+            &agent.join("extensions/npm-ext/package.json"),
+            r#"{"pi":{"extensions":["./src/index.ts"]}}"#,
+            0o644,
+        );
+        write(&agent.join("extensions/user-tool"), "#!/bin/sh\n", 0o700);
+        write(&agent.join("tools/from-settings"), "#!/bin/sh\n", 0o755);
+        write(&dir.path().join("cli-ext"), "#!/bin/sh\n", 0o755);
+        let cli = vec![
+            "../cli-ext".to_owned(),
+            "missing-ext".to_owned(),
+            ".pi/extensions/a-tool".to_owned(),
+        ];
+        let user = vec!["tools/from-settings".to_owned()];
+        let found = discover(&DiscoveryInput {
+            cwd: &cwd,
+            agent_dir: &agent,
+            home: None,
+            cli_paths: &cli,
+            project_settings: &[],
+            user_settings: &user,
+            discover: true,
+        });
+        let names: Vec<(String, ExtensionOrigin)> = found
+            .executables
+            .iter()
+            .map(|ext| {
+                (
+                    ext.program
+                        .strip_prefix(dir.path())
+                        .unwrap()
+                        .display()
+                        .to_string(),
+                    ext.origin,
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("cli-ext".to_owned(), ExtensionOrigin::CommandLine),
+                (
+                    "work/.pi/extensions/a-tool".to_owned(),
+                    ExtensionOrigin::CommandLine
+                ),
+                (
+                    "work/.pi/extensions/b-guard.py".to_owned(),
+                    ExtensionOrigin::ProjectDir
+                ),
+                (
+                    "work/.pi/extensions/native/extension".to_owned(),
+                    ExtensionOrigin::ProjectDir
+                ),
+                (
+                    "agent/tools/from-settings".to_owned(),
+                    ExtensionOrigin::UserSettings
+                ),
+                (
+                    "agent/extensions/user-tool".to_owned(),
+                    ExtensionOrigin::UserDir
+                ),
+            ]
+        );
+        assert_eq!(found.skipped.len(), 3);
+        assert!(found.skipped[0].ends_with("pkg"));
+        assert!(found.skipped[1].ends_with("ref.ts"));
+        assert!(found.skipped[2].ends_with("npm-ext"));
+        assert_eq!(found.problems.len(), 1);
+        assert!(found.problems[0].ends_with("missing-ext: extension not found"));
+        let notice = found.skipped_notice().unwrap();
+        assert!(
+            notice.starts_with("Skipped 3 TypeScript/JavaScript extensions of the reference pi")
+        );
+    }
+
+    #[test]
+    fn no_extensions_keeps_only_the_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join(".pi/extensions/a"), "#!/bin/sh\n", 0o755);
+        write(&dir.path().join("b"), "#!/bin/sh\n", 0o755);
+        let found = discover(&DiscoveryInput {
+            cwd: dir.path(),
+            agent_dir: &dir.path().join("agent"),
+            home: None,
+            cli_paths: &["b".to_owned()],
+            project_settings: &[],
+            user_settings: &[],
+            discover: false,
+        });
+        assert_eq!(found.executables.len(), 1);
+        assert!(found.executables[0].program.ends_with("b"));
+        assert_eq!(found.skipped_notice(), None);
+    }
+}

@@ -1,0 +1,385 @@
+//! The extension side of [`AgentSession`]: starting and stopping a runtime's extensions,
+//! translating agent events into extension events, and the `session_*` hooks (switch, fork,
+//! tree, compaction) — so `agent_session.rs` keeps only the call sites.
+//!
+//! Invariant: every hook is skipped (and builds no event) when no extension handles it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::model::ids::EntryId;
+use crate::session::AgentEvent;
+use crate::session::agent_session::{AgentSession, SessionError};
+use crate::session::events::SessionEvent;
+use crate::session::extensions::context::ExtensionErrorReport;
+use crate::session::extensions::event::{
+    CompactionOverride, ExtensionEvent, ResourcePaths, SessionBeforeResult, ShutdownReason,
+    StartReason,
+};
+use crate::session::extensions::{self, ExtensionBus, ExtensionContext, RegisteredCommand};
+use crate::session::persist::blocking;
+use crate::store::StoredEntry;
+
+/// What `session_before_tree` is told (the reference's `preparation`).
+#[derive(Clone, Copy, Debug)]
+pub struct TreePreparation<'a> {
+    /// The entry navigated to.
+    pub target_id: &'a EntryId,
+    /// The leaf before the move.
+    pub old_leaf_id: Option<&'a EntryId>,
+    /// The deepest entry on both paths.
+    pub common_ancestor_id: Option<&'a EntryId>,
+    /// The abandoned branch, root first.
+    pub entries_to_summarize: &'a [StoredEntry],
+    /// Whether the user asked for a summary.
+    pub user_wants_summary: bool,
+    /// The user's summary instructions.
+    pub custom_instructions: Option<&'a str>,
+    /// Whether they replace the default prompt.
+    pub replace_instructions: bool,
+    /// The label the user gave.
+    pub label: Option<&'a str>,
+}
+
+impl TreePreparation<'_> {
+    /// `{targetId, oldLeafId, commonAncestorId, entriesToSummarize, userWantsSummary,
+    /// customInstructions?, replaceInstructions?, label?}`.
+    pub fn to_json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("targetId".into(), Value::from(self.target_id.as_str()));
+        map.insert(
+            "oldLeafId".into(),
+            self.old_leaf_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "commonAncestorId".into(),
+            self.common_ancestor_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "entriesToSummarize".into(),
+            Value::Array(
+                self.entries_to_summarize
+                    .iter()
+                    .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
+                    .collect(),
+            ),
+        );
+        map.insert(
+            "userWantsSummary".into(),
+            Value::Bool(self.user_wants_summary),
+        );
+        if let Some(instructions) = self.custom_instructions {
+            map.insert("customInstructions".into(), Value::from(instructions));
+        }
+        if self.replace_instructions {
+            map.insert("replaceInstructions".into(), Value::Bool(true));
+        }
+        if let Some(label) = self.label {
+            map.insert("label".into(), Value::from(label));
+        }
+        Value::Object(map)
+    }
+}
+
+impl AgentSession {
+    /// Starts the configured extensions for a new session runtime and registers their tools.
+    pub(crate) async fn start_extensions(&self) -> Arc<ExtensionBus> {
+        let config = self.config();
+        let ctx = ExtensionContext::attached(
+            self.downgrade(),
+            config.extensions.ui.clone(),
+            config.cwd.clone(),
+            config.extensions.env.clone(),
+        );
+        let loaded = extensions::load(&config.extensions, &ctx, &config.cwd).await;
+        let bus = Arc::new(ExtensionBus::new(loaded, ctx, config.extensions.timeout));
+        self.install_extensions(bus.clone());
+        bus
+    }
+
+    /// `resources_discover`: loads the skill and prompt paths extensions contribute (and
+    /// drops those of a previous runtime).
+    pub(crate) async fn discover_resources(&self, bus: &ExtensionBus, reason: StartReason) {
+        let paths = if bus.has_handlers("resources_discover") {
+            let cwd = self.config().cwd.to_string_lossy().into_owned();
+            let kind = if reason == StartReason::Reload {
+                "reload"
+            } else {
+                "startup"
+            };
+            bus.emit_resources_discover(&cwd, kind).await
+        } else {
+            ResourcePaths::default()
+        };
+        let changed = match self.config().resources.lock() {
+            Ok(mut resources) => {
+                resources.set_extension_paths(paths.skill_paths, paths.prompt_paths)
+            }
+            Err(poisoned) => poisoned
+                .into_inner()
+                .set_extension_paths(paths.skill_paths, paths.prompt_paths),
+        };
+        if changed {
+            self.rebuild_system_prompt();
+        }
+    }
+
+    /// Emits `session_shutdown` to the current extensions and stops them.
+    pub(crate) async fn teardown(&self, reason: ShutdownReason, target_session: Option<String>) {
+        let bus = self.bus();
+        if bus.has_handlers("session_shutdown") {
+            bus.emit(&ExtensionEvent::SessionShutdown {
+                reason,
+                target_session,
+            })
+            .await;
+        }
+        bus.stop_all().await;
+    }
+
+    /// Ends the session runtime: `session_shutdown` (reason `quit`) to the extensions, which
+    /// are then stopped. Modes call it once before exiting.
+    pub async fn shutdown(&self) {
+        self.teardown(ShutdownReason::Quit, None).await;
+    }
+
+    /// Reports an extension failure as an `extension_error` event.
+    pub fn report_extension_error(&self, report: ExtensionErrorReport) {
+        self.emit(SessionEvent::ExtensionError {
+            extension_path: report.extension_path,
+            event: report.event,
+            error: report.error,
+        });
+    }
+
+    /// Returns the commands extensions registered (for completion and RPC `get_commands`).
+    pub fn extension_commands(&self) -> Vec<RegisteredCommand> {
+        self.bus().commands()
+    }
+
+    /// Delivers an agent event to the extensions (before listeners and persistence, as the
+    /// reference does); `message_end` went to them already, through `finalize_message`.
+    pub(crate) async fn deliver_agent_event(&self, event: &AgentEvent) {
+        let bus = self.bus();
+        let name = event.kind();
+        let wanted = name != "message_end" && bus.has_handlers(name);
+        let extension_event = match event {
+            AgentEvent::AgentStart => {
+                self.start_turn_count();
+                wanted.then_some(ExtensionEvent::AgentStart)
+            }
+            AgentEvent::AgentEnd { messages } => wanted.then(|| ExtensionEvent::AgentEnd {
+                messages: messages.clone(),
+            }),
+            AgentEvent::TurnStart => wanted.then(|| ExtensionEvent::TurnStart {
+                turn_index: self.turn_index(),
+                timestamp: self.now_ms(),
+            }),
+            AgentEvent::TurnEnd {
+                message,
+                tool_results,
+            } => {
+                let turn_index = self.end_turn();
+                wanted.then(|| ExtensionEvent::TurnEnd {
+                    turn_index,
+                    message: message.clone(),
+                    tool_results: tool_results.clone(),
+                })
+            }
+            AgentEvent::MessageStart { message } => wanted.then(|| ExtensionEvent::MessageStart {
+                message: message.clone(),
+            }),
+            AgentEvent::MessageUpdate { .. } => wanted.then(|| {
+                let mut json = event.to_json();
+                ExtensionEvent::MessageUpdate {
+                    message: json["message"].take(),
+                    assistant_message_event: json["assistantMessageEvent"].take(),
+                }
+            }),
+            AgentEvent::MessageEnd { .. } => None,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => wanted.then(|| ExtensionEvent::ToolExecutionStart {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: args.clone(),
+            }),
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id,
+                tool_name,
+                args,
+                partial_result,
+            } => wanted.then(|| ExtensionEvent::ToolExecutionUpdate {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: args.clone(),
+                partial_result: partial_result.clone(),
+            }),
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                tool_name,
+                result,
+                is_error,
+            } => wanted.then(|| ExtensionEvent::ToolExecutionEnd {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                result: result.clone(),
+                is_error: *is_error,
+            }),
+        };
+        if let Some(extension_event) = extension_event {
+            bus.emit(&extension_event).await;
+        }
+    }
+
+    /// `session_before_tree`: asks the extensions before the leaf moves.
+    /// `Err(Cancelled)` when one cancels (nothing may change); otherwise what they returned
+    /// (a `summary` to store instead of generating one — honoured only when the user wants a
+    /// summary —, instructions and a `label`).
+    pub async fn extensions_before_tree(
+        &self,
+        preparation: &TreePreparation<'_>,
+    ) -> Result<Option<SessionBeforeResult>, SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_tree") {
+            return Ok(None);
+        }
+        let result = bus
+            .emit_session_before(&ExtensionEvent::SessionBeforeTree {
+                preparation: preparation.to_json(),
+            })
+            .await;
+        match result {
+            Some(result) if result.cancel => Err(SessionError::Cancelled),
+            other => Ok(other),
+        }
+    }
+
+    /// `session_tree`: tells the extensions the leaf moved (with the branch summary entry
+    /// stored for the move, if any, and whether an extension supplied it).
+    pub async fn extensions_tree_moved(
+        &self,
+        old_leaf: Option<&EntryId>,
+        summary_entry: Option<Value>,
+        from_extension: Option<bool>,
+    ) -> Result<(), SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_tree") {
+            return Ok(());
+        }
+        let new_leaf = self.leaf_id().await?;
+        bus.emit(&ExtensionEvent::SessionTree {
+            new_leaf_id: new_leaf.map(|id| id.to_string()),
+            old_leaf_id: old_leaf.map(ToString::to_string),
+            summary_entry,
+            from_extension,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// `session_before_compact`: asks the extensions before a compaction is summarised.
+    /// `Err(Cancelled)` when one cancels (no compaction entry may be written); `Ok(Some(_))`
+    /// when one supplies the summary (store [`CompactionOverride::to_entry`]
+    /// instead of generating one).
+    pub async fn extensions_before_compact(
+        &self,
+        preparation: &crate::session::compaction::CompactionPreparation<'_>,
+        branch_entries: &[StoredEntry],
+        custom_instructions: Option<&str>,
+    ) -> Result<Option<CompactionOverride>, SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_compact") {
+            return Ok(None);
+        }
+        let event = ExtensionEvent::SessionBeforeCompact {
+            preparation: extensions::event::compaction_preparation_json(preparation),
+            branch_entries: branch_entries
+                .iter()
+                .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
+                .collect(),
+            custom_instructions: custom_instructions.map(str::to_owned),
+        };
+        match bus.emit_session_before(&event).await {
+            Some(result) if result.cancel => Err(SessionError::Cancelled),
+            Some(result) => Ok(result.compaction),
+            None => Ok(None),
+        }
+    }
+
+    /// `session_compact` for the compaction entry just appended (the leaf).
+    pub(crate) async fn extensions_compacted_at_leaf(&self, from_extension: bool) {
+        if !self.bus().has_handlers("session_compact") {
+            return;
+        }
+        let session = self.session_id().await;
+        let store = self.store().clone();
+        if let Ok(Some(leaf)) = blocking(move || store.leaf(&session)).await {
+            self.extensions_compacted(&leaf, from_extension).await;
+        }
+    }
+
+    /// `session_compact`: tells the extensions about the stored compaction entry.
+    pub async fn extensions_compacted(&self, compaction_entry: &StoredEntry, from_extension: bool) {
+        let bus = self.bus();
+        if !bus.has_handlers("session_compact") {
+            return;
+        }
+        let entry =
+            crate::support::json::parse_lenient(&compaction_entry.payload).unwrap_or(Value::Null);
+        bus.emit(&ExtensionEvent::SessionCompact {
+            compaction_entry: entry,
+            from_extension,
+        })
+        .await;
+    }
+
+    /// Asks the extensions whether a switch may happen (`session_before_switch`).
+    pub(crate) async fn allow_switch(
+        &self,
+        reason: &'static str,
+        target_session: Option<String>,
+    ) -> Result<(), SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_switch") {
+            return Ok(());
+        }
+        let result = bus
+            .emit_session_before(&ExtensionEvent::SessionBeforeSwitch {
+                reason,
+                target_session,
+            })
+            .await;
+        if result.is_some_and(|result| result.cancel) {
+            return Err(SessionError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Asks the extensions whether a fork may happen (`session_before_fork`).
+    pub(crate) async fn allow_fork(
+        &self,
+        entry_id: &str,
+        position: &'static str,
+    ) -> Result<(), SessionError> {
+        let bus = self.bus();
+        if !bus.has_handlers("session_before_fork") {
+            return Ok(());
+        }
+        let result = bus
+            .emit_session_before(&ExtensionEvent::SessionBeforeFork {
+                entry_id: entry_id.to_owned(),
+                position,
+            })
+            .await;
+        if result.is_some_and(|result| result.cancel) {
+            return Err(SessionError::Cancelled);
+        }
+        Ok(())
+    }
+}

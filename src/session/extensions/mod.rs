@@ -1,0 +1,119 @@
+//! Extensions: change pi's behaviour without touching its core (`spec/extensions-and-modes.md`
+//! §1–§5, `docs/extensions.md`).
+//!
+//! * [`event`] — the event catalogue and the typed results handlers may give;
+//! * [`api`] — the [`Extension`] trait (one hook per event, each with a no-op default), so
+//!   built-in features and external programs use the same bus;
+//! * [`bus`] — [`ExtensionBus`]: dispatch in load order with the reference's result semantics,
+//!   errors reported as `extension_error` events, time limits;
+//! * [`context`] — [`ExtensionContext`]: what an extension can do to its session;
+//! * [`ui`] — [`ExtensionUi`]: dialogs answered by the REPL or the RPC client, [`NoUi`]
+//!   otherwise;
+//! * [`process`], [`protocol`], [`host`] — out-of-process extensions speaking JSON lines;
+//! * [`discovery`] — where executable extensions are found.
+//!
+//! A fresh set of extensions is started for every session runtime (startup, `/new`,
+//! `/resume`, fork, clone), as in the reference 0.73.1.
+//!
+//! Invariants: an extension's failure never aborts a run or loses an entry; nothing here
+//! prints or reads environment variables (the environment for child processes is passed in).
+
+pub mod api;
+pub mod bus;
+pub mod context;
+pub mod discovery;
+pub mod event;
+pub mod hooks;
+pub mod host;
+pub mod process;
+pub mod protocol;
+pub mod ui;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use api::{CommandInfo, Extension, ExtensionError, HookFuture};
+pub use bus::{ExtensionBus, InputOutcome, RegisteredCommand};
+pub use context::{ExtensionContext, ExtensionErrorReport};
+pub use discovery::{Discovered, DiscoveryInput, ExecutableExtension, ExtensionOrigin};
+pub use event::ExtensionEvent;
+pub use process::{ProcessConfig, ProcessExtension};
+pub use ui::{ExtensionUi, NoUi, NotifyKind};
+
+/// The default time limit: a handshake, and an extension's silence while it owes an answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Builds a fresh in-process extension for each session runtime.
+pub type ExtensionFactory = Arc<dyn Fn() -> Arc<dyn Extension> + Send + Sync>;
+
+/// Which extensions a session loads, and how.
+#[derive(Clone)]
+pub struct ExtensionsConfig {
+    /// In-process extensions (built-in features), loaded first, in order.
+    pub builtin: Vec<ExtensionFactory>,
+    /// Executable extensions, in load order (see [`discovery`]).
+    pub executables: Vec<ExecutableExtension>,
+    /// The handshake limit and the per-request inactivity limit (settings key
+    /// `executableExtensionTimeoutMs`); also the limit of in-process hooks.
+    pub timeout: Duration,
+    /// Dialogs and notifications (the mode's UI; [`NoUi`] when nobody can answer).
+    pub ui: Arc<dyn ExtensionUi>,
+    /// The environment extension processes and `exec` get (pi's own).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl Default for ExtensionsConfig {
+    fn default() -> Self {
+        Self {
+            builtin: Vec::new(),
+            executables: Vec::new(),
+            timeout: DEFAULT_TIMEOUT,
+            ui: Arc::new(NoUi),
+            env: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ExtensionsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtensionsConfig")
+            .field("builtin", &self.builtin.len())
+            .field("executables", &self.executables)
+            .field("timeout", &self.timeout)
+            .field("has_ui", &self.ui.has_ui())
+            .finish()
+    }
+}
+
+/// Starts every configured extension for a session runtime: in-process ones first, then the
+/// executables (started concurrently, kept in load order). One that cannot start is reported
+/// as an `extension_error` (event `load`) and left out.
+pub async fn load(
+    config: &ExtensionsConfig,
+    ctx: &ExtensionContext,
+    cwd: &Path,
+) -> Vec<Arc<dyn Extension>> {
+    let mut loaded: Vec<Arc<dyn Extension>> =
+        config.builtin.iter().map(|factory| factory()).collect();
+    let starts = config.executables.iter().map(|executable| {
+        let process = ProcessConfig {
+            program: executable.program.clone(),
+            display: executable.display.clone(),
+            cwd: cwd.to_path_buf(),
+            env: config.env.clone(),
+            timeout: config.timeout,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        ProcessExtension::start(process, ctx.clone())
+    });
+    let started = futures::future::join_all(starts).await;
+    for (executable, result) in config.executables.iter().zip(started) {
+        match result {
+            Ok(extension) => loaded.push(Arc::new(extension)),
+            Err(reason) => ctx.report_error(&executable.display, "load", &reason),
+        }
+    }
+    loaded
+}
