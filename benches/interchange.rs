@@ -10,10 +10,9 @@
 //! The reference is timed by `benches/reference-open.mjs` with the pinned package of
 //! `tests/interop/` (`npm ci` there first). Not run in CI. Figures go to `docs/BENCHMARKS.md`.
 //!
-//! "With the search index": this branch has no full-text index, so every import here is
-//! without one. Once the store maintains an index in its append transaction, the import
-//! below measures "with index"; `PI_BENCH_LABEL` names the variant in the output so figures
-//! of two builds can be put side by side.
+//! The store maintains the full-text search index in the import transaction (derived rows),
+//! so the import below is "with search index"; `PI_BENCH_LABEL` names the variant in the
+//! output so figures of two builds can be put side by side.
 //!
 //! Wall-clock figures on a shared machine are noisy, so CPU seconds (user + system, every
 //! thread) are printed beside them for both sides. Other knobs: `PI_BENCH_NO_REFERENCE=1`
@@ -162,7 +161,7 @@ fn main() {
     };
     let file = PathBuf::from(file);
     let runs: usize = args.get(1).and_then(|runs| runs.parse().ok()).unwrap_or(3);
-    let label = std::env::var("PI_BENCH_LABEL").unwrap_or_else(|_| "without search index".into());
+    let label = std::env::var("PI_BENCH_LABEL").unwrap_or_else(|_| "with search index".into());
     let size = std::fs::metadata(&file).expect("the session file").len();
     let mb = size as f64 / 1_048_576.0;
     println!("file: {} ({mb:.1} MiB)", file.display());

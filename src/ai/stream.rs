@@ -39,26 +39,53 @@ use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
 use crate::support::json::to_js_string;
 
+/// The HTTP client, built on first use: building it loads the system's root certificates
+/// (hundreds of files, several milliseconds), which a session that never calls a model — or
+/// a REPL that has not been sent a prompt yet — does not need.
+type LazyHttp = Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>;
+
+fn build_http() -> Result<reqwest::Client, String> {
+    // No proxy from the environment: this layer reads no environment variables (and the
+    // reference's fetch ignores HTTP(S)_PROXY as well).
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|err| err.to_string())
+}
+
+/// Returns the client of `cell`, building it on the blocking pool the first time.
+async fn lazy_http(cell: &LazyHttp) -> Result<reqwest::Client, AiError> {
+    let built = match cell.get() {
+        Some(built) => built.clone(),
+        None => {
+            let cell = cell.clone();
+            tokio::task::spawn_blocking(move || cell.get_or_init(build_http).clone())
+                .await
+                .unwrap_or_else(|join| Err(join.to_string()))
+        }
+    };
+    built.map_err(|message| AiError::Config {
+        message: format!("Could not set up the HTTP client: {message}"),
+    })
+}
+
 /// Makes LLM calls; holds the HTTP connection pool. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AiClient {
-    http: reqwest::Client,
+    http: LazyHttp,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
 }
 
 impl AiClient {
-    /// Builds a client; `clock` stamps messages, `ids` draws the retry jitter.
+    /// Builds a client; `clock` stamps messages, `ids` draws the retry jitter. The HTTP
+    /// connection pool is set up by the first call.
     pub fn new(clock: Arc<dyn Clock>, ids: Arc<IdSource>) -> Result<Self, AiError> {
-        // No proxy from the environment: this layer reads no environment variables (and the
-        // reference's fetch ignores HTTP(S)_PROXY as well).
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .map_err(|err| AiError::Config {
-                message: format!("Could not set up the HTTP client: {err}"),
-            })?;
-        Ok(Self { http, clock, ids })
+        Ok(Self {
+            http: Arc::new(std::sync::OnceLock::new()),
+            clock,
+            ids,
+        })
     }
 
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
@@ -250,7 +277,7 @@ enum Phase {
 /// One streaming LLM call. Pull events with [`Self::next`]; see the module docs for how it
 /// ends.
 pub struct AssistantStream {
-    http: reqwest::Client,
+    http: LazyHttp,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     transport: TransportConfig,
@@ -304,8 +331,15 @@ impl AssistantStream {
                 Phase::Finished => return None,
                 Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
                 Phase::Pending { wire, body, style } => {
+                    let http = match lazy_http(&self.http).await {
+                        Ok(http) => http,
+                        Err(error) => {
+                            self.finish_failed(Failure::Classified(error));
+                            continue;
+                        }
+                    };
                     let ctx = SendContext {
-                        http: &self.http,
+                        http: &http,
                         config: &self.transport,
                         cancel: &self.cancel,
                         clock: self.clock.as_ref(),

@@ -42,8 +42,12 @@ pub struct ExportArgs {
     pub force: bool,
 }
 
-/// Writes into a temporary file beside `target` and renames it over `target` on success.
-fn write_atomically(target: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+/// Writes into a temporary file beside `target` and renames it over `target` on success
+/// (also used by the REPL's `/export`).
+pub fn write_atomically(
+    target: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     if let Some(dir) = target.parent()
         && !dir.as_os_str().is_empty()
     {
@@ -79,8 +83,9 @@ fn write_session(store: &SessionStore, session: &SessionId, out: &mut dyn Write)
     Ok(())
 }
 
-/// Writes the active path of `session` as a linear session under a new id.
-fn write_branch(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
+/// Writes the active path of `session` as a linear session under a new id (also the REPL's
+/// `/export FILE.jsonl`).
+pub fn write_branch(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
     let summary = store.session(session)?;
     let path = store.branch_path(session, &LeafSelector::Current)?;
     let now = store.clock().now_ms();

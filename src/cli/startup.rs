@@ -18,9 +18,13 @@ use crate::ai::resolve::{self, resolve_cli_model, resolve_model_scope};
 use crate::ai::{AiClient, CacheRetention, ModelRegistry, ThinkingBudgets, TransportConfig};
 use crate::cli::agent_args::{self, AgentArgs, Diagnostic, ListModels, Mode};
 use crate::cli::config::Env;
+use crate::cli::export::{write_atomically, write_branch};
+use crate::cli::import::{FileReport, import_file};
 use crate::cli::settings::{Scope, Settings};
 use crate::cli::{UsageError, keys};
+use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
+use crate::modes::{ImportedFile, Interchange, TerminalConfig};
 use crate::session::extensions::{self, DiscoveryInput, ExtensionsConfig};
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::{
@@ -31,6 +35,7 @@ use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
 use crate::session::{ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
+use crate::store::{ImportMode, ImportStatus};
 
 pub use crate::modes::Prepared;
 use crate::store::{SessionStore, StoreConfig, StoreLocation};
@@ -343,6 +348,77 @@ fn model_candidates(
     })
 }
 
+/// Returns one line saying what an import did (as `pi import` words it).
+fn import_summary(report: &FileReport) -> String {
+    let file = report.file.display();
+    match (&report.status, &report.error) {
+        (ImportStatus::Refused, Some(error)) => format!("refused {file}: {error}"),
+        (status, _) => {
+            let session = report
+                .session
+                .as_ref()
+                .map_or_else(String::new, |id| format!(" as session {id}"));
+            let mut text = format!(
+                "{} {file}{session} ({} entries, {} added",
+                status.as_str(),
+                report.entries,
+                report.added
+            );
+            if !report.skipped.is_empty() {
+                text.push_str(&format!(
+                    ", {} lines skipped (`pi import --json` lists them)",
+                    report.skipped.len()
+                ));
+            }
+            text.push(')');
+            text
+        }
+    }
+}
+
+/// Imports a JSONL file named by `--session` or `--fork` (exactly as `pi import` does) and
+/// returns its session; says so on stderr in one line.
+fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<SessionId> {
+    let path = env.absolute(&env.expand_tilde(value));
+    if !path.is_file() {
+        bail!(
+            "{}: no such session file (a SESSION argument containing `/` or ending in .jsonl is a file)",
+            path.display()
+        );
+    }
+    let report = import_file(store, &path, ImportMode::Merge, &mut |_| {})?;
+    let summary = import_summary(&report);
+    match (&report.status, &report.session) {
+        (ImportStatus::Refused, _) | (_, None) => bail!("{summary}"),
+        (_, Some(id)) => {
+            let _ = writeln!(std::io::stderr(), "pi: {summary}");
+            Ok(id.clone())
+        }
+    }
+}
+
+/// The import and export that the REPL's `/import` and `/export` borrow from `cli`.
+fn interchange() -> Interchange {
+    Interchange {
+        import: Arc::new(|store, path| {
+            let report = import_file(store, path, ImportMode::Merge, &mut |_| {})?;
+            let session = match report.status {
+                ImportStatus::Refused => None,
+                ImportStatus::Imported | ImportStatus::Updated | ImportStatus::Unchanged => {
+                    report.session.clone()
+                }
+            };
+            Ok(ImportedFile {
+                session,
+                summary: import_summary(&report),
+            })
+        }),
+        export_branch: Arc::new(|store, session, path| {
+            write_atomically(path, |out| write_branch(store, session, out))
+        }),
+    }
+}
+
 /// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target.
 fn session_target(args: &AgentArgs, store: &SessionStore, env: &Env) -> Result<SessionTarget> {
     let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
@@ -354,21 +430,20 @@ fn session_target(args: &AgentArgs, store: &SessionStore, env: &Env) -> Result<S
             )
             .into());
         }
-        if is_file(source) {
-            bail!(
-                "{source}: forking a JSONL file needs `pi import` first (then --fork the session id)"
-            );
-        }
-        let id = store.resolve(source)?;
+        let id = if is_file(source) {
+            import_session_file(store, env, source)?
+        } else {
+            store.resolve(source)?
+        };
         let cwd = env.cwd().to_string_lossy().into_owned();
         let copy = store.copy_session(&id, &cwd)?;
         return Ok(SessionTarget::Open(copy.id));
     }
     if let Some(session) = &args.session {
         if is_file(session) {
-            bail!(
-                "{session}: opening a JSONL file needs `pi import` first (then --session the session id)"
-            );
+            return Ok(SessionTarget::Open(import_session_file(
+                store, env, session,
+            )?));
         }
         return Ok(SessionTarget::Open(store.resolve(session)?));
     }
@@ -482,7 +557,7 @@ pub fn prepare(
     prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
 
     let session_settings = session_settings(&settings, env);
-    let sink_settings = settings.clone();
+    let sink_settings = settings;
     let config = SessionConfig {
         store,
         client: AiClient::new(clock.clone(), ids.clone())?,
@@ -504,6 +579,11 @@ pub fn prepare(
         emit_partials: mode != Mode::Text,
         extensions,
     };
+    let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
+    terminal.database = env.db_path(db).display().to_string();
+    if args.no_session {
+        terminal.database = "in memory (--no-session)".to_owned();
+    }
     Ok(Prepared {
         config,
         target,
@@ -511,6 +591,8 @@ pub fn prepare(
         print,
         prompts,
         warnings,
+        terminal,
+        interchange: interchange(),
     })
 }
 
@@ -518,7 +600,7 @@ fn help_text() -> String {
     format!(
         "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
 Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export --jsonl [SESSION]\n  pi db check|backup FILE|reindex\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id>               Open a session (id or unique prefix)\n  --fork <id>                  Copy a session into a new one\n  --no-session                 Keep nothing (in-memory session)\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
 Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
         env!("CARGO_PKG_VERSION")
     )
@@ -651,6 +733,16 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         None
     };
     let piped = mode != Mode::Rpc && !std::io::stdin().is_terminal();
+    // `-r` picks a session in the REPL; `--no-session`, `--fork` and `--session` win over it.
+    let pick_session =
+        args.resume && !args.no_session && args.fork.is_none() && args.session.is_none();
+    let interactive = mode == Mode::Text && !args.print && !piped;
+    if pick_session && !interactive {
+        return Err(UsageError(
+            "--resume picks a session interactively; with -p, piped input or --mode, use --session ID (`pi sessions list` shows the ids)".to_owned(),
+        )
+        .into());
+    }
     let prepared = prepare(&args, &env, db.as_deref(), stdin_text)?;
     for warning in &prepared.warnings {
         writeln!(stderr, "Warning: {warning}")?;
@@ -661,13 +753,13 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        match prepared.mode {
+        match mode {
             Mode::Json => crate::modes::print::run(prepared, true).await,
             Mode::Rpc => crate::modes::rpc::run(prepared).await,
             Mode::Text if prepared.print || piped => {
                 crate::modes::print::run(prepared, false).await
             }
-            Mode::Text => crate::modes::repl::run(prepared, args.resume).await,
+            Mode::Text => crate::modes::repl::run(prepared, pick_session).await,
         }
     })
 }

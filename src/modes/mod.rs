@@ -1,13 +1,24 @@
 //! The agent run modes: the REPL, print (`-p`), JSON events and RPC over stdin/stdout. Each
 //! drives the same `AgentSession`; `modes` and `cli` are the only layers that write to the
 //! terminal.
+//!
+//! `cli` builds a [`Prepared`] (session configuration, target, prompts, terminal settings)
+//! from the command line and the environment and hands it to one mode; nothing in `modes`
+//! reads the environment.
 
 pub mod print;
+pub mod render;
 pub mod repl;
 pub mod rpc;
+pub mod tree;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
 use crate::session::{SessionConfig, SessionTarget};
+use crate::store::SessionStore;
 
 /// Everything an agent run needs, built by `cli` from the command line and the environment.
 pub struct Prepared {
@@ -23,6 +34,92 @@ pub struct Prepared {
     pub prompts: Vec<(String, Vec<ImageContent>)>,
     /// Warnings to show before starting.
     pub warnings: Vec<String>,
+    /// What the interactive mode needs from the environment.
+    pub terminal: TerminalConfig,
+    /// File import and export, lent by `cli` for `/import` and `/export`.
+    pub interchange: Interchange,
+}
+
+/// What `/import` did with a file (one line for people, and the session to switch to).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedFile {
+    /// The session the file went to; `None` when it was refused.
+    pub session: Option<SessionId>,
+    /// `imported`, `updated`, `unchanged` or `refused`, with counts, or why it was refused.
+    pub summary: String,
+}
+
+/// Imports a file exactly as `pi import FILE` does.
+pub type ImportFn = Arc<dyn Fn(&SessionStore, &Path) -> anyhow::Result<ImportedFile> + Send + Sync>;
+
+/// Writes the active branch of a session to a new JSONL file as
+/// `pi export --jsonl --branch -o FILE` does.
+pub type ExportBranchFn =
+    Arc<dyn Fn(&SessionStore, &SessionId, &Path) -> anyhow::Result<()> + Send + Sync>;
+
+/// The file operations `cli` lends the REPL, so that `/import` and `/export` run the same code
+/// as the commands (a higher layer hands a lower one callbacks).
+#[derive(Clone)]
+pub struct Interchange {
+    /// `/import FILE`.
+    pub import: ImportFn,
+    /// `/export FILE.jsonl`.
+    pub export_branch: ExportBranchFn,
+}
+
+impl std::fmt::Debug for Interchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interchange").finish_non_exhaustive()
+    }
+}
+
+/// What the modes need to know about the user's environment (resolved by `cli`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TerminalConfig {
+    /// Colour is allowed (`NO_COLOR` unset); it is still used only on a terminal.
+    pub color_allowed: bool,
+    /// The agent directory (`models.json`, `auth.json`, the input history).
+    pub agent_dir: PathBuf,
+    /// The home directory (shown as `~` in paths).
+    pub home: Option<PathBuf>,
+    /// Where the REPL keeps its input history; `None` keeps it in memory only.
+    pub history_path: Option<PathBuf>,
+    /// The database path as shown to people (`/session`).
+    pub database: String,
+}
+
+impl TerminalConfig {
+    /// Returns a configuration for an agent dir, with colour and history as given.
+    pub fn new(agent_dir: &Path, home: Option<&Path>, color_allowed: bool) -> Self {
+        Self {
+            color_allowed,
+            agent_dir: agent_dir.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            history_path: Some(agent_dir.join("repl-history")),
+            database: agent_dir.join("pi.db").display().to_string(),
+        }
+    }
+}
+
+/// Returns the text that tells a user with no usable model exactly what to configure.
+pub fn setup_help(agent_dir: &Path) -> String {
+    let models = agent_dir.join("models.json");
+    let auth = agent_dir.join("auth.json");
+    [
+        "No model available. Configure one of:".to_owned(),
+        "  - an API key in the environment: ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GROQ_API_KEY, XAI_API_KEY, DEEPSEEK_API_KEY, …".to_owned(),
+        format!(
+            "  - a key in {}: {{\"anthropic\": {{\"type\": \"api_key\", \"key\": \"sk-…\"}}}}",
+            auth.display()
+        ),
+        format!(
+            "  - a local OpenAI-compatible server (Ollama, llama.cpp, vLLM) in {}:",
+            models.display()
+        ),
+        "    {\"providers\": {\"ollama\": {\"baseUrl\": \"http://localhost:11434/v1\", \"api\": \"openai-completions\", \"apiKey\": \"ollama\", \"models\": [{\"id\": \"qwen2.5-coder:7b\"}]}}}".to_owned(),
+        "then start pi again (`pi --list-models` shows the models it can use; choose one with --model provider/id).".to_owned(),
+    ]
+    .join("\n")
 }
 
 /// Output mode (`--mode`).

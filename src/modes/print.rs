@@ -7,16 +7,20 @@
 //! reference); before exiting the extensions get `session_shutdown`.
 //!
 //! Exit codes (CONTRACT.md): 0 on success; 1 when the last answer is an error or the run
-//! failed; 130 after Ctrl+C; a closed stdout ends quietly with 0.
+//! failed; 130 after Ctrl+C (143 after SIGTERM, 129 after SIGHUP, as the reference); a
+//! closed stdout ends quietly with 0.
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use anyhow::Result;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::model::message::{AgentMessage, ContentBlock, StopReason};
-use crate::modes::Prepared;
-use crate::session::{AgentSession, PromptOptions, SessionEvent};
+use crate::modes::{Prepared, setup_help};
+use crate::session::{AgentSession, PromptOptions, SessionError, SessionEvent};
 use crate::support::json::to_js_string;
 
 fn is_broken_pipe(error: &std::io::Error) -> bool {
@@ -29,6 +33,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         config,
         target,
         prompts,
+        terminal,
         ..
     } = prepared;
     let (session, report) = AgentSession::open(config, target).await?;
@@ -96,15 +101,23 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         broken
     });
 
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The handlers are installed before the first prompt is sent, so a signal that arrives
+    // while the request is on its way is not lost: SIGINT → 130, SIGTERM → 143, SIGHUP → 129.
+    let signal_code = Arc::new(AtomicU8::new(0));
     {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
         let session = session.clone();
-        let interrupted = interrupted.clone();
+        let signal_code = signal_code.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
-                session.abort();
-            }
+            let code = tokio::select! {
+                _ = interrupt.recv() => 130,
+                _ = terminate.recv() => 143,
+                _ = hangup.recv() => 129,
+            };
+            signal_code.store(code, Ordering::SeqCst);
+            session.abort();
         });
     }
 
@@ -115,10 +128,13 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
             ..PromptOptions::default()
         };
         if let Err(error) = session.prompt(&text, options).await {
-            failure = Some(error.to_string());
+            failure = Some(match error {
+                SessionError::NoModel => setup_help(&terminal.agent_dir),
+                other => other.to_string(),
+            });
             break;
         }
-        if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        if signal_code.load(Ordering::SeqCst) != 0 {
             break;
         }
     }
@@ -131,8 +147,9 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
     if writer.await.unwrap_or(false) {
         return Ok(ExitCode::SUCCESS);
     }
-    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(ExitCode::from(130));
+    let code = signal_code.load(Ordering::SeqCst);
+    if code != 0 {
+        return Ok(ExitCode::from(code));
     }
     if let Some(message) = failure {
         eprintln!("{message}");

@@ -61,6 +61,21 @@ impl TestEnv {
         cmd
     }
 
+    /// The same command as [`TestEnv::pi`] as a plain `std::process::Command`, for tests that
+    /// spawn `pi` and talk to it while it runs (signals, closed pipes).
+    pub fn pi_process(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("pi"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
+            .env("PI_TEST_CLOCK", TEST_CLOCK_START_MS.to_string())
+            .env("PI_TEST_SEED", "7")
+            .env("NO_COLOR", "1")
+            .current_dir(&self.workspace);
+        cmd
+    }
+
     /// Opens the store on the default database with a stepping clock and a seeded id source.
     pub fn store(&self) -> SessionStore {
         open_store(&self.db(), 11)
@@ -99,3 +114,4 @@ pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
     })
 }
 pub mod provider;
+pub mod tmux;

@@ -907,7 +907,13 @@ async fn a_second_compaction_in_the_store_resummarises_from_the_kept_boundary() 
     assert_eq!(prep.boundary_start, kept_index);
     assert_eq!(prep.previous_summary, Some(first.summary.as_str()));
     let (second, requests) = compact_with_server(&branch, 100, Some("focus on X")).await;
-    let prompt = prompt_of(&requests[0]);
+    // The history and turn-prefix requests run concurrently: take the history one by what it
+    // asks, not by arrival order.
+    let prompt = requests
+        .iter()
+        .map(prompt_of)
+        .find(|prompt| !prompt.contains("This is the PREFIX of a turn"))
+        .expect("the history summary request");
     assert!(prompt.contains(&format!(
         "<previous-summary>\n{}\n</previous-summary>",
         first.summary

@@ -1,0 +1,849 @@
+//! Rendering a session for people in a line-oriented terminal: streamed text as it arrives,
+//! thinking dimmed, each tool call on one line and its result cut to a few lines with a
+//! visible marker, errors and retries, the status line after each turn, and a stored
+//! transcript (the history shown when a session is resumed).
+//!
+//! Invariant: the renderer only writes to the writer it was given (no terminal queries), so
+//! every decision here is tested against a `Vec<u8>`; colour is decided once by the caller
+//! (a terminal, and `NO_COLOR` unset).
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::agent::AgentEvent;
+use crate::agent::tool::ToolOutput;
+use crate::ai::StreamEvent;
+use crate::model::message::{AgentMessage, ContentBlock, StopReason, UserContent};
+use crate::session::{NoticeLevel, SessionEvent};
+
+/// Lines of a tool result shown before the marker.
+pub const RESULT_HEAD_LINES: usize = 4;
+/// Lines of a tool result shown after the marker.
+pub const RESULT_TAIL_LINES: usize = 2;
+/// Characters of one shown result line.
+pub const RESULT_LINE_CHARS: usize = 160;
+
+/// ANSI styles, all no-ops when colour is off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Palette {
+    color: bool,
+}
+
+impl Palette {
+    /// Returns a palette with colour on or off.
+    pub fn new(color: bool) -> Self {
+        Self { color }
+    }
+
+    /// Returns whether colour is on.
+    pub fn color(&self) -> bool {
+        self.color
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color && !text.is_empty() {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Dim text (thinking, tool output, the status line).
+    pub fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+
+    /// Bold text.
+    pub fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+
+    /// Red text (errors).
+    pub fn error(&self, text: &str) -> String {
+        self.paint("31", text)
+    }
+
+    /// Yellow text (warnings, labels).
+    pub fn warning(&self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    /// Cyan text (tool calls, accents).
+    pub fn accent(&self, text: &str) -> String {
+        self.paint("36", text)
+    }
+
+    /// Green text (the assistant role).
+    pub fn success(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+}
+
+/// What the status line after a turn shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status {
+    /// `provider/id` of the model, if any.
+    pub model: Option<String>,
+    /// The thinking level, when the model can think.
+    pub thinking: Option<String>,
+    /// Context tokens of the last answer (unknown before the first one).
+    pub context_tokens: Option<u64>,
+    /// The model's context window.
+    pub context_window: u64,
+    /// Input tokens of the transcript's answers.
+    pub input: u64,
+    /// Output tokens of the transcript's answers.
+    pub output: u64,
+    /// Cost of the transcript's answers in USD.
+    pub cost: f64,
+    /// The session name, if any.
+    pub name: Option<String>,
+}
+
+/// Formats a token count as the reference's footer does (`999`, `1.2k`, `45k`, `1.5M`).
+pub fn format_tokens(count: u64) -> String {
+    if count < 1000 {
+        count.to_string()
+    } else if count < 10_000 {
+        format!("{:.1}k", count as f64 / 1000.0)
+    } else if count < 1_000_000 {
+        format!("{}k", (count as f64 / 1000.0).round())
+    } else if count < 10_000_000 {
+        format!("{:.1}M", count as f64 / 1_000_000.0)
+    } else {
+        format!("{}M", (count as f64 / 1_000_000.0).round())
+    }
+}
+
+/// Returns the status line text (without colour).
+pub fn status_text(status: &Status) -> String {
+    let mut parts = Vec::new();
+    let model = status.model.as_deref().unwrap_or("no model");
+    match &status.thinking {
+        Some(level) => parts.push(format!("{model} • {level}")),
+        None => parts.push(model.to_owned()),
+    }
+    let window = format_tokens(status.context_window);
+    match status.context_tokens {
+        Some(tokens) if status.context_window > 0 => {
+            let percent = tokens as f64 * 100.0 / status.context_window as f64;
+            parts.push(format!(
+                "ctx {}/{window} ({percent:.1}%)",
+                format_tokens(tokens)
+            ));
+        }
+        Some(tokens) => parts.push(format!("ctx {}", format_tokens(tokens))),
+        None => parts.push(format!("ctx ?/{window}")),
+    }
+    let mut usage = Vec::new();
+    if status.input > 0 {
+        usage.push(format!("↑{}", format_tokens(status.input)));
+    }
+    if status.output > 0 {
+        usage.push(format!("↓{}", format_tokens(status.output)));
+    }
+    usage.push(format!("${:.4}", status.cost));
+    parts.push(usage.join(" "));
+    if let Some(name) = &status.name {
+        parts.push(name.clone());
+    }
+    parts.join(" • ")
+}
+
+/// Replaces the home directory at the start of a path with `~`.
+pub fn shorten_path(path: &str, home: Option<&Path>) -> String {
+    if let Some(home) = home.and_then(Path::to_str).filter(|home| !home.is_empty())
+        && let Some(rest) = path.strip_prefix(home)
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return format!("~{rest}");
+    }
+    path.to_owned()
+}
+
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\t', '\r'], " ").trim().to_owned()
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut out: String = text.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn arg_str<'a>(args: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|key| args.get(*key).and_then(Value::as_str))
+        .filter(|value| !value.is_empty())
+}
+
+/// Formats a tool call on one line, as the reference's tree and transcript do
+/// (`[read: src/main.rs:10-29]`, `[bash: ls -la]`, `[grep: /foo/ in src]`, …).
+pub fn format_tool_call(name: &str, args: &Value, home: Option<&Path>) -> String {
+    let path = |default: &str| {
+        shorten_path(
+            arg_str(args, &["path", "file_path"]).unwrap_or(default),
+            home,
+        )
+    };
+    match name {
+        "read" => {
+            let mut shown = path("");
+            let offset = args.get("offset").and_then(Value::as_i64);
+            let limit = args.get("limit").and_then(Value::as_i64);
+            if offset.is_some() || limit.is_some() {
+                let start = offset.unwrap_or(1);
+                shown.push_str(&format!(":{start}"));
+                if let Some(limit) = limit {
+                    shown.push_str(&format!("-{}", start + limit - 1));
+                }
+            }
+            format!("[read: {shown}]")
+        }
+        "write" | "edit" => format!("[{name}: {}]", path("")),
+        "bash" => {
+            let command = one_line(arg_str(args, &["command"]).unwrap_or(""));
+            format!("[bash: {}]", cut(&command, 80))
+        }
+        "grep" => format!(
+            "[grep: /{}/ in {}]",
+            arg_str(args, &["pattern"]).unwrap_or(""),
+            path(".")
+        ),
+        "find" => format!(
+            "[find: {} in {}]",
+            arg_str(args, &["pattern"]).unwrap_or(""),
+            path(".")
+        ),
+        "ls" => format!("[ls: {}]", path(".")),
+        _ => {
+            let json = crate::support::json::to_js_string(args);
+            format!("[{name}: {}]", cut(&json, 60))
+        }
+    }
+}
+
+/// Cuts output to its first and last lines with a marker between them (and long lines to
+/// [`RESULT_LINE_CHARS`]); returns the lines to show.
+pub fn truncate_output(text: &str, head: usize, tail: usize) -> Vec<String> {
+    let trimmed = text.trim_end_matches('\n');
+    if trimmed.trim().is_empty() {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = trimmed.split('\n').collect();
+    let shorten = |line: &str| cut(line.trim_end_matches('\r'), RESULT_LINE_CHARS);
+    if lines.len() <= head + tail + 1 {
+        return lines.iter().map(|line| shorten(line)).collect();
+    }
+    let hidden = lines.len() - head - tail;
+    let mut out: Vec<String> = lines[..head].iter().map(|line| shorten(line)).collect();
+    out.push(format!("… {hidden} more lines …"));
+    out.extend(lines[lines.len() - tail..].iter().map(|line| shorten(line)));
+    out
+}
+
+fn blocks_text(blocks: &[ContentBlock]) -> String {
+    let mut texts = Vec::new();
+    let mut images = 0;
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => texts.push(text.text.as_str()),
+            ContentBlock::Image(_) => images += 1,
+            ContentBlock::Thinking(_) | ContentBlock::ToolCall(_) | ContentBlock::Unknown(_) => {}
+        }
+    }
+    let mut out = texts.join("\n");
+    if images > 0 {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "[{images} image{}]",
+            if images == 1 { "" } else { "s" }
+        ));
+    }
+    out
+}
+
+fn user_content_text(content: &UserContent) -> String {
+    match content {
+        UserContent::Text(text) => text.clone(),
+        UserContent::Blocks(blocks) => blocks_text(blocks),
+    }
+}
+
+/// What was last written, so that blocks start on a fresh line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Column {
+    /// At the start of a line.
+    Start,
+    /// In the middle of streamed text.
+    Text,
+    /// In the middle of streamed (dimmed) thinking.
+    Thinking,
+}
+
+/// Writes session events and transcripts for people.
+pub struct Renderer<W: Write> {
+    out: W,
+    palette: Palette,
+    home: Option<std::path::PathBuf>,
+    column: Column,
+    /// Whether the current assistant message streamed any text or thinking.
+    streamed: bool,
+}
+
+impl<W: Write> Renderer<W> {
+    /// Returns a renderer writing to `out`.
+    pub fn new(out: W, palette: Palette, home: Option<&Path>) -> Self {
+        Self {
+            out,
+            palette,
+            home: home.map(Path::to_path_buf),
+            column: Column::Start,
+            streamed: false,
+        }
+    }
+
+    /// Returns the palette.
+    pub fn palette(&self) -> Palette {
+        self.palette
+    }
+
+    /// Returns the writer.
+    pub fn writer(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// Ends a partly written line (streamed text) so that the next output starts a line.
+    pub fn finish_line(&mut self) -> io::Result<()> {
+        if self.column != Column::Start {
+            writeln!(self.out)?;
+            self.column = Column::Start;
+        }
+        self.out.flush()
+    }
+
+    /// Writes one full line (after ending a partly written one).
+    pub fn line(&mut self, text: &str) -> io::Result<()> {
+        self.finish_line()?;
+        writeln!(self.out, "{text}")?;
+        self.out.flush()
+    }
+
+    /// Writes a notice (`Warning:` / `Error:` lines in colour).
+    pub fn notice(&mut self, level: NoticeLevel, message: &str) -> io::Result<()> {
+        let text = match level {
+            NoticeLevel::Info => self.palette.dim(message),
+            NoticeLevel::Warning => self.palette.warning(&format!("Warning: {message}")),
+            NoticeLevel::Error => self.palette.error(&format!("Error: {message}")),
+        };
+        self.line(&text)
+    }
+
+    /// Writes the status line shown after each turn.
+    pub fn status(&mut self, status: &Status) -> io::Result<()> {
+        let text = self.palette.dim(&status_text(status));
+        self.line(&text)
+    }
+
+    fn stream(&mut self, column: Column, delta: &str) -> io::Result<()> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        if self.column != column && self.column != Column::Start {
+            writeln!(self.out)?;
+        }
+        let shown = match column {
+            Column::Thinking => self.palette.dim(delta),
+            Column::Text | Column::Start => delta.to_owned(),
+        };
+        write!(self.out, "{shown}")?;
+        self.column = if delta.ends_with('\n') {
+            Column::Start
+        } else {
+            column
+        };
+        self.streamed = true;
+        self.out.flush()
+    }
+
+    fn tool_result(&mut self, content: &[ContentBlock], is_error: bool) -> io::Result<()> {
+        let text = blocks_text(content);
+        for line in truncate_output(&text, RESULT_HEAD_LINES, RESULT_TAIL_LINES) {
+            let shown = format!("  {line}");
+            let painted = if is_error {
+                self.palette.error(&shown)
+            } else {
+                self.palette.dim(&shown)
+            };
+            self.line(&painted)?;
+        }
+        Ok(())
+    }
+
+    fn tool_call_line(&mut self, name: &str, args: &Value) -> io::Result<()> {
+        let text = format_tool_call(name, args, self.home.as_deref());
+        let painted = self.palette.accent(&text);
+        self.line(&painted)
+    }
+
+    fn assistant_end(
+        &mut self,
+        message: &crate::model::message::AssistantMessage,
+    ) -> io::Result<()> {
+        self.finish_line()?;
+        match message.stop_reason {
+            StopReason::Error => {
+                let error = message.error_message.as_deref().unwrap_or("request error");
+                let painted = self.palette.error(&format!("Error: {error}"));
+                self.line(&painted)?;
+            }
+            StopReason::Aborted => {
+                let painted = self.palette.warning("Aborted");
+                self.line(&painted)?;
+            }
+            StopReason::Stop | StopReason::Length | StopReason::ToolUse | StopReason::Unknown => {
+                // Text that was not streamed (a provider that sent it in one piece at the end).
+                if !self.streamed {
+                    let text = message.text();
+                    if !text.trim().is_empty() {
+                        self.line(text.trim_end())?;
+                    }
+                }
+                if message.stop_reason == StopReason::Length {
+                    let painted = self
+                        .palette
+                        .warning("(the answer was cut off: the model reached its output limit)");
+                    self.line(&painted)?;
+                }
+            }
+        }
+        self.streamed = false;
+        Ok(())
+    }
+
+    fn agent_event(&mut self, event: &AgentEvent) -> io::Result<()> {
+        match event {
+            AgentEvent::MessageStart { message } => {
+                if let AgentMessage::Assistant(_) = message {
+                    self.streamed = false;
+                }
+                if let AgentMessage::Custom(custom) = message
+                    && custom.display
+                {
+                    let text = user_content_text(&custom.content);
+                    let painted =
+                        self.palette
+                            .dim(&format!("[{}] {}", custom.custom_type, one_line(&text)));
+                    self.line(&painted)?;
+                }
+                Ok(())
+            }
+            AgentEvent::MessageUpdate { event, .. } => match event {
+                StreamEvent::TextDelta { delta, .. } => self.stream(Column::Text, delta),
+                StreamEvent::ThinkingDelta { delta, .. } => self.stream(Column::Thinking, delta),
+                StreamEvent::ThinkingEnd { .. } | StreamEvent::TextEnd { .. } => self.finish_line(),
+                _ => Ok(()),
+            },
+            AgentEvent::MessageEnd { message } => match message {
+                AgentMessage::Assistant(assistant) => self.assistant_end(assistant),
+                _ => Ok(()),
+            },
+            AgentEvent::ToolExecutionStart {
+                tool_name, args, ..
+            } => self.tool_call_line(tool_name, args),
+            AgentEvent::ToolExecutionEnd {
+                result, is_error, ..
+            } => self.tool_output(result, *is_error),
+            AgentEvent::AgentStart
+            | AgentEvent::AgentEnd { .. }
+            | AgentEvent::TurnStart
+            | AgentEvent::TurnEnd { .. }
+            | AgentEvent::ToolExecutionUpdate { .. } => Ok(()),
+        }
+    }
+
+    fn tool_output(&mut self, output: &ToolOutput, is_error: bool) -> io::Result<()> {
+        self.tool_result(&output.content, is_error)
+    }
+
+    /// Writes one session event.
+    pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
+        match event {
+            SessionEvent::Agent(agent) => self.agent_event(agent),
+            SessionEvent::AutoRetryStart {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            } => {
+                let seconds = *delay_ms as f64 / 1000.0;
+                let painted = self.palette.warning(&format!(
+                    "Retrying ({attempt}/{max_attempts}) in {seconds:.1}s: {}",
+                    one_line(error_message)
+                ));
+                self.line(&painted)
+            }
+            SessionEvent::AutoRetryEnd {
+                success,
+                attempt,
+                final_error,
+            } => {
+                if *success {
+                    return Ok(());
+                }
+                let painted = self.palette.error(&format!(
+                    "Retry failed after {attempt} attempt{}: {}",
+                    if *attempt == 1 { "" } else { "s" },
+                    final_error.as_deref().unwrap_or("unknown error")
+                ));
+                self.line(&painted)
+            }
+            SessionEvent::CompactionStart { reason } => {
+                let painted = self
+                    .palette
+                    .dim(&format!("Compacting the context ({reason})…"));
+                self.line(&painted)
+            }
+            SessionEvent::CompactionEnd {
+                result,
+                aborted,
+                error_message,
+                ..
+            } => {
+                let text = if *aborted {
+                    self.palette.warning("Compaction aborted")
+                } else if let Some(error) = error_message {
+                    self.palette.error(&format!("Compaction failed: {error}"))
+                } else {
+                    let before = result
+                        .as_ref()
+                        .and_then(|result| result.get("tokensBefore"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
+                    self.palette.dim(&format!(
+                        "Compacted the context ({} tokens before)",
+                        format_tokens(before)
+                    ))
+                };
+                self.line(&text)
+            }
+            SessionEvent::Notice { level, message } => self.notice(*level, message),
+            SessionEvent::ExtensionError {
+                extension_path,
+                error,
+                ..
+            } => {
+                let painted = self
+                    .palette
+                    .error(&format!("Extension error ({extension_path}): {error}"));
+                self.line(&painted)
+            }
+            // Shown by the command that caused them, or not at all.
+            SessionEvent::QueueUpdate { .. }
+            | SessionEvent::ThinkingLevelChanged { .. }
+            | SessionEvent::SessionInfoChanged { .. } => Ok(()),
+        }
+    }
+
+    /// Writes a stored transcript (the history of a resumed session).
+    pub fn transcript(&mut self, messages: &[AgentMessage]) -> io::Result<()> {
+        for message in messages {
+            self.history_message(message)?;
+        }
+        self.finish_line()
+    }
+
+    fn history_message(&mut self, message: &AgentMessage) -> io::Result<()> {
+        match message {
+            AgentMessage::User(user) => {
+                let text = user_content_text(&user.content);
+                let painted = self.palette.bold(&format!("> {}", text.trim_end()));
+                self.line(&painted)
+            }
+            AgentMessage::Assistant(assistant) => {
+                for block in &assistant.content {
+                    match block {
+                        ContentBlock::Text(text) if !text.text.trim().is_empty() => {
+                            self.line(text.text.trim_end())?;
+                        }
+                        ContentBlock::Thinking(thinking)
+                            if !thinking.thinking.trim().is_empty() =>
+                        {
+                            let shown = truncate_output(&thinking.thinking, 2, 1).join("\n");
+                            let painted = self.palette.dim(&shown);
+                            self.line(&painted)?;
+                        }
+                        ContentBlock::ToolCall(call) => {
+                            self.tool_call_line(&call.name, &call.arguments)?;
+                        }
+                        _ => {}
+                    }
+                }
+                match assistant.stop_reason {
+                    StopReason::Error => {
+                        let error = assistant
+                            .error_message
+                            .as_deref()
+                            .unwrap_or("request error");
+                        let painted = self.palette.error(&format!("Error: {error}"));
+                        self.line(&painted)
+                    }
+                    StopReason::Aborted => {
+                        let painted = self.palette.warning("Aborted");
+                        self.line(&painted)
+                    }
+                    _ => Ok(()),
+                }
+            }
+            AgentMessage::ToolResult(result) => self.tool_result(&result.content, result.is_error),
+            AgentMessage::BashExecution(bash) => {
+                let marker = if bash.exclude_from_context == Some(true) {
+                    "!!"
+                } else {
+                    "!"
+                };
+                let painted = self.palette.bold(&format!("{marker}{}", bash.command));
+                self.line(&painted)?;
+                for line in truncate_output(&bash.output, RESULT_HEAD_LINES, RESULT_TAIL_LINES) {
+                    let painted = self.palette.dim(&format!("  {line}"));
+                    self.line(&painted)?;
+                }
+                Ok(())
+            }
+            AgentMessage::Custom(custom) => {
+                if !custom.display {
+                    return Ok(());
+                }
+                let text = user_content_text(&custom.content);
+                let painted =
+                    self.palette
+                        .dim(&format!("[{}] {}", custom.custom_type, one_line(&text)));
+                self.line(&painted)
+            }
+            AgentMessage::BranchSummary(summary) => {
+                let painted = self.palette.warning(&format!(
+                    "[branch summary] {}",
+                    cut(&one_line(&summary.summary), 200)
+                ));
+                self.line(&painted)
+            }
+            AgentMessage::CompactionSummary(summary) => {
+                let painted = self.palette.dim(&format!(
+                    "[compaction: {} tokens summarised] {}",
+                    format_tokens(summary.tokens_before),
+                    cut(&one_line(&summary.summary), 200)
+                ));
+                self.line(&painted)
+            }
+            AgentMessage::Unknown(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::message::{AssistantMessage, TextContent};
+    use serde_json::json;
+
+    fn render(events: &[SessionEvent]) -> String {
+        let mut renderer = Renderer::new(Vec::new(), Palette::new(false), None);
+        for event in events {
+            renderer.event(event).unwrap();
+        }
+        renderer.finish_line().unwrap();
+        String::from_utf8(renderer.out).unwrap()
+    }
+
+    fn delta(text: &str) -> SessionEvent {
+        SessionEvent::Agent(AgentEvent::MessageUpdate {
+            event: StreamEvent::TextDelta {
+                content_index: 0,
+                delta: text.to_owned(),
+            },
+            partial: None,
+        })
+    }
+
+    fn thinking(text: &str) -> SessionEvent {
+        SessionEvent::Agent(AgentEvent::MessageUpdate {
+            event: StreamEvent::ThinkingDelta {
+                content_index: 0,
+                delta: text.to_owned(),
+            },
+            partial: None,
+        })
+    }
+
+    fn assistant(stop: StopReason, error: Option<&str>, text: &str) -> AssistantMessage {
+        let mut message: AssistantMessage = serde_json::from_value(json!({
+            "role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
+            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                      "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+            "stopReason": "stop", "timestamp": 0
+        }))
+        .unwrap();
+        message.stop_reason = stop;
+        message.error_message = error.map(str::to_owned);
+        if !text.is_empty() {
+            message.content.push(ContentBlock::Text(TextContent {
+                text: text.to_owned(),
+                text_signature: None,
+                extra: Default::default(),
+            }));
+        }
+        message
+    }
+
+    fn end(message: AssistantMessage) -> SessionEvent {
+        SessionEvent::Agent(AgentEvent::MessageEnd {
+            message: AgentMessage::Assistant(message),
+        })
+    }
+
+    #[test]
+    fn streamed_text_is_written_as_it_arrives_and_thinking_gets_its_own_lines() {
+        let out = render(&[
+            thinking("Let me"),
+            thinking(" think."),
+            delta("Hello"),
+            delta(", world"),
+            end(assistant(StopReason::Stop, None, "Hello, world")),
+        ]);
+        assert_eq!(out, "Let me think.\nHello, world\n");
+    }
+
+    #[test]
+    fn thinking_is_dimmed_only_with_colour() {
+        let mut renderer = Renderer::new(Vec::new(), Palette::new(true), None);
+        renderer.event(&thinking("hmm")).unwrap();
+        renderer.finish_line().unwrap();
+        assert_eq!(
+            String::from_utf8(renderer.out).unwrap(),
+            "\x1b[2mhmm\x1b[0m\n"
+        );
+    }
+
+    #[test]
+    fn an_answer_that_was_not_streamed_is_printed_at_its_end() {
+        let out = render(&[end(assistant(StopReason::Stop, None, "All at once"))]);
+        assert_eq!(out, "All at once\n");
+    }
+
+    #[test]
+    fn errors_and_aborts_are_reported_after_partial_text() {
+        let out = render(&[
+            delta("Part"),
+            end(assistant(StopReason::Error, Some("429 rate limited"), "")),
+        ]);
+        assert_eq!(out, "Part\nError: 429 rate limited\n");
+        let out = render(&[end(assistant(StopReason::Aborted, None, ""))]);
+        assert_eq!(out, "Aborted\n");
+    }
+
+    #[test]
+    fn tool_calls_take_one_line_and_long_results_are_cut_with_a_marker() {
+        let output: String = (1..=20).map(|n| format!("line {n}\n")).collect();
+        let out = render(&[
+            SessionEvent::Agent(AgentEvent::ToolExecutionStart {
+                tool_call_id: "c1".into(),
+                tool_name: "bash".into(),
+                args: json!({"command": "seq 1 20\n| cat"}),
+            }),
+            SessionEvent::Agent(AgentEvent::ToolExecutionEnd {
+                tool_call_id: "c1".into(),
+                tool_name: "bash".into(),
+                result: ToolOutput::text(output),
+                is_error: false,
+            }),
+        ]);
+        assert_eq!(
+            out,
+            "[bash: seq 1 20 | cat]\n  line 1\n  line 2\n  line 3\n  line 4\n  … 14 more lines …\n  line 19\n  line 20\n"
+        );
+    }
+
+    #[test]
+    fn short_results_are_shown_whole_and_empty_ones_not_at_all() {
+        assert_eq!(truncate_output("a\nb\n", 4, 2), ["a", "b"]);
+        assert_eq!(truncate_output("1\n2\n3\n4\n5\n6\n7", 4, 2).len(), 7);
+        assert_eq!(truncate_output("1\n2\n3\n4\n5\n6\n7\n8", 4, 2).len(), 7);
+        assert!(truncate_output("\n\n", 4, 2).is_empty());
+        let long = "x".repeat(500);
+        assert_eq!(
+            truncate_output(&long, 4, 2)[0].chars().count(),
+            RESULT_LINE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_formatted_like_the_reference() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            format_tool_call(
+                "read",
+                &json!({"path": "/home/u/a.rs", "offset": 10, "limit": 20}),
+                Some(home)
+            ),
+            "[read: ~/a.rs:10-29]"
+        );
+        assert_eq!(
+            format_tool_call("grep", &json!({"pattern": "fn"}), None),
+            "[grep: /fn/ in .]"
+        );
+        assert_eq!(
+            format_tool_call("ls", &json!({"path": "/home/user2"}), Some(home)),
+            "[ls: /home/user2]"
+        );
+        assert_eq!(
+            format_tool_call("custom", &json!({"a": 1}), None),
+            "[custom: {\"a\":1}]"
+        );
+    }
+
+    #[test]
+    fn the_status_line_shows_model_context_and_cost() {
+        let status = Status {
+            model: Some("mock/mock-model".into()),
+            thinking: None,
+            context_tokens: Some(1234),
+            context_window: 128_000,
+            input: 1200,
+            output: 34,
+            cost: 0.00125,
+            name: Some("demo".into()),
+        };
+        assert_eq!(
+            status_text(&status),
+            "mock/mock-model • ctx 1.2k/128k (1.0%) • ↑1.2k ↓34 $0.0013 • demo"
+        );
+        let empty = Status {
+            model: None,
+            thinking: Some("high".into()),
+            context_tokens: None,
+            context_window: 0,
+            input: 0,
+            output: 0,
+            cost: 0.0,
+            name: None,
+        };
+        assert_eq!(status_text(&empty), "no model • high • ctx ?/0 • $0.0000");
+    }
+
+    #[test]
+    fn token_counts_are_formatted_like_the_footer() {
+        assert_eq!(format_tokens(999), "999");
+        assert_eq!(format_tokens(1500), "1.5k");
+        assert_eq!(format_tokens(45_400), "45k");
+        assert_eq!(format_tokens(1_500_000), "1.5M");
+        assert_eq!(format_tokens(12_000_000), "12M");
+    }
+}

@@ -1,0 +1,256 @@
+//! What a line typed in the REPL means: a built-in slash command (matched first, exactly or
+//! followed by a space and arguments, as the reference's editor does), a `!cmd` / `!!cmd`
+//! shell command, or a prompt (which may still be a `/template` or `/skill:name` — the session
+//! expands those).
+//!
+//! Invariant: pure; the REPL carries the commands out.
+
+/// A built-in command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `/tree [filter]`: draw the tree and move the leaf.
+    Tree(Option<String>),
+    /// `/label ENTRY [TEXT]`: set (or clear) an entry's label.
+    Label(Option<String>),
+    /// `/name [NAME]`: show or set the session name.
+    Name(Option<String>),
+    /// `/session`: session information.
+    Session,
+    /// `/new`: a new session.
+    New,
+    /// `/resume [WORDS]`: pick another session (searching with the words).
+    Resume(Option<String>),
+    /// `/fork`: a new session from before an earlier user message.
+    Fork,
+    /// `/clone`: a new session with the active branch.
+    Clone,
+    /// `/compact [FOCUS]`: summarise the context.
+    Compact(Option<String>),
+    /// `/model [SEARCH]`: pick a model.
+    Model(Option<String>),
+    /// `/thinking [LEVEL]`: show or set the thinking level.
+    Thinking(Option<String>),
+    /// `/export [FILE.jsonl]`: the active branch into a new JSONL file.
+    Export(Option<String>),
+    /// `/import FILE.jsonl`: import a JSONL session and switch to it.
+    Import(Option<String>),
+    /// `/reload`: reload skills, prompt templates and context files.
+    Reload,
+    /// `/help`: the commands.
+    Help,
+    /// `/quit` (also `/exit`): leave.
+    Quit,
+}
+
+/// One submitted line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing but white space.
+    Empty,
+    /// A built-in command.
+    Command(Command),
+    /// `!cmd` (in the context) or `!!cmd` (excluded from it).
+    Shell {
+        /// The command line.
+        command: String,
+        /// `!!`: the output stays out of the model's context.
+        exclude_from_context: bool,
+    },
+    /// Anything else: sent to the model.
+    Prompt(String),
+}
+
+/// The built-in commands with a one-line description, for `/help` and completion.
+pub const COMMANDS: &[(&str, &str)] = &[
+    (
+        "tree",
+        "Draw the session tree and go to an earlier point, optionally summarising the branch left (filters: all, user, labeled, no-tools)",
+    ),
+    (
+        "label",
+        "Label an entry: /label ENTRY [TEXT] (no text clears)",
+    ),
+    ("name", "Show or set the session name"),
+    ("session", "Session id, database, message and token counts"),
+    ("new", "Start a new session"),
+    (
+        "resume",
+        "Resume another session (optionally searching: /resume WORDS)",
+    ),
+    (
+        "fork",
+        "Start a new session from before an earlier user message",
+    ),
+    ("clone", "Start a new session with the active branch"),
+    ("compact", "Summarise the context (optional focus text)"),
+    (
+        "model",
+        "Choose the model (optionally filtered: /model SEARCH)",
+    ),
+    ("thinking", "Show or set the thinking level"),
+    ("export", "Write the active branch to a new JSONL file"),
+    ("import", "Import a JSONL session file and switch to it"),
+    (
+        "reload",
+        "Reload skills, prompt templates and context files",
+    ),
+    ("help", "Show this help"),
+    ("quit", "Exit pi"),
+];
+
+/// Returns the argument text after `/name` when `text` is `/name` or `/name …`
+/// (`Some(None)` for the bare command, `None` when it is another command).
+fn argument<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
+    let rest = text.strip_prefix('/')?.strip_prefix(name)?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let args = rest.strip_prefix(|ch: char| ch.is_whitespace())?.trim();
+    Some((!args.is_empty()).then_some(args))
+}
+
+/// Returns the first argument as the reference's `getPathCommandArgument` reads it: quoted
+/// with `"` or `'` (up to the closing quote; unterminated gives nothing), else up to the
+/// first white space.
+pub fn path_argument(args: Option<&str>) -> Option<String> {
+    let args = args?.trim_start();
+    let first = args.chars().next()?;
+    if first == '"' || first == '\'' {
+        let rest = &args[1..];
+        let end = rest.find(first)?;
+        return Some(rest[..end].to_owned());
+    }
+    let end = args.find(char::is_whitespace).unwrap_or(args.len());
+    Some(args[..end].to_owned())
+}
+
+/// Parses a submitted line.
+pub fn parse(line: &str) -> Input {
+    let text = line.trim();
+    if text.is_empty() {
+        return Input::Empty;
+    }
+    if let Some(rest) = text.strip_prefix('!') {
+        let (command, exclude_from_context) = match rest.strip_prefix('!') {
+            Some(command) => (command.trim(), true),
+            None => (rest.trim(), false),
+        };
+        if !command.is_empty() {
+            return Input::Shell {
+                command: command.to_owned(),
+                exclude_from_context,
+            };
+        }
+    }
+    let owned = |args: Option<&str>| args.map(str::to_owned);
+    let exact = |name: &str| text == format!("/{name}");
+    let command = if let Some(args) = argument(text, "tree") {
+        Command::Tree(owned(args))
+    } else if let Some(args) = argument(text, "label") {
+        Command::Label(owned(args))
+    } else if let Some(args) = argument(text, "name") {
+        Command::Name(owned(args))
+    } else if exact("session") {
+        Command::Session
+    } else if exact("new") {
+        Command::New
+    } else if let Some(args) = argument(text, "resume") {
+        Command::Resume(owned(args))
+    } else if exact("fork") {
+        Command::Fork
+    } else if exact("clone") {
+        Command::Clone
+    } else if let Some(args) = argument(text, "compact") {
+        Command::Compact(owned(args))
+    } else if let Some(args) = argument(text, "model") {
+        Command::Model(owned(args))
+    } else if let Some(args) = argument(text, "thinking") {
+        Command::Thinking(owned(args))
+    } else if let Some(args) = argument(text, "export") {
+        Command::Export(path_argument(args))
+    } else if let Some(args) = argument(text, "import") {
+        Command::Import(path_argument(args))
+    } else if exact("reload") {
+        Command::Reload
+    } else if exact("help") {
+        Command::Help
+    } else if exact("quit") || exact("exit") {
+        Command::Quit
+    } else {
+        return Input::Prompt(line.trim().to_owned());
+    };
+    Input::Command(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_commands_match_exactly_or_with_arguments() {
+        assert_eq!(parse("/tree"), Input::Command(Command::Tree(None)));
+        assert_eq!(
+            parse("/tree  all "),
+            Input::Command(Command::Tree(Some("all".into())))
+        );
+        assert_eq!(
+            parse("/name  My session "),
+            Input::Command(Command::Name(Some("My session".into())))
+        );
+        assert_eq!(parse("/name"), Input::Command(Command::Name(None)));
+        assert_eq!(parse("/session"), Input::Command(Command::Session));
+        assert_eq!(parse("/quit"), Input::Command(Command::Quit));
+        assert_eq!(
+            parse("/compact keep the API notes"),
+            Input::Command(Command::Compact(Some("keep the API notes".into())))
+        );
+        // Not a command: a longer word, or arguments where none are taken.
+        assert_eq!(parse("/treehouse"), Input::Prompt("/treehouse".into()));
+        assert_eq!(parse("/session x"), Input::Prompt("/session x".into()));
+        assert_eq!(
+            parse("/review src/main.rs"),
+            Input::Prompt("/review src/main.rs".into())
+        );
+    }
+
+    #[test]
+    fn shell_commands_and_prompts() {
+        assert_eq!(
+            parse("!ls -la"),
+            Input::Shell {
+                command: "ls -la".into(),
+                exclude_from_context: false
+            }
+        );
+        assert_eq!(
+            parse("!! git status"),
+            Input::Shell {
+                command: "git status".into(),
+                exclude_from_context: true
+            }
+        );
+        assert_eq!(parse("!"), Input::Prompt("!".into()));
+        assert_eq!(parse("   "), Input::Empty);
+        assert_eq!(
+            parse("hello\nworld  "),
+            Input::Prompt("hello\nworld".into())
+        );
+    }
+
+    #[test]
+    fn path_arguments_take_the_first_word_or_a_quoted_one() {
+        assert_eq!(
+            parse("/export out.jsonl extra"),
+            Input::Command(Command::Export(Some("out.jsonl".into())))
+        );
+        assert_eq!(
+            parse("/import \"my file.jsonl\""),
+            Input::Command(Command::Import(Some("my file.jsonl".into())))
+        );
+        assert_eq!(
+            parse("/import 'open"),
+            Input::Command(Command::Import(None))
+        );
+        assert_eq!(parse("/export"), Input::Command(Command::Export(None)));
+    }
+}

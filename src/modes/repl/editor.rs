@@ -1,0 +1,431 @@
+//! The line editor: rustyline on its own thread (it blocks on the terminal), asked for one
+//! line at a time over a channel and answering on a tokio channel, so the async side never
+//! blocks (STYLE rule 10). It keeps the input history in a file of the agent dir, completes
+//! slash commands (built-ins, prompt templates, `skill:` names) and file paths (also after
+//! `@`), takes multi-line input (a line ending in `\`, Alt+Enter, or a bracketed paste), and
+//! turns Ctrl+C on a non-empty line into "clear the line" so that only Ctrl+C on an empty
+//! line reaches the REPL.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::{FileHistory, History};
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{
+    Cmd, CompletionType, ConditionalEventHandler, Config, Editor, Event, EventContext,
+    EventHandler, KeyCode, KeyEvent, Modifiers, Movement, RepeatCount,
+};
+
+/// What the editor returned for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// A submitted line (continuation backslashes removed).
+    Line(String),
+    /// Ctrl+C on an empty line.
+    Interrupted,
+    /// Ctrl+D on an empty line, or the end of input.
+    Eof,
+    /// The terminal could not be read.
+    Failed(String),
+}
+
+/// How the editor is set up.
+#[derive(Clone, Debug)]
+pub struct EditorConfig {
+    /// The history file (`None`: history in memory only).
+    pub history_path: Option<PathBuf>,
+    /// The directory file paths complete against.
+    pub cwd: PathBuf,
+    /// Slash command names (without `/`) offered for completion; the REPL updates them on
+    /// `/reload`.
+    pub commands: Arc<Mutex<Vec<String>>>,
+    /// Whether the prompt may be coloured.
+    pub color: bool,
+}
+
+struct Request {
+    prompt: String,
+    initial: String,
+    history: bool,
+}
+
+/// The editor thread's handle.
+pub struct LineEditor {
+    requests: Option<std::sync::mpsc::Sender<Request>>,
+    replies: tokio::sync::mpsc::UnboundedReceiver<Result<Reply, String>>,
+    thread: Option<JoinHandle<()>>,
+    color: bool,
+}
+
+impl LineEditor {
+    /// Starts the editor thread.
+    pub fn start(config: EditorConfig) -> std::io::Result<Self> {
+        let (request_tx, request_rx) = std::sync::mpsc::channel::<Request>();
+        let (reply_tx, reply_rx) = tokio::sync::mpsc::unbounded_channel();
+        let color = config.color;
+        let thread = std::thread::Builder::new()
+            .name("pi-line-editor".to_owned())
+            .spawn(move || editor_thread(config, request_rx, reply_tx))?;
+        Ok(Self {
+            requests: Some(request_tx),
+            replies: reply_rx,
+            thread: Some(thread),
+            color,
+        })
+    }
+
+    /// Reads one line with `prompt`, the editor pre-filled with `initial`; the line goes to
+    /// the history when `history` is set.
+    pub async fn read(&mut self, prompt: &str, initial: &str, history: bool) -> Reply {
+        let prompt = if self.color {
+            format!("\x1b[1;36m{prompt}\x1b[0m")
+        } else {
+            prompt.to_owned()
+        };
+        let request = Request {
+            prompt,
+            initial: initial.to_owned(),
+            history,
+        };
+        let sent = self
+            .requests
+            .as_ref()
+            .is_some_and(|requests| requests.send(request).is_ok());
+        if !sent {
+            return Reply::Failed("the line editor stopped".to_owned());
+        }
+        match self.replies.recv().await {
+            Some(Ok(reply)) => reply,
+            Some(Err(error)) => Reply::Failed(error),
+            None => Reply::Failed("the line editor stopped".to_owned()),
+        }
+    }
+}
+
+impl Drop for LineEditor {
+    fn drop(&mut self) {
+        // Closing the request channel ends the thread's loop (it is idle between requests).
+        self.requests = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Ctrl+C: clear a non-empty line; on an empty one, interrupt (the REPL decides).
+struct CtrlC;
+
+impl ConditionalEventHandler for CtrlC {
+    fn handle(
+        &self,
+        _event: &Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        if ctx.line().is_empty() {
+            None
+        } else {
+            Some(Cmd::Kill(Movement::WholeBuffer))
+        }
+    }
+}
+
+/// Completion and multi-line validation.
+struct Helper {
+    commands: Arc<Mutex<Vec<String>>>,
+    cwd: PathBuf,
+}
+
+impl Completer for Helper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let commands = match self.commands.lock() {
+            Ok(commands) => commands.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let (start, candidates) = complete(line, pos, &commands, &self.cwd);
+        Ok((
+            start,
+            candidates
+                .into_iter()
+                .map(|candidate| Pair {
+                    display: candidate.display,
+                    replacement: candidate.replacement,
+                })
+                .collect(),
+        ))
+    }
+}
+
+impl Hinter for Helper {
+    type Hint = String;
+}
+
+impl Highlighter for Helper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for Helper {
+    fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
+        if ctx.input().ends_with('\\') {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+impl rustyline::Helper for Helper {}
+
+/// Joins lines continued with a trailing backslash.
+pub fn join_continuations(line: &str) -> String {
+    line.replace("\\\n", "\n")
+}
+
+fn editor_thread(
+    config: EditorConfig,
+    requests: std::sync::mpsc::Receiver<Request>,
+    replies: tokio::sync::mpsc::UnboundedSender<Result<Reply, String>>,
+) {
+    let editor_config = Config::builder()
+        .max_history_size(2000)
+        .and_then(|builder| builder.history_ignore_dups(true))
+        .map(|builder| {
+            builder
+                .history_ignore_space(true)
+                .auto_add_history(false)
+                .completion_type(CompletionType::List)
+                .bracketed_paste(true)
+                .build()
+        });
+    let editor_config = match editor_config {
+        Ok(config) => config,
+        Err(error) => {
+            let _ = replies.send(Err(error.to_string()));
+            return;
+        }
+    };
+    let mut editor: Editor<Helper, FileHistory> = match Editor::with_config(editor_config) {
+        Ok(editor) => editor,
+        Err(error) => {
+            let _ = replies.send(Err(error.to_string()));
+            return;
+        }
+    };
+    editor.set_helper(Some(Helper {
+        commands: config.commands.clone(),
+        cwd: config.cwd.clone(),
+    }));
+    editor.bind_sequence(
+        KeyEvent::ctrl('C'),
+        EventHandler::Conditional(Box::new(CtrlC)),
+    );
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::ALT),
+        EventHandler::Simple(Cmd::Newline),
+    );
+    let history_path = config.history_path.filter(|path| prepare_history(path));
+    if let Some(path) = &history_path {
+        // A missing or unreadable history starts empty.
+        let _ = editor.load_history(path);
+    }
+    while let Ok(request) = requests.recv() {
+        let result = editor.readline_with_initial(&request.prompt, (&request.initial, ""));
+        let reply = match result {
+            Ok(line) => {
+                let line = join_continuations(&line);
+                if request.history && !line.trim().is_empty() {
+                    let added = editor.add_history_entry(line.as_str()).unwrap_or(false);
+                    if added && let Some(path) = &history_path {
+                        // A history that cannot be written is not worth stopping for.
+                        let _ = editor.history_mut().append(path);
+                    }
+                }
+                Ok(Reply::Line(line))
+            }
+            Err(ReadlineError::Interrupted) => Ok(Reply::Interrupted),
+            Err(ReadlineError::Eof) => Ok(Reply::Eof),
+            Err(error) => Err(error.to_string()),
+        };
+        if replies.send(reply).is_err() {
+            break;
+        }
+    }
+}
+
+/// Makes sure the history file can be used: its directory exists (it is the agent dir, which
+/// is not created just for the history) and the file is private to the user.
+fn prepare_history(path: &Path) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    if !dir.is_dir() {
+        return false;
+    }
+    if !path.exists() {
+        use std::os::unix::fs::OpenOptionsExt;
+        return std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .is_ok();
+    }
+    true
+}
+
+/// A completion candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Shown in the list.
+    pub display: String,
+    /// Put in the line.
+    pub replacement: String,
+}
+
+/// Completes the word before `pos`: a slash command as the first word, else a file path
+/// (after an optional `@`) relative to `cwd`. Returns the start of the replaced text.
+pub fn complete(
+    line: &str,
+    pos: usize,
+    commands: &[String],
+    cwd: &Path,
+) -> (usize, Vec<Candidate>) {
+    let pos = pos.min(line.len());
+    let before = &line[..pos];
+    if let Some(partial) = before.strip_prefix('/')
+        && !partial.contains(char::is_whitespace)
+    {
+        let mut out: Vec<Candidate> = commands
+            .iter()
+            .filter(|name| name.starts_with(partial))
+            .map(|name| Candidate {
+                display: format!("/{name}"),
+                replacement: format!("/{name}"),
+            })
+            .collect();
+        out.dedup();
+        return (0, out);
+    }
+    let start = before.rfind(char::is_whitespace).map_or(0, |idx| {
+        idx + before[idx..].chars().next().map_or(1, char::len_utf8)
+    });
+    let word = &before[start..];
+    let (at, path) = match word.strip_prefix('@') {
+        Some(path) => ("@", path),
+        None => ("", word),
+    };
+    if path.is_empty() && at.is_empty() {
+        return (pos, Vec::new());
+    }
+    (start, complete_path(at, path, cwd))
+}
+
+fn complete_path(at: &str, typed: &str, cwd: &Path) -> Vec<Candidate> {
+    let (dir_part, prefix) = match typed.rfind('/') {
+        Some(idx) => (&typed[..=idx], &typed[idx + 1..]),
+        None => ("", typed),
+    };
+    let dir = if dir_part.starts_with('/') {
+        PathBuf::from(dir_part)
+    } else {
+        cwd.join(dir_part)
+    };
+    let Ok(read) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<(String, bool)> = read
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            if !name.starts_with(prefix) || (name.starts_with('.') && !prefix.starts_with('.')) {
+                return None;
+            }
+            let is_dir = entry.path().is_dir();
+            Some((name, is_dir))
+        })
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|(name, is_dir)| {
+            let slash = if is_dir { "/" } else { "" };
+            Candidate {
+                display: format!("{name}{slash}"),
+                replacement: format!("{at}{dir_part}{name}{slash}"),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(candidates: &[Candidate]) -> Vec<&str> {
+        candidates
+            .iter()
+            .map(|candidate| candidate.replacement.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn slash_commands_complete_as_the_first_word() {
+        let commands: Vec<String> = ["tree", "thinking", "skill:pdf", "review"]
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
+        let (start, found) = complete("/t", 2, &commands, Path::new("/"));
+        assert_eq!(start, 0);
+        assert_eq!(names(&found), ["/tree", "/thinking"]);
+        let (_, found) = complete("/sk", 3, &commands, Path::new("/"));
+        assert_eq!(names(&found), ["/skill:pdf"]);
+    }
+
+    #[test]
+    fn paths_complete_relative_to_the_working_directory_and_after_an_at() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/main.rs"), "").unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "").unwrap();
+        std::fs::write(dir.path().join(".hidden"), "").unwrap();
+        std::fs::write(dir.path().join("README.md"), "").unwrap();
+        let line = "look at @sr";
+        let (start, found) = complete(line, line.len(), &[], dir.path());
+        assert_eq!(start, 8);
+        assert_eq!(names(&found), ["@src/"]);
+        let line = "read src/m";
+        let (start, found) = complete(line, line.len(), &[], dir.path());
+        assert_eq!(start, 5);
+        assert_eq!(names(&found), ["src/main.rs"]);
+        let (_, found) = complete("/export ", 8, &[], dir.path());
+        assert!(found.is_empty(), "an empty word completes nothing");
+        let (_, found) = complete("x @", 3, &[], dir.path());
+        assert_eq!(names(&found), ["@README.md", "@src/"]);
+    }
+
+    #[test]
+    fn continued_lines_lose_their_backslashes() {
+        assert_eq!(join_continuations("one\\\ntwo"), "one\ntwo");
+        assert_eq!(join_continuations("a \\ b"), "a \\ b");
+    }
+}

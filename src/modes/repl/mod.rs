@@ -1,0 +1,1439 @@
+//! The interactive REPL: read a line (rustyline, on its own thread — see [`editor`]), then
+//! either carry out a built-in command, run a `!cmd`, or send a prompt and render the
+//! session's events as they arrive, followed by a status line.
+//!
+//! Keys: Enter submits, Alt+Enter or a trailing `\` continues on a new line, Tab completes
+//! slash commands and paths, Ctrl+C clears the line (on an empty line twice in a row it
+//! exits), Ctrl+D on an empty line exits. While a turn or a `!cmd` runs, the line editor is
+//! not reading and the terminal is in its normal mode, so Ctrl+C arrives as SIGINT, which
+//! aborts the turn (or the command) and keeps the REPL.
+//!
+//! Pickers (`/tree`, `/resume`, `/fork`, `/model`, `-r`) print numbered rows and read the
+//! choice as a line: a row number, or an id (prefix); Enter cancels.
+//!
+//! Invariant: everything the REPL changes goes through `AgentSession` (or, for reads, the
+//! store behind it, on the blocking pool); the REPL keeps no session state of its own except
+//! the row numbers of the last `/tree` listing.
+
+pub mod command;
+pub mod editor;
+pub mod ui;
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use futures::FutureExt;
+use tokio::signal::unix::{Signal, SignalKind};
+use tokio::sync::mpsc;
+
+use crate::ai::ThinkingLevel;
+use crate::jsonl::writer::session_file_name;
+use crate::model::entry::Entry;
+use crate::model::ids::{EntryId, SessionId};
+use crate::model::message::ImageContent;
+use crate::modes::render::{Palette, Renderer, Status};
+use crate::modes::tree::{self, RowRole, TreeFilter};
+use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
+use crate::session::agent_session::OutputSink;
+use crate::session::extensions::NotifyKind;
+use crate::session::{AgentSession, NavigateOptions, PromptOptions, SessionError, SessionEvent};
+use crate::store::search::{Query, SearchRequest};
+use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
+use command::{COMMANDS, Command, Input};
+use editor::{EditorConfig, LineEditor, Reply};
+use ui::{ReplUi, UiRequest};
+
+/// The prompt shown for input.
+pub const PROMPT: &str = "> ";
+
+/// Sessions listed by the `/resume` and `-r` pickers.
+const PICKER_SESSIONS: usize = 20;
+
+/// Runs the REPL; with `resume`, the session picker comes first (no choice: exit 0).
+pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
+    let Prepared {
+        mut config,
+        target,
+        prompts,
+        terminal,
+        interchange,
+        ..
+    } = prepared;
+    let color = terminal.color_allowed && io::IsTerminal::is_terminal(&io::stdout());
+    let palette = Palette::new(color);
+    let cwd = config.cwd.clone();
+    let (extension_ui, ui_requests) = ReplUi::channel();
+    config.extensions.ui = Arc::new(extension_ui);
+    let (session, report) = AgentSession::open(config, target).await?;
+    let events = session.subscribe();
+    let sigint = tokio::signal::unix::signal(SignalKind::interrupt())
+        .context("installing the Ctrl+C handler")?;
+    let commands = Arc::new(Mutex::new(Vec::new()));
+    let editor = LineEditor::start(EditorConfig {
+        history_path: terminal.history_path.clone(),
+        cwd,
+        commands: commands.clone(),
+        color,
+    })
+    .context("starting the line editor")?;
+    let out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    let mut repl = Repl {
+        session,
+        interchange,
+        ui_requests,
+        events,
+        editor,
+        out,
+        terminal,
+        commands,
+        sigint,
+        last_tree: Vec::new(),
+        initial: String::new(),
+        interrupts: 0,
+    };
+    repl.refresh_commands();
+    for notice in &report.notices {
+        repl.warn(notice)?;
+    }
+    if resume {
+        match repl.pick_session(None).await? {
+            Some(id) => repl.switch_to(id).await?,
+            None => {
+                repl.out.line("No session selected")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    } else {
+        repl.banner().await?;
+    }
+    for (text, images) in prompts {
+        repl.run_prompt(&text, images).await?;
+    }
+    let code = repl.main_loop().await?;
+    // The extensions get `session_shutdown` (reason `quit`) before pi exits.
+    let session = repl.session.clone();
+    repl.with_events(session.shutdown(), || {}).await?;
+    Ok(code)
+}
+
+/// Whether the loop goes on.
+enum Flow {
+    Continue,
+    Quit,
+}
+
+/// What `/tree` and `/label` read from the store.
+struct TreeSnapshot {
+    nodes: Vec<TreeNode>,
+    entries: Vec<StoredEntry>,
+    leaf: Option<String>,
+}
+
+struct Repl {
+    session: AgentSession,
+    interchange: Interchange,
+    /// Dialogs and notifications from extensions.
+    ui_requests: mpsc::UnboundedReceiver<UiRequest>,
+    events: mpsc::UnboundedReceiver<SessionEvent>,
+    editor: LineEditor,
+    out: Renderer<io::Stdout>,
+    terminal: TerminalConfig,
+    commands: Arc<Mutex<Vec<String>>>,
+    sigint: Signal,
+    /// Entry ids of the rows of the last `/tree` listing (row n is index n - 1).
+    last_tree: Vec<Option<EntryId>>,
+    /// Text to pre-fill the next prompt with (after `/tree` or `/fork` to a user message).
+    initial: String,
+    /// Ctrl+C presses on an empty line in a row.
+    interrupts: u32,
+}
+
+/// Runs a store read on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T> {
+    Ok(tokio::task::spawn_blocking(work)
+        .await
+        .context("a store task failed")??)
+}
+
+/// Formats a number with thousands separators (`1,234`), as `toLocaleString` does.
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (idx, ch) in digits.chars().enumerate() {
+        if idx > 0 && (digits.len() - idx).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `2026-01-01T10:00:05.000Z` → `2026-01-01 10:00`.
+fn short_time(iso: &str) -> String {
+    let text: String = iso.chars().take(16).collect();
+    text.replace('T', " ")
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > max {
+        let mut cut: String = line.chars().take(max).collect();
+        cut.push('…');
+        cut
+    } else {
+        line
+    }
+}
+
+/// Returns a session as one picker row.
+fn session_row(summary: &SessionSummary, show_cwd: bool) -> String {
+    let title = summary
+        .name
+        .clone()
+        .or_else(|| summary.first_message.clone())
+        .unwrap_or_else(|| "(no messages)".to_owned());
+    let mut row = format!(
+        "{}  {}  ({} messages)  {}",
+        short_time(&summary.last_activity),
+        one_line(&title, 60),
+        summary.messages,
+        summary.id.as_str()
+    );
+    if show_cwd {
+        row.push_str(&format!("  {}", summary.cwd));
+    }
+    row
+}
+
+/// Resolves a picker answer to an entry: a row number of the listing, or an entry id or
+/// unique id prefix among the session's entries.
+fn resolve_entry(
+    answer: &str,
+    rows: &[Option<EntryId>],
+    entries: &[StoredEntry],
+) -> Result<EntryId, String> {
+    let answer = answer.trim();
+    if let Ok(number) = answer.parse::<usize>()
+        && number >= 1
+        && number <= rows.len()
+    {
+        return rows[number - 1]
+            .clone()
+            .ok_or_else(|| format!("Row {number} has no entry id and cannot be selected"));
+    }
+    let mut found: Vec<&str> = entries
+        .iter()
+        .filter_map(|stored| stored.entry.id.as_ref().map(EntryId::as_str))
+        .filter(|id| id.starts_with(answer))
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    if let Some(exact) = found.iter().find(|id| **id == answer) {
+        return Ok(EntryId::new(*exact));
+    }
+    match found.as_slice() {
+        [one] => Ok(EntryId::new(*one)),
+        [] => Err(format!("No entry matches {answer:?}")),
+        many => Err(format!(
+            "{answer:?} matches {} entries: {}",
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}
+
+fn model_matches(search: &str, provider: &str, id: &str) -> bool {
+    let haystack = format!("{provider} {id}").to_lowercase();
+    let exact = format!("{provider}/{id}").to_lowercase();
+    let search = search.to_lowercase();
+    if search == exact || search == id.to_lowercase() {
+        return true;
+    }
+    search.split_whitespace().all(|token| {
+        let mut chars = haystack.chars();
+        token
+            .chars()
+            .filter(|ch| *ch != '/')
+            .all(|wanted| chars.any(|ch| ch == wanted))
+    })
+}
+
+impl Repl {
+    fn palette(&self) -> Palette {
+        self.out.palette()
+    }
+
+    fn info(&mut self, text: &str) -> io::Result<()> {
+        let painted = self.palette().dim(text);
+        self.out.line(&painted)
+    }
+
+    fn warn(&mut self, text: &str) -> io::Result<()> {
+        let painted = self.palette().warning(text);
+        self.out.line(&painted)
+    }
+
+    fn error(&mut self, text: &str) -> io::Result<()> {
+        let painted = self.palette().error(&format!("Error: {text}"));
+        self.out.line(&painted)
+    }
+
+    fn refresh_commands(&mut self) {
+        let mut names: Vec<String> = COMMANDS
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        let resources = self.session.resources();
+        let extra: Vec<String> = match resources.lock() {
+            Ok(resources) => resources
+                .commands()
+                .into_iter()
+                .map(|command| command.name)
+                .collect(),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .commands()
+                .into_iter()
+                .map(|command| command.name)
+                .collect(),
+        };
+        names.extend(extra);
+        names.extend(
+            self.session
+                .extension_commands()
+                .into_iter()
+                .map(|command| command.invocation_name),
+        );
+        match self.commands.lock() {
+            Ok(mut commands) => *commands = names,
+            Err(poisoned) => *poisoned.into_inner() = names,
+        }
+    }
+
+    /// Renders every event already queued.
+    fn drain_events(&mut self) -> io::Result<()> {
+        while let Ok(event) = self.events.try_recv() {
+            self.out.event(&event)?;
+        }
+        self.out.finish_line()
+    }
+
+    /// Forgets Ctrl+C presses that arrived while nothing was running.
+    fn drain_signals(&mut self) {
+        while let Some(Some(())) = self.sigint.recv().now_or_never() {}
+    }
+
+    fn status(&mut self) -> io::Result<()> {
+        let stats = self.session.stats();
+        let model = self.session.model();
+        let status = Status {
+            model: model
+                .as_ref()
+                .map(|model| format!("{}/{}", model.provider, model.id)),
+            thinking: model
+                .as_ref()
+                .filter(|model| model.reasoning)
+                .map(|_| self.session.thinking_level().as_str().to_owned()),
+            context_tokens: self.session.context_tokens(),
+            context_window: model.as_ref().map_or(0, |model| model.context_window),
+            input: stats.input,
+            output: stats.output,
+            cost: stats.cost,
+            name: self.session.session_name(),
+        };
+        self.out.status(&status)
+    }
+
+    async fn banner(&mut self) -> Result<()> {
+        let model = self.session.model();
+        let model_text = model.as_ref().map_or("no model".to_owned(), |model| {
+            format!("{}/{}", model.provider, model.id)
+        });
+        let messages = self.session.messages();
+        let session_text = if self.session.is_persisted().await && !messages.is_empty() {
+            format!(
+                "session {} ({} messages)",
+                self.session.session_id().await.as_str(),
+                messages.len()
+            )
+        } else {
+            "new session".to_owned()
+        };
+        let title = self.palette().bold(&format!(
+            "pi {} • {model_text} • {session_text}",
+            env!("CARGO_PKG_VERSION")
+        ));
+        self.out.line(&title)?;
+        self.info("/help for commands • Ctrl+C aborts a turn • Ctrl+D exits")?;
+        if model.is_none() {
+            let help = setup_help(&self.terminal.agent_dir);
+            self.warn(&help)?;
+        }
+        if !messages.is_empty() {
+            self.out.line("")?;
+            self.out.transcript(&messages)?;
+            self.status()?;
+        }
+        Ok(())
+    }
+
+    async fn main_loop(&mut self) -> Result<ExitCode> {
+        loop {
+            let initial = std::mem::take(&mut self.initial);
+            match self.editor.read(PROMPT, &initial, true).await {
+                Reply::Eof => return Ok(ExitCode::SUCCESS),
+                Reply::Failed(error) => {
+                    self.error(&format!("reading the terminal failed: {error}"))?;
+                    return Ok(ExitCode::FAILURE);
+                }
+                Reply::Interrupted => {
+                    self.interrupts += 1;
+                    if self.interrupts >= 2 {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    self.info("(press Ctrl+C again to exit, or Ctrl+D)")?;
+                }
+                Reply::Line(line) => {
+                    self.interrupts = 0;
+                    match self.handle(&line).await? {
+                        Flow::Continue => {}
+                        Flow::Quit => return Ok(ExitCode::SUCCESS),
+                    }
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, line: &str) -> Result<Flow> {
+        match command::parse(line) {
+            Input::Empty => {}
+            Input::Prompt(text) => self.run_prompt(&text, Vec::new()).await?,
+            Input::Shell {
+                command,
+                exclude_from_context,
+            } => self.shell(&command, exclude_from_context).await?,
+            Input::Command(command) => {
+                let flow = self.command(command).await;
+                // Events the command caused (a model change, a notice).
+                self.drain_events()?;
+                return flow;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Awaits `work` while rendering the session's events as they arrive; the first Ctrl+C
+    /// (SIGINT: the editor is not reading, the terminal is in its normal mode) calls
+    /// `interrupt`.
+    async fn with_events<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        interrupt: impl Fn(),
+    ) -> Result<T> {
+        self.drain_signals();
+        tokio::pin!(work);
+        let mut interrupted = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut work => break result,
+                Some(event) = self.events.recv() => self.out.event(&event)?,
+                Some(request) = self.ui_requests.recv() => self.answer_ui(request).await?,
+                Some(()) = self.sigint.recv(), if !interrupted => {
+                    interrupted = true;
+                    interrupt();
+                }
+            }
+        };
+        self.drain_events()?;
+        while let Ok(request) = self.ui_requests.try_recv() {
+            self.answer_ui(request).await?;
+        }
+        Ok(result)
+    }
+
+    /// Shows an extension's notification, or asks its question and sends the answer back.
+    async fn answer_ui(&mut self, request: UiRequest) -> Result<()> {
+        self.out.finish_line()?;
+        match request {
+            UiRequest::Notify { message, kind } => match kind {
+                NotifyKind::Info => self.info(&message)?,
+                NotifyKind::Warning => self.warn(&message)?,
+                NotifyKind::Error => self.error(&message)?,
+            },
+            UiRequest::Confirm {
+                title,
+                message,
+                reply,
+            } => {
+                let title = self.palette().bold(&title);
+                self.out.line(&title)?;
+                let answer = self.ask(&format!("{message} [y/N] ")).await;
+                let yes = matches!(
+                    answer.as_deref().map(str::to_lowercase).as_deref(),
+                    Some("y" | "yes")
+                );
+                // The extension may have stopped waiting (a timeout).
+                let _ = reply.send(yes);
+            }
+            UiRequest::Select {
+                title,
+                options,
+                reply,
+            } => {
+                let title = self.palette().bold(&title);
+                self.out.line(&title)?;
+                let width = options.len().to_string().len();
+                for (idx, option) in options.iter().enumerate() {
+                    let line = format!(
+                        "{} {option}",
+                        self.palette().dim(&format!("{:>width$}", idx + 1))
+                    );
+                    self.out.line(&line)?;
+                }
+                let answer = self.ask("Choose (number; Enter to cancel): ").await;
+                let chosen = answer
+                    .and_then(|answer| answer.parse::<usize>().ok())
+                    .filter(|number| *number >= 1 && *number <= options.len())
+                    .map(|number| options[number - 1].clone());
+                let _ = reply.send(chosen);
+            }
+            UiRequest::Input {
+                title,
+                placeholder,
+                reply,
+            } => {
+                let question = match placeholder {
+                    Some(hint) => format!("{title} ({hint}): "),
+                    None => format!("{title}: "),
+                };
+                let answer = self.ask(&question).await;
+                let _ = reply.send(answer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a prompt and renders the run until the session is idle again; Ctrl+C aborts.
+    async fn run_prompt(&mut self, text: &str, images: Vec<ImageContent>) -> Result<()> {
+        let session = self.session.clone();
+        let options = PromptOptions {
+            images,
+            ..PromptOptions::default()
+        };
+        let result = self
+            .with_events(session.prompt(text, options), || {
+                // Ctrl+C stops whatever the run is doing: the turn, a retry wait, or a
+                // compaction that followed it.
+                session.abort();
+                session.abort_compaction();
+            })
+            .await?;
+        match result {
+            Ok(()) => {}
+            Err(SessionError::NoModel) => {
+                let help = setup_help(&self.terminal.agent_dir);
+                self.warn(&help)?;
+                return Ok(());
+            }
+            Err(error) => self.error(&error.to_string())?,
+        }
+        self.status()?;
+        Ok(())
+    }
+
+    /// `/compact [focus]`: summarise the context now; Ctrl+C cancels the summary.
+    async fn compact(&mut self, focus: Option<String>) -> Result<()> {
+        if !self.session.is_persisted().await {
+            self.info("Nothing to compact yet")?;
+            return Ok(());
+        }
+        let session = self.session.clone();
+        let result = self
+            .with_events(session.compact(focus), || session.abort_compaction())
+            .await?;
+        match result {
+            // The compaction events already said what happened.
+            Ok(_) => {}
+            Err(SessionError::NoModel) => {
+                let help = setup_help(&self.terminal.agent_dir);
+                self.warn(&help)?;
+                return Ok(());
+            }
+            Err(error) => self.error(&error.to_string())?,
+        }
+        self.status()?;
+        Ok(())
+    }
+
+    /// Runs `!cmd` / `!!cmd`, streaming its output; Ctrl+C stops it.
+    async fn shell(&mut self, command: &str, exclude_from_context: bool) -> Result<()> {
+        self.drain_signals();
+        self.out.finish_line()?;
+        let at_line_start = Arc::new(AtomicBool::new(true));
+        let palette = self.palette();
+        let sink: OutputSink = {
+            let at_line_start = at_line_start.clone();
+            Arc::new(move |chunk: &str| {
+                if chunk.is_empty() {
+                    return;
+                }
+                let mut stdout = io::stdout().lock();
+                let _ = write!(stdout, "{}", palette.dim(chunk));
+                let _ = stdout.flush();
+                at_line_start.store(chunk.ends_with('\n'), Ordering::SeqCst);
+            })
+        };
+        let session = self.session.clone();
+        let run = session.execute_bash(command, exclude_from_context, Some(sink));
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                Some(()) = self.sigint.recv() => session.abort_bash(),
+            }
+        };
+        if !at_line_start.load(Ordering::SeqCst) {
+            self.out.line("")?;
+        }
+        match result {
+            Ok(message) => {
+                if message.cancelled {
+                    self.warn("(cancelled)")?;
+                } else if let Some(code) = message.exit_code.filter(|code| *code != 0) {
+                    self.warn(&format!("(exit code {code})"))?;
+                }
+                if message.truncated {
+                    let path = message.full_output_path.as_deref().unwrap_or("");
+                    self.info(&format!("(output truncated; full output in {path})"))?;
+                }
+            }
+            Err(error) => self.error(&error.to_string())?,
+        }
+        self.drain_events()?;
+        Ok(())
+    }
+
+    async fn ask(&mut self, question: &str) -> Option<String> {
+        match self.editor.read(question, "", false).await {
+            Reply::Line(line) => {
+                let line = line.trim().to_owned();
+                (!line.is_empty()).then_some(line)
+            }
+            Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
+        }
+    }
+
+    async fn command(&mut self, command: Command) -> Result<Flow> {
+        match command {
+            Command::Quit => return Ok(Flow::Quit),
+            Command::Help => self.help()?,
+            Command::Tree(filter) => self.tree(filter.as_deref()).await?,
+            Command::Label(args) => self.label(args.as_deref()).await?,
+            Command::Name(name) => self.name(name.as_deref()).await?,
+            Command::Session => self.session_info().await?,
+            Command::New => {
+                let session = self.session.clone();
+                let report = self.with_events(session.new_session(None), || {}).await??;
+                for notice in &report.notices {
+                    self.warn(notice)?;
+                }
+                self.last_tree.clear();
+                self.info("New session started")?;
+            }
+            Command::Resume(words) => {
+                if let Some(id) = self.pick_session(words.as_deref()).await? {
+                    self.switch_to(id).await?;
+                }
+            }
+            Command::Fork => self.fork().await?,
+            Command::Clone => self.clone_session().await?,
+            Command::Model(search) => self.model(search.as_deref()).await?,
+            Command::Thinking(level) => self.thinking(level.as_deref()).await?,
+            Command::Reload => self.reload()?,
+            Command::Compact(focus) => self.compact(focus).await?,
+            Command::Export(path) => self.export(path.as_deref()).await?,
+            Command::Import(path) => self.import(path.as_deref()).await?,
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn help(&mut self) -> io::Result<()> {
+        let width = COMMANDS
+            .iter()
+            .map(|(name, _)| name.len())
+            .max()
+            .unwrap_or(0);
+        let title = self.palette().bold("Commands");
+        self.out.line(&title)?;
+        for (name, description) in COMMANDS {
+            let shown = format!("  /{name:<width$}  {description}");
+            self.out.line(&shown)?;
+        }
+        self.out.line(&format!(
+            "  !{:<width$}  Run a shell command (!!cmd keeps its output out of the context)",
+            "cmd"
+        ))?;
+        let templates: Vec<String> = match self.commands.lock() {
+            Ok(commands) => commands
+                .iter()
+                .filter(|name| !COMMANDS.iter().any(|(builtin, _)| builtin == *name))
+                .map(|name| format!("/{name}"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if !templates.is_empty() {
+            self.out.line(&format!(
+                "Prompt templates and skills: {}",
+                templates.join(" ")
+            ))?;
+        }
+        self.info(
+            "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
+        )
+    }
+
+    // ----- /tree and /label -----------------------------------------------------------------
+
+    /// Reads the tree, the entries and the leaf of the session (`None` before it is written).
+    async fn tree_snapshot(&self) -> Result<Option<TreeSnapshot>> {
+        if !self.session.is_persisted().await {
+            return Ok(None);
+        }
+        let session = self.session.session_id().await;
+        let store: SessionStore = self.session.store().clone();
+        let snapshot = blocking(move || {
+            let nodes = store.tree(&session)?;
+            let entries = store.entries(&session)?;
+            let leaf = store.leaf(&session)?;
+            Ok(TreeSnapshot {
+                nodes,
+                entries,
+                leaf: leaf.and_then(|stored| stored.entry.id.map(EntryId::into_string)),
+            })
+        })
+        .await?;
+        Ok(Some(snapshot))
+    }
+
+    async fn tree(&mut self, filter: Option<&str>) -> Result<()> {
+        let Some(filter) = TreeFilter::parse(filter.unwrap_or("")) else {
+            self.warn("Usage: /tree [default|no-tools|user|labeled|all]")?;
+            return Ok(());
+        };
+        let Some(snapshot) = self.tree_snapshot().await? else {
+            self.info("No entries in session")?;
+            return Ok(());
+        };
+        let rows = self.rows_for(filter, &snapshot);
+        if rows.is_empty() {
+            self.info("No entries in session")?;
+            return Ok(());
+        }
+        self.print_rows(&rows)?;
+        let Some(answer) = self
+            .ask("Go to entry (number or id; Enter to stay): ")
+            .await
+        else {
+            return Ok(());
+        };
+        let target = match resolve_entry(&answer, &self.last_tree, &snapshot.entries) {
+            Ok(target) => target,
+            Err(message) => {
+                self.warn(&message)?;
+                return Ok(());
+            }
+        };
+        if snapshot.leaf.as_deref() == Some(target.as_str()) {
+            self.info("Already at this point")?;
+            return Ok(());
+        }
+        let mut options = NavigateOptions::default();
+        if self.session.model().is_some() {
+            let choice = self
+                .ask("Summarize the branch you leave? [n]o, [s]ummarize, [c]ustom prompt (Enter: no): ")
+                .await;
+            match choice.as_deref().map(str::to_lowercase).as_deref() {
+                None | Some("n" | "no") => {}
+                Some("s" | "summarize" | "y" | "yes") => options.summarize = true,
+                Some("c" | "custom") => {
+                    let Some(instructions) = self.ask("Custom summarization instructions: ").await
+                    else {
+                        self.info("Navigation cancelled")?;
+                        return Ok(());
+                    };
+                    options.summarize = true;
+                    options.custom_instructions = Some(instructions);
+                }
+                Some(other) => {
+                    self.warn(&format!("Not a choice: {other:?}; staying here"))?;
+                    return Ok(());
+                }
+            }
+        }
+        if options.summarize {
+            self.info("Summarizing the branch… (Ctrl+C cancels)")?;
+        }
+        let session = self.session.clone();
+        let outcome = self
+            .with_events(session.navigate_tree_with(&target, options), || {
+                session.abort_compaction()
+            })
+            .await??;
+        if outcome.cancelled {
+            self.info("Branch summarization cancelled")?;
+            return Ok(());
+        }
+        self.info("Navigated to selected point")?;
+        if let Some(text) = outcome.editor_text {
+            self.initial = text;
+        }
+        Ok(())
+    }
+
+    fn rows_for(&mut self, filter: TreeFilter, snapshot: &TreeSnapshot) -> Vec<tree::TreeRow> {
+        let by_seq: HashMap<i64, Entry> = snapshot
+            .entries
+            .iter()
+            .map(|stored| (stored.seq, stored.entry.clone()))
+            .collect();
+        let rows = tree::rows(
+            &snapshot.nodes,
+            &by_seq,
+            snapshot.leaf.as_deref(),
+            filter,
+            self.terminal.home.as_deref(),
+        );
+        self.last_tree = rows.iter().map(|row| row.id.clone()).collect();
+        rows
+    }
+
+    fn print_rows(&mut self, rows: &[tree::TreeRow]) -> io::Result<()> {
+        let palette = self.palette();
+        let width = rows.len().to_string().len();
+        for (idx, row) in rows.iter().enumerate() {
+            let number = palette.dim(&format!("{:>width$}", idx + 1));
+            let marker = if row.on_active_path {
+                palette.accent("• ")
+            } else {
+                String::new()
+            };
+            let label = row
+                .label
+                .as_ref()
+                .map(|label| palette.warning(&format!("[{label}] ")))
+                .unwrap_or_default();
+            let text = match row.role {
+                RowRole::User => palette.bold(&row.text),
+                RowRole::Assistant => row.text.clone(),
+                RowRole::Failed => palette.error(&row.text),
+                RowRole::Other => palette.dim(&row.text),
+            };
+            let leaf = if row.is_leaf {
+                palette.accent("  ← current")
+            } else {
+                String::new()
+            };
+            let line = format!(
+                "{number} {}{marker}{label}{text}{leaf}",
+                palette.dim(&row.prefix)
+            );
+            self.out.line(&line)?;
+        }
+        Ok(())
+    }
+
+    async fn label(&mut self, args: Option<&str>) -> Result<()> {
+        let Some(args) = args else {
+            self.warn("Usage: /label ENTRY [TEXT] (ENTRY: a row number of /tree or an entry id; no TEXT clears the label)")?;
+            return Ok(());
+        };
+        let (target, text) = match args.split_once(char::is_whitespace) {
+            Some((target, text)) => (target, Some(text.trim()).filter(|text| !text.is_empty())),
+            None => (args, None),
+        };
+        let Some(snapshot) = self.tree_snapshot().await? else {
+            self.info("No entries in session")?;
+            return Ok(());
+        };
+        let target = match resolve_entry(target, &self.last_tree, &snapshot.entries) {
+            Ok(target) => target,
+            Err(message) => {
+                self.warn(&message)?;
+                return Ok(());
+            }
+        };
+        self.session.set_label(&target, text).await?;
+        match text {
+            Some(text) => self.info(&format!("Label set on {}: {text}", target.as_str()))?,
+            None => self.info(&format!("Label cleared on {}", target.as_str()))?,
+        }
+        Ok(())
+    }
+
+    // ----- session commands -----------------------------------------------------------------
+
+    async fn name(&mut self, name: Option<&str>) -> Result<()> {
+        match name {
+            None => match self.session.session_name() {
+                Some(current) => self.info(&format!("Session name: {current}"))?,
+                None => self.warn("Usage: /name <name>")?,
+            },
+            Some(name) => {
+                self.session.set_session_name(name).await?;
+                self.info(&format!("Session name set: {}", name.trim()))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn session_info(&mut self) -> Result<()> {
+        let stats = self.session.stats();
+        let palette = self.palette();
+        let mut lines = vec![palette.bold("Session Info"), String::new()];
+        if let Some(name) = self.session.session_name() {
+            lines.push(format!("{} {name}", palette.dim("Name:")));
+        }
+        let stored = self.session.is_persisted().await;
+        let database = if stored {
+            self.terminal.database.clone()
+        } else {
+            format!("{} (not written yet)", self.terminal.database)
+        };
+        lines.push(format!("{} {database}", palette.dim("Database:")));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("ID:"),
+            self.session.session_id().await.as_str()
+        ));
+        lines.push(String::new());
+        lines.push(palette.bold("Messages"));
+        lines.push(format!("{} {}", palette.dim("User:"), stats.user_messages));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Assistant:"),
+            stats.assistant_messages
+        ));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Tool Calls:"),
+            stats.tool_calls
+        ));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Tool Results:"),
+            stats.tool_results
+        ));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Total:"),
+            stats.total_messages
+        ));
+        lines.push(String::new());
+        lines.push(palette.bold("Tokens"));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Input:"),
+            thousands(stats.input)
+        ));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Output:"),
+            thousands(stats.output)
+        ));
+        if stats.cache_read > 0 {
+            lines.push(format!(
+                "{} {}",
+                palette.dim("Cache Read:"),
+                thousands(stats.cache_read)
+            ));
+        }
+        if stats.cache_write > 0 {
+            lines.push(format!(
+                "{} {}",
+                palette.dim("Cache Write:"),
+                thousands(stats.cache_write)
+            ));
+        }
+        let total = stats.input + stats.output + stats.cache_read + stats.cache_write;
+        lines.push(format!("{} {}", palette.dim("Total:"), thousands(total)));
+        if stats.cost > 0.0 {
+            lines.push(String::new());
+            lines.push(palette.bold("Cost"));
+            lines.push(format!("{} {:.4}", palette.dim("Total:"), stats.cost));
+        }
+        for line in lines {
+            self.out.line(&line)?;
+        }
+        Ok(())
+    }
+
+    /// Switches to a stored session and shows its history.
+    async fn switch_to(&mut self, id: SessionId) -> Result<()> {
+        let session = self.session.clone();
+        let report = self
+            .with_events(session.switch_session(id), || {})
+            .await??;
+        for notice in &report.notices {
+            self.warn(notice)?;
+        }
+        self.last_tree.clear();
+        self.banner().await?;
+        Ok(())
+    }
+
+    /// The session picker of `/resume` and `-r`: recent sessions of this directory, `all`
+    /// for every project, words to search; returns the chosen session.
+    async fn pick_session(&mut self, words: Option<&str>) -> Result<Option<SessionId>> {
+        let cwd = self.session.cwd().to_string_lossy().into_owned();
+        let mut all = false;
+        let mut query = words.map(str::to_owned);
+        loop {
+            let scope = if all {
+                ListScope::All
+            } else {
+                ListScope::Cwd(cwd.clone())
+            };
+            let store = self.session.store().clone();
+            let listed = match &query {
+                None => {
+                    let scope = scope.clone();
+                    blocking(move || store.list(&scope)).await?
+                }
+                Some(words) => match Query::parse(words) {
+                    Ok(parsed) => {
+                        let request = SearchRequest {
+                            query: parsed,
+                            scope: scope.clone(),
+                            session: None,
+                            roles: Vec::new(),
+                            kinds: Vec::new(),
+                            since_ms: None,
+                            until_ms: None,
+                            model: None,
+                            active_only: false,
+                            limit: 200,
+                            now_ms: chrono::Utc::now().timestamp_millis(),
+                            highlight: (String::new(), String::new()),
+                            snippet_width: 80,
+                        };
+                        blocking(move || {
+                            let hits = store.search(&request)?;
+                            let mut seen: Vec<SessionId> = Vec::new();
+                            for hit in hits {
+                                if !seen.contains(&hit.session) {
+                                    seen.push(hit.session);
+                                }
+                            }
+                            seen.iter()
+                                .take(PICKER_SESSIONS)
+                                .map(|id| store.session(id))
+                                .collect::<Result<Vec<_>, _>>()
+                        })
+                        .await?
+                    }
+                    Err(error) => {
+                        self.warn(&error.to_string())?;
+                        query = None;
+                        continue;
+                    }
+                },
+            };
+            let shown: Vec<SessionSummary> = listed.into_iter().take(PICKER_SESSIONS).collect();
+            let heading = match (&query, all) {
+                (Some(words), true) => format!("Sessions matching {words:?} (all projects):"),
+                (Some(words), false) => format!("Sessions matching {words:?} in {cwd}:"),
+                (None, true) => "Recent sessions (all projects):".to_owned(),
+                (None, false) => format!("Recent sessions in {cwd}:"),
+            };
+            let heading = self.palette().bold(&heading);
+            self.out.line(&heading)?;
+            if shown.is_empty() {
+                self.info("  (none)")?;
+            }
+            let width = shown.len().to_string().len();
+            for (idx, summary) in shown.iter().enumerate() {
+                let line = format!(
+                    "{} {}",
+                    self.palette().dim(&format!("{:>width$}", idx + 1)),
+                    session_row(summary, all)
+                );
+                self.out.line(&line)?;
+            }
+            let question = if all {
+                "Resume (number or id; words to search; Enter to cancel): "
+            } else {
+                "Resume (number or id; words to search; `all` for every project; Enter to cancel): "
+            };
+            let Some(answer) = self.ask(question).await else {
+                return Ok(None);
+            };
+            if answer == "all" {
+                all = true;
+                continue;
+            }
+            if let Ok(number) = answer.parse::<usize>()
+                && number >= 1
+                && number <= shown.len()
+            {
+                return Ok(Some(shown[number - 1].id.clone()));
+            }
+            if let Some(summary) = shown
+                .iter()
+                .find(|summary| summary.id.as_str().starts_with(&answer))
+            {
+                return Ok(Some(summary.id.clone()));
+            }
+            let store = self.session.store().clone();
+            let prefix = answer.clone();
+            if let Ok(id) = blocking(move || store.resolve(&prefix)).await {
+                return Ok(Some(id));
+            }
+            query = Some(answer);
+        }
+    }
+
+    async fn fork(&mut self) -> Result<()> {
+        let messages = self.session.fork_messages().await?;
+        if messages.is_empty() {
+            self.info("No messages to fork from")?;
+            return Ok(());
+        }
+        let width = messages.len().to_string().len();
+        for (idx, (_, text)) in messages.iter().enumerate() {
+            let line = format!(
+                "{} {}",
+                self.palette().dim(&format!("{:>width$}", idx + 1)),
+                one_line(text, 100)
+            );
+            self.out.line(&line)?;
+        }
+        let Some(answer) = self
+            .ask("Fork before which message (number; Enter to cancel): ")
+            .await
+        else {
+            return Ok(());
+        };
+        let Some((entry, _)) = answer
+            .parse::<usize>()
+            .ok()
+            .filter(|number| *number >= 1 && *number <= messages.len())
+            .map(|number| messages[number - 1].clone())
+        else {
+            self.warn(&format!("No message {answer:?}"))?;
+            return Ok(());
+        };
+        let session = self.session.clone();
+        let text = self.with_events(session.fork(&entry), || {}).await??;
+        self.last_tree.clear();
+        if let Some(text) = text {
+            self.initial = text;
+        }
+        self.info("Forked to new session")?;
+        Ok(())
+    }
+
+    async fn clone_session(&mut self) -> Result<()> {
+        let has_leaf = if self.session.is_persisted().await {
+            let id = self.session.session_id().await;
+            let store = self.session.store().clone();
+            blocking(move || store.leaf(&id)).await?.is_some()
+        } else {
+            // A session not written yet has no entries in the store to copy.
+            false
+        };
+        if !has_leaf {
+            self.info("Nothing to clone yet")?;
+            return Ok(());
+        }
+        let session = self.session.clone();
+        self.with_events(session.clone_session(), || {}).await??;
+        self.last_tree.clear();
+        self.info("Cloned to new session")?;
+        Ok(())
+    }
+
+    async fn model(&mut self, search: Option<&str>) -> Result<()> {
+        let models = self.session.available_models();
+        if models.is_empty() {
+            let help = setup_help(&self.terminal.agent_dir);
+            self.warn(&help)?;
+            return Ok(());
+        }
+        let matching: Vec<crate::ai::Model> = match search {
+            Some(search) => models
+                .into_iter()
+                .filter(|model| model_matches(search, &model.provider, &model.id))
+                .collect(),
+            None => models,
+        };
+        let chosen = match matching.as_slice() {
+            [] => {
+                self.warn(&format!(
+                    "No available model matches {:?}",
+                    search.unwrap_or("")
+                ))?;
+                return Ok(());
+            }
+            [one] if search.is_some() => one.clone(),
+            many => {
+                let current = self.session.model();
+                let width = many.len().to_string().len();
+                for (idx, model) in many.iter().enumerate() {
+                    let is_current = current
+                        .as_ref()
+                        .is_some_and(|c| c.provider == model.provider && c.id == model.id);
+                    let line = format!(
+                        "{} {}/{}{}",
+                        self.palette().dim(&format!("{:>width$}", idx + 1)),
+                        model.provider,
+                        model.id,
+                        if is_current { "  ← current" } else { "" }
+                    );
+                    self.out.line(&line)?;
+                }
+                let Some(answer) = self.ask("Model (number; Enter to cancel): ").await else {
+                    return Ok(());
+                };
+                match answer
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|number| *number >= 1 && *number <= many.len())
+                {
+                    Some(number) => many[number - 1].clone(),
+                    None => {
+                        self.warn(&format!("No model {answer:?}"))?;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let session = self.session.clone();
+        self.with_events(session.set_model(chosen.clone()), || {})
+            .await??;
+        let mut text = format!("Model: {}/{}", chosen.provider, chosen.id);
+        if chosen.reasoning {
+            text.push_str(&format!(
+                " • thinking {}",
+                self.session.thinking_level().as_str()
+            ));
+        }
+        self.info(&text)?;
+        Ok(())
+    }
+
+    async fn thinking(&mut self, level: Option<&str>) -> Result<()> {
+        let available: Vec<&str> = self
+            .session
+            .available_thinking_levels()
+            .into_iter()
+            .map(ThinkingLevel::as_str)
+            .collect();
+        let Some(level) = level else {
+            self.info(&format!(
+                "Thinking level: {} (available: {})",
+                self.session.thinking_level().as_str(),
+                available.join(", ")
+            ))?;
+            return Ok(());
+        };
+        let Some(parsed) = ThinkingLevel::parse(level) else {
+            self.warn(&format!(
+                "Unknown thinking level {level:?}; use one of off, minimal, low, medium, high, xhigh"
+            ))?;
+            return Ok(());
+        };
+        if !self.session.model().is_some_and(|model| model.reasoning) {
+            self.warn("The current model does not support thinking")?;
+            return Ok(());
+        }
+        self.session.set_thinking_level(parsed).await;
+        self.info(&format!(
+            "Thinking level: {}",
+            self.session.thinking_level().as_str()
+        ))?;
+        Ok(())
+    }
+
+    /// Resolves a path typed in a command (`~` and relative to the working directory).
+    fn typed_path(&self, typed: &str) -> PathBuf {
+        let expanded = match (typed.strip_prefix("~/"), &self.terminal.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if typed == "~" => self
+                .terminal
+                .home
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(typed)),
+            _ => PathBuf::from(typed),
+        };
+        if expanded.is_absolute() {
+            expanded
+        } else {
+            self.session.cwd().join(expanded)
+        }
+    }
+
+    /// `/export [FILE.jsonl]`: the active branch as a linear session in a new file (the
+    /// reference's `/export file.jsonl`; `pi export --jsonl --branch`).
+    async fn export(&mut self, path: Option<&str>) -> Result<()> {
+        if !self.session.is_persisted().await {
+            self.info("Nothing to export yet")?;
+            return Ok(());
+        }
+        let session = self.session.session_id().await;
+        let target = match path {
+            Some(path) if !path.ends_with(".jsonl") => {
+                self.warn("pi exports the JSONL format only: /export FILE.jsonl")?;
+                return Ok(());
+            }
+            Some(path) => self.typed_path(path),
+            None => {
+                let store = self.session.store().clone();
+                let id = session.clone();
+                let summary = blocking(move || store.session(&id)).await?;
+                self.session
+                    .cwd()
+                    .join(session_file_name(&summary.created, &session))
+            }
+        };
+        let export = self.interchange.export_branch.clone();
+        let store = self.session.store().clone();
+        let file = target.clone();
+        let written = tokio::task::spawn_blocking(move || export(&store, &session, &file))
+            .await
+            .context("the export task failed")?;
+        match written {
+            Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
+            Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,
+        }
+        Ok(())
+    }
+
+    /// `/import FILE`: import a JSONL session (as `pi import` does) and switch to it.
+    async fn import(&mut self, path: Option<&str>) -> Result<()> {
+        let Some(path) = path else {
+            self.warn("Usage: /import <path.jsonl>")?;
+            return Ok(());
+        };
+        let file = self.typed_path(path);
+        let answer = self
+            .ask(&format!("Replace the current session with {path}? [y/N] "))
+            .await;
+        if !matches!(answer.as_deref(), Some("y" | "Y" | "yes")) {
+            self.info("Import cancelled")?;
+            return Ok(());
+        }
+        let import = self.interchange.import.clone();
+        let store = self.session.store().clone();
+        let imported = tokio::task::spawn_blocking(move || import(&store, &file))
+            .await
+            .context("the import task failed")?;
+        let imported = match imported {
+            Ok(imported) => imported,
+            Err(error) => {
+                self.error(&format!("Failed to import session: {error:#}"))?;
+                return Ok(());
+            }
+        };
+        match imported.session {
+            None => self.error(&imported.summary)?,
+            Some(id) => {
+                self.info(&imported.summary)?;
+                self.switch_to(id).await?;
+                self.info(&format!("Session imported from: {path}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn reload(&mut self) -> io::Result<()> {
+        if self.session.is_streaming() {
+            return self.warn("Wait for the current response to finish before reloading.");
+        }
+        self.session.reload_resources();
+        self.refresh_commands();
+        let diagnostics: Vec<String> = match self.session.resources().lock() {
+            Ok(resources) => resources
+                .diagnostics()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for diagnostic in diagnostics {
+            self.warn(&format!("Warning: {diagnostic}"))?;
+        }
+        self.info("Reloaded skills, prompt templates and context files")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_get_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1234), "1,234");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    fn stored(seq: i64, id: &str) -> StoredEntry {
+        let line = format!(
+            r#"{{"type":"custom","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","customType":"x"}}"#
+        );
+        StoredEntry {
+            seq,
+            entry: Entry::parse(line.as_bytes()).unwrap(),
+            payload: line.into_bytes(),
+        }
+    }
+
+    #[test]
+    fn picker_answers_resolve_row_numbers_and_id_prefixes() {
+        let entries = vec![
+            stored(0, "ab12cd34"),
+            stored(1, "ab99ef00"),
+            stored(2, "ff000001"),
+        ];
+        let rows = vec![Some(EntryId::new("ff000001")), None];
+        assert_eq!(
+            resolve_entry("1", &rows, &entries),
+            Ok(EntryId::new("ff000001"))
+        );
+        assert!(
+            resolve_entry("2", &rows, &entries).is_err(),
+            "a row without an id"
+        );
+        assert_eq!(
+            resolve_entry("ab1", &rows, &entries),
+            Ok(EntryId::new("ab12cd34"))
+        );
+        let ambiguous = resolve_entry("ab", &rows, &entries).unwrap_err();
+        assert!(ambiguous.contains("matches 2 entries"), "{ambiguous}");
+        assert!(resolve_entry("zz", &rows, &entries).is_err());
+        // A number beyond the rows is read as an id prefix.
+        assert!(resolve_entry("7", &rows, &entries).is_err());
+    }
+
+    #[test]
+    fn times_are_shortened_to_minutes() {
+        assert_eq!(short_time("2026-01-01T10:00:05.000Z"), "2026-01-01 10:00");
+        assert_eq!(one_line("a\n  b   c", 4), "a b …");
+    }
+
+    #[test]
+    fn model_searches_match_ids_and_subsequences() {
+        assert!(model_matches("mock/mock-model", "mock", "mock-model"));
+        assert!(model_matches("mmod", "mock", "mock-model"));
+        assert!(model_matches("sonnet 4", "anthropic", "claude-sonnet-4-5"));
+        assert!(!model_matches("gpt", "anthropic", "claude-sonnet-4-5"));
+    }
+}

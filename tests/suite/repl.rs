@@ -1,0 +1,569 @@
+//! The interactive REPL, driven in a real terminal (tmux) against the scripted provider on
+//! 127.0.0.1: a conversation with a tool call, `/tree` back to an earlier point and a new
+//! branch, `/label`, `/name`, exit; `pi -c` resumes at the same leaf and shows the history;
+//! Ctrl+C aborts a streaming turn and keeps the REPL; history, completion and the exits.
+
+use std::time::Duration;
+
+use pi::model::entry::EntryKind;
+use pi::model::message::AgentMessage;
+use pi::store::ListScope;
+
+use crate::common::TestEnv;
+use crate::common::agent::models_json;
+use crate::common::provider::{MockResponse, ProviderServer, sse};
+use crate::common::tmux::{Tmux, row_number};
+
+/// Writes `models.json` (the scripted provider) and fast retry settings into the agent dir.
+fn configure(env: &TestEnv, server: &ProviderServer) {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        models_json(&server.url(), 128_000),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}}"#,
+    )
+    .unwrap();
+}
+
+fn user_text(kind: &EntryKind) -> Option<String> {
+    match kind {
+        EntryKind::Message(AgentMessage::User(user)) => Some(user.content.joined_text()),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_conversation_with_a_tool_call_a_new_branch_labels_and_a_name_resumes_with_pi_c() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"echo tool-output-42"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("The command printed forty-two.")),
+        MockResponse::sse(sse::openai_text("Second answer here.")),
+        MockResponse::sse(sse::openai_text("Branch answer here.")),
+    ]);
+    configure(&env, &server);
+
+    let tmux = Tmux::start(&env, "first", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("run the command please");
+    let screen = tmux.wait_for("The command printed forty-two.");
+    assert!(
+        screen.contains("[bash: echo tool-output-42]"),
+        "the tool call is one line:\n{screen}"
+    );
+    assert!(screen.contains("  tool-output-42"), "its result:\n{screen}");
+    tmux.wait_for("mock/mock-model • ctx");
+    tmux.wait_for_prompt();
+
+    tmux.line("second question");
+    tmux.wait_for("Second answer here.");
+    tmux.wait_for_count("mock/mock-model • ctx", 2);
+    tmux.wait_for_prompt();
+
+    // Back to before the second question: selecting a user message puts the leaf on its
+    // parent and the message text into the editor.
+    tmux.line("/tree");
+    let screen = tmux.wait_for("Go to entry");
+    assert!(screen.contains("user: run the command please"), "{screen}");
+    assert!(
+        screen.contains("← current"),
+        "the leaf is marked:\n{screen}"
+    );
+    let row = row_number(&screen, "user: second question");
+    tmux.line(&row.to_string());
+    tmux.wait_for("Summarize the branch you leave?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Navigated to selected point");
+    tmux.wait_for("> second question");
+    // Ctrl+C on a non-empty line clears it.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("branch question");
+    tmux.wait_for("Branch answer here.");
+    tmux.wait_for_count("mock/mock-model • ctx", 3);
+    tmux.wait_for_prompt();
+
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 2);
+    let listing = screen.rsplit("> /tree").next().unwrap();
+    assert!(
+        listing.contains("├─ • user: branch question"),
+        "the active branch comes first:\n{listing}"
+    );
+    assert!(listing.contains("└─ user: second question"), "{listing}");
+    let first = row_number(listing, "user: run the command please");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.line(&format!("/label {first} checkpoint"));
+    tmux.wait_for("Label set on");
+    tmux.line("/name demo session");
+    tmux.wait_for("Session name set: demo session");
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 3);
+    assert!(
+        screen.contains("• [checkpoint] user: run the command please"),
+        "{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    assert_eq!(server.requests().len(), 4);
+    server.assert_tool_calls_answered();
+
+    // The store has the tree: two branches after the first turn, the label and the name.
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    let session = &sessions[0];
+    assert_eq!(session.name.as_deref(), Some("demo session"));
+    let entries = store.entries(&session.id).unwrap();
+    let find_user = |text: &str| {
+        entries
+            .iter()
+            .find(|stored| user_text(&stored.entry.kind).as_deref() == Some(text))
+            .unwrap_or_else(|| panic!("user message {text:?}"))
+    };
+    let second = find_user("second question");
+    let branch = find_user("branch question");
+    assert_eq!(second.entry.parent_id, branch.entry.parent_id);
+    let first_user = find_user("run the command please");
+    let labels = store.labels(&session.id).unwrap();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(Some(&labels[0].0), first_user.entry.id.as_ref());
+    assert_eq!(labels[0].1, "checkpoint");
+    let leaf = store.leaf(&session.id).unwrap().unwrap();
+    match &leaf.entry.kind {
+        EntryKind::Message(AgentMessage::Assistant(assistant)) => {
+            assert_eq!(assistant.text(), "Branch answer here.")
+        }
+        // The label and the name are appended at the leaf, so the leaf is the name entry.
+        EntryKind::SessionInfo { .. } => {}
+        other => panic!("unexpected leaf {other:?}"),
+    }
+    drop(tmux);
+
+    // `pi -c` resumes at the same leaf and shows the history of the active branch.
+    let tmux = Tmux::start(&env, "continue", &["-c"], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains(&format!("session {}", session.id.as_str())),
+        "{screen}"
+    );
+    assert!(screen.contains("> run the command please"), "{screen}");
+    assert!(screen.contains("[bash: echo tool-output-42]"), "{screen}");
+    assert!(screen.contains("> branch question"), "{screen}");
+    assert!(screen.contains("Branch answer here."), "{screen}");
+    assert!(
+        !screen.contains("Second answer here."),
+        "the other branch is not on the path:\n{screen}"
+    );
+    tmux.line("/session");
+    let screen = tmux.wait_for("Tool Calls:");
+    assert!(screen.contains("Name: demo session"), "{screen}");
+    assert!(
+        screen.contains(&format!("ID: {}", session.id.as_str())),
+        "{screen}"
+    );
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let after = env.store().leaf(&session.id).unwrap().unwrap();
+    assert_eq!(after.seq, leaf.seq, "resuming moved nothing");
+}
+
+#[test]
+fn ctrl_c_aborts_a_streaming_turn_and_the_repl_goes_on() {
+    let env = TestEnv::new();
+    // The answer streams its first words, then stalls far longer than the test waits.
+    let body = sse::openai_text("Streaming words then a long pause before the rest.");
+    let stall_at = body.find("then").expect("a word to stall at");
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(body).stall_after(stall_at, Duration::from_secs(300)),
+        MockResponse::sse(sse::openai_text("Recovered fine.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "abort", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("tell me something");
+    // The first words are on the screen while the response is still open: output streams.
+    tmux.wait_for("Streaming words");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Aborted");
+    assert!(tmux.is_running(), "Ctrl+C during a turn does not end pi");
+    tmux.wait_for_prompt();
+    tmux.line("again");
+    tmux.wait_for("Recovered fine.");
+    tmux.wait_for_prompt();
+    // Ctrl+C twice on an empty line exits.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("press Ctrl+C again to exit");
+    tmux.keys(&["C-c"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let store = env.store();
+    let session = &store.list(&ListScope::All).unwrap()[0];
+    let stop_reasons: Vec<String> = store
+        .entries(&session.id)
+        .unwrap()
+        .iter()
+        .filter_map(|stored| match &stored.entry.kind {
+            EntryKind::Message(AgentMessage::Assistant(assistant)) => {
+                Some(format!("{:?}", assistant.stop_reason))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stop_reasons, ["Aborted", "Stop"]);
+}
+
+#[test]
+fn input_history_persists_and_commands_complete() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let tmux = Tmux::start(&env, "history", &[], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains("No model available. Configure one of:"),
+        "without a model pi says what to configure:\n{screen}"
+    );
+    assert!(
+        screen.contains(&env.agent_dir.join("models.json").display().to_string()),
+        "{screen}"
+    );
+    tmux.line("!echo shell-says-hi");
+    tmux.wait_for("shell-says-hi\n");
+    tmux.wait_for_prompt();
+    // Tab completes a unique command.
+    tmux.type_text("/sess");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /session");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Session Info");
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
+    drop(tmux);
+
+    let history = std::fs::read_to_string(env.agent_dir.join("repl-history")).unwrap();
+    assert!(history.contains("!echo shell-says-hi"), "{history}");
+    let tmux = Tmux::start(&env, "history-again", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["Up", "Up", "Up"]);
+    tmux.wait_for("> !echo shell-says-hi");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    drop(tmux);
+
+    // `-r` with nothing chosen exits 0.
+    let tmux = Tmux::start(&env, "resume-nothing", &["-r"], &[]);
+    tmux.wait_for("Resume (number or id");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("No session selected");
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
+
+#[test]
+fn pickers_resume_fork_clone_model_thinking_and_new() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("Checkout answer.")),
+        MockResponse::sse(sse::openai_text("Billing answer.")),
+        MockResponse::sse(sse::openai_text("Fresh answer.")),
+    ]);
+    configure(&env, &server);
+    std::fs::create_dir_all(env.agent_dir.join("prompts")).unwrap();
+    std::fs::write(
+        env.agent_dir.join("prompts/review.md"),
+        "---\ndescription: Review a file\n---\nReview $1 carefully.",
+    )
+    .unwrap();
+    // Each run gets its own id seed: with the fixed test clock, equal seeds give equal ids.
+    for (seed, prompt) in [
+        ("8", "first session about checkout"),
+        ("9", "second session about billing"),
+    ] {
+        let output = env
+            .pi()
+            .env("PI_TEST_SEED", seed)
+            .args(["-p", prompt])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+    }
+    let store = env.store();
+    let before = store.list(&ListScope::All).unwrap();
+    let billing = before
+        .iter()
+        .find(|summary| summary.first_message.as_deref() == Some("second session about billing"))
+        .unwrap_or_else(|| panic!("{before:#?}"))
+        .id
+        .clone();
+
+    let tmux = Tmux::start(&env, "pickers", &["-r"], &[]);
+    let screen = tmux.wait_for("Resume (number or id");
+    assert!(screen.contains("Recent sessions in"), "{screen}");
+    let row = row_number(&screen, "first session about checkout");
+    tmux.line(&row.to_string());
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains("> first session about checkout"),
+        "{screen}"
+    );
+    assert!(screen.contains("Checkout answer."), "{screen}");
+
+    // `/resume WORDS` searches.
+    tmux.line("/resume billing");
+    let screen = tmux.wait_for("Sessions matching \"billing\"");
+    let listing = screen.rsplit("> /resume billing").next().unwrap();
+    assert!(
+        !listing.contains("first session about checkout"),
+        "{listing}"
+    );
+    let row = row_number(listing, "second session about billing");
+    tmux.wait_for_count("Resume (number or id", 2);
+    tmux.line(&row.to_string());
+    tmux.wait_for(&format!("session {}", billing.as_str()));
+    tmux.wait_for_prompt();
+
+    // `/fork` before the only user message: a new session, the text back in the editor.
+    tmux.line("/fork");
+    tmux.wait_for("Fork before which message");
+    tmux.line("1");
+    tmux.wait_for("Forked to new session");
+    tmux.wait_for("> second session about billing");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("/clone");
+    tmux.wait_for("Cloned to new session");
+    tmux.wait_for_prompt();
+
+    tmux.line("/model");
+    let screen = tmux.wait_for("Model (number");
+    assert!(screen.contains("1 mock/mock-model  ← current"), "{screen}");
+    tmux.line("1");
+    tmux.wait_for("Model: mock/mock-model");
+    tmux.wait_for_prompt();
+    tmux.line("/thinking");
+    tmux.wait_for("Thinking level: off (available: off)");
+    tmux.line("/thinking high");
+    tmux.wait_for("The current model does not support thinking");
+    tmux.line("/name");
+    tmux.wait_for("Usage: /name <name>");
+    tmux.wait_for_prompt();
+
+    // Prompt templates complete like commands.
+    tmux.type_text("/rev");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /review");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+
+    tmux.line("/new");
+    tmux.wait_for("New session started");
+    // A trailing backslash continues the input on a new line.
+    tmux.line("hi there \\");
+    tmux.line("on two lines");
+    tmux.wait_for("Fresh answer.");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let after = store.list(&ListScope::All).unwrap();
+    assert_eq!(
+        after.len(),
+        5,
+        "two from -p, the fork, the clone, the new one"
+    );
+    let children: Vec<_> = after
+        .iter()
+        .filter(|summary| summary.parent_session.as_deref() == Some(billing.as_str()))
+        .collect();
+    assert_eq!(children.len(), 1, "the fork records its parent");
+    assert!(
+        after
+            .iter()
+            .any(|summary| summary.first_message.as_deref() == Some("hi there \non two lines")),
+        "{after:#?}"
+    );
+}
+
+#[test]
+fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "Imported and continued.",
+    ))]);
+    configure(&env, &server);
+    let fixture = crate::common::fixtures::dir().join("branches.jsonl");
+    let tmux = Tmux::start(&env, "interchange", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line(&format!("/import {}", fixture.display()));
+    tmux.wait_for("Replace the current session with");
+    tmux.line("y");
+    let screen = tmux.wait_for("Session imported from:");
+    assert!(
+        screen.contains("imported "),
+        "the import's summary:\n{screen}"
+    );
+    assert!(
+        screen.contains("> Add a test for Oregon (no sales tax)."),
+        "the history of the imported session:\n{screen}"
+    );
+    tmux.wait_for_prompt();
+    tmux.line("next step");
+    tmux.wait_for("Imported and continued.");
+    tmux.wait_for_prompt();
+    tmux.line("/export out.jsonl");
+    tmux.wait_for("Session exported to:");
+    tmux.line("/export notes.txt");
+    tmux.wait_for("pi exports the JSONL format only");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let text = std::fs::read_to_string(env.workspace.join("out.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "session");
+    assert_ne!(
+        lines[0]["id"], "0196dd78-be80-74cc-b418-74fc28742ba5",
+        "the branch is written under a new session id"
+    );
+    for pair in lines[1..].windows(2) {
+        assert_eq!(pair[1]["parentId"], pair[0]["id"], "a linear session");
+    }
+    assert!(text.contains("Add a test for Oregon"));
+    assert!(
+        !text.contains("Skip the table; hardcode California"),
+        "only the active branch"
+    );
+    assert!(text.ends_with("\n"));
+    let last_message = lines
+        .iter()
+        .rev()
+        .find(|line| line["type"] == "message")
+        .unwrap();
+    assert_eq!(
+        last_message["message"]["content"][0]["text"],
+        "Imported and continued."
+    );
+}
+
+#[test]
+fn compact_and_a_branch_summary_from_the_repl() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+        MockResponse::sse(sse::openai_text(
+            "Summary: the second question was explored.",
+        )),
+        MockResponse::sse(sse::openai_text("Compacted: the numbers are 1, 2, 3.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "compact", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("first question");
+    tmux.wait_for("First answer.");
+    tmux.wait_for_prompt();
+    tmux.line("second question");
+    tmux.wait_for("Second answer.");
+    tmux.wait_for_prompt();
+
+    tmux.line("/tree");
+    let screen = tmux.wait_for("Go to entry");
+    tmux.line(&row_number(&screen, "user: second question").to_string());
+    tmux.wait_for("Summarize the branch you leave?");
+    tmux.line("s");
+    tmux.wait_for("Navigated to selected point");
+    tmux.wait_for("> second question");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 2);
+    assert!(
+        screen
+            .lines()
+            .any(|line| line.contains("• [branch summary]: ")
+                && line.contains("Summary: the second question was explored.")
+                && line.ends_with("← current")),
+        "the summary is the new leaf:\n{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+
+    tmux.line("/compact keep the numbers");
+    tmux.wait_for("Compacted the context");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "two turns, a branch summary, a compaction"
+    );
+    assert!(
+        requests[3].json().to_string().contains("keep the numbers"),
+        "the focus text reaches the summary request"
+    );
+    let store = env.store();
+    let session = &store.list(&ListScope::All).unwrap()[0];
+    let kinds: Vec<String> = store
+        .entries(&session.id)
+        .unwrap()
+        .iter()
+        .map(|stored| stored.entry.kind.type_name().to_owned())
+        .collect();
+    assert!(
+        kinds.iter().any(|kind| kind == "branch_summary"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("compaction"));
+}
+
+#[test]
+fn an_extension_dialog_is_answered_in_the_repl_during_a_turn() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"rm -rf build"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Understood, nothing was deleted.")),
+    ]);
+    configure(&env, &server);
+    std::fs::create_dir_all(env.workspace.join("build")).unwrap();
+    std::fs::write(env.workspace.join("build/keep.txt"), "keep").unwrap();
+    let guard = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/extensions/guard.py")
+        .display()
+        .to_string();
+    let tmux = Tmux::start(&env, "guard", &["-e", &guard], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("clean up the build");
+    tmux.wait_for("Dangerous command");
+    tmux.wait_for("Allow `rm -rf build`? [y/N]");
+    tmux.line("n");
+    let screen = tmux.wait_for("Understood, nothing was deleted.");
+    assert!(screen.contains("Blocked by the user"), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert!(env.workspace.join("build/keep.txt").exists());
+    server.assert_tool_calls_answered();
+}
