@@ -1,12 +1,1306 @@
-//! RPC mode over stdin/stdout.
+//! RPC mode (`pi --mode rpc`): the reference's headless protocol over stdin/stdout
+//! (spec extensions-and-modes §8), so that clients written for the reference — its own
+//! `RpcClient` included — drive pi unchanged.
+//!
+//! # The line protocol
+//!
+//! Both directions are strict JSON Lines: one JSON value per record, records separated by LF
+//! only (a `\r` before it is dropped; U+2028/U+2029 inside strings are not separators, see
+//! [`framing`]). stdout carries protocol records only; diagnostics go to stderr.
+//!
+//! * **Commands** (stdin) are objects with a `type` and an optional `id`.
+//! * **Responses** (stdout): exactly one per command,
+//!   `{"id"?, "type":"response", "command":<type>, "success":true, "data"?}` or
+//!   `{"id"?, "type":"response", "command":<type>, "success":false, "error":<text>}`; `id`
+//!   echoes the command's `id` when it had one. An unknown `type` is answered without `id`;
+//!   a line that is not JSON (or not an object) gets `command: "parse"`. The process keeps
+//!   running after any error.
+//! * **Events** (stdout): every session event (§6: `agent_start` … `agent_end`,
+//!   `queue_update`, `auto_retry_*`, `compaction_*`, `thinking_level_changed`,
+//!   `session_info_changed`) as one record, without `id`. An event emitted before a command
+//!   finished is written before that command's response.
+//! * **Extension UI**: `extension_ui_request` records and `extension_ui_response` replies
+//!   ([`ui`]).
+//!
+//! A worked exchange (`→` stdin, `←` stdout; message objects shortened):
+//!
+//! ```text
+//! → {"id":"1","type":"get_state"}
+//! ← {"id":"1","type":"response","command":"get_state","success":true,"data":{"model":{…},"thinkingLevel":"off","isStreaming":false,"isCompacting":false,"steeringMode":"one-at-a-time","followUpMode":"one-at-a-time","sessionFile":"/home/me/.pi/agent/pi.db#019b…","sessionId":"019b…","autoCompactionEnabled":true,"messageCount":0,"pendingMessageCount":0}}
+//! → {"id":"2","type":"prompt","message":"Hi"}
+//! ← {"id":"2","type":"response","command":"prompt","success":true}
+//! ← {"type":"agent_start"}
+//! ← {"type":"turn_start"}
+//! ← {"type":"message_start","message":{"role":"user",…}}
+//! ← …message_update…message_end…turn_end…
+//! ← {"type":"agent_end","messages":[…]}
+//! → {"id":"3","type":"prompt","message":"Again"}            (while streaming)
+//! ← {"id":"3","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}
+//! → {"type":"nope"}
+//! ← {"type":"response","command":"nope","success":false,"error":"Unknown command: nope"}
+//! → not json
+//! ← {"type":"response","command":"parse","success":false,"error":"Failed to parse command: expected ident at line 1 column 2"}
+//! ```
+//!
+//! Where the reference reports a session file (`sessionFile` of `get_state` and
+//! `get_session_stats`), pi reports `<database path>#<session id>`; with `--no-session` the
+//! field is absent, as the reference omits it. `switch_session` takes a session id, a unique
+//! prefix, or a reference JSONL file (a path: it contains `/` or ends in `.jsonl`), which is
+//! imported first exactly as `pi import` imports it.
+//!
+//! # Ordering and concurrency
+//!
+//! Commands run one after the other in arrival order, so a command sees the effects of the
+//! ones before it; a `prompt` is answered once the session accepted it (it is then streaming
+//! or queued), and its run continues in the background. The long commands — the run of a
+//! prompt, `bash`, `compact` and the wait of `abort` — run as tasks and answer when they
+//! finish.
+//! `abort`, `abort_retry`, `abort_bash` and `extension_ui_response` lines act at once, even
+//! while an earlier command waits. Commands that replace the session (`new_session`,
+//! `switch_session`, `fork`, `clone`) first abort a running turn and wait for it to end (the
+//! reference leaves the old run going in the background; here one handle owns the session).
+//!
+//! End of stdin: pi finishes what is in flight (a running prompt included), then exits 0.
+//! SIGTERM / SIGHUP abort the turn and a running `bash`, then exit 143 / 129.
 
+pub mod framing;
+pub mod ui;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
+use crate::ai::ThinkingLevel;
+use crate::jsonl::SessionReader;
+use crate::model::ids::EntryId;
+use crate::model::message::{AgentMessage, ContentBlock, ImageContent, StopReason};
 use crate::modes::Prepared;
+use crate::session::compaction::{self, ContextUsage};
+use crate::session::extensions::discovery::ExtensionOrigin;
+use crate::session::resources::{ResourceConfig, ResourceOrigin};
+use crate::session::{
+    AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
+};
+use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
-/// Runs RPC mode.
-pub async fn run(_prepared: Prepared) -> Result<ExitCode> {
-    bail!("RPC mode is not built yet")
+pub use framing::{LineSplitter, serialize_record};
+pub use ui::{DialogOptions, RpcUi, WidgetPlacement};
+
+/// What a command handler returns: the response `data` (`None` for none), or the error text.
+type Outcome = Result<Option<Value>, String>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Builds a response record.
+fn response(id: Option<&Value>, command: Option<&Value>, outcome: Outcome) -> Value {
+    let mut record = Map::new();
+    if let Some(id) = id {
+        record.insert("id".into(), id.clone());
+    }
+    record.insert("type".into(), Value::from("response"));
+    if let Some(command) = command {
+        record.insert("command".into(), command.clone());
+    }
+    match outcome {
+        Ok(data) => {
+            record.insert("success".into(), Value::from(true));
+            if let Some(data) = data {
+                record.insert("data".into(), data);
+            }
+        }
+        Err(error) => {
+            record.insert("success".into(), Value::from(false));
+            record.insert("error".into(), Value::from(error));
+        }
+    }
+    Value::Object(record)
+}
+
+/// The ordered stream of stdout records: session events and everything the mode writes.
+///
+/// Events are moved from the session's subscription into one channel under a lock, and a
+/// record written by the mode first moves the events already emitted, so the stdout order is
+/// the order in which things happened.
+#[derive(Clone)]
+struct Output {
+    inner: Arc<Mutex<OutputInner>>,
+}
+
+struct OutputInner {
+    events: mpsc::UnboundedReceiver<SessionEvent>,
+    records: mpsc::UnboundedSender<Value>,
+}
+
+impl OutputInner {
+    fn forward(&self, event: &SessionEvent) {
+        match event.to_json() {
+            Some(value) => {
+                let _ = self.records.send(value);
+            }
+            None => {
+                if let SessionEvent::Notice { message, .. } = event {
+                    eprintln!("{message}");
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            self.forward(&event);
+        }
+    }
+}
+
+impl Output {
+    fn new(
+        events: mpsc::UnboundedReceiver<SessionEvent>,
+        records: mpsc::UnboundedSender<Value>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(OutputInner { events, records })),
+        }
+    }
+
+    /// Writes a record after the events emitted so far.
+    fn send(&self, record: Value) {
+        let mut inner = lock(&self.inner);
+        inner.drain();
+        let _ = inner.records.send(record);
+    }
+
+    /// Moves events to the record stream as they come, until the session drops its senders.
+    async fn forward_events(&self) {
+        std::future::poll_fn(|cx| {
+            let mut inner = lock(&self.inner);
+            loop {
+                match inner.events.poll_recv(cx) {
+                    std::task::Poll::Ready(Some(event)) => inner.forward(&event),
+                    std::task::Poll::Ready(None) => return std::task::Poll::Ready(()),
+                    std::task::Poll::Pending => return std::task::Poll::Pending,
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Moves the events emitted so far (before shutting down).
+    fn flush_events(&self) {
+        lock(&self.inner).drain();
+    }
+}
+
+/// Writes records to stdout until `done` fires and everything queued is written; returns
+/// false when stdout is closed.
+async fn write_records(mut records: mpsc::UnboundedReceiver<Value>, done: CancellationToken) {
+    let mut stdout = tokio::io::stdout();
+    let mut open = true;
+    let mut write = async |record: Value, open: &mut bool| {
+        if !*open {
+            return;
+        }
+        let line = serialize_record(&record);
+        if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            *open = false;
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            record = records.recv() => match record {
+                Some(record) => write(record, &mut open).await,
+                None => break,
+            },
+            () = done.cancelled() => {
+                while let Ok(record) = records.try_recv() {
+                    write(record, &mut open).await;
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// Reads stdin on its own thread (a blocking read must not hold up the runtime's shutdown)
+/// and sends its records; the channel closes at end of input.
+fn spawn_stdin_reader(lines: mpsc::UnboundedSender<String>) {
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut splitter = LineSplitter::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => {
+                    for line in splitter.push(&buffer[..read]) {
+                        if lines.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    eprintln!("rpc: reading stdin failed: {error}");
+                    break;
+                }
+            }
+        }
+        if let Some(line) = splitter.finish() {
+            let _ = lines.send(line);
+        }
+    });
+}
+
+/// Resolves with the exit code of the first SIGTERM (143) or SIGHUP (129).
+async fn termination_signal() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        // Without signal handlers the default action (termination) still applies.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => 143,
+        _ = hup.recv() => 129,
+    }
+}
+
+/// Runs RPC mode until stdin ends or a termination signal arrives.
+pub async fn run(prepared: Prepared) -> Result<ExitCode> {
+    let Prepared {
+        mut config, target, ..
+    } = prepared;
+    let (records_tx, records_rx) = mpsc::unbounded_channel();
+    let writer_done = CancellationToken::new();
+    let writer = tokio::spawn(write_records(records_rx, writer_done.clone()));
+    // Extensions' dialogs go to the client from the start (`session_start` handlers included).
+    let ui = RpcUi::new(records_tx.clone(), config.ids.clone());
+    config.extensions.ui = Arc::new(ui.clone());
+    let extensions = ExtensionSources {
+        origins: config
+            .extensions
+            .executables
+            .iter()
+            .map(|extension| (extension.display.clone(), extension.origin))
+            .collect(),
+        cwd: config.cwd.clone(),
+        agent_dir: lock(&config.resources).config().agent_dir.clone(),
+    };
+    let (session, report) = AgentSession::open(config, target).await?;
+    for notice in &report.notices {
+        eprintln!("Warning: {notice}");
+    }
+    let output = Output::new(session.subscribe(), records_tx);
+    let forwarder = {
+        let output = output.clone();
+        tokio::spawn(async move { output.forward_events().await })
+    };
+    let server = Server {
+        session: session.clone(),
+        output: output.clone(),
+        ui,
+        tasks: Arc::new(Mutex::new(Vec::new())),
+        extensions: Arc::new(extensions),
+    };
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel();
+    spawn_stdin_reader(lines_tx);
+
+    let code = tokio::select! {
+        () = server.serve(lines_rx) => 0,
+        code = termination_signal() => {
+            session.abort();
+            session.abort_bash();
+            // Give the turn a moment to record its aborted message; the exit does not wait
+            // for a stuck tool.
+            let _ = tokio::time::timeout(Duration::from_secs(2), session.wait_for_idle()).await;
+            code
+        }
+    };
+    // The extensions get `session_shutdown` (reason `quit`) and are stopped.
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.shutdown()).await;
+    forwarder.abort();
+    output.flush_events();
+    writer_done.cancel();
+    let _ = writer.await;
+    Ok(ExitCode::from(code))
+}
+
+/// Where the executable extensions were found, for the `sourceInfo` of their commands.
+struct ExtensionSources {
+    origins: Vec<(String, ExtensionOrigin)>,
+    cwd: PathBuf,
+    agent_dir: PathBuf,
+}
+
+/// A parsed command: its `id` (echoed), `type` and fields.
+struct Command {
+    id: Option<Value>,
+    kind: String,
+    fields: Map<String, Value>,
+}
+
+impl Command {
+    fn respond(&self, outcome: Outcome) -> Value {
+        response(
+            self.id.as_ref(),
+            Some(&Value::from(self.kind.as_str())),
+            outcome,
+        )
+    }
+
+    fn string(&self, key: &str) -> Result<String, String> {
+        match self.fields.get(key) {
+            Some(Value::String(text)) => Ok(text.clone()),
+            _ => Err(format!(
+                "Invalid {} command: \"{key}\" must be a string",
+                self.kind
+            )),
+        }
+    }
+
+    fn optional_string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(_) => Err(format!(
+                "Invalid {} command: \"{key}\" must be a string",
+                self.kind
+            )),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool, String> {
+        match self.fields.get(key) {
+            Some(Value::Bool(value)) => Ok(*value),
+            _ => Err(format!(
+                "Invalid {} command: \"{key}\" must be a boolean",
+                self.kind
+            )),
+        }
+    }
+
+    /// `images`: `ImageContent` objects (`{type:"image", data, mimeType}`).
+    fn images(&self) -> Result<Vec<ImageContent>, String> {
+        let items = match self.fields.get("images") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(format!(
+                    "Invalid {} command: \"images\" must be an array",
+                    self.kind
+                ));
+            }
+        };
+        items
+            .iter()
+            .map(|item| {
+                let mut object = item.as_object().cloned().ok_or_else(|| {
+                    format!("Invalid {} command: an image must be an object", self.kind)
+                })?;
+                // The block's `type` is the content-block tag, not part of the image fields.
+                object.remove("type");
+                serde_json::from_value(Value::Object(object))
+                    .map_err(|error| format!("Invalid {} command: {error}", self.kind))
+            })
+            .collect()
+    }
+}
+
+/// The RPC server state shared by the reader, the command loop and the command tasks.
+#[derive(Clone)]
+struct Server {
+    session: AgentSession,
+    output: Output,
+    ui: RpcUi,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    extensions: Arc<ExtensionSources>,
+}
+
+impl Server {
+    /// Reads stdin records until end of input, then waits for the work in flight.
+    async fn serve(&self, mut lines: mpsc::UnboundedReceiver<String>) {
+        let (commands_tx, mut commands_rx) = mpsc::unbounded_channel::<Command>();
+        let runner = {
+            let server = self.clone();
+            tokio::spawn(async move {
+                while let Some(command) = commands_rx.recv().await {
+                    server.execute(command).await;
+                }
+            })
+        };
+        while let Some(line) = lines.recv().await {
+            if let Some(command) = self.accept_line(&line) {
+                let _ = commands_tx.send(command);
+            }
+        }
+        drop(commands_tx);
+        let _ = runner.await;
+        loop {
+            let pending: Vec<_> = std::mem::take(&mut *lock(&self.tasks));
+            if pending.is_empty() {
+                break;
+            }
+            for task in pending {
+                let _ = task.await;
+            }
+        }
+        self.session.wait_for_idle().await;
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|task| !task.is_finished());
+        tasks.push(handle);
+    }
+
+    /// Parses one stdin record; answers what needs no ordering at once (parse errors,
+    /// extension UI responses, aborts) and returns the commands for the command loop.
+    fn accept_line(&self, line: &str) -> Option<Command> {
+        let parsed = match crate::support::json::parse_lenient(line.as_bytes()) {
+            Ok(value) => value,
+            Err(error) => {
+                self.parse_error(&error.to_string());
+                return None;
+            }
+        };
+        let Value::Object(fields) = parsed else {
+            self.parse_error("a command must be a JSON object");
+            return None;
+        };
+        let kind = match fields.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            other => {
+                // Without a string `type` the command cannot be known (the reference says
+                // "Unknown command: undefined" and echoes what it found).
+                let shown = match other {
+                    None => "undefined".to_owned(),
+                    Some(value) => crate::support::json::to_js_string(value),
+                };
+                self.output.send(response(
+                    None,
+                    other,
+                    Err(format!("Unknown command: {shown}")),
+                ));
+                return None;
+            }
+        };
+        if kind == "extension_ui_response" {
+            self.ui.resolve(&Value::Object(fields));
+            return None;
+        }
+        let command = Command {
+            id: fields.get("id").cloned(),
+            kind,
+            fields,
+        };
+        match command.kind.as_str() {
+            "abort" => {
+                self.session.abort();
+                let server = self.clone();
+                self.spawn(async move {
+                    server.session.wait_for_idle().await;
+                    server.output.send(command.respond(Ok(None)));
+                });
+                None
+            }
+            "abort_retry" => {
+                self.session.abort_retry();
+                self.output.send(command.respond(Ok(None)));
+                None
+            }
+            "abort_bash" => {
+                self.session.abort_bash();
+                self.output.send(command.respond(Ok(None)));
+                None
+            }
+            _ => Some(command),
+        }
+    }
+
+    fn parse_error(&self, message: &str) {
+        self.output.send(response(
+            None,
+            Some(&Value::from("parse")),
+            Err(format!("Failed to parse command: {message}")),
+        ));
+    }
+
+    /// Runs one command from the command loop and writes its response (long commands answer
+    /// from their task).
+    async fn execute(&self, command: Command) {
+        let outcome = match command.kind.as_str() {
+            "prompt" => return self.prompt(command).await,
+            "bash" => return self.bash(command),
+            "steer" => self.queue(&command, StreamingBehavior::Steer),
+            "follow_up" => self.queue(&command, StreamingBehavior::FollowUp),
+            "new_session" => self.new_session(&command).await,
+            "get_state" => Ok(Some(self.state().await)),
+            "get_messages" => Ok(Some(json!({"messages": self.session.messages()}))),
+            "set_model" => self.set_model(&command).await,
+            "cycle_model" => Ok(Some(self.cycle_model().await)),
+            "get_available_models" => {
+                Ok(Some(json!({"models": self.session.available_models()})))
+            }
+            "set_thinking_level" => self.set_thinking_level(&command).await,
+            "cycle_thinking_level" => Ok(Some(
+                match self.session.cycle_thinking_level().await {
+                    Some(level) => json!({"level": level.as_str()}),
+                    None => Value::Null,
+                },
+            )),
+            "set_steering_mode" => self.set_queue_mode(&command, true),
+            "set_follow_up_mode" => self.set_queue_mode(&command, false),
+            "set_auto_compaction" => command.boolean("enabled").map(|enabled| {
+                self.session.set_auto_compaction(enabled);
+                None
+            }),
+            "set_auto_retry" => command.boolean("enabled").map(|enabled| {
+                self.session.set_auto_retry(enabled);
+                None
+            }),
+            "get_session_stats" => Ok(Some(self.stats().await)),
+            "switch_session" => self.switch_session(&command).await,
+            "fork" => self.fork(&command).await,
+            "clone" => self.clone_session().await,
+            "get_fork_messages" => self.fork_messages().await,
+            "get_last_assistant_text" => Ok(Some(
+                match last_assistant_text(&self.session.messages()) {
+                    Some(text) => json!({"text": text}),
+                    // The reference's `{text: undefined}` serialises as `{}`.
+                    None => json!({}),
+                },
+            )),
+            "set_session_name" => self.set_session_name(&command).await,
+            "get_commands" => Ok(Some(self.commands())),
+            "compact" => return self.compact(command),
+            "export_html" => Err(
+                "export_html is not supported: pi exports sessions as JSONL (`pi export --jsonl SESSION`)"
+                    .to_owned(),
+            ),
+            unknown => {
+                self.output.send(response(
+                    None,
+                    Some(&Value::from(unknown)),
+                    Err(format!("Unknown command: {unknown}")),
+                ));
+                return;
+            }
+        };
+        self.output.send(command.respond(outcome));
+    }
+
+    /// `prompt`: answered once the session accepted (queued or started) the prompt, or with
+    /// the error that refused it; the run goes on in a task.
+    async fn prompt(&self, command: Command) {
+        let parsed = (|| {
+            let message = command.string("message")?;
+            let images = command.images()?;
+            let streaming_behavior = match command.fields.get("streamingBehavior") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(text)) if text == "steer" => Some(StreamingBehavior::Steer),
+                Some(Value::String(text)) if text == "followUp" => {
+                    Some(StreamingBehavior::FollowUp)
+                }
+                Some(_) => {
+                    return Err(
+                        "Invalid prompt command: \"streamingBehavior\" must be \"steer\" or \"followUp\""
+                            .to_owned(),
+                    );
+                }
+            };
+            Ok((message, images, streaming_behavior))
+        })();
+        let (message, images, streaming_behavior) = match parsed {
+            Ok(parsed) => parsed,
+            Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let options = PromptOptions {
+            images,
+            streaming_behavior,
+            source: PromptSource::Rpc,
+            no_expansion: false,
+        };
+        let (decided_tx, decided_rx) = oneshot::channel::<()>();
+        let decided = Arc::new(Mutex::new(Some(decided_tx)));
+        let accepted_response = command.respond(Ok(None));
+        let server = self.clone();
+        self.spawn(async move {
+            let on_accept = {
+                let output = server.output.clone();
+                let decided = decided.clone();
+                move || {
+                    output.send(accepted_response);
+                    if let Some(sender) = lock(&decided).take() {
+                        let _ = sender.send(());
+                    }
+                }
+            };
+            let result = server
+                .session
+                .prompt_with_acceptance(&message, options, on_accept)
+                .await;
+            if let Err(error) = result {
+                server.output.send(command.respond(Err(error.to_string())));
+            }
+            if let Some(sender) = lock(&decided).take() {
+                let _ = sender.send(());
+            }
+        });
+        // The next command waits until this one is accepted or refused.
+        let _ = decided_rx.await;
+    }
+
+    /// `bash`: runs in a task; `abort_bash` cancels it.
+    fn bash(&self, command: Command) {
+        let text = match command.string("command") {
+            Ok(text) => text,
+            Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let server = self.clone();
+        self.spawn(async move {
+            let outcome = match server.session.execute_bash(&text, false, None).await {
+                Ok(message) => {
+                    let mut data = Map::new();
+                    data.insert("output".into(), Value::from(message.output));
+                    if let Some(code) = message.exit_code {
+                        data.insert("exitCode".into(), Value::from(code));
+                    }
+                    data.insert("cancelled".into(), Value::from(message.cancelled));
+                    data.insert("truncated".into(), Value::from(message.truncated));
+                    if let Some(path) = message.full_output_path {
+                        data.insert("fullOutputPath".into(), Value::from(path));
+                    }
+                    Ok(Some(Value::Object(data)))
+                }
+                Err(error) => Err(error.to_string()),
+            };
+            server.output.send(command.respond(outcome));
+        });
+    }
+
+    /// `compact`: runs in a task (a running turn is aborted first; `abort` cancels the
+    /// summary) and answers `{summary, firstKeptEntryId, tokensBefore, details?}`.
+    fn compact(&self, command: Command) {
+        let instructions = match command.optional_string("customInstructions") {
+            Ok(instructions) => instructions,
+            Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let server = self.clone();
+        self.spawn(async move {
+            let outcome = server
+                .session
+                .compact(instructions)
+                .await
+                .map(Some)
+                .map_err(|error| error.to_string());
+            server.output.send(command.respond(outcome));
+        });
+    }
+
+    fn queue(&self, command: &Command, behavior: StreamingBehavior) -> Outcome {
+        let message = command.string("message")?;
+        let images = command.images()?;
+        self.session
+            .queue_message(behavior, &message, images)
+            .map_err(|error| error.to_string())?;
+        Ok(None)
+    }
+
+    /// Ends a running turn before the session is replaced.
+    async fn settle(&self) {
+        if self.session.is_streaming() {
+            self.session.abort();
+        }
+        self.session.wait_for_idle().await;
+    }
+
+    async fn new_session(&self, command: &Command) -> Outcome {
+        let parent = command.optional_string("parentSession")?;
+        self.settle().await;
+        self.session
+            .new_session(parent)
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    /// `<database path>#<session id>`, or `None` for an in-memory session.
+    async fn session_file(&self) -> Option<String> {
+        session_file(
+            self.session.store(),
+            &self.session.session_id().await.into_string(),
+        )
+    }
+
+    async fn state(&self) -> Value {
+        let session = &self.session;
+        let (steering, follow_up) = session.queue_modes();
+        let mut state = Map::new();
+        if let Some(model) = session.model() {
+            state.insert("model".into(), model_json(&model));
+        }
+        state.insert(
+            "thinkingLevel".into(),
+            Value::from(session.thinking_level().as_str()),
+        );
+        state.insert("isStreaming".into(), Value::from(session.is_streaming()));
+        state.insert("isCompacting".into(), Value::from(session.is_compacting()));
+        state.insert("steeringMode".into(), Value::from(steering.as_str()));
+        state.insert("followUpMode".into(), Value::from(follow_up.as_str()));
+        if let Some(file) = self.session_file().await {
+            state.insert("sessionFile".into(), Value::from(file));
+        }
+        state.insert(
+            "sessionId".into(),
+            Value::from(session.session_id().await.into_string()),
+        );
+        if let Some(name) = session.session_name() {
+            state.insert("sessionName".into(), Value::from(name));
+        }
+        state.insert(
+            "autoCompactionEnabled".into(),
+            Value::from(session.auto_compaction()),
+        );
+        state.insert("messageCount".into(), Value::from(session.messages().len()));
+        state.insert(
+            "pendingMessageCount".into(),
+            Value::from(session.pending_message_count()),
+        );
+        Value::Object(state)
+    }
+
+    async fn set_model(&self, command: &Command) -> Outcome {
+        let provider = command.string("provider")?;
+        let model_id = command.string("modelId")?;
+        let Some(model) = self
+            .session
+            .available_models()
+            .into_iter()
+            .find(|model| model.provider == provider && model.id == model_id)
+        else {
+            return Err(format!("Model not found: {provider}/{model_id}"));
+        };
+        self.session
+            .set_model(model.clone())
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(Some(model_json(&model)))
+    }
+
+    async fn cycle_model(&self) -> Value {
+        let scoped = self.session.cycles_scoped_models();
+        match self.session.cycle_model(true).await {
+            Some(model) => json!({
+                "model": model_json(&model),
+                "thinkingLevel": self.session.thinking_level().as_str(),
+                "isScoped": scoped,
+            }),
+            None => Value::Null,
+        }
+    }
+
+    async fn set_thinking_level(&self, command: &Command) -> Outcome {
+        // The reference clamps any value, an unknown one to the model's first level.
+        let level = command
+            .fields
+            .get("level")
+            .and_then(Value::as_str)
+            .and_then(ThinkingLevel::parse)
+            .or_else(|| self.session.available_thinking_levels().first().copied())
+            .unwrap_or(ThinkingLevel::Off);
+        self.session.set_thinking_level(level).await;
+        Ok(None)
+    }
+
+    fn set_queue_mode(&self, command: &Command, steering: bool) -> Outcome {
+        let text = command.string("mode")?;
+        let mode = QueueMode::parse(&text).ok_or_else(|| {
+            format!("Invalid mode: {text} (expected \"all\" or \"one-at-a-time\")")
+        })?;
+        if steering {
+            self.session.set_steering_mode(mode);
+        } else {
+            self.session.set_follow_up_mode(mode);
+        }
+        Ok(None)
+    }
+
+    async fn stats(&self) -> Value {
+        let session = &self.session;
+        let stats = session.stats();
+        let mut data = Map::new();
+        if let Some(file) = self.session_file().await {
+            data.insert("sessionFile".into(), Value::from(file));
+        }
+        data.insert(
+            "sessionId".into(),
+            Value::from(session.session_id().await.into_string()),
+        );
+        data.insert("userMessages".into(), Value::from(stats.user_messages));
+        data.insert(
+            "assistantMessages".into(),
+            Value::from(stats.assistant_messages),
+        );
+        data.insert("toolCalls".into(), Value::from(stats.tool_calls));
+        data.insert("toolResults".into(), Value::from(stats.tool_results));
+        data.insert("totalMessages".into(), Value::from(stats.total_messages));
+        data.insert(
+            "tokens".into(),
+            json!({
+                "input": stats.input,
+                "output": stats.output,
+                "cacheRead": stats.cache_read,
+                "cacheWrite": stats.cache_write,
+                "total": stats.input + stats.output + stats.cache_read + stats.cache_write,
+            }),
+        );
+        data.insert("cost".into(), Value::from(stats.cost));
+        if let Some(usage) = self.context_usage().await {
+            data.insert(
+                "contextUsage".into(),
+                json!({
+                    "tokens": usage.tokens,
+                    "contextWindow": usage.context_window,
+                    "percent": usage.percent,
+                }),
+            );
+        }
+        Value::Object(data)
+    }
+
+    /// The reference's `getContextUsage`: the transcript's token estimate against the model's
+    /// window, unknown right after a compaction until a model answers.
+    async fn context_usage(&self) -> Option<ContextUsage> {
+        let model = self.session.model();
+        let transcript = self.session.messages();
+        // A session not written yet has no compaction on its path; a stored one is read from
+        // its last compaction's kept range on (all the rule looks at), not from the root.
+        let path = if self.session.is_persisted().await {
+            let store = self.session.store().clone();
+            let id = self.session.session_id().await;
+            tokio::task::spawn_blocking(move || store.compaction_window(&id))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        compaction::context_usage(model.as_ref(), &path, &transcript)
+    }
+
+    /// `switch_session`: a session id, a unique prefix, or a reference JSONL file (imported
+    /// first, merging as `pi import` does). A session whose stored working directory is gone
+    /// is refused, as the reference refuses it outside the interactive mode.
+    async fn switch_session(&self, command: &Command) -> Outcome {
+        let target = command.string("sessionPath")?;
+        let store = self.session.store().clone();
+        let cwd = self.session.cwd().to_path_buf();
+        let (id, imported) = tokio::task::spawn_blocking(move || {
+            if target.contains('/') || target.ends_with(".jsonl") {
+                let path = cwd.join(&target);
+                let report = import_session_file(&store, &path)?;
+                let status = report.status.as_str();
+                let imported = format!(
+                    "Imported {} into session {} ({status})",
+                    path.display(),
+                    report.session
+                );
+                return Ok::<_, String>((report.session, Some(imported)));
+            }
+            let id = store.resolve(&target).map_err(|error| error.to_string())?;
+            Ok((id, None))
+        })
+        .await
+        .map_err(|error| error.to_string())??;
+        if let Some(imported) = imported {
+            eprintln!("{imported}");
+        }
+        let store = self.session.store().clone();
+        let session = id.clone();
+        let summary = tokio::task::spawn_blocking(move || store.session(&session))
+            .await
+            .map_err(|error| error.to_string())?
+            .map_err(|error| error.to_string())?;
+        if !summary.cwd.is_empty() && !Path::new(&summary.cwd).exists() {
+            let file = session_file(self.session.store(), id.as_str())
+                .map(|file| format!("\nSession file: {file}"))
+                .unwrap_or_default();
+            return Err(format!(
+                "Stored session working directory does not exist: {}{file}\nCurrent working directory: {}",
+                summary.cwd,
+                self.session.cwd().display()
+            ));
+        }
+        self.settle().await;
+        self.session
+            .switch_session(id)
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    async fn fork(&self, command: &Command) -> Outcome {
+        let entry = command.string("entryId")?;
+        self.settle().await;
+        let text = self
+            .session
+            .fork(&EntryId::new(entry))
+            .await
+            .map_err(|error| error.to_string())?;
+        let mut data = Map::new();
+        if let Some(text) = text {
+            data.insert("text".into(), Value::from(text));
+        }
+        data.insert("cancelled".into(), Value::from(false));
+        Ok(Some(Value::Object(data)))
+    }
+
+    async fn clone_session(&self) -> Outcome {
+        let leaf = self
+            .session
+            .leaf_id()
+            .await
+            .map_err(|error| error.to_string())?;
+        if leaf.is_none() {
+            return Err("Cannot clone session: no current entry selected".to_owned());
+        }
+        self.settle().await;
+        self.session
+            .clone_session()
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    async fn fork_messages(&self) -> Outcome {
+        let messages = self
+            .session
+            .fork_messages()
+            .await
+            .map_err(|error| error.to_string())?;
+        let messages: Vec<Value> = messages
+            .into_iter()
+            .map(|(entry, text)| json!({"entryId": entry.as_str(), "text": text}))
+            .collect();
+        Ok(Some(json!({"messages": messages})))
+    }
+
+    async fn set_session_name(&self, command: &Command) -> Outcome {
+        let name = command.string("name")?;
+        self.session
+            .set_session_name(&name)
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(None)
+    }
+
+    /// `get_commands`: prompt templates, then skills, with the reference's `sourceInfo`.
+    fn commands(&self) -> Value {
+        let resources = self.session.resources();
+        let resources = lock(&resources);
+        let config = resources.config();
+        let mut commands = Vec::new();
+        for command in self.session.extension_commands() {
+            let mut entry = Map::new();
+            entry.insert("name".into(), Value::from(command.invocation_name.as_str()));
+            if let Some(description) = &command.info.description {
+                entry.insert("description".into(), Value::from(description.as_str()));
+            }
+            entry.insert("source".into(), Value::from("extension"));
+            entry.insert(
+                "sourceInfo".into(),
+                extension_source_info(&self.extensions, &command.extension_path),
+            );
+            commands.push(Value::Object(entry));
+        }
+        for template in resources.templates() {
+            commands.push(json!({
+                "name": template.name,
+                "description": template.description,
+                "source": "prompt",
+                "sourceInfo": source_info(config, &template.file_path, template.origin, &config.prompt_template_paths),
+            }));
+        }
+        for skill in resources.skills() {
+            commands.push(json!({
+                "name": format!("skill:{}", skill.name),
+                "description": skill.description,
+                "source": "skill",
+                "sourceInfo": source_info(config, &skill.file_path, skill.origin, &config.skill_paths),
+            }));
+        }
+        json!({"commands": commands})
+    }
+}
+
+/// Imports a reference JSONL session file into the store as `pi import` does (a session
+/// already stored is merged by union); a refused file is an error naming the reason.
+fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport, String> {
+    let shown = path.display();
+    let bytes =
+        std::fs::read(path).map_err(|error| format!("{shown}: cannot read the file: {error}"))?;
+    let reader = SessionReader::new(&bytes)
+        .map_err(|error| format!("{shown}: {error}; the file was left as it is"))?;
+    let header = reader.header().clone();
+    let header_bytes = reader.header_bytes().to_vec();
+    let source = path.to_string_lossy().into_owned();
+    let options = ImportOptions {
+        source: &source,
+        mode: ImportMode::Merge,
+    };
+    let report = store
+        .import_lines(&header, &header_bytes, reader.map(Ok), &options)
+        .map_err(|error| format!("{shown}: {error}"))?;
+    if let Some(conflict) = &report.conflict {
+        return Err(format!(
+            "{shown}: line {}: entry '{}' is stored in session {} with different content; nothing was imported",
+            conflict.line, conflict.id, report.session
+        ));
+    }
+    Ok(report)
+}
+
+/// The reference's `Model` object.
+fn model_json(model: &crate::ai::Model) -> Value {
+    // `Model` serialises to the reference's shape; a failure here would be a bug in its derive.
+    serde_json::to_value(model).unwrap_or(Value::Null)
+}
+
+/// `<database path>#<session id>`, or `None` for an in-memory store (`--no-session`).
+fn session_file(store: &SessionStore, session_id: &str) -> Option<String> {
+    let path = store.display_path();
+    (path != ":memory:").then(|| format!("{path}#{session_id}"))
+}
+
+/// The reference's `getLastAssistantText`: the last assistant message that is not an empty
+/// aborted one, its text blocks joined without separator and trimmed; `None` when empty.
+pub fn last_assistant_text(messages: &[AgentMessage]) -> Option<String> {
+    let last = messages.iter().rev().find_map(|message| match message {
+        AgentMessage::Assistant(assistant)
+            if !(assistant.stop_reason == StopReason::Aborted && assistant.content.is_empty()) =>
+        {
+            Some(assistant)
+        }
+        _ => None,
+    })?;
+    let text: String = last
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect();
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// The reference's `sourceInfo` of a skill or template: auto-discovered resources carry the
+/// scope's directory as `baseDir` (the agent dir, or `<cwd>/.pi`), settings entries none, and
+/// command-line ones the directory given (or the file's directory).
+pub fn source_info(
+    config: &ResourceConfig,
+    path: &Path,
+    origin: ResourceOrigin,
+    cli_paths: &[String],
+) -> Value {
+    let (source, scope, base_dir) = match origin {
+        ResourceOrigin::ProjectSettings => ("local", "project", None),
+        ResourceOrigin::ProjectAuto => ("auto", "project", Some(config.cwd.join(".pi"))),
+        ResourceOrigin::UserSettings => ("local", "user", None),
+        ResourceOrigin::UserAuto => ("auto", "user", Some(config.agent_dir.clone())),
+        ResourceOrigin::CommandLine => (
+            "local",
+            "temporary",
+            Some(command_line_base_dir(&config.cwd, path, cli_paths)),
+        ),
+    };
+    let mut info = Map::new();
+    info.insert("path".into(), Value::from(path.to_string_lossy().as_ref()));
+    info.insert("source".into(), Value::from(source));
+    info.insert("scope".into(), Value::from(scope));
+    info.insert("origin".into(), Value::from("top-level"));
+    if let Some(base_dir) = base_dir {
+        info.insert(
+            "baseDir".into(),
+            Value::from(base_dir.to_string_lossy().as_ref()),
+        );
+    }
+    Value::Object(info)
+}
+
+/// The reference's `sourceInfo` of an extension: in-process ones (`<builtin:name>`) are
+/// synthetic, discovered ones follow where they were found as skills and templates do.
+fn extension_source_info(sources: &ExtensionSources, path: &str) -> Value {
+    let origin = sources
+        .origins
+        .iter()
+        .find(|(display, _)| display == path)
+        .map(|(_, origin)| *origin);
+    let (source, scope, base_dir) = match origin {
+        None if path.starts_with('<') && path.ends_with('>') => {
+            let inner = &path[1..path.len() - 1];
+            let source = inner.split(':').next().filter(|part| !part.is_empty());
+            (source.unwrap_or("temporary"), "temporary", None)
+        }
+        None | Some(ExtensionOrigin::CommandLine) => {
+            let given = Path::new(path);
+            let base = if given.is_dir() {
+                given.to_path_buf()
+            } else {
+                given.parent().map_or_else(PathBuf::new, Path::to_path_buf)
+            };
+            ("local", "temporary", Some(base))
+        }
+        Some(ExtensionOrigin::ProjectSettings) => ("local", "project", None),
+        Some(ExtensionOrigin::ProjectDir) => ("auto", "project", Some(sources.cwd.join(".pi"))),
+        Some(ExtensionOrigin::UserSettings) => ("local", "user", None),
+        Some(ExtensionOrigin::UserDir) => ("auto", "user", Some(sources.agent_dir.clone())),
+    };
+    let mut info = Map::new();
+    info.insert("path".into(), Value::from(path));
+    info.insert("source".into(), Value::from(source));
+    info.insert("scope".into(), Value::from(scope));
+    info.insert("origin".into(), Value::from("top-level"));
+    if let Some(base_dir) = base_dir {
+        info.insert(
+            "baseDir".into(),
+            Value::from(base_dir.to_string_lossy().as_ref()),
+        );
+    }
+    Value::Object(info)
+}
+
+/// The `baseDir` of a command-line resource: the `--skill` / `--prompt-template` path that
+/// holds it when that is a directory, else the file's directory.
+fn command_line_base_dir(cwd: &Path, path: &Path, cli_paths: &[String]) -> PathBuf {
+    let parent = || path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
+    for raw in cli_paths {
+        let given = crate::session::resources::paths::resolve(cwd, Path::new(raw));
+        if path == given {
+            return parent();
+        }
+        if path.starts_with(&given) {
+            return given;
+        }
+    }
+    parent()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::message::{AssistantMessage, TextContent};
+
+    fn assistant(texts: &[&str], stop_reason: StopReason) -> AgentMessage {
+        let mut message: AssistantMessage =
+            serde_json::from_value(json!({"role": "assistant", "content": []})).unwrap();
+        message.content = texts
+            .iter()
+            .map(|text| {
+                ContentBlock::Text(TextContent {
+                    text: (*text).to_owned(),
+                    text_signature: None,
+                    extra: Map::new(),
+                })
+            })
+            .collect();
+        message.stop_reason = stop_reason;
+        AgentMessage::Assistant(message)
+    }
+
+    #[test]
+    fn last_assistant_text_joins_trims_and_skips_empty_aborted_messages() {
+        let messages = vec![
+            assistant(&[" Hello", " world \n"], StopReason::Stop),
+            assistant(&[], StopReason::Aborted),
+        ];
+        assert_eq!(
+            last_assistant_text(&messages).as_deref(),
+            Some("Hello world")
+        );
+        let blank = vec![assistant(&["  "], StopReason::Stop)];
+        assert_eq!(last_assistant_text(&blank), None);
+        assert_eq!(last_assistant_text(&[]), None);
+    }
+
+    #[test]
+    fn responses_echo_the_id_and_omit_absent_parts() {
+        let command = Value::from("get_state");
+        assert_eq!(
+            crate::support::json::to_js_string(&response(
+                Some(&json!("req_1")),
+                Some(&command),
+                Ok(None)
+            )),
+            r#"{"id":"req_1","type":"response","command":"get_state","success":true}"#
+        );
+        assert_eq!(
+            crate::support::json::to_js_string(&response(
+                None,
+                Some(&command),
+                Err("nope".to_owned())
+            )),
+            r#"{"type":"response","command":"get_state","success":false,"error":"nope"}"#
+        );
+        assert_eq!(
+            crate::support::json::to_js_string(&response(
+                Some(&json!(7)),
+                Some(&command),
+                Ok(Some(Value::Null))
+            )),
+            r#"{"id":7,"type":"response","command":"get_state","success":true,"data":null}"#
+        );
+    }
+
+    #[test]
+    fn source_info_follows_the_reference_per_origin() {
+        let config = ResourceConfig::new(Path::new("/w"), Path::new("/a"), Some(Path::new("/h")));
+        let info = |path: &str, origin, cli: &[&str]| {
+            let cli: Vec<String> = cli.iter().map(|path| (*path).to_owned()).collect();
+            source_info(&config, Path::new(path), origin, &cli)
+        };
+        assert_eq!(
+            info(
+                "/h/.agents/skills/x/SKILL.md",
+                ResourceOrigin::UserAuto,
+                &[]
+            ),
+            json!({"path": "/h/.agents/skills/x/SKILL.md", "source": "auto", "scope": "user", "origin": "top-level", "baseDir": "/a"})
+        );
+        assert_eq!(
+            info("/w/.pi/prompts/p.md", ResourceOrigin::ProjectAuto, &[]),
+            json!({"path": "/w/.pi/prompts/p.md", "source": "auto", "scope": "project", "origin": "top-level", "baseDir": "/w/.pi"})
+        );
+        assert_eq!(
+            info("/s/p.md", ResourceOrigin::UserSettings, &[]),
+            json!({"path": "/s/p.md", "source": "local", "scope": "user", "origin": "top-level"})
+        );
+        assert_eq!(
+            info(
+                "/w/extra/sk/SKILL.md",
+                ResourceOrigin::CommandLine,
+                &["extra"]
+            )["baseDir"],
+            "/w/extra"
+        );
+        assert_eq!(
+            info("/t/one.md", ResourceOrigin::CommandLine, &["/t/one.md"])["baseDir"],
+            "/t"
+        );
+    }
 }

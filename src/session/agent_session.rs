@@ -1135,11 +1135,25 @@ impl AgentSession {
     /// queueing while streaming, the model check, `before_agent_start` (injected messages, a
     /// system prompt for this run), the run with its retries.
     pub async fn prompt(&self, text: &str, options: PromptOptions) -> Result<(), SessionError> {
+        self.prompt_inner(text, options, None).await
+    }
+
+    /// `prompt`, calling `accepted` once the prompt is queued or about to run (the session is
+    /// then already streaming); errors before that point are returned without calling it.
+    async fn prompt_inner(
+        &self,
+        text: &str,
+        options: PromptOptions,
+        accepted: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<(), SessionError> {
         let bus = self.bus();
         if !options.no_expansion
             && let Some((command, args)) = find_command(&bus, text)
         {
             bus.run_command(&command, args).await;
+            if let Some(accepted) = accepted {
+                accepted();
+            }
             return Ok(());
         }
         let mut text = text.to_owned();
@@ -1150,7 +1164,12 @@ impl AgentSession {
                 .emit_input(&text, offered, options.source.input_source())
                 .await
             {
-                InputOutcome::Handled => return Ok(()),
+                InputOutcome::Handled => {
+                    if let Some(accepted) = accepted {
+                        accepted();
+                    }
+                    return Ok(());
+                }
                 InputOutcome::Send {
                     text: new_text,
                     images: new_images,
@@ -1170,6 +1189,9 @@ impl AgentSession {
                 return Err(SessionError::Busy);
             };
             self.enqueue(behavior, expanded, images);
+            if let Some(accepted) = accepted {
+                accepted();
+            }
             return Ok(());
         }
         let _run = self.inner.run_lock.lock().await;
@@ -1219,6 +1241,11 @@ impl AgentSession {
             turn_prompt = changes.system_prompt;
         }
         self.state().turn_system_prompt = turn_prompt;
+        if let Some(accepted) = accepted {
+            // Streaming from here on, so a command handled after the acceptance sees the run.
+            self.state().streaming = true;
+            accepted();
+        }
         self.run_agent(Some(messages)).await;
         Ok(())
     }
@@ -1326,6 +1353,7 @@ impl AgentSession {
             let (config, transcript, cancel) = {
                 let mut state = self.state();
                 let Some(model) = state.model.clone() else {
+                    state.streaming = false;
                     return;
                 };
                 let cancel = CancellationToken::new();
@@ -2206,5 +2234,59 @@ impl LoopHooks for RunHooks<'_> {
 
     fn follow_up_messages(&self) -> Vec<AgentMessage> {
         self.session.drain(false)
+    }
+}
+
+// ----- RPC support -----
+impl AgentSession {
+    /// Sends a prompt like [`AgentSession::prompt`], calling `accepted` once the prompt is
+    /// queued or about to run (RPC answers a `prompt` command at that point); a prompt refused
+    /// before that point returns its error without calling `accepted`.
+    pub async fn prompt_with_acceptance(
+        &self,
+        text: &str,
+        options: PromptOptions,
+        accepted: impl FnOnce() + Send + 'static,
+    ) -> Result<(), SessionError> {
+        self.prompt_inner(text, options, Some(Box::new(accepted)))
+            .await
+    }
+
+    /// Queues a steering or follow-up message with images (RPC `steer` / `follow_up`); skills
+    /// and templates are expanded as for a prompt, extension commands are refused.
+    pub fn queue_message(
+        &self,
+        behavior: StreamingBehavior,
+        text: &str,
+        images: Vec<ImageContent>,
+    ) -> Result<(), SessionError> {
+        self.refuse_queued_command(text)?;
+        let expanded = self.expand(text)?;
+        self.enqueue(behavior, expanded, images);
+        Ok(())
+    }
+
+    /// Returns whether [`AgentSession::cycle_model`] cycles through the scoped models
+    /// (`--models`, `enabledModels`) rather than every available model.
+    pub fn cycles_scoped_models(&self) -> bool {
+        let scope = self.state().scope.clone();
+        scope.iter().any(|choice| {
+            auth::has_configured_auth(
+                &self.config().registry,
+                &self.config().credentials,
+                &choice.model,
+            )
+        })
+    }
+
+    /// Returns whether a compaction or branch summary is running.
+    pub fn is_compacting(&self) -> bool {
+        self.state().compaction_cancel.is_some()
+    }
+
+    /// Returns how many messages wait in the steering and follow-up queues.
+    pub fn pending_message_count(&self) -> usize {
+        let state = self.state();
+        state.steering.texts.len() + state.follow_up.texts.len()
     }
 }

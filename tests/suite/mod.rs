@@ -18,6 +18,8 @@ mod print_mode;
 mod quickstart;
 mod repl;
 mod resources;
+mod rpc;
+mod rpc_interop;
 mod search;
 mod session_compaction;
 mod store;

@@ -1,0 +1,518 @@
+//! Equivalence with the reference itself (the pinned `@mariozechner/pi-coding-agent@0.73.1`
+//! in `tests/interop/`, installed by `.ci/run` with `npm ci`): with the same reference-format
+//! `models.json` pointing at one scripted provider on 127.0.0.1, the same workspace and the
+//! same prompts,
+//!
+//! * `pi -p` prints the same answer and stores the same conversation as the reference CLI
+//!   (`--offline`, its agent dir a temporary directory), and sends the model the same messages;
+//! * the reference's own `RpcClient` (`tests/interop/rpc-scenario.mjs`) gets the same answers
+//!   from `pi --mode rpc` (through `tests/interop/pi-shim.mjs`) as from the reference's RPC mode,
+//!   for prompts, state, messages, stats, a manual compaction, bash, models, thinking levels,
+//!   session name, fork messages, fork, clone, new session, commands, and a prompt sent while
+//!   streaming (refused without `streamingBehavior`; steering and follow-up delivered) — and
+//!   the model is sent the same conversations (the summary request included).
+//!
+//! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
+//! temporary directories; the reference's session file against our `<db>#<id>`). Everything
+//! else — key order included — must be equal.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Map, Value, json};
+use tempfile::TempDir;
+
+use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest, sse};
+
+fn interop_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("interop")
+}
+
+/// The reference CLI (`dist/cli.js` of the pinned package).
+fn reference_cli() -> PathBuf {
+    let package = interop_dir().join("node_modules/@mariozechner/pi-coding-agent");
+    let manifest = package.join("package.json");
+    assert!(
+        manifest.exists(),
+        "the reference package is not installed: run `npm ci` in tests/interop (.ci/run does)"
+    );
+    let version: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(version["version"], "0.73.1", "the pinned reference version");
+    package.join("dist/cli.js")
+}
+
+fn pi_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pi")
+}
+
+/// One side of a comparison: a private agent dir, home and workspace.
+struct Sandbox {
+    dir: TempDir,
+}
+
+impl Sandbox {
+    fn new(models_json: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Self { dir };
+        for path in [
+            sandbox.agent_dir().join("prompts"),
+            sandbox.home(),
+            sandbox.workspace(),
+        ] {
+            std::fs::create_dir_all(path).unwrap();
+        }
+        std::fs::write(sandbox.agent_dir().join("models.json"), models_json).unwrap();
+        std::fs::write(
+            sandbox.agent_dir().join("prompts/review.md"),
+            "---\ndescription: Review the change\n---\nReview $1\n",
+        )
+        .unwrap();
+        std::fs::write(sandbox.workspace().join("notes.txt"), "hello\n").unwrap();
+        sandbox
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn agent_dir(&self) -> PathBuf {
+        self.root().join("agent")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.root().join("work")
+    }
+
+    /// A command with only what the agent needs in its environment.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("PI_CODING_AGENT_DIR", self.agent_dir())
+            .current_dir(self.workspace());
+        command
+    }
+}
+
+fn models_json(base_url: &str) -> String {
+    format!(
+        r#"{{"providers":{{"mock":{{"baseUrl":"{base_url}/v1","api":"openai-completions","apiKey":"test-key","models":[{{"id":"mock-model","name":"Mock","reasoning":false,"input":["text","image"],"contextWindow":128000,"maxTokens":4096,"cost":{{"input":1,"output":2,"cacheRead":0.5,"cacheWrite":0}}}},{{"id":"mock-reasoner","name":"Reasoner","reasoning":true,"input":["text"],"contextWindow":64000,"maxTokens":2048}}]}}}}}}"#
+    )
+}
+
+/// A turn that lists the workspace with the bash tool, then answers.
+fn listing_turn() -> Vec<MockResponse> {
+    vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"ls"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("There is one file: notes.txt.")),
+    ]
+}
+
+/// Replaces timestamps, session and entry ids and sandbox paths with placeholders (model ids
+/// and the provider's tool-call ids are the same on both sides and stay).
+fn normalize(value: &Value, sandbox: &Path) -> Value {
+    let root = sandbox.to_string_lossy().into_owned();
+    match value {
+        Value::Object(map) => {
+            let mut res = Map::new();
+            for (key, item) in map {
+                let replaced = match key.as_str() {
+                    "timestamp" | "sessionId" | "sessionFile" | "entryId" | "firstKeptEntryId"
+                        if !item.is_null() =>
+                    {
+                        Value::from(format!("<{key}>"))
+                    }
+                    _ => normalize(item, sandbox),
+                };
+                res.insert(key.clone(), replaced);
+            }
+            Value::Object(res)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| normalize(item, sandbox)).collect())
+        }
+        Value::String(text) if text.contains(&root) => Value::from(text.replace(&root, "<dir>")),
+        other => other.clone(),
+    }
+}
+
+/// Normalises a session line: its own `id` and `parentId` too.
+fn normalize_line(line: &Value, sandbox: &Path) -> Value {
+    let mut res = normalize(line, sandbox);
+    for key in ["id", "parentId"] {
+        if let Some(item) = res.get_mut(key)
+            && !item.is_null()
+        {
+            *item = Value::from(format!("<{key}>"));
+        }
+    }
+    res
+}
+
+/// Compares two normalised values as JSON text (so key order counts), reporting the first
+/// differing field.
+fn assert_same(reference: &Value, ours: &Value, what: &str) {
+    let reference_text = pi::support::json::to_js_string(reference);
+    let ours_text = pi::support::json::to_js_string(ours);
+    if reference_text == ours_text {
+        return;
+    }
+    if let (Value::Object(left), Value::Object(right)) = (reference, ours) {
+        let left_keys: Vec<&String> = left.keys().collect();
+        let right_keys: Vec<&String> = right.keys().collect();
+        assert_eq!(left_keys, right_keys, "{what}: keys");
+        for (key, item) in left {
+            assert_same(item, &right[key], &format!("{what}.{key}"));
+        }
+    }
+    if let (Value::Array(left), Value::Array(right)) = (reference, ours) {
+        assert_eq!(
+            left.len(),
+            right.len(),
+            "{what}: length\n{reference_text}\n{ours_text}"
+        );
+        for (idx, item) in left.iter().enumerate() {
+            assert_same(item, &right[idx], &format!("{what}[{idx}]"));
+        }
+    }
+    panic!("{what} differs\nreference: {reference_text}\nours:      {ours_text}");
+}
+
+/// The conversation the model was sent: the request's messages without the system prompt
+/// (the system prompts differ by design).
+fn sent_messages(request: &RecordedRequest) -> Value {
+    let body = request.json();
+    Value::Array(
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|message| message["role"] != "system")
+            .cloned()
+            .collect(),
+    )
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("run the agent");
+    assert!(
+        output.status.code().is_some(),
+        "the agent was killed: {output:?}"
+    );
+    output
+}
+
+/// The reference's session files under `<agent dir>/sessions`, parsed line by line.
+fn reference_session_lines(sandbox: &Sandbox) -> Vec<Value> {
+    let sessions = sandbox.agent_dir().join("sessions");
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(&sessions).unwrap() {
+        for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            files.push(file.unwrap().path());
+        }
+    }
+    assert_eq!(files.len(), 1, "one reference session file: {files:?}");
+    std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Our one session, as header + entry lines.
+fn our_session_lines(sandbox: &Sandbox) -> Vec<Value> {
+    let store = crate::common::open_store(&sandbox.agent_dir().join("pi.db"), 1);
+    let sessions = store.list(&pi::store::ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1, "one session in the database");
+    let id = &sessions[0].id;
+    let mut lines = vec![serde_json::from_slice(&store.header_bytes(id).unwrap()).unwrap()];
+    lines.extend(
+        store
+            .entries(id)
+            .unwrap()
+            .iter()
+            .map(|stored| serde_json::from_slice(&stored.payload).unwrap()),
+    );
+    lines
+}
+
+/// Checks that every entry's `parentId` is the previous entry's `id` (a linear session).
+fn assert_linear(lines: &[Value], what: &str) {
+    let mut parent = Value::Null;
+    for line in &lines[1..] {
+        assert_eq!(line["parentId"], parent, "{what}: parent chain");
+        parent = line["id"].clone();
+    }
+}
+
+#[test]
+fn print_mode_prints_and_stores_the_same_conversation_as_the_reference() {
+    let cli = reference_cli();
+    let mut script = listing_turn();
+    script.extend(listing_turn());
+    let server = ProviderServer::start(script);
+    let models = models_json(&server.url());
+    let prompt = "List the files here.";
+
+    let reference = Sandbox::new(&models);
+    let reference_out = run(reference
+        .command("node")
+        .arg(&cli)
+        .args(["--offline", "-p", prompt]));
+    let ours = Sandbox::new(&models);
+    let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", prompt]));
+
+    assert_eq!(
+        reference_out.status.code(),
+        Some(0),
+        "reference: {}",
+        String::from_utf8_lossy(&reference_out.stderr)
+    );
+    assert_eq!(
+        ours_out.status.code(),
+        Some(0),
+        "pi: {}",
+        String::from_utf8_lossy(&ours_out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stdout),
+        String::from_utf8_lossy(&reference_out.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stdout),
+        "There is one file: notes.txt.\n"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "two model calls on each side");
+    for idx in 0..2 {
+        assert_same(
+            &sent_messages(&requests[idx]),
+            &sent_messages(&requests[idx + 2]),
+            &format!("request {idx}"),
+        );
+    }
+
+    let reference_lines = reference_session_lines(&reference);
+    let our_lines = our_session_lines(&ours);
+    assert_linear(&reference_lines, "reference");
+    assert_linear(&our_lines, "pi");
+    let kinds = |lines: &[Value]| -> Vec<String> {
+        lines
+            .iter()
+            .map(|line| {
+                let role = line["message"]["role"]
+                    .as_str()
+                    .map(|role| format!(":{role}"));
+                format!(
+                    "{}{}",
+                    line["type"].as_str().unwrap(),
+                    role.unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        kinds(&reference_lines),
+        [
+            "session",
+            "model_change",
+            "thinking_level_change",
+            "message:user",
+            "message:assistant",
+            "message:toolResult",
+            "message:assistant"
+        ]
+    );
+    assert_eq!(kinds(&our_lines), kinds(&reference_lines));
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(
+            &normalize_line(reference_line, reference.root()),
+            &normalize_line(our_line, ours.root()),
+            &format!("line {}", idx + 1),
+        );
+    }
+}
+
+/// Runs `rpc-scenario.mjs` with `cli` in `sandbox`; returns its answers.
+fn run_scenario(sandbox: &Sandbox, cli: &Path, extra_env: &[(&str, &str)]) -> Value {
+    let mut env = Map::new();
+    env.insert(
+        "PI_CODING_AGENT_DIR".into(),
+        Value::from(sandbox.agent_dir().to_string_lossy().as_ref()),
+    );
+    env.insert(
+        "HOME".into(),
+        Value::from(sandbox.home().to_string_lossy().as_ref()),
+    );
+    for (key, value) in extra_env {
+        env.insert((*key).into(), Value::from(*value));
+    }
+    let spec = json!({
+        "cli": cli,
+        "cwd": sandbox.workspace(),
+        "env": env,
+        "args": ["--offline", "--provider", "mock", "--model", "mock-model"],
+    });
+    let spec_file = sandbox.root().join("spec.json");
+    std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let output = run(sandbox
+        .command("node")
+        .arg(interop_dir().join("rpc-scenario.mjs"))
+        .arg(&spec_file)
+        .current_dir(interop_dir()));
+    assert!(
+        output.status.success(),
+        "rpc-scenario.mjs failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference() {
+    let cli = reference_cli();
+    let mut script = Vec::new();
+    for _ in 0..2 {
+        script.extend(listing_turn());
+        script.push(MockResponse::sse(sse::openai_text(
+            "## Goal\nList the files.\n\n## Progress\nListed them.",
+        )));
+        script.push(MockResponse::sse(sse::openai_text("You are welcome.")));
+        script.push(MockResponse::sse(sse::openai_tool_call(
+            "call_2",
+            "bash",
+            r#"{"command":"while [ ! -f go ]; do sleep 0.02; done; echo released"}"#,
+        )));
+        script.push(MockResponse::sse(sse::openai_text("Steered.")));
+        script.push(MockResponse::sse(sse::openai_text("Followed up.")));
+    }
+    let server = ProviderServer::start(script);
+    let models = models_json(&server.url());
+
+    let reference = Sandbox::new(&models);
+    let mut reference_answers = run_scenario(&reference, &cli, &[]);
+    let ours = Sandbox::new(&models);
+    let shim = interop_dir().join("pi-shim.mjs");
+    let mut our_answers = run_scenario(&ours, &shim, &[("PI_RUST_BIN", pi_bin())]);
+    let our_stderr = our_answers["stderr"].take();
+    reference_answers["stderr"].take();
+
+    let reference_answers = normalize(&reference_answers, reference.root());
+    let our_answers = normalize(&our_answers, ours.root());
+    let steps: Vec<&String> = reference_answers.as_object().unwrap().keys().collect();
+    for step in steps {
+        assert_same(
+            &reference_answers[step],
+            &our_answers[step],
+            &format!("{step} (pi stderr: {our_stderr})"),
+        );
+    }
+    // Spot checks that the scenario did what it says (so that equal answers mean something).
+    assert_eq!(
+        our_answers["last1"], "There is one file: notes.txt.",
+        "the first prompt ran"
+    );
+    assert_eq!(our_answers["bash"]["exitCode"], 2);
+    assert_eq!(
+        our_answers["setModelUnknown"]["error"],
+        "Model not found: mock/nope"
+    );
+    assert_eq!(our_answers["stateAfterThinking"]["thinkingLevel"], "high");
+    assert_eq!(
+        our_answers["stateAfterName"]["sessionName"],
+        "Equivalence run"
+    );
+    assert_eq!(
+        our_answers["fork"],
+        json!({"text": "Thanks!", "cancelled": false})
+    );
+    assert_eq!(our_answers["stateAfterNew"]["messageCount"], 0);
+    assert_eq!(our_answers["commands"][0]["name"], "review");
+
+    assert_eq!(
+        our_answers["busyRun"]["busy"]["error"],
+        "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
+    );
+    assert_eq!(our_answers["busyRun"]["pendingMessageCount"], 2);
+
+    assert_eq!(
+        our_answers["compactSmall"]["summary"],
+        "## Goal\nList the files.\n\n## Progress\nListed them."
+    );
+    assert_eq!(
+        our_answers["messagesAfterFork"][0]["role"],
+        "compactionSummary"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 14, "seven model calls on each side");
+    for idx in 0..7 {
+        assert_same(
+            &sent_messages(&requests[idx]),
+            &sent_messages(&requests[idx + 7]),
+            &format!("request {idx}"),
+        );
+    }
+}
+
+#[test]
+fn print_mode_reports_a_refused_request_like_the_reference() {
+    let cli = reference_cli();
+    let refusal = || {
+        MockResponse::json(
+            400,
+            r#"{"error":{"message":"This model does not exist","type":"invalid_request_error"}}"#,
+        )
+    };
+    let server = ProviderServer::start(vec![refusal(), refusal()]);
+    let models = models_json(&server.url());
+    let reference = Sandbox::new(&models);
+    let reference_out = run(reference
+        .command("node")
+        .arg(&cli)
+        .args(["--offline", "-p", "Hello"]));
+    let ours = Sandbox::new(&models);
+    let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", "Hello"]));
+    assert_eq!(reference_out.status.code(), Some(1));
+    assert_eq!(ours_out.status.code(), Some(1));
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "one request on each side, not retried"
+    );
+    assert!(
+        String::from_utf8_lossy(&ours_out.stderr).contains("This model does not exist"),
+        "{ours_out:?}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stdout),
+        String::from_utf8_lossy(&reference_out.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours_out.stderr),
+        String::from_utf8_lossy(&reference_out.stderr)
+    );
+    let reference_lines = reference_session_lines(&reference);
+    let our_lines = our_session_lines(&ours);
+    assert_eq!(reference_lines.len(), our_lines.len());
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(
+            &normalize_line(reference_line, reference.root()),
+            &normalize_line(our_line, ours.root()),
+            &format!("line {}", idx + 1),
+        );
+    }
+}
