@@ -926,7 +926,7 @@ fn framing_is_lf_only_and_keeps_unicode_separators() {
 
 #[test]
 fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes_on() {
-    let server = ProviderServer::start(vec![]);
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Nothing yet."))]);
     let env = mock_env(&server);
     let mut rpc = Rpc::start(&env, &[]);
     for bad in ["not json", "{\"type\":", "[1,2]", "42", "null", ""] {
@@ -960,16 +960,30 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
     assert!(error.contains("\"message\" must be a string"), "{error}");
     let error = rpc.err(json!({"type": "prompt", "message": "x", "streamingBehavior": "now"}));
     assert!(error.contains("streamingBehavior"), "{error}");
-    // FIXME: the reference compacts even a session with no messages (summarising nothing);
-    // pi's manual compaction refuses a session not written yet.
-    assert_eq!(
-        rpc.err(json!({"type": "compact"})),
-        "Nothing to compact (session too small)"
-    );
+    // As in the reference, even a session with no message yet compacts (the model is asked
+    // to summarise an empty conversation); a second compact has nothing new.
+    let result = rpc.ok(json!({"type": "compact"}));
+    assert_eq!(result["summary"], "Nothing yet.");
     assert_eq!(rpc.wait_event("compaction_start")["reason"], "manual");
     assert_eq!(
+        rpc.wait_event("compaction_end")["result"]["summary"],
+        "Nothing yet."
+    );
+    let asked = server.requests()[0].json();
+    let prompt = asked["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .map(|message| message["content"].to_string())
+        .unwrap_or_default();
+    assert!(
+        prompt.contains("<conversation>\\n\\n</conversation>"),
+        "{prompt}"
+    );
+    assert_eq!(rpc.err(json!({"type": "compact"})), "Already compacted");
+    rpc.wait_event("compaction_start");
+    assert_eq!(
         rpc.wait_event("compaction_end")["errorMessage"],
-        "Compaction failed: Nothing to compact (session too small)"
+        "Compaction failed: Already compacted"
     );
     // An id of any JSON type is echoed as it was.
     rpc.write(b"{\"id\":7,\"type\":\"abort_retry\"}\n");

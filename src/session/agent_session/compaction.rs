@@ -23,8 +23,8 @@ use crate::session::compaction::{
 };
 use crate::session::events::SessionEvent;
 use crate::session::extensions::hooks::TreePreparation;
-use crate::session::persist::blocking;
-use crate::store::{LeafSelector, StoredEntry};
+use crate::session::persist::{Persistence, blocking};
+use crate::store::{LeafSelector, RawEntry, StoredEntry};
 
 /// What the automatic check decided after a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,10 +64,12 @@ impl AgentSession {
         settings
     }
 
-    /// The path tail a plan needs (empty for a session not yet written).
+    /// The path tail a plan needs: for a session not yet written, the path through its
+    /// buffered entries (the reference plans on its in-memory entries too, so even a session
+    /// with no message yet can be compacted).
     async fn compaction_tail(&self) -> Result<Vec<StoredEntry>, SessionError> {
-        if !self.is_persisted().await {
-            return Ok(Vec::new());
+        if let Persistence::Pending { entries, leaf, .. } = &*self.inner.persistence.lock().await {
+            return Ok(pending_path(entries, leaf.as_ref()));
         }
         let session = self.session_id().await;
         let store = self.store().clone();
@@ -503,4 +505,34 @@ impl AgentSession {
             cancelled: false,
         })
     }
+}
+
+/// The root-to-leaf path through a pending session's buffered entries (append order gives
+/// the `seq`; a parent that is not buffered ends the walk, as a root).
+fn pending_path(entries: &[RawEntry], leaf: Option<&EntryId>) -> Vec<StoredEntry> {
+    let by_id: std::collections::HashMap<&EntryId, usize> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, raw)| raw.entry.id.as_ref().map(|id| (id, index)))
+        .collect();
+    let mut path = Vec::new();
+    let mut next = leaf.and_then(|id| by_id.get(id).copied());
+    while let Some(index) = next {
+        if path.len() > entries.len() {
+            break; // a cycle cannot come from our own appends; never loop on one
+        }
+        let raw = &entries[index];
+        path.push(StoredEntry {
+            seq: i64::try_from(index).unwrap_or(i64::MAX),
+            entry: raw.entry.clone(),
+            payload: raw.payload.clone(),
+        });
+        next = raw
+            .entry
+            .parent_id
+            .as_ref()
+            .and_then(|parent| by_id.get(parent).copied());
+    }
+    path.reverse();
+    path
 }
