@@ -303,6 +303,12 @@ fn print_mode_prints_and_stores_the_same_conversation_as_the_reference() {
             &sent_messages(&requests[idx + 2]),
             &format!("request {idx}"),
         );
+        // The tool definitions are the same bytes, key order included.
+        assert_eq!(
+            requests[idx].json()["tools"].to_string(),
+            requests[idx + 2].json()["tools"].to_string(),
+            "tools of request {idx}"
+        );
     }
 
     let reference_lines = reference_session_lines(&reference);

@@ -51,26 +51,27 @@ fn definition() -> ToolDefinition {
         name: "edit".to_owned(),
         label: "edit".to_owned(),
         description: "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.".to_owned(),
+        // Key order as the reference's typebox schema serialises (request bytes match).
         parameters: json!({
             "type": "object",
             "required": ["path", "edits"],
-            "additionalProperties": false,
             "properties": {
                 "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},
                 "edits": {
                     "type": "array",
-                    "description": "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead.",
                     "items": {
                         "type": "object",
                         "required": ["oldText", "newText"],
-                        "additionalProperties": false,
                         "properties": {
                             "oldText": {"type": "string", "description": "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call."},
                             "newText": {"type": "string", "description": "Replacement text for this targeted edit."}
-                        }
-                    }
+                        },
+                        "additionalProperties": false
+                    },
+                    "description": "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead."
                 }
-            }
+            },
+            "additionalProperties": false
         }),
         prompt_snippet: Some("Make precise file edits with exact text replacement, including multiple disjoint edits in one call".to_owned()),
         prompt_guidelines: vec![
