@@ -12,8 +12,6 @@
 //! - `hold --session ID --lease OWNER [--append-every-ms N] [--stop-after N]`: takes the lease
 //!   and renews it every heartbeat until killed or stdin closes, appending every N ms when
 //!   asked, and stopping itself (SIGSTOP, between transactions) after N appends.
-//! - `import --session ID --entries N [--payload BYTES]`: stores a session of N entries in one
-//!   transaction, as an import does, then prints `imported\t<id>\t<n>`.
 //!
 //! With `--lease OWNER` the process takes the session's writer lease first (taking it over
 //! when the holder is gone or stale) and prints `lease\tacquired` or `lease\ttook-over`; when a
@@ -29,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use pi::model::ModelRef;
-use pi::model::entry::{CompactionEntry, SessionHeader};
+use pi::model::entry::CompactionEntry;
 use pi::model::ids::{EntryId, SessionId};
 use pi::model::message::AgentMessage;
 use pi::store::{
-    Lease, LeaseAttempt, LeaseConfig, RawEntry, SessionStore, StoreConfig, StoreError,
-    StoreLocation, StoredEntry,
+    Lease, LeaseAttempt, LeaseConfig, SessionStore, StoreConfig, StoreError, StoreLocation,
+    StoredEntry,
 };
 use pi::support::clock::{Clock, SystemClock};
 use pi::support::ids::IdSource;
@@ -96,14 +94,6 @@ enum Mode {
         /// transactions, so that a stopped holder holds no SQLite lock.
         #[arg(long)]
         stop_after: Option<u64>,
-    },
-    Import {
-        #[arg(long)]
-        session: String,
-        #[arg(long)]
-        entries: usize,
-        #[arg(long, default_value_t = 512)]
-        payload: usize,
     },
 }
 
@@ -231,11 +221,6 @@ fn run(args: Args) -> Outcome {
             let lease = take_lease(&store, &session, &lease, config)?;
             hold(&store, &lease, config, append_every_ms, stop_after)
         }
-        Mode::Import {
-            session,
-            entries,
-            payload,
-        } => import(&store, &session, entries, payload),
     }
 }
 
@@ -489,40 +474,4 @@ impl Writer<'_> {
         let stored = result.map_err(Failure::Store)?;
         self.report(stored)
     }
-}
-
-/// Stores a session of `entries` chained entries in one transaction (what an import does).
-fn import(store: &SessionStore, session: &str, entries: usize, payload: usize) -> Outcome {
-    let start = SystemClock.now_ms();
-    let header = SessionHeader::new(
-        SessionId::new(session),
-        pi::support::clock::iso_from_ms(start),
-        "/import".to_owned(),
-        None,
-    );
-    let header_line = header.to_line();
-    let filler = "imported line ".repeat(payload / 14 + 1);
-    let mut raw = Vec::with_capacity(entries);
-    let mut parent: Option<String> = None;
-    for idx in 0..entries {
-        let id = format!("{idx:08x}");
-        let line = json!({
-            "type": "message",
-            "id": id,
-            "parentId": parent,
-            "timestamp": pi::support::clock::iso_from_ms(start + idx as i64),
-            "message": {"role": "user", "content": format!("{idx} {filler}"), "timestamp": start}
-        })
-        .to_string();
-        let Some(entry) = RawEntry::parse(line.as_bytes()) else {
-            let _ = say("error\tother\tbuilt an unparsable line");
-            return Err(Exit(3));
-        };
-        raw.push(entry);
-        parent = Some(id);
-    }
-    let summary = store
-        .insert_raw_session(&header, header_line.as_bytes(), &raw)
-        .map_err(|error| fail(&error))?;
-    say(&format!("imported\t{}\t{}", summary.id, summary.entries))
 }

@@ -5,14 +5,13 @@
 //! afterwards that `pi db check` passes, that every write a child reported (it prints a line
 //! only once the store call returned) is present byte for byte, and that the tree is valid.
 //!
-//! The child is `examples/stress_writer.rs`, found next to this test binary: plain `cargo test`
-//! builds it, `cargo test --test all` does not (run `cargo build --examples` first then). Hooks for parts that land on other branches are marked `HOOK(...)`:
-//! - `HOOK(import)`: `kill_during_a_large_import_leaves_all_or_nothing` stores the session
-//!   through `SessionStore::insert_raw_session`, the store call an import makes; once `pi import
-//!   FILE` exists, run it as the child instead (the file is fully imported or not at all).
-//! - `HOOK(compaction)`: the crash test's children append compaction entries among the rest
-//!   and the context is rebuilt both ways after every kill; once `session` compacts, run a
-//!   child that compacts (`/compact` against the mock provider) in the same loop.
+//! The appending children are `examples/stress_writer.rs`, found next to this test binary:
+//! plain `cargo test` builds it, `cargo test --test all` does not (run `cargo build --examples`
+//! first then). The import and compaction kill tests kill the real `pi` binary: `pi import` on
+//! a large reference-format file, and `pi -c -p` compacting against a mock provider on
+//! 127.0.0.1; their kill moments are seeded and spread evenly over (and a little past) the
+//! measured duration of one uninterrupted run. A hook for a part that lands elsewhere is marked
+//! `HOOK(...)`:
 //! - `HOOK(repl-unsaved)`: `a_failed_append_changes_nothing_and_the_next_append_succeeds` is the
 //!   store half of "the REPL keeps unsaved entries and retries them with the next append";
 //!   the REPL half (entries kept in memory, retried, and written by `/export`) belongs with
@@ -22,18 +21,24 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use pi::model::EntryId;
+use pi::model::entry::{CompactionEntry, EntryKind};
 use pi::model::ids::SessionId;
 use pi::store::{LeafSelector, LeaseAttempt, LeaseConfig, NewSession, SessionStore, StoreError};
+use pi::support::clock::{iso_from_ms, ms_from_iso};
 use pi::support::ids::IdSource;
+use pi::support::json::to_js_string;
 use serde_json::Value;
 
-use crate::common::{TestEnv, open_store, stdout_json};
+use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest, Router, sse};
+use crate::common::{TestEnv, fixtures, open_store, stdout_json};
 
 // ----- the child process ----------------------------------------------------------------------
 
@@ -72,9 +77,18 @@ impl Writer {
         Self::spawn_command(command)
     }
 
-    fn spawn_command(mut command: Command) -> Self {
+    fn spawn_command(command: Command) -> Self {
+        Self::spawn_with_stdin(command, Stdio::piped())
+    }
+
+    /// Spawns `pi` itself: its stdin is empty (a piped stdin would be read as prompt text).
+    fn spawn_pi(command: Command) -> Self {
+        Self::spawn_with_stdin(command, Stdio::null())
+    }
+
+    fn spawn_with_stdin(mut command: Command, stdin: Stdio) -> Self {
         let mut child = command
-            .stdin(Stdio::piped())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -195,6 +209,12 @@ impl Rng {
 
     fn below(&self, n: u64) -> u64 {
         self.0.next_u64() % n
+    }
+
+    /// The `index`-th of `count` moments spread over `window` ms: a random moment in the
+    /// `index`-th of `count` equal slices, so that the kills cover the whole window evenly.
+    fn spread(&self, window: u64, index: u64, count: u64) -> u64 {
+        (window * index + self.below(window.max(1))) / count
     }
 }
 
@@ -374,53 +394,733 @@ fn kill_during_appends_loses_nothing_acknowledged() {
     );
 }
 
-/// Kills a child that stores a 4,000-entry session in one transaction (the store call an
-/// import makes) at seeded random moments: each session is then either complete or absent,
-/// and present whenever the child reported it. HOOK(import): run `pi import FILE` as the
-/// child once the command exists.
+// ----- kills of the real `pi` -----------------------------------------------------------------
+
+/// A `pi` command on database `db` that the test may SIGKILL: the environment of
+/// `TestEnv::pi()` (cleared; the temporary agent dir and home), run in the workspace.
+fn pi_child(env: &TestEnv, db: &Path) -> Command {
+    let mut command = Command::new(pi_bin());
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &env.home)
+        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
+        .env("NO_COLOR", "1")
+        .current_dir(&env.workspace)
+        .arg("--db")
+        .arg(db);
+    command
+}
+
+/// The `-wal` file of a database.
+fn wal_of(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-wal", db.display()))
+}
+
+/// Copies a database no process has open (and its WAL, if one was left) to a new path.
+fn copy_db(from: &Path, to: &Path) {
+    std::fs::copy(from, to).unwrap();
+    if wal_of(from).exists() {
+        std::fs::copy(wal_of(from), wal_of(to)).unwrap();
+    }
+}
+
+/// Removes a database and its journal files.
+fn remove_db(db: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}
+
+/// Milliseconds elapsed since `started`, at least 1.
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// A large session file the reference could have written: the reference-written
+/// `long-linear-chat` fixture (≈600 entries of coding turns with tool calls, tool results and
+/// thinking, from a model and thinking-level change) repeated as `chapters` chapters under
+/// fresh seeded entry ids, each chapter later in time than the one before. Every even chapter
+/// after the first continues from the last entry of the previous one; every odd chapter
+/// branches off 2–12 entries before its end (the reference's `branch()`, leaving that tail as
+/// an abandoned branch); each chapter labels one of its entries half-way through. Every line
+/// is `JSON.stringify`'s exact text (key order kept), so the file is canonical v3: an import
+/// stores its lines as they are and the export gives the file back byte for byte. Returns the
+/// lines, header first.
+fn large_reference_session(session: &str, chapters: usize, seed: u64) -> Vec<String> {
+    let text = std::fs::read_to_string(fixtures::dir().join("long-linear-chat.jsonl")).unwrap();
+    let mut lines = text.lines();
+    let mut header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    header["id"] = Value::from(session);
+    let chapter: Vec<Value> = lines
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let ms = |entry: &Value| ms_from_iso(entry["timestamp"].as_str().unwrap()).unwrap();
+    let span = ms(chapter.last().unwrap()) - ms(&chapter[0]) + 3_600_000;
+    let ids = IdSource::seeded(seed);
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut fresh_id = || loop {
+        let id = ids.hex8();
+        if taken.insert(id.clone()) {
+            return id;
+        }
+    };
+    let mut out = vec![to_js_string(&header)];
+    // The ids of the previous chapter's copied entries, in order (labels left out).
+    let mut previous: Vec<String> = Vec::new();
+    for number in 0..chapters {
+        let offset = span * i64::try_from(number).unwrap();
+        let mut parent: Option<String> = match previous.len() {
+            0 => None,
+            len if number % 2 == 1 => {
+                let back = 2 + usize::try_from(ids.next_u64() % 11).unwrap();
+                Some(previous[len - 1 - back].clone())
+            }
+            len => Some(previous[len - 1].clone()),
+        };
+        let mut current: Vec<String> = Vec::new();
+        for (idx, original) in chapter.iter().enumerate() {
+            let mut entry = original.clone();
+            let id = fresh_id();
+            let at = ms(original) + offset;
+            entry["id"] = Value::from(id.as_str());
+            entry["parentId"] = parent.as_deref().map_or(Value::Null, Value::from);
+            entry["timestamp"] = Value::from(iso_from_ms(at));
+            if let Some(stamp) = entry
+                .get_mut("message")
+                .and_then(|message| message.get_mut("timestamp"))
+            {
+                *stamp = Value::from(stamp.as_i64().unwrap() + offset);
+            }
+            out.push(to_js_string(&entry));
+            current.push(id.clone());
+            parent = Some(id);
+            if idx == chapter.len() / 2 {
+                let label = fresh_id();
+                out.push(to_js_string(&serde_json::json!({
+                    "type": "label",
+                    "id": label,
+                    "parentId": parent,
+                    "timestamp": iso_from_ms(at + 1),
+                    "targetId": current[idx / 2],
+                    "label": format!("chapter-{number}"),
+                })));
+                parent = Some(label);
+            }
+        }
+        previous = current;
+    }
+    out
+}
+
+/// Writes lines as a session file (LF after every line).
+fn write_session_file(path: &Path, lines: &[String]) -> Vec<u8> {
+    let mut bytes = lines.join("\n").into_bytes();
+    bytes.push(b'\n');
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+/// `pi --db DB import --json FILE`, to be run as a child.
+fn pi_import(env: &TestEnv, db: &Path, file: &Path) -> Writer {
+    let mut command = pi_child(env, db);
+    command.args(["import", "--json"]).arg(file);
+    Writer::spawn_pi(command)
+}
+
+/// The `import --json` report a child printed, if it got that far.
+fn import_report(lines: &[String]) -> Option<Value> {
+    lines
+        .iter()
+        .find_map(|line| serde_json::from_str::<Value>(line).ok())
+}
+
+/// The stored entry lines of a session in append order, `None` when the session is absent.
+fn stored_lines(store: &SessionStore, session: &str) -> Option<Vec<String>> {
+    match store.entries(&SessionId::new(session)) {
+        Ok(entries) => Some(
+            entries
+                .into_iter()
+                .map(|stored| String::from_utf8(stored.payload).unwrap())
+                .collect(),
+        ),
+        Err(StoreError::SessionNotFound { .. }) => None,
+        Err(other) => panic!("{session}: {other}"),
+    }
+}
+
+/// Asserts that `pi export --jsonl SESSION` writes exactly `expected`.
+fn assert_exports(env: &TestEnv, db: &Path, session: &str, expected: &[u8], context: &str) {
+    let output = env
+        .pi()
+        .args(["--db", db.to_str().unwrap(), "export", "--jsonl", session])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{context}: export: {output:?}");
+    assert!(
+        output.stdout == expected,
+        "{context}: the export of {session} differs from its file ({} bytes, expected {})",
+        output.stdout.len(),
+        expected.len()
+    );
+}
+
+/// The session whose file is re-imported (merged) and whose prefix is in the base database.
+const MERGED_SESSION: &str = "019b7a10-5e55-7000-8000-00000000a001";
+/// The session of the file imported fresh (the same lines under another header id).
+const FRESH_SESSION: &str = "019b7a10-5e55-7000-8000-00000000b002";
+
+/// Kills the real `pi import --json FILE` at seeded random moments spread over twice the
+/// measured duration of an uninterrupted run, on a 3,000-entry reference-format
+/// file with branches and labels: half the rounds import a new session, half re-import a file
+/// whose first 40 % the database already holds (a merge that appends the rest). After every
+/// kill: `pi db check` passes; the imported session is absent or holds every line of its file
+/// byte for byte (and `pi export --jsonl` gives the file back); the merged session holds its
+/// prefix or the whole file, nothing in between; a report of `imported`/`updated` means
+/// complete; the tree is valid.
 #[test]
 fn kill_during_a_large_import_leaves_all_or_nothing() {
     const ROUNDS: u64 = 12;
-    const ENTRIES: i64 = 4000;
     let env = TestEnv::new();
-    let db = env.db();
-    drop(open_store(&db, 1));
-    // Measure one uninterrupted import to spread the kills over its duration.
-    let started = Instant::now();
-    let (status, lines) = Writer::spawn(
-        &db,
-        &["import", "--session", "import-full", "--entries", "4000"],
-    )
-    .finish();
+    let dir = env.dir.path();
+    let full = large_reference_session(MERGED_SESSION, 5, 2026);
+    let entries = full.len() - 1;
+    let kept = entries * 2 / 5;
+    let mut fresh = full.clone();
+    let mut fresh_header: Value = serde_json::from_str(&fresh[0]).unwrap();
+    fresh_header["id"] = Value::from(FRESH_SESSION);
+    fresh[0] = to_js_string(&fresh_header);
+    let full_file = dir.join("full.jsonl");
+    let prefix_file = dir.join("prefix.jsonl");
+    let fresh_file = dir.join("fresh.jsonl");
+    let full_bytes = write_session_file(&full_file, &full);
+    let prefix_bytes = write_session_file(&prefix_file, &full[..=kept]);
+    let fresh_bytes = write_session_file(&fresh_file, &fresh);
+    let megabytes = full_bytes.len() as f64 / 1e6;
+
+    // The base database holds the prefix, imported by the real command.
+    let base = dir.join("base.db");
+    let (status, lines) = pi_import(&env, &base, &prefix_file).finish();
     assert!(status.success(), "{lines:?}");
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap().max(5);
-    let rng = Rng::new(77);
-    let (mut complete, mut absent) = (0, 0);
-    for round in 0..ROUNDS {
-        let id = format!("import-{round}");
-        let entries = ENTRIES.to_string();
-        let writer = Writer::spawn(&db, &["import", "--session", &id, "--entries", &entries]);
-        // Spread over the whole run (start-up included) and a little past it.
-        std::thread::sleep(Duration::from_millis(rng.below(duration_ms * 3 / 2 + 1)));
-        let lines = writer.kill();
-        assert_db_check(&env, &db, &format!("import round {round}"));
-        let store = open_store(&db, 1);
-        let reported = lines.iter().any(|line| line.starts_with("imported\t"));
-        match store.session(&SessionId::new(id.as_str())) {
-            Ok(summary) => {
-                assert_eq!(summary.entries, ENTRIES, "round {round}: a partial import");
-                assert_tree_valid(&store, &SessionId::new(id.as_str()), &id);
-                complete += 1;
-            }
-            Err(StoreError::SessionNotFound { .. }) => {
-                assert!(!reported, "round {round}: reported but missing");
-                absent += 1;
-            }
-            Err(other) => panic!("round {round}: {other}"),
+    let report = import_report(&lines).unwrap();
+    assert_eq!(report["status"], "imported", "{report}");
+    assert_eq!(report["entries"], kept, "{report}");
+
+    // Checks one database after a (killed or finished) import; returns whether the import
+    // took effect.
+    let check = |db: &Path, merge: bool, lines: &[String], context: &str| -> bool {
+        assert_db_check(&env, db, context);
+        let store = open_store(db, 1);
+        let merged = stored_lines(&store, MERGED_SESSION).expect("the merged session");
+        let imported = stored_lines(&store, FRESH_SESSION);
+        let done = if merge {
+            assert!(imported.is_none(), "{context}: a session appeared");
+            merged.len() != kept
+        } else {
+            imported.is_some()
+        };
+        if merge && done {
+            assert_eq!(merged.len(), entries, "{context}: a partial merge");
+            assert!(merged == full[1..], "{context}: merged lines differ");
+            assert_exports(&env, db, MERGED_SESSION, &full_bytes, context);
+        } else {
+            assert_eq!(merged.len(), kept, "{context}: the prefix changed");
+            assert!(merged == full[1..=kept], "{context}: the prefix changed");
+            assert_exports(&env, db, MERGED_SESSION, &prefix_bytes, context);
         }
+        if let Some(stored) = &imported {
+            assert_eq!(stored.len(), entries, "{context}: a partial import");
+            assert!(*stored == fresh[1..], "{context}: imported lines differ");
+            assert_exports(&env, db, FRESH_SESSION, &fresh_bytes, context);
+            assert_tree_valid(&store, &SessionId::new(FRESH_SESSION), context);
+        }
+        assert_tree_valid(&store, &SessionId::new(MERGED_SESSION), context);
+        if let Some(report) = import_report(lines) {
+            let status = if merge { "updated" } else { "imported" };
+            assert_eq!(report["status"], status, "{context}: {report}");
+            assert!(done, "{context}: reported {status} but not stored");
+            assert_eq!(report["entries"], entries, "{context}: {report}");
+            let added = if merge { entries - kept } else { entries };
+            assert_eq!(report["added"], added, "{context}: {report}");
+        }
+        done
+    };
+
+    // Measure one uninterrupted run of each kind to spread the kills over its duration.
+    let mut durations = [0; 2];
+    for (merge, duration) in [false, true].into_iter().zip(durations.iter_mut()) {
+        let db = dir.join(format!("measure-{merge}.db"));
+        copy_db(&base, &db);
+        let started = Instant::now();
+        let (status, lines) =
+            pi_import(&env, &db, if merge { &full_file } else { &fresh_file }).finish();
+        *duration = elapsed_ms(started);
+        assert!(status.success(), "{lines:?}");
+        assert!(check(
+            &db,
+            merge,
+            &lines,
+            &format!("uninterrupted, merge {merge}")
+        ));
+        remove_db(&db);
     }
+
+    let rng = Rng::new(77);
+    // [fresh, merge] × [complete, untouched]
+    let mut outcomes = [[0; 2]; 2];
+    for round in 0..ROUNDS {
+        let merge = round % 2 == 1;
+        let db = dir.join(format!("round-{round}.db"));
+        copy_db(&base, &db);
+        let duration = durations[usize::from(merge)];
+        let writer = pi_import(&env, &db, if merge { &full_file } else { &fresh_file });
+        // Spread over the whole run (start-up included) and as long again: a run under load
+        // may take longer than the measured one.
+        std::thread::sleep(Duration::from_millis(rng.spread(
+            duration * 2,
+            round / 2,
+            ROUNDS / 2,
+        )));
+        let lines = writer.kill();
+        let done = check(&db, merge, &lines, &format!("import round {round}"));
+        outcomes[usize::from(merge)][usize::from(!done)] += 1;
+        remove_db(&db);
+    }
+    assert!(
+        outcomes.iter().all(|kind| kind[1] > 0),
+        "no kill landed before an import committed: {outcomes:?}"
+    );
     eprintln!(
-        "import kills: {ROUNDS} kills over a {duration_ms} ms import: {complete} complete, {absent} absent, none partial"
+        "import kills: {ROUNDS} kills of `pi import` on a {entries}-entry file ({megabytes:.1} MB): \
+         new session over a {} ms import: {} complete, {} absent; \
+         merging {} new lines over a {} ms re-import: {} all, {} none; none partial",
+        durations[0],
+        outcomes[0][0],
+        outcomes[0][1],
+        entries - kept,
+        durations[1],
+        outcomes[1][0],
+        outcomes[1][1],
+    );
+}
+
+// ----- kills during compaction ----------------------------------------------------------------
+
+/// What the mock summariser answers (no file operations, so the stored summary is exactly this).
+const KILL_SUMMARY: &str = "## Goal\nKill-test summary of the apples.";
+/// A phrase of [`KILL_SUMMARY`] that shows the summary is in a request's context.
+const KILL_SUMMARY_PHRASE: &str = "Kill-test summary of the apples";
+/// The start of the summariser's system prompt.
+const SUMMARIZER_MARK: &str = "You are a context summarization assistant";
+/// An OpenAI context-length error.
+const CONTEXT_OVERFLOW_BODY: &str = r#"{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in 1500 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+
+/// The text of the last user message of a chat-completions request.
+fn last_user_text(request: &RecordedRequest) -> String {
+    let body = request.json();
+    let Some(message) = body["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+    else {
+        return String::new();
+    };
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// Whether a request is the summariser's.
+fn is_summarizer(request: &RecordedRequest) -> bool {
+    String::from_utf8_lossy(&request.body).contains(SUMMARIZER_MARK)
+}
+
+/// The provider of the compaction kill test, answering by content: the summariser gets
+/// [`KILL_SUMMARY`] (held back, then paused mid-body while `slow`); a prompt starting with
+/// `THRESHOLD` gets an answer whose usage (900 tokens) crosses the threshold of the 1000-token
+/// window; `OVERFLOW` gets a context-length error until the context carries the summary, then
+/// `Recovered answer.`; anything else `Plain answer.` (small usage).
+fn compaction_router(slow: Arc<AtomicBool>) -> Router {
+    Arc::new(move |request: &RecordedRequest| {
+        let slow = slow.load(Ordering::SeqCst);
+        if is_summarizer(request) {
+            let response = MockResponse::sse(sse::openai_text(KILL_SUMMARY));
+            return if slow {
+                response
+                    .delay_headers(Duration::from_millis(150))
+                    .stall_after(60, Duration::from_millis(250))
+            } else {
+                response
+            };
+        }
+        let prompt = last_user_text(request);
+        let response = if prompt.starts_with("THRESHOLD") {
+            MockResponse::sse(sse::openai_text_with_usage("Threshold answer.", 850, 50))
+        } else if prompt.starts_with("OVERFLOW") {
+            if String::from_utf8_lossy(&request.body).contains(KILL_SUMMARY_PHRASE) {
+                MockResponse::sse(sse::openai_text("Recovered answer."))
+            } else {
+                MockResponse::json(400, CONTEXT_OVERFLOW_BODY)
+            }
+        } else {
+            MockResponse::sse(sse::openai_text("Plain answer."))
+        };
+        if slow {
+            response.delay_headers(Duration::from_millis(60))
+        } else {
+            response
+        }
+    })
+}
+
+/// `pi --db DB --model mock/mock-model [-c] -p PROMPT` with its own clock start and id seed
+/// (each process of a session later than the one before).
+fn pi_prompt(env: &TestEnv, db: &Path, hour: i64, continue_session: bool, prompt: &str) -> Command {
+    let mut command = pi_child(env, db);
+    command
+        .env(
+            "PI_TEST_CLOCK",
+            (crate::common::TEST_CLOCK_START_MS + hour * 3_600_000).to_string(),
+        )
+        .env("PI_TEST_SEED", (100 + hour).to_string())
+        .args(["--model", "mock/mock-model"]);
+    if continue_session {
+        command.arg("-c");
+    }
+    command.args(["-p", prompt]);
+    command
+}
+
+/// Runs a `pi` command to its end and asserts that it printed `answer`.
+fn run_prompt(mut command: Command, answer: &str, context: &str) {
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == answer,
+        "{context}: {output:?}"
+    );
+}
+
+/// A user prompt long enough (≈27 estimated tokens) that keeping the last 20 tokens cuts at it.
+fn long_kill_prompt(head: &str, word: &str) -> String {
+    format!("{head}: {}", format!("{word} ").repeat(15).trim_end())
+}
+
+/// The session's compaction entries, after the first `skip` entries.
+fn compactions_after(
+    entries: &[pi::store::StoredEntry],
+    skip: usize,
+) -> Vec<(EntryId, CompactionEntry)> {
+    entries
+        .iter()
+        .skip(skip)
+        .filter_map(|stored| match &stored.entry.kind {
+            EntryKind::Compaction(compaction) => {
+                Some((stored.entry.id.clone()?, compaction.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The ids from the leaf up to its root.
+fn path_to_root(store: &SessionStore, session: &SessionId) -> Vec<EntryId> {
+    let parents: HashMap<EntryId, Option<EntryId>> = store
+        .entries(session)
+        .unwrap()
+        .into_iter()
+        .filter_map(|stored| Some((stored.entry.id?, stored.entry.parent_id)))
+        .collect();
+    let mut path = Vec::new();
+    let mut at = store.leaf(session).unwrap().and_then(|leaf| leaf.entry.id);
+    while let Some(id) = at {
+        at = parents.get(&id).cloned().flatten();
+        path.push(id);
+        assert!(path.len() <= parents.len(), "a parent cycle");
+    }
+    path
+}
+
+/// Where a kill landed relative to the compaction of its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum KillPhase {
+    /// Before the summariser was asked (the answer may or may not have been stored).
+    BeforeSummary,
+    /// While the summary was awaited: no compaction entry.
+    DuringSummary,
+    /// After the compaction entry was committed.
+    AfterAppend,
+}
+
+/// Kills the real `pi -c -p` at seeded random moments while it compacts a session against
+/// the mock provider on 127.0.0.1 — half the rounds through the threshold (the answer's usage
+/// crosses window − reserve), half through overflow recovery (a context-length error, compact,
+/// retry) — with the summariser held back and paused mid-answer, so that kills land before,
+/// while and after the summary is awaited and the compaction entry appended. Each round works
+/// on a fresh copy of one database. After every kill: `pi db check` passes, the tree is valid,
+/// `pi sessions show S --context --json` rebuilds the context, every entry that existed before
+/// is present byte for byte, and there is no new compaction or exactly one complete one (the
+/// mock's summary; its `firstKeptEntryId` on the path above it; the context starts with it).
+/// Then a later `pi -c -p` on the killed session answers and continues it.
+#[test]
+fn kill_during_compaction_keeps_the_session_whole() {
+    const ROUNDS: u64 = 30;
+    let env = TestEnv::new();
+    let dir = env.dir.path();
+    let slow = Arc::new(AtomicBool::new(false));
+    let server = ProviderServer::start_routed(compaction_router(Arc::clone(&slow)));
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        crate::common::agent::models_json(&server.url(), 1000),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"compaction":{"keepRecentTokens":20,"reserveTokens":200}}"#,
+    )
+    .unwrap();
+
+    // The session every round starts from: two small exchanges.
+    let template = dir.join("template.db");
+    let questions = [
+        "first question about apples",
+        "second question about apples",
+    ];
+    for (hour, question) in questions.into_iter().enumerate() {
+        let hour = i64::try_from(hour).unwrap();
+        run_prompt(
+            pi_prompt(&env, &template, hour, hour > 0, question),
+            "Plain answer.",
+            "template",
+        );
+    }
+    let (session, before) = {
+        let store = open_store(&template, 1);
+        let listed = store.list(&pi::store::ListScope::All).unwrap();
+        assert_eq!(listed.len(), 1);
+        let session = listed[0].id.clone();
+        let before: Vec<(Option<EntryId>, Vec<u8>)> = store
+            .entries(&session)
+            .unwrap()
+            .into_iter()
+            .map(|stored| (stored.entry.id, stored.payload))
+            .collect();
+        (session, before)
+    };
+    assert!(before.len() >= 4, "two exchanges: {}", before.len());
+    let prompts = [
+        long_kill_prompt("THRESHOLD question", "pears"),
+        long_kill_prompt("OVERFLOW question", "plums"),
+    ];
+    let answers = ["Threshold answer.", "Recovered answer."];
+
+    // Checks a database after a (killed or finished) compacting run: returns the phase the
+    // run reached and whether an answer of the run (the first) is stored.
+    let check = |db: &Path, summarizer_asked: bool, context: &str| -> (KillPhase, bool) {
+        assert_db_check(&env, db, context);
+        let store = open_store(db, 1);
+        assert_tree_valid(&store, &session, context);
+        let entries = store.entries(&session).unwrap();
+        assert!(entries.len() >= before.len(), "{context}: entries lost");
+        for (stored, (id, payload)) in entries.iter().zip(&before) {
+            assert_eq!(&stored.entry.id, id, "{context}: an earlier entry moved");
+            assert!(
+                stored.payload == *payload,
+                "{context}: an earlier entry changed"
+            );
+        }
+        let compactions = compactions_after(&entries, before.len());
+        assert!(compactions.len() <= 1, "{context}: {compactions:?}");
+        let answered = entries[before.len()..].iter().any(|stored| {
+            matches!(
+                stored.entry.kind,
+                EntryKind::Message(pi::model::message::AgentMessage::Assistant(_))
+            )
+        });
+        let output = env
+            .pi()
+            .args(["--db", db.to_str().unwrap(), "sessions", "show"])
+            .args([session.as_str(), "--context", "--json"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{context}: {output:?}");
+        let shown = stdout_json(&output);
+        let first = &shown["messages"][0];
+        let phase = match compactions.first() {
+            Some((id, compaction)) => {
+                assert_eq!(compaction.summary, KILL_SUMMARY, "{context}");
+                assert!(compaction.tokens_before > 0, "{context}");
+                let path = path_to_root(&store, &session);
+                let at = path.iter().position(|entry| entry == id);
+                let kept = compaction
+                    .first_kept_entry_id
+                    .as_ref()
+                    .and_then(|kept| path.iter().position(|entry| entry == kept));
+                assert!(
+                    matches!((at, kept), (Some(at), Some(kept)) if kept > at),
+                    "{context}: compaction {id} at {at:?}, first kept at {kept:?} on {path:?}"
+                );
+                assert_eq!(first["role"], "compactionSummary", "{context}: {shown}");
+                assert_eq!(first["summary"], KILL_SUMMARY, "{context}");
+                KillPhase::AfterAppend
+            }
+            None => {
+                assert_eq!(first["role"], "user", "{context}: {shown}");
+                assert_eq!(
+                    first["content"][0]["text"], questions[0],
+                    "{context}: {shown}"
+                );
+                if summarizer_asked {
+                    KillPhase::DuringSummary
+                } else {
+                    KillPhase::BeforeSummary
+                }
+            }
+        };
+        (phase, answered)
+    };
+    // Continues a killed session: the answer comes, the leaf follows the old one, and the
+    // request carries the summary whenever a compaction is on the path.
+    let continue_after = |db: &Path, round: u64, context: &str| {
+        let old_leaf = open_store(db, 1).leaf(&session).unwrap().unwrap();
+        let requests_before = server.requests().len();
+        let prompt = format!("later question of round {round}");
+        run_prompt(
+            pi_prompt(&env, db, 3, true, &prompt),
+            "Plain answer.",
+            context,
+        );
+        let store = open_store(db, 1);
+        assert_tree_valid(&store, &session, context);
+        let path = path_to_root(&store, &session);
+        assert!(
+            path.contains(old_leaf.entry.id.as_ref().unwrap()),
+            "{context}: the later run did not continue from the leaf"
+        );
+        let leaf = store.leaf(&session).unwrap().unwrap();
+        assert!(
+            String::from_utf8_lossy(&leaf.payload).contains("Plain answer."),
+            "{context}: leaf {}",
+            String::from_utf8_lossy(&leaf.payload)
+        );
+        let entries = store.entries(&session).unwrap();
+        let on_path: HashSet<&EntryId> = path.iter().collect();
+        let compacted = compactions_after(&entries, before.len())
+            .iter()
+            .any(|(id, _)| on_path.contains(id));
+        let requests = server.requests();
+        let asked = requests[requests_before..]
+            .iter()
+            .rev()
+            .find(|request| !is_summarizer(request) && last_user_text(request) == prompt)
+            .expect("the later question was sent");
+        assert_eq!(
+            String::from_utf8_lossy(&asked.body).contains(KILL_SUMMARY_PHRASE),
+            compacted,
+            "{context}: the context of the later question"
+        );
+    };
+
+    // One uninterrupted run of each kind: the full outcome, and its duration.
+    slow.store(true, Ordering::SeqCst);
+    let mut durations = [0; 2];
+    for (kind, duration) in durations.iter_mut().enumerate() {
+        let db = dir.join(format!("measure-{kind}.db"));
+        copy_db(&template, &db);
+        let requests_before = server.requests().len();
+        let started = Instant::now();
+        let (status, lines) =
+            Writer::spawn_pi(pi_prompt(&env, &db, 2, true, &prompts[kind])).finish();
+        *duration = elapsed_ms(started);
+        assert!(status.success() && lines == [answers[kind]], "{lines:?}");
+        let asked = server.requests()[requests_before..]
+            .iter()
+            .any(is_summarizer);
+        let context = format!("uninterrupted {kind}");
+        assert_eq!(check(&db, asked, &context), (KillPhase::AfterAppend, true));
+        slow.store(false, Ordering::SeqCst);
+        continue_after(&db, 0, &context);
+        slow.store(true, Ordering::SeqCst);
+        remove_db(&db);
+    }
+
+    let rng = Rng::new(4242);
+    let started = Instant::now();
+    // Per kind (threshold, overflow): kills per phase.
+    let mut phases: [HashMap<KillPhase, u64>; 2] = [HashMap::new(), HashMap::new()];
+    let mut answered_then_killed = 0;
+    // Per kind: kills before the run's first answer was stored.
+    let mut unanswered = [0; 2];
+    for round in 0..ROUNDS {
+        let kind = usize::try_from(round % 2).unwrap();
+        let db = dir.join(format!("round-{round}.db"));
+        copy_db(&template, &db);
+        slow.store(true, Ordering::SeqCst);
+        let requests_before = server.requests().len();
+        let writer = Writer::spawn_pi(pi_prompt(&env, &db, 2, true, &prompts[kind]));
+        // Spread over the whole run (start-up included) and a little past it.
+        std::thread::sleep(Duration::from_millis(rng.spread(
+            durations[kind] * 3 / 2,
+            round / 2,
+            ROUNDS / 2,
+        )));
+        let lines = writer.kill();
+        // (A request sent just before the kill and not yet read by the server counts as not
+        // sent: that only moves a kill from "while summarising" to "before".)
+        let asked = server.requests()[requests_before..]
+            .iter()
+            .any(is_summarizer);
+        let context = format!("compaction round {round}");
+        let (phase, answered) = check(&db, asked, &context);
+        if phase == KillPhase::BeforeSummary && !answered {
+            unanswered[kind] += 1;
+        }
+        if lines.iter().any(|line| line == answers[kind]) {
+            // The answer was printed: its run compacted.
+            assert_eq!(phase, KillPhase::AfterAppend, "{context}");
+            answered_then_killed += 1;
+        }
+        *phases[kind].entry(phase).or_default() += 1;
+        slow.store(false, Ordering::SeqCst);
+        continue_after(&db, round, &context);
+        remove_db(&db);
+    }
+    for phase in [
+        KillPhase::BeforeSummary,
+        KillPhase::DuringSummary,
+        KillPhase::AfterAppend,
+    ] {
+        assert!(
+            phases.iter().any(|counts| counts.contains_key(&phase)),
+            "no kill landed {phase:?}: {phases:?}"
+        );
+    }
+    let describe = |kind: usize| {
+        let get = |phase| phases[kind].get(&phase).copied().unwrap_or(0);
+        format!(
+            "{} before the summary request ({} of them before the run's first answer was stored), {} while summarising, {} after the compaction append",
+            get(KillPhase::BeforeSummary),
+            unanswered[kind],
+            get(KillPhase::DuringSummary),
+            get(KillPhase::AfterAppend)
+        )
+    };
+    eprintln!(
+        "compaction kills: {ROUNDS} kills of `pi -c -p` survived, each followed by a working `pi -c -p` ({:.1} s); \
+         threshold over a {} ms run: {}; overflow over a {} ms run: {}; \
+         {answered_then_killed} after the answer was printed",
+        started.elapsed().as_secs_f64(),
+        durations[0],
+        describe(0),
+        durations[1],
+        describe(1),
     );
 }
 
