@@ -161,8 +161,8 @@ impl Env {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis)
         };
-        let heartbeat = millis("PI_LEASE_HEARTBEAT_MS", heartbeat_ms)
-            .unwrap_or(LeaseConfig::DEFAULT_HEARTBEAT);
+        let heartbeat =
+            millis("PI_LEASE_HEARTBEAT_MS", heartbeat_ms).unwrap_or(LeaseConfig::DEFAULT_HEARTBEAT);
         let stale_after = millis("PI_LEASE_STALE_MS", stale_ms)
             .unwrap_or(LeaseConfig::DEFAULT_STALE_AFTER)
             .max(heartbeat * 3);

@@ -592,7 +592,8 @@ impl Settings {
     /// the writer-lease intervals, positive milliseconds.
     pub fn lease_intervals(&self) -> (Option<u64>, Option<u64>) {
         let get = |key: &str| {
-            int(self.get_nested("lease", key)).and_then(|ms| u64::try_from(ms).ok().filter(|ms| *ms > 0))
+            int(self.get_nested("lease", key))
+                .and_then(|ms| u64::try_from(ms).ok().filter(|ms| *ms > 0))
         };
         (get("heartbeatMs"), get("staleMs"))
     }

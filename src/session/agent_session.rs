@@ -900,10 +900,7 @@ impl AgentSession {
                 drop(persistence);
                 self.notice(
                     NoticeLevel::Info,
-                    format!(
-                        "saved {} that could not be written before",
-                        entries_text(count + 1)
-                    ),
+                    format!("saved the {} kept in memory", entries_text(count)),
                 );
             }
             Ok(Appended::Saved) => {

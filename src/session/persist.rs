@@ -257,13 +257,16 @@ fn kept_line(
     kind: EntryKind,
 ) -> RawEntry {
     let id = EntryId::generate(store.ids(), |candidate| {
-        kept.iter()
-            .any(|raw| raw.entry.id.as_ref().is_some_and(|id| id.as_str() == candidate))
-            || store
-                .entry(session, &EntryId::new(candidate))
-                .ok()
-                .flatten()
-                .is_some()
+        kept.iter().any(|raw| {
+            raw.entry
+                .id
+                .as_ref()
+                .is_some_and(|id| id.as_str() == candidate)
+        }) || store
+            .entry(session, &EntryId::new(candidate))
+            .ok()
+            .flatten()
+            .is_some()
     });
     let entry = Entry {
         id: Some(id),

@@ -136,11 +136,13 @@ impl Asker<'_> {
                     ))?;
                     return Ok(Some((SessionTarget::Open(copy.id), OpenAccess::Write)));
                 }
-                Some(HeldChoice::TakeOver) => match self.wait_to_take_over(store, &session).await? {
-                    None => return Ok(Some((SessionTarget::Open(session), OpenAccess::Write))),
-                    // Ctrl+C: ask again.
-                    Some(now) => holder = now,
-                },
+                Some(HeldChoice::TakeOver) => {
+                    match self.wait_to_take_over(store, &session).await? {
+                        None => return Ok(Some((SessionTarget::Open(session), OpenAccess::Write))),
+                        // Ctrl+C: ask again.
+                        Some(now) => holder = now,
+                    }
+                }
             }
         }
     }

@@ -1357,8 +1357,8 @@ impl Repl {
         let unsaved = self.session.unsaved_lines().await;
         let written =
             tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
-            .await
-            .context("the export task failed")?;
+                .await
+                .context("the export task failed")?;
         match written {
             Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
             Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,

@@ -87,7 +87,11 @@ fn take_over_hint(holder: &LeaseHolder) -> String {
 
 /// Rounds a wait up to whole seconds (at least 1).
 pub fn seconds(wait: Duration) -> u64 {
-    wait.as_millis().div_ceil(1000).max(1).try_into().unwrap_or(u64::MAX)
+    wait.as_millis()
+        .div_ceil(1000)
+        .max(1)
+        .try_into()
+        .unwrap_or(u64::MAX)
 }
 
 /// Why a session is read-only in this process.
@@ -318,7 +322,10 @@ impl AgentSession {
                 drop(persistence);
                 self.notice(
                     NoticeLevel::Error,
-                    format!("{count} unsaved entr{} of the session left could not be written: {error}", if count == 1 { "y" } else { "ies" }),
+                    format!(
+                        "{count} unsaved entr{} of the session left could not be written: {error}",
+                        if count == 1 { "y" } else { "ies" }
+                    ),
                 );
             }
         }
