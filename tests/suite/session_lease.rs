@@ -511,3 +511,78 @@ fn a_repl_keeps_entries_it_cannot_write_exports_them_and_saves_them_in_order_lat
     assert_eq!(repl.wait_for_exit(), 0);
     assert_eq!(store.lease_holder(&session).unwrap(), None);
 }
+
+/// The session layer in one process: a second store on the same database stands for another
+/// process's view (the lease row names this process, which is alive, so it counts as held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_layer_holds_refuses_opens_read_only_and_takes_over() {
+    use pi::session::{AgentSession, OpenAccess, PromptOptions, SessionError, SessionTarget};
+
+    let harness = crate::common::agent::Harness::new(vec![MockResponse::sse(sse::openai_text(
+        "Stored answer.",
+    ))]);
+    let (writer, _) = AgentSession::open(
+        harness.config(),
+        SessionTarget::New {
+            parent_session: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        !writer.holds_lease(),
+        "nothing to hold before the first write"
+    );
+    writer
+        .prompt("hello", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(writer.holds_lease(), "the first write took the lease");
+    let session = writer.session_id().await;
+
+    let mut other = harness.config();
+    other.store = crate::common::open_store(&harness.env.db(), 77);
+    let target = SessionTarget::Open(session.clone());
+    match AgentSession::open(other.clone(), target.clone()).await {
+        Err(SessionError::Held(held)) => {
+            assert_eq!(held.session, session);
+            assert_eq!(held.holder.pid, std::process::id());
+            assert!(!held.holder.can_take_over_now());
+        }
+        other => panic!("expected Held, got {other:?}"),
+    }
+    let (reader, _) = AgentSession::open_with(other, target, OpenAccess::ReadOnly)
+        .await
+        .unwrap();
+    assert!(reader.read_only().is_some());
+    assert_eq!(reader.messages().len(), 2, "the history is there");
+    assert!(matches!(
+        reader.prompt("may I?", PromptOptions::default()).await,
+        Err(SessionError::ReadOnly { .. })
+    ));
+    let before = harness.store.entries(&session).unwrap().len();
+    reader.set_session_name("from the reader").await.unwrap();
+    assert_eq!(reader.unsaved_lines().await.len(), 1, "kept, not written");
+    assert_eq!(harness.store.entries(&session).unwrap().len(), before);
+    match reader.take_over().await {
+        Err(SessionError::Held(_)) => {}
+        other => panic!("the writer is alive and fresh: {other:?}"),
+    }
+
+    writer.shutdown().await;
+    assert_eq!(harness.store.lease_holder(&session).unwrap(), None);
+    assert_eq!(reader.take_over().await.unwrap(), 1);
+    assert!(reader.read_only().is_none() && reader.holds_lease());
+    let entries = harness.store.entries(&session).unwrap();
+    assert_eq!(entries.len(), before + 1);
+    assert!(matches!(
+        &entries.last().unwrap().entry.kind,
+        EntryKind::SessionInfo { name: Some(name) } if name == "from the reader"
+    ));
+    assert_eq!(
+        entries.last().unwrap().entry.parent_id,
+        entries[before - 1].entry.id
+    );
+    reader.shutdown().await;
+    assert_eq!(harness.store.lease_holder(&session).unwrap(), None);
+}
