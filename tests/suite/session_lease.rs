@@ -82,6 +82,24 @@ fn wait_for_holder(store: &SessionStore, session: &SessionId, not: Option<u32>) 
     }
 }
 
+/// SIGSTOPs `process` at a moment it holds no SQLite write lock (its heartbeat writes every
+/// 100 ms; a process stopped inside a transaction blocks every writer, a documented limit):
+/// stop, probe the lock with `BEGIN IMMEDIATE` (no waiting), resume and retry if it was held.
+fn stop_outside_a_transaction(process: Pid, db: &std::path::Path) {
+    let probe = rusqlite::Connection::open(db).unwrap();
+    probe.busy_timeout(Duration::ZERO).unwrap();
+    let start = Instant::now();
+    loop {
+        kill(process, Signal::SIGSTOP).unwrap();
+        if probe.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok() {
+            return;
+        }
+        kill(process, Signal::SIGCONT).unwrap();
+        assert!(start.elapsed() < WAIT, "the lock was always held");
+        std::thread::sleep(Duration::from_millis(7));
+    }
+}
+
 fn pid(holder: &LeaseHolder) -> Pid {
     Pid::from_raw(i32::try_from(holder.pid).unwrap())
 }
@@ -256,7 +274,7 @@ fn a_stopped_repl_is_taken_over_once_stale_and_cannot_write_when_resumed() {
         Duration::from_millis(600),
         "from settings"
     );
-    kill(pid(&holder), Signal::SIGSTOP).unwrap();
+    stop_outside_a_transaction(pid(&holder), &env.db());
 
     let second = Tmux::start(
         &env,

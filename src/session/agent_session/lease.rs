@@ -312,23 +312,32 @@ impl AgentSession {
     /// opened again).
     pub(super) async fn leave_lease(&self, keep: Option<&SessionId>) {
         let state = std::mem::take(&mut *lock(&self.inner.lease));
-        let LeaseState::Held(held) = state else {
-            return;
-        };
         {
             let mut persistence = self.inner.persistence.lock().await;
-            if let Err(error) = self.inner.writer.flush(&mut persistence).await {
-                let count = persistence.unsaved().len();
-                drop(persistence);
+            let flushed = match &state {
+                // Read-only: the store would refuse them (and must not take them).
+                LeaseState::ReadOnly(_) => Ok(0),
+                _ => self.inner.writer.flush(&mut persistence).await,
+            };
+            let count = persistence.unsaved().len();
+            drop(persistence);
+            if count > 0 {
+                let why = flushed.err().map_or_else(
+                    || "the session is read-only here".to_owned(),
+                    |error| error.to_string(),
+                );
                 self.notice(
                     NoticeLevel::Error,
                     format!(
-                        "{count} unsaved entr{} of the session left could not be written: {error}",
+                        "{count} unsaved entr{} of the session left could not be written and are dropped ({why})",
                         if count == 1 { "y" } else { "ies" }
                     ),
                 );
             }
         }
+        let LeaseState::Held(held) = state else {
+            return;
+        };
         held.stop.cancel();
         let _ = held.task.await;
         if keep == Some(held.lease.session()) {
