@@ -141,9 +141,11 @@ impl AgentSession {
     }
 
     /// Ends the session runtime: `session_shutdown` (reason `quit`) to the extensions, which
-    /// are then stopped. Modes call it once before exiting.
+    /// are then stopped; entries still unsaved are written if the store takes them and the
+    /// writer lease is released. Modes call it once before exiting.
     pub async fn shutdown(&self) {
         self.teardown(ShutdownReason::Quit, None).await;
+        self.release_at_exit().await;
     }
 
     /// Reports an extension failure as an `extension_error` event.
