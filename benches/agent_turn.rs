@@ -95,10 +95,7 @@ fn main() {
         serve(Path::new(&args[position + 1]));
         return;
     }
-    let rounds: usize = args
-        .iter()
-        .find_map(|arg| arg.parse().ok())
-        .unwrap_or(3);
+    let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(3);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -122,7 +119,10 @@ fn main() {
                 continue;
             }
             for (label, base) in [
-                ("tmpfs (no fsync cost)", shm.is_dir().then(|| shm.to_path_buf())),
+                (
+                    "tmpfs (no fsync cost)",
+                    shm.is_dir().then(|| shm.to_path_buf()),
+                ),
                 ("disk (fsync)", Some(std::env::temp_dir())),
             ] {
                 let Some(base) = base else { continue };
@@ -131,11 +131,11 @@ fn main() {
                     "{:<16} {:<22} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>5.2} ({} entries) {:>9.3} ms",
                     scenario.label(),
                     label,
-                figures.cpu.as_secs_f64() * 1e3 / figures.turns as f64,
-                figures.user.as_secs_f64() * 1e3 / figures.turns as f64,
-                figures.system.as_secs_f64() * 1e3 / figures.turns as f64,
-                figures.commits as f64 / figures.turns as f64,
-                figures.entries,
+                    figures.cpu.as_secs_f64() * 1e3 / figures.turns as f64,
+                    figures.user.as_secs_f64() * 1e3 / figures.turns as f64,
+                    figures.system.as_secs_f64() * 1e3 / figures.turns as f64,
+                    figures.commits as f64 / figures.turns as f64,
+                    figures.entries,
                     figures.wall.as_secs_f64() * 1e3 / figures.turns as f64,
                 );
             }
@@ -155,9 +155,8 @@ struct Figures {
 
 fn cpu_now() -> (Duration, Duration) {
     let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let to = |tv: nix::sys::time::TimeVal| {
-        Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000)
-    };
+    let to =
+        |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
     (to(usage.user_time()), to(usage.system_time()))
 }
 
@@ -187,7 +186,13 @@ async fn run_once(base: &Path, scenario: Scenario, seed: u64) -> Figures {
         busy_timeout: Duration::from_secs(10),
     })
     .expect("store");
-    let config = session_config(&store, &server.url, workspace.path(), home.path(), dir.path());
+    let config = session_config(
+        &store,
+        &server.url,
+        workspace.path(),
+        home.path(),
+        dir.path(),
+    );
     let (session, _) = AgentSession::open(
         config,
         SessionTarget::New {
@@ -256,7 +261,10 @@ fn write_workspace(root: &Path) {
         lib.push_str(&format!("// section {section}: todo\n"));
         std::fs::write(
             root.join(format!("notes-{section}.md")),
-            format!("# Step {section}\n\nstatus: todo\n\n{}", "Notes on this step. ".repeat(48)),
+            format!(
+                "# Step {section}\n\nstatus: todo\n\n{}",
+                "Notes on this step. ".repeat(48)
+            ),
         )
         .expect("notes");
         for function in 0..8 {
@@ -347,7 +355,10 @@ fn frames(chunks: &[Value]) -> String {
 fn tool_call(id: &str, name: &str, arguments: Value, prompt_tokens: u64) -> String {
     let arguments = arguments.to_string();
     let mid = arguments.len() / 2;
-    let mut chunks = vec![chunk(json!({"role": "assistant", "content": "Working on it. "}), None)];
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": "Working on it. "}),
+        None,
+    )];
     chunks.push(chunk(
         json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
             "function": {"name": name, "arguments": &arguments[..mid]}}]}),
@@ -388,7 +399,11 @@ fn session_config(
     home: &Path,
     scratch: &Path,
 ) -> SessionConfig {
-    let env = Env::from_parts(Default::default(), workspace.to_path_buf(), Some(home.into()));
+    let env = Env::from_parts(
+        Default::default(),
+        workspace.to_path_buf(),
+        Some(home.into()),
+    );
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let ids = store.ids().clone();
     let models = format!(
@@ -504,10 +519,7 @@ fn serve(script: &Path) {
     }
 }
 
-fn connection(
-    stream: TcpStream,
-    next: &Mutex<std::vec::IntoIter<String>>,
-) -> std::io::Result<()> {
+fn connection(stream: TcpStream, next: &Mutex<std::vec::IntoIter<String>>) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
