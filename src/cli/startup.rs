@@ -140,6 +140,7 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
             LeaseSettings {
                 config: env.lease_config(heartbeat_ms, stale_ms),
                 owner: "pi".to_owned(),
+                rescue_dir: Some(env.agent_dir().join("unsaved")),
             }
         },
     }

@@ -334,8 +334,66 @@ fn a_stopped_repl_is_taken_over_once_stale_and_cannot_write_when_resumed() {
         Some(taker.pid),
         "the first's exit left the new holder's lease alone"
     );
+    // The kept entry was not dropped at exit: it is saved after the session in a rescue file.
+    let rescued: Vec<_> = std::fs::read_dir(env.agent_dir.join("unsaved"))
+        .expect("a rescue directory")
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(rescued.len(), 1, "{rescued:?}");
+    let rescue = &rescued[0];
+    assert!(
+        rescue
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(session.as_str()),
+        "{rescue:?}"
+    );
+    let screen = first.screen();
+    assert!(
+        screen.contains("1 unsaved entry of the session left could not be written")
+            && screen.contains(&format!("pi import {}", rescue.display())),
+        "{screen}"
+    );
+    let rescue_text = std::fs::read_to_string(rescue).unwrap();
+    let last: Value = serde_json::from_str(rescue_text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "session_info");
+    assert_eq!(last["name"], "from the first");
+    // While the second holds the session, importing the rescue is refused; once it has
+    // ended, the import adds exactly the kept entry.
+    let held = env
+        .pi()
+        .args(["import", "--json"])
+        .arg(rescue)
+        .output()
+        .unwrap();
+    assert_eq!(held.status.code(), Some(1), "{held:?}");
+    assert!(
+        String::from_utf8_lossy(&held.stdout).contains("held by another writer")
+            || String::from_utf8_lossy(&held.stderr).contains("held by another writer"),
+        "{held:?}"
+    );
     second.line("/quit");
     assert_eq!(second.wait_for_exit(), 0);
+    let before = store.entries(&session).unwrap().len();
+    let output = env
+        .pi()
+        .args(["import", "--json"])
+        .arg(rescue)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["status"], "updated", "{report}");
+    assert_eq!(report["added"], 1, "{report}");
+    let entries = store.entries(&session).unwrap();
+    assert_eq!(entries.len(), before + 1);
+    assert_eq!(
+        String::from_utf8_lossy(&entries.last().unwrap().payload),
+        rescue_text.lines().last().unwrap()
+    );
+    let check = env.pi().args(["db", "check"]).output().unwrap();
+    assert!(check.status.success(), "{check:?}");
 }
 
 /// Reads JSON lines from an RPC process until the response with `id`.

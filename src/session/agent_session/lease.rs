@@ -15,6 +15,7 @@
 //! `--no-session` (in-memory) store takes none; while read-only nothing is written to the
 //! session (entries are kept unsaved) and prompts are refused with [`SessionError::ReadOnly`].
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -35,6 +36,10 @@ pub struct LeaseSettings {
     pub config: LeaseConfig,
     /// What the lease row names as its owner, such as `pi (interactive)`.
     pub owner: String,
+    /// Where entries that could still not be written when their session is left are saved,
+    /// as a JSONL file of the session that `pi import` merges back (`<agent dir>/unsaved`);
+    /// `None` drops them with an error notice.
+    pub rescue_dir: Option<PathBuf>,
 }
 
 impl Default for LeaseSettings {
@@ -42,6 +47,7 @@ impl Default for LeaseSettings {
         Self {
             config: LeaseConfig::default(),
             owner: "pi".to_owned(),
+            rescue_dir: None,
         }
     }
 }
@@ -320,19 +326,36 @@ impl AgentSession {
                 _ => self.inner.writer.flush(&mut persistence).await,
             };
             let count = persistence.unsaved().len();
+            let session = persistence.id();
+            let lines: Vec<Vec<u8>> = persistence
+                .unsaved()
+                .iter()
+                .map(|raw| raw.payload.clone())
+                .collect();
             drop(persistence);
             if count > 0 {
                 let why = flushed.err().map_or_else(
                     || "the session is read-only here".to_owned(),
                     |error| error.to_string(),
                 );
-                self.notice(
-                    NoticeLevel::Error,
-                    format!(
-                        "{count} unsaved entr{} of the session left could not be written and are dropped ({why})",
-                        if count == 1 { "y" } else { "ies" }
-                    ),
+                let entries = format!(
+                    "{count} unsaved entr{}",
+                    if count == 1 { "y" } else { "ies" }
                 );
+                let message = match self.rescue(&session, lines).await {
+                    Some(Ok(path)) => format!(
+                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them once the session can be written",
+                        path.display(),
+                        path.display()
+                    ),
+                    Some(Err(error)) => format!(
+                        "{entries} of the session left could not be written ({why}) nor saved to a file ({error}); they are dropped"
+                    ),
+                    None => format!(
+                        "{entries} of the session left could not be written and are dropped ({why})"
+                    ),
+                };
+                self.notice(NoticeLevel::Error, message);
             }
         }
         let LeaseState::Held(held) = state else {
@@ -351,6 +374,38 @@ impl AgentSession {
                 format!("could not release the writer lease: {error}"),
             );
         }
+    }
+
+    /// Saves `lines` (entries the store refused) after the stored session as one JSONL file
+    /// in the rescue directory: the session's export, then the kept lines, so that `pi import`
+    /// merges exactly the kept entries back by union. `None` without a rescue directory.
+    async fn rescue(
+        &self,
+        session: &SessionId,
+        lines: Vec<Vec<u8>>,
+    ) -> Option<Result<PathBuf, String>> {
+        let dir = self.lease_settings().rescue_dir.clone()?;
+        let store = self.store().clone();
+        let session = session.clone();
+        let stamp = self.config().clock.now_ms();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut file = Vec::new();
+            store
+                .export_jsonl(&session, &mut file)
+                .map_err(|error| error.to_string())?;
+            for line in lines {
+                file.extend_from_slice(&line);
+                file.push(b'\n');
+            }
+            let path = dir.join(format!("{session}-{stamp}.jsonl"));
+            write_private(&dir, &path, &file)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            Ok(path)
+        })
+        .await
+        .map_err(|error| error.to_string())
+        .and_then(|result| result);
+        Some(result)
     }
 
     /// Writes what is still unsaved and releases the lease (at `shutdown`).
@@ -426,4 +481,21 @@ impl AgentSession {
         let session = session.clone();
         Ok(blocking(move || store.lease_holder(&session)).await?)
     }
+}
+
+/// Writes `bytes` to a new file `path` readable only by this user, in `dir` (created 0700).
+fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
