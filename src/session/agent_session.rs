@@ -377,6 +377,9 @@ struct Inner {
     background: Background,
     /// The writer lease of the current session (see `lease`).
     lease: Mutex<lease::LeaseState>,
+    /// The runtime's working directory: the startup one, then the cwd of each stored session
+    /// loaded (when it exists), as the reference builds its runtime in the session's cwd.
+    cwd: Mutex<PathBuf>,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -519,6 +522,7 @@ impl AgentSession {
         };
         let placeholder =
             SessionHeader::new(SessionId::new(""), String::new(), String::new(), None);
+        let startup_cwd = config.cwd.clone();
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let ctx = ExtensionContext::attached(
                 WeakSession(weak.clone()),
@@ -545,6 +549,7 @@ impl AgentSession {
                 }),
                 background: Background::default(),
                 lease: Mutex::new(lease::LeaseState::Unleased),
+                cwd: Mutex::new(startup_cwd),
             }
         });
         let session = Self { inner };
@@ -589,17 +594,31 @@ impl AgentSession {
         let startup = reason == StartReason::Startup;
         let config = self.config().clone();
         let store = config.store.clone();
-        let cwd = config.cwd.to_string_lossy().into_owned();
         let mut report = OpenReport::default();
         let (persistence, context) = match &target {
             SessionTarget::Open(id) => {
                 let store_for_context = store.clone();
                 let session_id = id.clone();
-                let context = blocking(move || {
-                    store_for_context.session(&session_id)?;
-                    store_for_context.context(&session_id, &LeafSelector::Current)
+                let (summary, context) = blocking(move || {
+                    let summary = store_for_context.session(&session_id)?;
+                    let context = store_for_context.context(&session_id, &LeafSelector::Current)?;
+                    Ok((summary, context))
                 })
                 .await?;
+                // The runtime follows the session's directory while it exists (otherwise the
+                // session continues here, and says so).
+                if !summary.cwd.is_empty() {
+                    let session_cwd = std::path::Path::new(&summary.cwd);
+                    if session_cwd.is_dir() {
+                        self.relocate(session_cwd);
+                    } else {
+                        report.notices.push(format!(
+                            "The session's working directory {} does not exist; continuing in {}",
+                            summary.cwd,
+                            self.cwd().display()
+                        ));
+                    }
+                }
                 (
                     Persistence::Stored {
                         id: id.clone(),
@@ -613,7 +632,7 @@ impl AgentSession {
                 let header = SessionHeader::new(
                     SessionId::generate(&config.ids, now),
                     crate::support::clock::iso_from_ms(now),
-                    cwd.clone(),
+                    self.cwd().to_string_lossy().into_owned(),
                     parent_session.clone(),
                 );
                 (
@@ -1060,9 +1079,24 @@ impl AgentSession {
         &self.config().store
     }
 
-    /// Returns the working directory.
-    pub fn cwd(&self) -> &std::path::Path {
-        &self.config().cwd
+    /// Returns the working directory of the current session runtime: the startup directory,
+    /// or the stored cwd of the session loaded since (tools, `!cmd`, resources and extensions
+    /// work there).
+    pub fn cwd(&self) -> PathBuf {
+        lock(&self.inner.cwd).clone()
+    }
+
+    /// Moves the runtime to `cwd`: the resources (context files, project skills and templates)
+    /// are loaded again for it; the next extensions start there.
+    fn relocate(&self, cwd: &std::path::Path) {
+        {
+            let mut current = lock(&self.inner.cwd);
+            if current.as_path() == cwd {
+                return;
+            }
+            *current = cwd.to_path_buf();
+        }
+        lock(&self.config().resources).relocate(cwd);
     }
 
     /// Returns the transcript.
@@ -1454,7 +1488,7 @@ impl AgentSession {
                         .clone()
                         .unwrap_or_else(|| state.system_prompt.clone()),
                     tools: state.tools.active_tools(),
-                    cwd: self.config().cwd.clone(),
+                    cwd: self.cwd(),
                     clock: self.config().clock.clone(),
                     emit_partials: self.config().emit_partials
                         || self.bus().has_handlers("message_update"),
@@ -2023,7 +2057,7 @@ impl AgentSession {
             let event = UserBashEvent {
                 command: command.to_owned(),
                 exclude_from_context,
-                cwd: self.config().cwd.to_string_lossy().into_owned(),
+                cwd: self.cwd().to_string_lossy().into_owned(),
             };
             if let Some(result) = bus.emit_user_bash(&event).await {
                 let message = BashExecutionMessage {
@@ -2046,7 +2080,7 @@ impl AgentSession {
         let result = user_shell::run_user_shell(
             &self.config().shell,
             command,
-            &self.config().cwd,
+            &self.cwd(),
             cancel,
             |chunk: &str| {
                 if let Some(sink) = &on_chunk {
