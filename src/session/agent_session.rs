@@ -1933,12 +1933,34 @@ impl AgentSession {
         self.state().system_prompt = prompt;
     }
 
-    /// Reloads skills, templates and context files and rebuilds the system prompt.
-    pub fn reload_resources(&self) {
+    /// `/reload` (the reference's `AgentSession.reload`): `session_shutdown` (reason `reload`)
+    /// to the running extensions, which are stopped; skills, prompt templates and context files
+    /// are read again; the extensions start again (their tools registered, the active tools
+    /// kept) and get `session_start` (reason `reload`) and `resources_discover` (`reload`).
+    pub async fn reload(&self) {
+        let active: Vec<String> = self.state().tools.active_names().to_vec();
+        self.teardown(ShutdownReason::Reload, None).await;
         lock(&self.config().resources).reload();
-        let tools = self.state().tools.clone();
-        let prompt = self.build_system_prompt(&tools);
-        self.state().system_prompt = prompt;
+        let bus = self.start_extensions().await;
+        {
+            let mut state = self.state();
+            let mut wanted = active;
+            wanted.extend(
+                bus.tools()
+                    .iter()
+                    .map(|tool| tool.definition().name.clone()),
+            );
+            state.tools.set_active(&wanted);
+        }
+        self.rebuild_system_prompt();
+        if bus.has_handlers("session_start") {
+            bus.emit(&ExtensionEvent::SessionStart {
+                reason: StartReason::Reload,
+                previous_session: None,
+            })
+            .await;
+        }
+        self.discover_resources(&bus, StartReason::Reload).await;
     }
 
     // ----- names, labels, custom entries ------------------------------------------------------

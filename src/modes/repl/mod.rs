@@ -692,7 +692,7 @@ impl Repl {
             Command::TakeOver => self.take_over().await?,
             Command::Model(search) => self.model(search.as_deref()).await?,
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
-            Command::Reload => self.reload()?,
+            Command::Reload => self.reload().await?,
             Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
             Command::Import(path) => self.import(path.as_deref()).await?,
@@ -1403,11 +1403,12 @@ impl Repl {
         Ok(())
     }
 
-    fn reload(&mut self) -> io::Result<()> {
+    async fn reload(&mut self) -> Result<()> {
         if self.session.is_streaming() {
-            return self.warn("Wait for the current response to finish before reloading.");
+            return Ok(self.warn("Wait for the current response to finish before reloading.")?);
         }
-        self.session.reload_resources();
+        let session = self.session.clone();
+        self.with_events(session.reload(), || {}).await?;
         self.refresh_commands();
         let diagnostics: Vec<String> = match self.session.resources().lock() {
             Ok(resources) => resources
@@ -1420,7 +1421,7 @@ impl Repl {
         for diagnostic in diagnostics {
             self.warn(&format!("Warning: {diagnostic}"))?;
         }
-        self.info("Reloaded skills, prompt templates and context files")
+        Ok(self.info("Reloaded extensions, skills, prompt templates and context files")?)
     }
 }
 
