@@ -134,3 +134,19 @@ pub enum Mode {
     /// RPC over stdin/stdout.
     Rpc,
 }
+
+/// Resolves with the exit code of the first SIGTERM (143) or SIGHUP (129).
+pub(crate) async fn termination_signal() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        // Without signal handlers the default action (termination) still applies.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => 143,
+        _ = hup.recv() => 129,
+    }
+}

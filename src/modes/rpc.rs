@@ -264,22 +264,6 @@ fn spawn_stdin_reader(lines: mpsc::UnboundedSender<String>) {
     });
 }
 
-/// Resolves with the exit code of the first SIGTERM (143) or SIGHUP (129).
-async fn termination_signal() -> u8 {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        // Without signal handlers the default action (termination) still applies.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => 143,
-        _ = hup.recv() => 129,
-    }
-}
-
 /// Runs RPC mode until stdin ends or a termination signal arrives.
 pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     let Prepared {
@@ -322,7 +306,7 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
 
     let code = tokio::select! {
         () = server.serve(lines_rx) => 0,
-        code = termination_signal() => {
+        code = super::termination_signal() => {
             session.abort();
             session.abort_bash();
             // Give the turn a moment to record its aborted message; the exit does not wait

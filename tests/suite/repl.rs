@@ -567,3 +567,80 @@ fn an_extension_dialog_is_answered_in_the_repl_during_a_turn() {
     assert!(env.workspace.join("build/keep.txt").exists());
     server.assert_tool_calls_answered();
 }
+
+const SHUTDOWN_LOGGER: &str = r#"#!/usr/bin/env python3
+import os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+
+ext = Extension("shutdown-logger")
+
+@ext.on("session_shutdown")
+def stopped(event):
+    with open(os.path.join(ext.cwd, "shutdown.log"), "a") as out:
+        out.write("shutdown %s\n" % event["reason"])
+
+ext.run()
+"#;
+
+/// SIGTERM while a turn streams ends the REPL as the reference's does: the turn is aborted,
+/// extensions get `session_shutdown`, the writer lease is released, exit code 143, and what
+/// was stored before stays.
+#[test]
+fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("This answer never finishes streaming."))
+            .stall_after(60, Duration::from_secs(60)),
+    ]);
+    configure(&env, &server);
+    let extension = env.dir.path().join("shutdown_logger.py");
+    std::fs::write(&extension, SHUTDOWN_LOGGER).unwrap();
+    std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    let tmux = Tmux::start(
+        &env,
+        "term",
+        &["-e", &extension.to_string_lossy()],
+        &[("PI_EXAMPLES", &examples.to_string_lossy())],
+    );
+    tmux.wait_for_prompt();
+    tmux.line("hello");
+    tmux.wait_for("First answer.");
+    tmux.wait_for_prompt();
+    tmux.line("a slow one");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.requests().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no second request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let store = env.store();
+    let session = store.list(&ListScope::All).unwrap()[0].id.clone();
+    let holder = store
+        .lease_holder(&session)
+        .unwrap()
+        .expect("the REPL holds the lease");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(holder.pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(tmux.wait_for_exit(), 143);
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("shutdown.log")).unwrap(),
+        "shutdown quit\n"
+    );
+    assert!(
+        store.lease_holder(&session).unwrap().is_none(),
+        "the lease was released"
+    );
+    let texts: Vec<String> = store
+        .entries(&session)
+        .unwrap()
+        .iter()
+        .filter_map(|stored| user_text(&stored.entry.kind))
+        .collect();
+    assert_eq!(texts, ["hello", "a slow one"]);
+}

@@ -108,6 +108,15 @@ impl LineEditor {
     }
 }
 
+impl LineEditor {
+    /// Lets the editor thread go without waiting for it (it may be blocked reading the
+    /// terminal); for an exit on a signal, where the process ends next.
+    pub fn detach(&mut self) {
+        self.requests = None;
+        self.thread = None;
+    }
+}
+
 impl Drop for LineEditor {
     fn drop(&mut self) {
         // Closing the request channel ends the thread's loop (it is idle between requests).

@@ -74,6 +74,8 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     config.extensions.ui = Arc::new(extension_ui);
     let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())
         .context("installing the Ctrl+C handler")?;
+    // The terminal's mode before the line editor changes it (not a terminal: nothing).
+    let saved_terminal = nix::sys::termios::tcgetattr(io::stdin()).ok();
     let commands = Arc::new(Mutex::new(Vec::new()));
     let mut editor = LineEditor::start(EditorConfig {
         history_path: terminal.history_path.clone(),
@@ -144,11 +146,39 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     for (text, images) in prompts {
         repl.run_prompt(&text, images).await?;
     }
-    let code = repl.main_loop().await?;
-    // The extensions get `session_shutdown` (reason `quit`) before pi exits.
+    // SIGTERM / SIGHUP end the REPL as the reference's do: the running turn is aborted, the
+    // session shut down (extensions get `session_shutdown`, the lease is released, entries
+    // still unsaved are rescued), the terminal restored; exit 143 / 129.
+    let outcome = tokio::select! {
+        code = repl.main_loop() => Ok(code),
+        signal = super::termination_signal() => Err(signal),
+    };
     let session = repl.session.clone();
-    repl.with_events(session.shutdown(), || {}).await?;
-    Ok(code)
+    match outcome {
+        Ok(code) => {
+            let code = code?;
+            // The extensions get `session_shutdown` (reason `quit`) before pi exits.
+            repl.with_events(session.shutdown(), || {}).await?;
+            Ok(code)
+        }
+        Err(signal) => {
+            session.abort();
+            session.shutdown().await;
+            let _ = repl.drain_events();
+            // The editor thread may be blocked reading the terminal in raw mode: leave it
+            // (the process ends) and put the terminal back as it was at start.
+            repl.editor.detach();
+            if let Some(saved) = &saved_terminal {
+                let _ = nix::sys::termios::tcsetattr(
+                    io::stdin(),
+                    nix::sys::termios::SetArg::TCSANOW,
+                    saved,
+                );
+            }
+            let _ = repl.out.line("");
+            Ok(ExitCode::from(signal))
+        }
+    }
 }
 
 /// Whether the loop goes on.
