@@ -142,35 +142,45 @@ impl Env {
             location: StoreLocation::File(self.db_path(db)),
             clock: self.clock(),
             ids: self.id_source(),
-            busy_timeout: Duration::from_millis(
-                self.var("PI_BUSY_TIMEOUT_MS")
-                    .and_then(|value| value.parse().ok())
-                    .unwrap_or(5000),
-            ),
+            busy_timeout: self.busy_timeout(None),
         }
     }
 }
 
 impl Env {
-    /// Returns the writer-lease intervals: 10 s heartbeat and 30 s staleness, overridden (for
-    /// tests and unusual file systems) by `PI_LEASE_HEARTBEAT_MS` and `PI_LEASE_STALE_MS`.
-    /// A staleness below three heartbeats is raised to three, so a holder that renews on time
-    /// is never taken over.
-    pub fn lease_config(&self) -> LeaseConfig {
-        let millis = |key: &str| {
+    /// Returns the writer-lease intervals: 10 s heartbeat and 30 s staleness, or the
+    /// `settings.json` values (`lease.heartbeatMs`, `lease.staleMs`, passed in), overridden
+    /// (for tests and unusual file systems) by `PI_LEASE_HEARTBEAT_MS` and
+    /// `PI_LEASE_STALE_MS`. A staleness below three heartbeats is raised to three, so a
+    /// holder that renews on time is never taken over.
+    pub fn lease_config(&self, heartbeat_ms: Option<u64>, stale_ms: Option<u64>) -> LeaseConfig {
+        let millis = |key: &str, setting: Option<u64>| {
             self.var(key)
                 .and_then(|value| value.parse::<u64>().ok())
+                .or(setting)
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis)
         };
-        let heartbeat = millis("PI_LEASE_HEARTBEAT_MS").unwrap_or(LeaseConfig::DEFAULT_HEARTBEAT);
-        let stale_after = millis("PI_LEASE_STALE_MS")
+        let heartbeat =
+            millis("PI_LEASE_HEARTBEAT_MS", heartbeat_ms).unwrap_or(LeaseConfig::DEFAULT_HEARTBEAT);
+        let stale_after = millis("PI_LEASE_STALE_MS", stale_ms)
             .unwrap_or(LeaseConfig::DEFAULT_STALE_AFTER)
             .max(heartbeat * 3);
         LeaseConfig {
             heartbeat,
             stale_after,
         }
+    }
+
+    /// Returns how long a writer waits for SQLite's write lock: `PI_BUSY_TIMEOUT_MS`, else
+    /// the `settings.json` value (`database.busyTimeoutMs`, passed in), else 5 s.
+    pub fn busy_timeout(&self, setting_ms: Option<u64>) -> Duration {
+        Duration::from_millis(
+            self.var("PI_BUSY_TIMEOUT_MS")
+                .and_then(|value| value.parse().ok())
+                .or(setting_ms)
+                .unwrap_or(5000),
+        )
     }
 }
 

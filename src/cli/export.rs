@@ -84,15 +84,24 @@ fn write_session(store: &SessionStore, session: &SessionId, out: &mut dyn Write)
 }
 
 /// Writes the active path of `session` as a linear session under a new id (also the REPL's
-/// `/export FILE.jsonl`).
-pub fn write_branch(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
+/// `/export FILE.jsonl`, which continues it with the lines not saved yet, `unsaved`).
+pub fn write_branch(
+    store: &SessionStore,
+    session: &SessionId,
+    unsaved: &[Vec<u8>],
+    out: &mut dyn Write,
+) -> Result<()> {
     let summary = store.session(session)?;
     let path = store.branch_path(session, &LeafSelector::Current)?;
     let now = store.clock().now_ms();
     let id = SessionId::generate(store.ids(), now);
     let header = writer::branch_header(&id, &iso_from_ms(now), &summary.cwd);
-    let lines = writer::linear_branch(path.iter().map(|stored| stored.payload.as_slice()))
-        .map_err(StoreError::from)?;
+    let lines = writer::linear_branch(
+        path.iter()
+            .map(|stored| stored.payload.as_slice())
+            .chain(unsaved.iter().map(Vec::as_slice)),
+    )
+    .map_err(StoreError::from)?;
     let output = |error| StoreError::Output { source: error };
     writer::write_line(out, &header).map_err(output)?;
     for payload in &lines {
@@ -168,7 +177,7 @@ pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
     let session = resolve_session(&store, ctx, args.session.as_deref())?;
     let write = |out: &mut dyn Write| {
         if args.branch {
-            write_branch(&store, &session, out)
+            write_branch(&store, &session, &[], out)
         } else {
             write_session(&store, &session, out)
         }

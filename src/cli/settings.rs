@@ -588,6 +588,21 @@ impl Settings {
         }
     }
 
+    /// `lease.heartbeatMs` and `lease.staleMs` (pi's own keys; the reference ignores them):
+    /// the writer-lease intervals, positive milliseconds.
+    pub fn lease_intervals(&self) -> (Option<u64>, Option<u64>) {
+        let get = |key: &str| {
+            int(self.get_nested("lease", key))
+                .and_then(|ms| u64::try_from(ms).ok().filter(|ms| *ms > 0))
+        };
+        (get("heartbeatMs"), get("staleMs"))
+    }
+
+    /// `database.busyTimeoutMs` (pi's own key): how long a write waits for SQLite's lock.
+    pub fn busy_timeout_ms(&self) -> Option<u64> {
+        int(self.get_nested("database", "busyTimeoutMs")).and_then(|ms| u64::try_from(ms).ok())
+    }
+
     /// `retry.*`.
     pub fn retry(&self) -> RetrySettings {
         RetrySettings {

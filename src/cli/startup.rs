@@ -34,7 +34,7 @@ use crate::session::tools::read::ReadConfig;
 use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
-use crate::session::{ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
+use crate::session::{LeaseSettings, ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
 use crate::store::{ImportMode, ImportStatus};
 
 pub use crate::modes::Prepared;
@@ -135,6 +135,14 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
         },
         branch_summary_reserve_tokens: positive(settings.branch_summary().reserve_tokens),
         telemetry,
+        lease: {
+            let (heartbeat_ms, stale_ms) = settings.lease_intervals();
+            LeaseSettings {
+                config: env.lease_config(heartbeat_ms, stale_ms),
+                owner: "pi".to_owned(),
+                rescue_dir: Some(env.agent_dir().join("unsaved")),
+            }
+        },
     }
 }
 
@@ -273,9 +281,16 @@ fn parse_level(text: Option<&str>) -> Option<ThinkingLevel> {
     text.and_then(ThinkingLevel::parse)
 }
 
-/// Opens the store for an agent run (an in-memory one with `--no-session`).
-pub fn open_store(env: &Env, db: Option<&Path>, no_session: bool) -> Result<SessionStore> {
+/// Opens the store for an agent run (an in-memory one with `--no-session`); `busy_ms` is the
+/// settings' `database.busyTimeoutMs`.
+pub fn open_store(
+    env: &Env,
+    db: Option<&Path>,
+    no_session: bool,
+    busy_ms: Option<u64>,
+) -> Result<SessionStore> {
     let mut config: StoreConfig = env.store_config(db);
+    config.busy_timeout = env.busy_timeout(busy_ms);
     if no_session {
         config.location = StoreLocation::Memory;
     }
@@ -413,8 +428,8 @@ fn interchange() -> Interchange {
                 summary: import_summary(&report),
             })
         }),
-        export_branch: Arc::new(|store, session, path| {
-            write_atomically(path, |out| write_branch(store, session, out))
+        export_branch: Arc::new(|store, session, unsaved, path| {
+            write_atomically(path, |out| write_branch(store, session, unsaved, out))
         }),
     }
 }
@@ -476,7 +491,7 @@ pub fn prepare(
     }
     let mut credentials = keys::load_credentials(env, clock.clone());
     let models = model_candidates(args, &settings, &registry, &mut credentials, &mut warnings)?;
-    let store = open_store(env, db, args.no_session)?;
+    let store = open_store(env, db, args.no_session, settings.busy_timeout_ms())?;
     let target = session_target(args, &store, env)?;
 
     let shell = ShellConfig {
@@ -556,7 +571,14 @@ pub fn prepare(
     }
     prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
 
-    let session_settings = session_settings(&settings, env);
+    let mut session_settings = session_settings(&settings, env);
+    session_settings.lease.owner = match (mode, print) {
+        (Mode::Rpc, _) => "pi (rpc)",
+        (Mode::Json, _) => "pi (json)",
+        (_, true) => "pi (print)",
+        _ => "pi (interactive)",
+    }
+    .to_owned();
     let sink_settings = settings;
     let config = SessionConfig {
         store,

@@ -53,9 +53,11 @@ pub struct ImportedFile {
 pub type ImportFn = Arc<dyn Fn(&SessionStore, &Path) -> anyhow::Result<ImportedFile> + Send + Sync>;
 
 /// Writes the active branch of a session to a new JSONL file as
-/// `pi export --jsonl --branch -o FILE` does.
+/// `pi export --jsonl --branch -o FILE` does, continued by the lines the session could not
+/// write yet (the third argument: each the child of the one before, the first a child of the
+/// store's leaf), so the file is the branch as it will be once they are saved.
 pub type ExportBranchFn =
-    Arc<dyn Fn(&SessionStore, &SessionId, &Path) -> anyhow::Result<()> + Send + Sync>;
+    Arc<dyn Fn(&SessionStore, &SessionId, &[Vec<u8>], &Path) -> anyhow::Result<()> + Send + Sync>;
 
 /// The file operations `cli` lends the REPL, so that `/import` and `/export` run the same code
 /// as the commands (a higher layer hands a lower one callbacks).

@@ -24,8 +24,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod compaction;
+mod lease;
 
 pub use compaction::{NavigateOptions, NavigateOutcome};
+pub use lease::{HeldSession, LeaseSettings, OpenAccess, ReadOnlyReason, seconds};
 
 use crate::agent::tool::{BoxFuture, Tool, ToolOutput};
 use crate::agent::{self, AgentEvent, LoopHooks, RunConfig, ToolCallDecision, ToolResultPatch};
@@ -47,7 +49,7 @@ use crate::session::extensions::event::{
 use crate::session::extensions::{
     ExtensionBus, ExtensionContext, ExtensionsConfig, InputOutcome, RegisteredCommand,
 };
-use crate::session::persist::{Persistence, Writer, blocking};
+use crate::session::persist::{Appended, Persistence, Writer, blocking};
 use crate::session::resources::{HarnessDocs, Resources, ToolPromptInfo};
 use crate::session::settings::{QueueMode, SessionSettings, SettingsSink};
 use crate::session::tools::ToolSet;
@@ -192,6 +194,32 @@ pub enum SessionError {
     /// A compaction or branch summary failed.
     #[error("{0}")]
     Compaction(String),
+    /// Another process writes the session (its lease is held); nothing was opened or
+    /// changed.
+    #[error(transparent)]
+    Held(Box<HeldSession>),
+    /// The session is read-only in this process (opened so, or its lease was taken over).
+    #[error(
+        "session {session} is read-only here: {}; continue in a new session (fork or clone it) or take it over",
+        describe_read_only(reason)
+    )]
+    ReadOnly {
+        /// The session.
+        session: SessionId,
+        /// Why.
+        reason: Box<ReadOnlyReason>,
+    },
+}
+
+/// Says why a session is read-only, for messages.
+pub fn describe_read_only(reason: &ReadOnlyReason) -> String {
+    match reason {
+        ReadOnlyReason::Opened {
+            holder: Some(holder),
+        } => format!("another process writes it ({holder})"),
+        ReadOnlyReason::Opened { holder: None } => "it was opened read-only".to_owned(),
+        ReadOnlyReason::Lost { .. } => "another process took its writer lease over".to_owned(),
+    }
 }
 
 /// How a prompt sent while the agent runs is delivered.
@@ -347,6 +375,11 @@ struct Inner {
     bus: Mutex<Arc<ExtensionBus>>,
     backlog: Mutex<Backlog>,
     background: Background,
+    /// The writer lease of the current session (see `lease`).
+    lease: Mutex<lease::LeaseState>,
+    /// The runtime's working directory: the startup one, then the cwd of each stored session
+    /// loaded (when it exists), as the reference builds its runtime in the session's cwd.
+    cwd: Mutex<PathBuf>,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -438,10 +471,22 @@ pub struct OpenReport {
 }
 
 impl AgentSession {
-    /// Opens (or starts) a session and restores its model and thinking level.
+    /// Opens (or starts) a session and restores its model and thinking level, taking the
+    /// session's writer lease ([`OpenAccess::Write`]: a session another live process writes
+    /// gives [`SessionError::Held`]).
     pub async fn open(
         config: SessionConfig,
         target: SessionTarget,
+    ) -> Result<(Self, OpenReport), SessionError> {
+        Self::open_with(config, target, OpenAccess::Write).await
+    }
+
+    /// Opens (or starts) a session with the given access to a stored session another process
+    /// may hold (see [`OpenAccess`]).
+    pub async fn open_with(
+        config: SessionConfig,
+        target: SessionTarget,
+        access: OpenAccess,
     ) -> Result<(Self, OpenReport), SessionError> {
         let writer = Writer {
             store: config.store.clone(),
@@ -477,6 +522,7 @@ impl AgentSession {
         };
         let placeholder =
             SessionHeader::new(SessionId::new(""), String::new(), String::new(), None);
+        let startup_cwd = config.cwd.clone();
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let ctx = ExtensionContext::attached(
                 WeakSession(weak.clone()),
@@ -502,10 +548,19 @@ impl AgentSession {
                     events: Vec::new(),
                 }),
                 background: Background::default(),
+                lease: Mutex::new(lease::LeaseState::Unleased),
+                cwd: Mutex::new(startup_cwd),
             }
         });
         let session = Self { inner };
-        let result = session.load(target, StartReason::Startup, None).await;
+        let result = async {
+            let target = session.resolve_target(target).await?;
+            let claim = session.claim(&target, access).await?;
+            session
+                .load(target, claim, StartReason::Startup, None)
+                .await
+        }
+        .await;
         lock(&session.inner.backlog).collecting = false;
         Ok((session, result?))
     }
@@ -526,39 +581,44 @@ impl AgentSession {
     /// Loads `target` into this handle (startup, `/new`, `/resume`, fork, clone): starts a
     /// fresh set of extensions, restores the transcript, model and thinking level, and emits
     /// `session_start` and `resources_discover` to the new extensions.
+    ///
+    /// `target` is resolved (never `ContinueRecent`) and `claim` is its lease, claimed by the
+    /// caller before it left the previous session.
     async fn load(
         &self,
         target: SessionTarget,
+        claim: lease::Claim,
         reason: StartReason,
         previous_session: Option<String>,
     ) -> Result<OpenReport, SessionError> {
         let startup = reason == StartReason::Startup;
         let config = self.config().clone();
         let store = config.store.clone();
-        let cwd = config.cwd.to_string_lossy().into_owned();
-        let target = match target {
-            SessionTarget::ContinueRecent => {
-                let store = store.clone();
-                let cwd = cwd.clone();
-                match blocking(move || store.most_recent(&cwd)).await? {
-                    Some(id) => SessionTarget::Open(id),
-                    None => SessionTarget::New {
-                        parent_session: None,
-                    },
-                }
-            }
-            other => other,
-        };
         let mut report = OpenReport::default();
         let (persistence, context) = match &target {
             SessionTarget::Open(id) => {
                 let store_for_context = store.clone();
                 let session_id = id.clone();
-                let context = blocking(move || {
-                    store_for_context.session(&session_id)?;
-                    store_for_context.context(&session_id, &LeafSelector::Current)
+                let (summary, context) = blocking(move || {
+                    let summary = store_for_context.session(&session_id)?;
+                    let context = store_for_context.context(&session_id, &LeafSelector::Current)?;
+                    Ok((summary, context))
                 })
                 .await?;
+                // The runtime follows the session's directory while it exists (otherwise the
+                // session continues here, and says so).
+                if !summary.cwd.is_empty() {
+                    let session_cwd = std::path::Path::new(&summary.cwd);
+                    if session_cwd.is_dir() {
+                        self.relocate(session_cwd);
+                    } else {
+                        report.notices.push(format!(
+                            "The session's working directory {} does not exist; continuing in {}",
+                            summary.cwd,
+                            self.cwd().display()
+                        ));
+                    }
+                }
                 (
                     Persistence::Stored {
                         id: id.clone(),
@@ -572,7 +632,7 @@ impl AgentSession {
                 let header = SessionHeader::new(
                     SessionId::generate(&config.ids, now),
                     crate::support::clock::iso_from_ms(now),
-                    cwd.clone(),
+                    self.cwd().to_string_lossy().into_owned(),
                     parent_session.clone(),
                 );
                 (
@@ -665,6 +725,7 @@ impl AgentSession {
             state.turn_system_prompt = None;
         }
         *self.inner.persistence.lock().await = persistence;
+        self.install_claim(claim);
 
         // Entries written at load (context-building §4).
         let thinking_entry = EntryKind::ThinkingLevelChange {
@@ -840,16 +901,44 @@ impl AgentSession {
     }
 
     /// Appends an entry, reporting (not failing) when the store refuses it: the entry is kept
-    /// in memory and retried with the next append.
+    /// in memory and retried with the next append. One notice when entries start being kept
+    /// (with the store's message), one when they were written later; a lost lease turns the
+    /// session read-only (where entries are kept without asking the store).
     async fn persist(&self, kind: EntryKind) {
+        let attempt = self.read_only().is_none();
         let mut persistence = self.inner.persistence.lock().await;
-        if let Err(error) = self.inner.writer.append(&mut persistence, kind).await {
-            let unsaved = persistence.unsaved_kinds().len();
-            drop(persistence);
-            self.notice(
-                NoticeLevel::Error,
-                format!("could not save to the session database ({error}); {unsaved} entr{} kept in memory and retried with the next one", if unsaved == 1 { "y" } else { "ies" }),
-            );
+        let before = persistence.unsaved().len();
+        let result = self
+            .inner
+            .writer
+            .append(&mut persistence, kind, attempt)
+            .await;
+        let unsaved = persistence.unsaved().len();
+        match result {
+            Ok(Appended::Flushed(count)) => {
+                drop(persistence);
+                self.notice(
+                    NoticeLevel::Info,
+                    format!("saved the {} kept in memory", entries_text(count)),
+                );
+            }
+            Ok(Appended::Saved) => {
+                self.lease_new_session(&persistence).await;
+            }
+            Ok(Appended::Kept) => {}
+            Err(error) => {
+                drop(persistence);
+                self.check_lease_error(&error);
+                if before == 0 && self.read_only().is_none() {
+                    self.notice(
+                        NoticeLevel::Error,
+                        format!(
+                            "could not save to the session database: {error}; {} kept in memory and written with the next one",
+                            entries_text(unsaved)
+                        ),
+                    );
+                }
+            }
         }
     }
 
@@ -857,6 +946,7 @@ impl AgentSession {
     async fn ensure_stored(&self) -> Result<SessionId, SessionError> {
         let mut persistence = self.inner.persistence.lock().await;
         self.inner.writer.materialize(&mut persistence).await?;
+        self.lease_new_session(&persistence).await;
         Ok(persistence.id())
     }
 
@@ -892,6 +982,20 @@ impl AgentSession {
     /// Returns the entries not yet accepted by the store (for `/export` after a failure).
     pub async fn unsaved_entries(&self) -> Vec<EntryKind> {
         self.inner.persistence.lock().await.unsaved_kinds()
+    }
+
+    /// Returns the lines a stored session could not write yet, as they will be stored (each
+    /// the child of the one before, the first a child of the store's leaf); empty for a
+    /// session not written yet.
+    pub async fn unsaved_lines(&self) -> Vec<Vec<u8>> {
+        self.inner
+            .persistence
+            .lock()
+            .await
+            .unsaved()
+            .iter()
+            .map(|raw| raw.payload.clone())
+            .collect()
     }
 
     /// Returns every entry of the session in append order, as the reference's entry objects
@@ -975,9 +1079,24 @@ impl AgentSession {
         &self.config().store
     }
 
-    /// Returns the working directory.
-    pub fn cwd(&self) -> &std::path::Path {
-        &self.config().cwd
+    /// Returns the working directory of the current session runtime: the startup directory,
+    /// or the stored cwd of the session loaded since (tools, `!cmd`, resources and extensions
+    /// work there).
+    pub fn cwd(&self) -> PathBuf {
+        lock(&self.inner.cwd).clone()
+    }
+
+    /// Moves the runtime to `cwd`: the resources (context files, project skills and templates)
+    /// are loaded again for it; the next extensions start there.
+    fn relocate(&self, cwd: &std::path::Path) {
+        {
+            let mut current = lock(&self.inner.cwd);
+            if current.as_path() == cwd {
+                return;
+            }
+            *current = cwd.to_path_buf();
+        }
+        lock(&self.config().resources).relocate(cwd);
     }
 
     /// Returns the transcript.
@@ -1146,6 +1265,7 @@ impl AgentSession {
         options: PromptOptions,
         accepted: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<(), SessionError> {
+        self.refuse_read_only().await?;
         let bus = self.bus();
         if !options.no_expansion
             && let Some((command, args)) = find_command(&bus, text)
@@ -1368,7 +1488,7 @@ impl AgentSession {
                         .clone()
                         .unwrap_or_else(|| state.system_prompt.clone()),
                     tools: state.tools.active_tools(),
-                    cwd: self.config().cwd.clone(),
+                    cwd: self.cwd(),
                     clock: self.config().clock.clone(),
                     emit_partials: self.config().emit_partials
                         || self.bus().has_handlers("message_update"),
@@ -1813,12 +1933,34 @@ impl AgentSession {
         self.state().system_prompt = prompt;
     }
 
-    /// Reloads skills, templates and context files and rebuilds the system prompt.
-    pub fn reload_resources(&self) {
+    /// `/reload` (the reference's `AgentSession.reload`): `session_shutdown` (reason `reload`)
+    /// to the running extensions, which are stopped; skills, prompt templates and context files
+    /// are read again; the extensions start again (their tools registered, the active tools
+    /// kept) and get `session_start` (reason `reload`) and `resources_discover` (`reload`).
+    pub async fn reload(&self) {
+        let active: Vec<String> = self.state().tools.active_names().to_vec();
+        self.teardown(ShutdownReason::Reload, None).await;
         lock(&self.config().resources).reload();
-        let tools = self.state().tools.clone();
-        let prompt = self.build_system_prompt(&tools);
-        self.state().system_prompt = prompt;
+        let bus = self.start_extensions().await;
+        {
+            let mut state = self.state();
+            let mut wanted = active;
+            wanted.extend(
+                bus.tools()
+                    .iter()
+                    .map(|tool| tool.definition().name.clone()),
+            );
+            state.tools.set_active(&wanted);
+        }
+        self.rebuild_system_prompt();
+        if bus.has_handlers("session_start") {
+            bus.emit(&ExtensionEvent::SessionStart {
+                reason: StartReason::Reload,
+                previous_session: None,
+            })
+            .await;
+        }
+        self.discover_resources(&bus, StartReason::Reload).await;
     }
 
     // ----- names, labels, custom entries ------------------------------------------------------
@@ -1931,12 +2073,13 @@ impl AgentSession {
         exclude_from_context: bool,
         on_chunk: Option<OutputSink>,
     ) -> Result<BashExecutionMessage, SessionError> {
+        self.refuse_read_only().await?;
         let bus = self.bus();
         if bus.has_handlers("user_bash") {
             let event = UserBashEvent {
                 command: command.to_owned(),
                 exclude_from_context,
-                cwd: self.config().cwd.to_string_lossy().into_owned(),
+                cwd: self.cwd().to_string_lossy().into_owned(),
             };
             if let Some(result) = bus.emit_user_bash(&event).await {
                 let message = BashExecutionMessage {
@@ -1959,7 +2102,7 @@ impl AgentSession {
         let result = user_shell::run_user_shell(
             &self.config().shell,
             command,
-            &self.config().cwd,
+            &self.cwd(),
             cancel,
             |chunk: &str| {
                 if let Some(sink) = &on_chunk {
@@ -2028,9 +2171,11 @@ impl AgentSession {
     ) -> Result<OpenReport, SessionError> {
         self.allow_switch("new", None).await?;
         let previous = self.session_id().await.into_string();
+        self.leave_lease(None).await;
         self.teardown(ShutdownReason::New, None).await;
         self.load(
             SessionTarget::New { parent_session },
+            lease::Claim::Nothing,
             StartReason::New,
             Some(previous),
         )
@@ -2038,14 +2183,33 @@ impl AgentSession {
     }
 
     /// Switches to another stored session (`/resume`, RPC `switch_session`); `Err(Cancelled)`
-    /// when an extension cancels it.
+    /// when an extension cancels it, `Err(Held)` when another process writes it (the current
+    /// session stays).
     pub async fn switch_session(&self, id: SessionId) -> Result<OpenReport, SessionError> {
+        self.switch_session_with(id, OpenAccess::Write).await
+    }
+
+    /// [`Self::switch_session`] with the given access to a session another process may hold.
+    pub async fn switch_session_with(
+        &self,
+        id: SessionId,
+        access: OpenAccess,
+    ) -> Result<OpenReport, SessionError> {
         self.allow_switch("resume", Some(id.to_string())).await?;
-        let previous = self.session_id().await.into_string();
+        let previous = self.session_id().await;
+        let target = SessionTarget::Open(id.clone());
+        let claim = self.claim(&target, access).await?;
+        self.leave_lease(Some(&id).filter(|id| **id == previous))
+            .await;
         self.teardown(ShutdownReason::Resume, Some(id.to_string()))
             .await;
-        self.load(SessionTarget::Open(id), StartReason::Resume, Some(previous))
-            .await
+        self.load(
+            target,
+            claim,
+            StartReason::Resume,
+            Some(previous.into_string()),
+        )
+        .await
     }
 
     /// Forks before a user message (the path up to its parent goes to a new session; returns
@@ -2089,14 +2253,13 @@ impl AgentSession {
         let cwd = self.config().cwd.to_string_lossy().into_owned();
         let previous = session.to_string();
         let forked = blocking(move || store.fork(&session, at.as_ref(), Some(&cwd))).await?;
+        let target = SessionTarget::Open(forked.id.clone());
+        let claim = self.claim(&target, OpenAccess::Write).await?;
+        self.leave_lease(None).await;
         self.teardown(ShutdownReason::Fork, Some(forked.id.to_string()))
             .await;
-        self.load(
-            SessionTarget::Open(forked.id),
-            StartReason::Fork,
-            Some(previous),
-        )
-        .await?;
+        self.load(target, claim, StartReason::Fork, Some(previous))
+            .await?;
         Ok(())
     }
 
@@ -2120,6 +2283,11 @@ impl AgentSession {
             })
             .collect())
     }
+}
+
+/// `1 entry`, `3 entries`.
+fn entries_text(count: usize) -> String {
+    format!("{count} entr{}", if count == 1 { "y" } else { "ies" })
 }
 
 fn unreachable_continue() -> (Persistence, Option<crate::store::SessionContext>) {

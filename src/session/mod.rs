@@ -13,9 +13,10 @@ pub mod tools;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
-    AgentSession, DeliverAs, ModelCandidates, ModelChoice, NavigateOptions, NavigateOutcome,
-    OpenReport, PromptOptions, PromptSource, SendMessageOptions, SessionConfig, SessionError,
-    SessionStats, SessionTarget, StreamingBehavior, WeakSession,
+    AgentSession, DeliverAs, HeldSession, LeaseSettings, ModelCandidates, ModelChoice,
+    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, PromptOptions, PromptSource,
+    ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
+    StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -3,8 +3,11 @@
 //! the first assistant message (so starting pi and quitting leaves nothing behind).
 //!
 //! Invariants: entries reach the store in the order they were appended, each append one
-//! transaction; an append the store refuses (disk full, database locked…) is kept in memory
-//! and retried before the next one, so nothing acknowledged to the agent is dropped.
+//! transaction; an append the store refuses (disk full, database locked, a lost writer
+//! lease…) is kept in memory as the exact line it will be stored as (id, parent, timestamp
+//! assigned then), and every later append first writes the kept lines (in one transaction,
+//! byte for byte), so nothing acknowledged to the agent is dropped and an export of the
+//! branch with the kept lines equals the branch once they are saved.
 
 use std::collections::HashSet;
 
@@ -22,8 +25,10 @@ pub enum Persistence {
     Stored {
         /// Its id.
         id: SessionId,
-        /// Entries the store refused, to retry before the next append (oldest first).
-        unsaved: Vec<EntryKind>,
+        /// Entries the store refused, to retry before the next append (oldest first): each
+        /// the child of the one before, the first the child of the leaf the store had when
+        /// it was refused.
+        unsaved: Vec<RawEntry>,
     },
     /// A new session not yet written: header and entries wait for the first assistant
     /// message.
@@ -54,12 +59,34 @@ impl Persistence {
     /// Returns the entries the store has not accepted yet (pending buffer or unsaved).
     pub fn unsaved_kinds(&self) -> Vec<EntryKind> {
         match self {
-            Self::Stored { unsaved, .. } => unsaved.clone(),
+            Self::Stored { unsaved, .. } => {
+                unsaved.iter().map(|raw| raw.entry.kind.clone()).collect()
+            }
             Self::Pending { entries, .. } => {
                 entries.iter().map(|raw| raw.entry.kind.clone()).collect()
             }
         }
     }
+
+    /// Returns the lines the store refused so far (empty for a pending session, whose buffer
+    /// is not a failure).
+    pub fn unsaved(&self) -> &[RawEntry] {
+        match self {
+            Self::Stored { unsaved, .. } => unsaved,
+            Self::Pending { .. } => &[],
+        }
+    }
+}
+
+/// What became of an append the store accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// Written (or buffered in a pending session).
+    Saved,
+    /// Written together with this many entries refused before.
+    Flushed(usize),
+    /// Kept in memory without asking the store (a read-only session).
+    Kept,
 }
 
 /// Runs a blocking store call off the async runtime.
@@ -89,12 +116,16 @@ pub struct Writer {
 impl Writer {
     /// Appends one entry (child of the leaf); a pending session is written to the store when
     /// the entry is an assistant message. Returns the error of a refused append (the entry is
-    /// then kept to be retried).
+    /// then kept as a line to be retried with the next append).
+    ///
+    /// With `attempt == false` (a read-only session) a stored session's entry is kept without
+    /// asking the store.
     pub async fn append(
         &self,
         persistence: &mut Persistence,
         kind: EntryKind,
-    ) -> Result<(), StoreError> {
+        attempt: bool,
+    ) -> Result<Appended, StoreError> {
         match persistence {
             Persistence::Pending { entries, leaf, .. } => {
                 let materialize = matches!(&kind, EntryKind::Message(AgentMessage::Assistant(_)));
@@ -118,29 +149,69 @@ impl Writer {
                 if materialize {
                     self.materialize(persistence).await?;
                 }
-                Ok(())
+                Ok(Appended::Saved)
             }
             Persistence::Stored { id, unsaved } => {
-                unsaved.push(kind);
                 let store = self.store.clone();
                 let session = id.clone();
-                let batch = std::mem::take(unsaved);
+                let mut batch = std::mem::take(unsaved);
                 let (result, rest) = blocking(move || {
-                    let mut remaining = batch.into_iter();
-                    for next in remaining.by_ref() {
-                        if let Err(error) = store.append(&session, next.clone()) {
-                            let mut rest = vec![next];
-                            rest.extend(remaining);
-                            return Ok((Err(error), rest));
-                        }
+                    if batch.is_empty() && attempt {
+                        // The usual case: one append, the store assigns id and parent.
+                        return match store.append(&session, kind.clone()) {
+                            Ok(_) => Ok((Ok(Appended::Saved), Vec::new())),
+                            Err(error) => {
+                                let parent = store
+                                    .leaf(&session)
+                                    .ok()
+                                    .flatten()
+                                    .and_then(|leaf| leaf.entry.id);
+                                let kept = kept_line(&store, &session, &[], parent, kind);
+                                Ok((Err(error), vec![kept]))
+                            }
+                        };
                     }
-                    Ok((Ok(()), Vec::new()))
+                    let parent = match batch.last() {
+                        Some(last) => last.entry.id.clone(),
+                        None => store
+                            .leaf(&session)
+                            .ok()
+                            .flatten()
+                            .and_then(|leaf| leaf.entry.id),
+                    };
+                    let kept = kept_line(&store, &session, &batch, parent, kind);
+                    batch.push(kept);
+                    if !attempt {
+                        return Ok((Ok(Appended::Kept), batch));
+                    }
+                    match store.append_raw(&session, &batch) {
+                        Ok(_) => Ok((Ok(Appended::Flushed(batch.len() - 1)), Vec::new())),
+                        Err(error) => Ok((Err(error), batch)),
+                    }
                 })
                 .await?;
                 *unsaved = rest;
-                result.map(|_| ())
+                result
             }
         }
+    }
+
+    /// Writes the entries a stored session kept after refused appends (one transaction);
+    /// returns how many were written.
+    pub async fn flush(&self, persistence: &mut Persistence) -> Result<usize, StoreError> {
+        let Persistence::Stored { id, unsaved } = persistence else {
+            return Ok(0);
+        };
+        if unsaved.is_empty() {
+            return Ok(0);
+        }
+        let store = self.store.clone();
+        let session = id.clone();
+        let batch = unsaved.clone();
+        let count = batch.len();
+        blocking(move || store.append_raw(&session, &batch)).await?;
+        unsaved.clear();
+        Ok(count)
     }
 
     /// Writes a pending session (header and buffered entries) to the store in one
@@ -172,5 +243,40 @@ impl Writer {
             unsaved: Vec::new(),
         };
         Ok(())
+    }
+}
+
+/// Builds the line a refused entry will be stored as: an id free in the session and among the
+/// kept lines, `parent` as its parent, the store's clock for its timestamp — what
+/// [`SessionStore::append`] would have written.
+fn kept_line(
+    store: &SessionStore,
+    session: &SessionId,
+    kept: &[RawEntry],
+    parent: Option<EntryId>,
+    kind: EntryKind,
+) -> RawEntry {
+    let id = EntryId::generate(store.ids(), |candidate| {
+        kept.iter().any(|raw| {
+            raw.entry
+                .id
+                .as_ref()
+                .is_some_and(|id| id.as_str() == candidate)
+        }) || store
+            .entry(session, &EntryId::new(candidate))
+            .ok()
+            .flatten()
+            .is_some()
+    });
+    let entry = Entry {
+        id: Some(id),
+        parent_id: parent,
+        timestamp: store.clock().now_iso(),
+        kind,
+        extra: serde_json::Map::new(),
+    };
+    RawEntry {
+        payload: entry.to_line().into_bytes(),
+        entry,
     }
 }

@@ -100,6 +100,8 @@ pub struct SessionSettings {
     pub branch_summary_reserve_tokens: u64,
     /// Whether attribution headers are sent (`enableInstallTelemetry`, `PI_TELEMETRY`).
     pub telemetry: bool,
+    /// The writer lease (`lease.heartbeatMs`, `lease.staleMs`; the owner the mode names).
+    pub lease: crate::session::agent_session::LeaseSettings,
 }
 
 impl Default for SessionSettings {
@@ -116,6 +118,7 @@ impl Default for SessionSettings {
             compaction: CompactionToggles::default(),
             branch_summary_reserve_tokens: 16384,
             telemetry: true,
+            lease: crate::session::agent_session::LeaseSettings::default(),
         }
     }
 }

@@ -202,6 +202,8 @@ struct Inner {
     ids: Arc<IdSource>,
     /// The writer leases this store holds (see `lease.rs`).
     leases: lease::LeaseRegistry,
+    /// Write transactions committed through this store (diagnostics, benchmarks).
+    commits: std::sync::atomic::AtomicU64,
 }
 
 enum ReadConn<'a> {
@@ -247,6 +249,7 @@ impl SessionStore {
                 clock: config.clock,
                 ids: config.ids,
                 leases: lease::LeaseRegistry::default(),
+                commits: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         if needs_rebuild {
@@ -314,7 +317,19 @@ impl SessionStore {
             .at(path)?;
         let out = f(&tx, path)?;
         tx.commit().at(path)?;
+        self.inner
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// Returns how many write transactions this store has committed since it was opened
+    /// (each one durable: `synchronous=FULL`). Diagnostics and benchmarks use it to count the
+    /// commits an operation costs.
+    pub fn commit_count(&self) -> u64 {
+        self.inner
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction that writes an existing session, after

@@ -77,28 +77,48 @@ pub fn write_f64(out: &mut String, float: f64) {
     }
 }
 
+/// What `JSON.stringify` writes for each byte: 0 = the byte itself, `u` = `\u00XX`, any other
+/// value = a backslash and that letter (`"`, `\\`, `b`, `t`, `n`, `f`, `r`).
+const ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// Appends a string literal escaped as `JSON.stringify` escapes it.
 pub fn write_string(out: &mut String, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(text.len() + 2);
     out.push('"');
+    let bytes = text.as_bytes();
     let mut start = 0;
-    for (idx, byte) in text.bytes().enumerate() {
-        let escape: Option<&str> = match byte {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            0x08 => Some("\\b"),
-            0x09 => Some("\\t"),
-            0x0a => Some("\\n"),
-            0x0c => Some("\\f"),
-            0x0d => Some("\\r"),
-            0x00..=0x1f => None,
-            _ => continue,
-        };
-        out.push_str(&text[start..idx]);
-        match escape {
-            Some(escaped) => out.push_str(escaped),
-            None => out.push_str(&format!("\\u{:04x}", byte)),
+    for (index, &byte) in bytes.iter().enumerate() {
+        let escape = ESCAPES[usize::from(byte)];
+        if escape == 0 {
+            continue;
         }
-        start = idx + 1;
+        // Escaped bytes are ASCII, so `start..index` falls on character boundaries.
+        out.push_str(&text[start..index]);
+        out.push('\\');
+        if escape == b'u' {
+            out.push_str("u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        } else {
+            out.push(char::from(escape));
+        }
+        start = index + 1;
     }
     out.push_str(&text[start..]);
     out.push('"');
@@ -208,6 +228,29 @@ mod tests {
             to_js_string(&value),
             "{\"k\":\"a\\\"b\\\\c\\n\\t\\u0001\u{7f}é\u{2028}\"}"
         );
+    }
+
+    #[test]
+    fn every_character_below_u0100_escapes_as_node_writes_it() {
+        // What Node 20 prints for JSON.stringify(String.fromCharCode(c)), c < 0x100: the seven
+        // short escapes, \u00xx (lower-case hex) for the other controls, the rest verbatim.
+        for code in 0u32..0x100 {
+            let c = char::from_u32(code).unwrap();
+            let mut out = String::new();
+            write_string(&mut out, &format!("a{c}b"));
+            let expected = match c {
+                '"' => "\\\"".to_owned(),
+                '\\' => "\\\\".to_owned(),
+                '\u{8}' => "\\b".to_owned(),
+                '\t' => "\\t".to_owned(),
+                '\n' => "\\n".to_owned(),
+                '\u{c}' => "\\f".to_owned(),
+                '\r' => "\\r".to_owned(),
+                _ if code < 0x20 => format!("\\u{code:04x}"),
+                c => c.to_string(),
+            };
+            assert_eq!(out, format!("\"a{expected}b\""), "U+{code:04X}");
+        }
     }
 
     #[test]

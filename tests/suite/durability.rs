@@ -10,12 +10,11 @@
 //! first then). The import and compaction kill tests kill the real `pi` binary: `pi import` on
 //! a large reference-format file, and `pi -c -p` compacting against a mock provider on
 //! 127.0.0.1; their kill moments are seeded and spread evenly over (and a little past) the
-//! measured duration of one uninterrupted run. A hook for a part that lands elsewhere is marked
-//! `HOOK(...)`:
-//! - `HOOK(repl-unsaved)`: `a_failed_append_changes_nothing_and_the_next_append_succeeds` is the
-//!   store half of "the REPL keeps unsaved entries and retries them with the next append";
-//!   the REPL half (entries kept in memory, retried, and written by `/export`) belongs with
-//!   the REPL tests.
+//! measured duration of one uninterrupted run. `a_failed_append_changes_nothing_and_the_next_append_succeeds`
+//! is the store half of "the REPL keeps unsaved entries and retries them with the next
+//! append"; the REPL half (kept in memory, shown, exported, written later in order) is
+//! `session_lease::a_repl_keeps_entries_it_cannot_write_exports_them_and_saves_them_in_order_later`,
+//! and the leases live sessions hold are tested in `session_lease` too.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -1688,7 +1687,8 @@ fn with_file_size_limit(bytes: u64, program: &Path, args: &[&str]) -> Command {
 /// Disk full (a file-size limit): the append fails with one clear error naming the file and
 /// changes nothing; once there is room again, the same store (same process, same connection)
 /// takes the retried append and more; every acknowledged entry survives and `db check` passes.
-/// HOOK(repl-unsaved): the store half of "retry the unsaved entries with the next append".
+/// The store half of "retry the unsaved entries with the next append" (the REPL half is in
+/// `session_lease`).
 #[test]
 fn a_failed_append_changes_nothing_and_the_next_append_succeeds() {
     let env = TestEnv::new();

@@ -764,6 +764,112 @@ async fn tree_navigation_can_be_cancelled_or_get_its_branch_summary_from_an_exte
     );
 }
 
+// ----- /reload -----------------------------------------------------------------------------
+
+const RELOADED: &str = r#"#!/usr/bin/env python3
+import os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+
+ext = Extension("reloaded")
+
+def log(line):
+    with open(os.path.join(ext.cwd, "reloaded.log"), "a") as out:
+        out.write(line + "\n")
+
+@ext.on("session_start")
+def started(event):
+    log("start %s pid=%d" % (event["reason"], os.getpid()))
+
+@ext.on("session_shutdown")
+def stopped(event):
+    log("shutdown %s pid=%d" % (event["reason"], os.getpid()))
+
+@ext.tool("stamp", "Returns a stamp.", {"type": "object", "properties": {}})
+def stamp(params, call):
+    return "stamped"
+
+ext.run()
+"#;
+
+/// `/reload` as the reference's: the running extensions get `session_shutdown` (reload) and
+/// stop, new ones start and get `session_start` (reload); their tools stay registered and
+/// active; context files are read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_restarts_the_extensions_and_reads_the_resources_again() {
+    let mut harness = Harness::new(vec![
+        MockResponse::sse(sse::openai_text("Before.")),
+        MockResponse::sse(sse::openai_text("After.")),
+    ]);
+    let path = script(&harness.env, "reloaded.py", RELOADED);
+    let mut config = extensions(&[path], Arc::new(NoUi));
+    config
+        .env
+        .push(("PI_EXAMPLES".into(), examples().into_os_string()));
+    harness.extensions = config;
+    let session = harness.open(new_session()).await;
+    prompt(&session, "First.").await;
+    std::fs::write(
+        harness.env.workspace.join("AGENTS.md"),
+        "Rules written after startup.\n",
+    )
+    .unwrap();
+    session.reload().await;
+    prompt(&session, "Second.").await;
+    session.shutdown().await;
+
+    let log: Vec<String> = std::fs::read_to_string(harness.env.workspace.join("reloaded.log"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let words: Vec<String> = log
+        .iter()
+        .map(|line| line.split(" pid=").next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        words,
+        [
+            "start startup",
+            "shutdown reload",
+            "start reload",
+            "shutdown quit"
+        ],
+        "{log:?}"
+    );
+    let pid = |line: &str| line.split("pid=").nth(1).unwrap().to_owned();
+    assert_eq!(
+        pid(&log[0]),
+        pid(&log[1]),
+        "the first process got the shutdown"
+    );
+    assert_ne!(pid(&log[1]), pid(&log[2]), "a new process started");
+
+    let requests = harness.server.requests();
+    let tools = |index: usize| -> Vec<String> {
+        requests[index].json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(tools(0).contains(&"stamp".to_owned()), "{:?}", tools(0));
+    assert_eq!(tools(0), tools(1), "the active tools are kept");
+    let system = |index: usize| {
+        requests[index].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(!system(0).contains("Rules written after startup."));
+    assert!(
+        system(1).contains("Rules written after startup."),
+        "{}",
+        system(1)
+    );
+}
+
 // ----- an in-process extension --------------------------------------------------------------
 
 /// A built-in feature on the same bus: injects a note and a system prompt line, masks a word

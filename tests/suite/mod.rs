@@ -22,6 +22,7 @@ mod rpc;
 mod rpc_interop;
 mod search;
 mod session_compaction;
+mod session_lease;
 mod store;
 mod store_props;
 mod tools;

@@ -1036,6 +1036,75 @@ fn sigterm_ends_a_running_turn_with_143() {
     );
 }
 
+/// As the reference builds its runtime in the cwd of the session it switches to, tools, `!cmd`,
+/// context files and later new sessions follow the stored session's directory.
+#[test]
+fn switch_session_moves_the_runtime_to_the_sessions_directory() {
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_pwd",
+            "bash",
+            r#"{"command":"pwd"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("You are in project B.")),
+        MockResponse::sse(sse::openai_text("Still in project B.")),
+    ]);
+    let env = mock_env(&server);
+    let project = env.dir.path().join("project-b");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("AGENTS.md"),
+        "Project B rules: answer briefly.\n",
+    )
+    .unwrap();
+    let project = project.canonicalize().unwrap();
+    let header = json!({"type": "session", "version": 3, "id": "0b7c2a10-5555-4666-8777-888888888888",
+                        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": project.to_string_lossy()});
+    let user = json!({"type": "message", "id": "f0000001", "parentId": null, "timestamp": "2026-01-01T00:00:01.000Z",
+                      "message": {"role": "user", "content": [{"type": "text", "text": "Earlier question in B"}], "timestamp": 1767225601000_i64}});
+    std::fs::write(
+        env.workspace.join("project-b.jsonl"),
+        format!("{header}\n{user}\n"),
+    )
+    .unwrap();
+    let mut rpc = Rpc::start(&env, &[]);
+    let here = rpc.ok(json!({"type": "bash", "command": "pwd"}));
+    assert_eq!(
+        here["output"],
+        format!("{}\n", env.workspace.canonicalize().unwrap().display())
+    );
+
+    rpc.ok(json!({"type": "switch_session", "sessionPath": "project-b.jsonl"}));
+    let there = rpc.ok(json!({"type": "bash", "command": "pwd"}));
+    assert_eq!(there["output"], format!("{}\n", project.display()));
+    rpc.prompt_and_wait("Where are we?");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let system = requests[0].json()["messages"][0]["content"].to_string();
+    assert!(
+        system.contains("Project B rules: answer briefly.")
+            && system.contains(&*project.to_string_lossy()),
+        "the system prompt is built in project B: {system}"
+    );
+    let second = requests[1].json().to_string();
+    assert!(
+        second.contains(&format!("{}\\n", project.display())),
+        "the bash tool ran in project B: {second}"
+    );
+    // A new session started from there belongs to project B too.
+    rpc.ok(json!({"type": "new_session"}));
+    let again = rpc.ok(json!({"type": "bash", "command": "pwd"}));
+    assert_eq!(again["output"], format!("{}\n", project.display()));
+    rpc.prompt_and_wait("And the new session?");
+    let new_id = rpc.ok(json!({"type": "get_state"}))["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let store = env.store();
+    let summary = store.session(&pi::model::SessionId::new(&new_id)).unwrap();
+    assert_eq!(summary.cwd, project.to_string_lossy());
+}
+
 #[test]
 fn switch_session_imports_a_reference_file_and_refuses_a_session_whose_cwd_is_gone() {
     let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Continued."))]);

@@ -24,6 +24,8 @@ pub enum Command {
     Fork,
     /// `/clone`: a new session with the active branch.
     Clone,
+    /// `/takeover`: take over the writer lease of a session open read-only here.
+    TakeOver,
     /// `/compact [FOCUS]`: summarise the context.
     Compact(Option<String>),
     /// `/model [SEARCH]`: pick a model.
@@ -82,6 +84,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "Start a new session from before an earlier user message",
     ),
     ("clone", "Start a new session with the active branch"),
+    (
+        "takeover",
+        "Take over a session open read-only here (another pi was writing it)",
+    ),
     ("compact", "Summarise the context (optional focus text)"),
     (
         "model",
@@ -160,6 +166,8 @@ pub fn parse(line: &str) -> Input {
         Command::Fork
     } else if exact("clone") {
         Command::Clone
+    } else if exact("takeover") {
+        Command::TakeOver
     } else if let Some(args) = argument(text, "compact") {
         Command::Compact(owned(args))
     } else if let Some(args) = argument(text, "model") {
@@ -200,6 +208,7 @@ mod tests {
         assert_eq!(parse("/name"), Input::Command(Command::Name(None)));
         assert_eq!(parse("/session"), Input::Command(Command::Session));
         assert_eq!(parse("/quit"), Input::Command(Command::Quit));
+        assert_eq!(parse("/takeover"), Input::Command(Command::TakeOver));
         assert_eq!(
             parse("/compact keep the API notes"),
             Input::Command(Command::Compact(Some("keep the API notes".into())))

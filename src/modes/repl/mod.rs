@@ -17,6 +17,7 @@
 
 pub mod command;
 pub mod editor;
+mod lease;
 pub mod ui;
 
 use std::collections::HashMap;
@@ -41,7 +42,9 @@ use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
 use crate::session::extensions::NotifyKind;
-use crate::session::{AgentSession, NavigateOptions, PromptOptions, SessionError, SessionEvent};
+use crate::session::{
+    AgentSession, NavigateOptions, OpenAccess, PromptOptions, SessionError, SessionEvent,
+};
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
 use command::{COMMANDS, Command, Input};
@@ -69,19 +72,45 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let cwd = config.cwd.clone();
     let (extension_ui, ui_requests) = ReplUi::channel();
     config.extensions.ui = Arc::new(extension_ui);
-    let (session, report) = AgentSession::open(config, target).await?;
-    let events = session.subscribe();
-    let sigint = tokio::signal::unix::signal(SignalKind::interrupt())
+    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())
         .context("installing the Ctrl+C handler")?;
     let commands = Arc::new(Mutex::new(Vec::new()));
-    let editor = LineEditor::start(EditorConfig {
+    let mut editor = LineEditor::start(EditorConfig {
         history_path: terminal.history_path.clone(),
-        cwd,
+        cwd: cwd.clone(),
         commands: commands.clone(),
         color,
     })
     .context("starting the line editor")?;
-    let out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    let mut out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    // A session another pi writes: ask (read-only, fork, take over) instead of interleaving.
+    let mut target = target;
+    let mut access = OpenAccess::Ask;
+    let (session, report) = loop {
+        match AgentSession::open_with(config.clone(), target.clone(), access).await {
+            Ok(opened) => break opened,
+            Err(SessionError::Held(held)) => {
+                let mut asker = lease::Asker {
+                    editor: &mut editor,
+                    out: &mut out,
+                    sigint: &mut sigint,
+                };
+                let cwd = cwd.to_string_lossy().into_owned();
+                match asker.resolve(&config.store, &cwd, &held).await? {
+                    Some((next, next_access)) => {
+                        target = next;
+                        access = next_access;
+                    }
+                    None => {
+                        out.line("No session opened")?;
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    let events = session.subscribe();
     let mut repl = Repl {
         session,
         interchange,
@@ -110,6 +139,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         }
     } else {
         repl.banner().await?;
+        repl.explain_read_only().await?;
     }
     for (text, images) in prompts {
         repl.run_prompt(&text, images).await?;
@@ -542,6 +572,10 @@ impl Repl {
                 self.warn(&help)?;
                 return Ok(());
             }
+            Err(SessionError::ReadOnly { .. }) => {
+                self.explain_read_only().await?;
+                return Ok(());
+            }
             Err(error) => self.error(&error.to_string())?,
         }
         self.status()?;
@@ -614,6 +648,7 @@ impl Repl {
                     self.info(&format!("(output truncated; full output in {path})"))?;
                 }
             }
+            Err(SessionError::ReadOnly { .. }) => self.explain_read_only().await?,
             Err(error) => self.error(&error.to_string())?,
         }
         self.drain_events()?;
@@ -654,9 +689,10 @@ impl Repl {
             }
             Command::Fork => self.fork().await?,
             Command::Clone => self.clone_session().await?,
+            Command::TakeOver => self.take_over().await?,
             Command::Model(search) => self.model(search.as_deref()).await?,
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
-            Command::Reload => self.reload()?,
+            Command::Reload => self.reload().await?,
             Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
             Command::Import(path) => self.import(path.as_deref()).await?,
@@ -912,6 +948,21 @@ impl Repl {
             palette.dim("ID:"),
             self.session.session_id().await.as_str()
         ));
+        let unsaved = self.session.unsaved_lines().await.len();
+        if unsaved > 0 {
+            lines.push(format!(
+                "{} {unsaved} entr{} kept in memory (written with the next entry; /export FILE.jsonl includes them)",
+                palette.dim("Unsaved:"),
+                if unsaved == 1 { "y" } else { "ies" }
+            ));
+        }
+        if let Some(reason) = self.session.read_only() {
+            lines.push(format!(
+                "{} read-only here: {}",
+                palette.dim("Writer:"),
+                crate::session::agent_session::describe_read_only(&reason)
+            ));
+        }
         lines.push(String::new());
         lines.push(palette.bold("Messages"));
         lines.push(format!("{} {}", palette.dim("User:"), stats.user_messages));
@@ -976,15 +1027,12 @@ impl Repl {
 
     /// Switches to a stored session and shows its history.
     async fn switch_to(&mut self, id: SessionId) -> Result<()> {
-        let session = self.session.clone();
-        let report = self
-            .with_events(session.switch_session(id), || {})
-            .await??;
-        for notice in &report.notices {
-            self.warn(notice)?;
+        if !self.switch_with_choice(id).await? {
+            return Ok(());
         }
         self.last_tree.clear();
         self.banner().await?;
+        self.explain_read_only().await?;
         Ok(())
     }
 
@@ -1305,9 +1353,12 @@ impl Repl {
         let export = self.interchange.export_branch.clone();
         let store = self.session.store().clone();
         let file = target.clone();
-        let written = tokio::task::spawn_blocking(move || export(&store, &session, &file))
-            .await
-            .context("the export task failed")?;
+        // Entries the store refused so far go in too: the file is the branch once saved.
+        let unsaved = self.session.unsaved_lines().await;
+        let written =
+            tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
+                .await
+                .context("the export task failed")?;
         match written {
             Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
             Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,
@@ -1352,11 +1403,12 @@ impl Repl {
         Ok(())
     }
 
-    fn reload(&mut self) -> io::Result<()> {
+    async fn reload(&mut self) -> Result<()> {
         if self.session.is_streaming() {
-            return self.warn("Wait for the current response to finish before reloading.");
+            return Ok(self.warn("Wait for the current response to finish before reloading.")?);
         }
-        self.session.reload_resources();
+        let session = self.session.clone();
+        self.with_events(session.reload(), || {}).await?;
         self.refresh_commands();
         let diagnostics: Vec<String> = match self.session.resources().lock() {
             Ok(resources) => resources
@@ -1369,7 +1421,7 @@ impl Repl {
         for diagnostic in diagnostics {
             self.warn(&format!("Warning: {diagnostic}"))?;
         }
-        self.info("Reloaded skills, prompt templates and context files")
+        Ok(self.info("Reloaded extensions, skills, prompt templates and context files")?)
     }
 }
 

@@ -331,6 +331,7 @@ impl AgentSession {
         &self,
         custom_instructions: Option<String>,
     ) -> Result<serde_json::Value, SessionError> {
+        self.refuse_read_only().await?;
         self.abort();
         let _run = self.inner.run_lock.lock().await;
         match self

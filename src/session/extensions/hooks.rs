@@ -88,13 +88,14 @@ impl AgentSession {
     /// Starts the configured extensions for a new session runtime and registers their tools.
     pub(crate) async fn start_extensions(&self) -> Arc<ExtensionBus> {
         let config = self.config();
+        let cwd = self.cwd();
         let ctx = ExtensionContext::attached(
             self.downgrade(),
             config.extensions.ui.clone(),
-            config.cwd.clone(),
+            cwd.clone(),
             config.extensions.env.clone(),
         );
-        let loaded = extensions::load(&config.extensions, &ctx, &config.cwd).await;
+        let loaded = extensions::load(&config.extensions, &ctx, &cwd).await;
         let bus = Arc::new(ExtensionBus::new(loaded, ctx, config.extensions.timeout));
         self.install_extensions(bus.clone());
         bus
@@ -104,7 +105,7 @@ impl AgentSession {
     /// drops those of a previous runtime).
     pub(crate) async fn discover_resources(&self, bus: &ExtensionBus, reason: StartReason) {
         let paths = if bus.has_handlers("resources_discover") {
-            let cwd = self.config().cwd.to_string_lossy().into_owned();
+            let cwd = self.cwd().to_string_lossy().into_owned();
             let kind = if reason == StartReason::Reload {
                 "reload"
             } else {
@@ -141,9 +142,11 @@ impl AgentSession {
     }
 
     /// Ends the session runtime: `session_shutdown` (reason `quit`) to the extensions, which
-    /// are then stopped. Modes call it once before exiting.
+    /// are then stopped; entries still unsaved are written if the store takes them and the
+    /// writer lease is released. Modes call it once before exiting.
     pub async fn shutdown(&self) {
         self.teardown(ShutdownReason::Quit, None).await;
+        self.release_at_exit().await;
     }
 
     /// Reports an extension failure as an `extension_error` event.

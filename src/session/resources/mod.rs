@@ -348,6 +348,40 @@ impl Resources {
         *self = Self::load(self.config.clone());
     }
 
+    /// Loads everything again for another working directory (a session of another project
+    /// was opened: the reference builds its runtime in the session's cwd). Values given on
+    /// the command line keep meaning what they meant at startup: `--skill` and
+    /// `--prompt-template` paths, and `--system-prompt` / `--append-system-prompt` values
+    /// naming files, are resolved against the previous directory first.
+    pub fn relocate(&mut self, cwd: &Path) {
+        if self.config.cwd == cwd {
+            return;
+        }
+        let mut config = self.config.clone();
+        let old = config.cwd.clone();
+        let absolute = |value: &String| {
+            resolve(&old, Path::new(value))
+                .to_string_lossy()
+                .into_owned()
+        };
+        let file_or_text = |value: &String| {
+            if value.is_empty() || !resolve(&old, Path::new(value)).exists() {
+                value.clone()
+            } else {
+                absolute(value)
+            }
+        };
+        config.system_prompt = config.system_prompt.as_ref().map(file_or_text);
+        config.append_system_prompt = config
+            .append_system_prompt
+            .as_ref()
+            .map(|values| values.iter().map(file_or_text).collect());
+        config.skill_paths = config.skill_paths.iter().map(absolute).collect();
+        config.prompt_template_paths = config.prompt_template_paths.iter().map(absolute).collect();
+        config.cwd = cwd.to_path_buf();
+        *self = Self::load(config);
+    }
+
     /// Replaces the skill and prompt paths contributed by extensions (`resources_discover`)
     /// and reloads when they changed; returns whether they did.
     pub fn set_extension_paths(

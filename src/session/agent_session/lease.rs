@@ -1,0 +1,501 @@
+//! The writer lease of the session an `AgentSession` writes (issue 10): taken when a stored
+//! session is opened for writing (startup, `switch_session`, fork and clone targets) or when a
+//! new session is first written, renewed by a heartbeat task, released when the session is
+//! left (switch, new, fork, clone) and at `shutdown`.
+//!
+//! A session held by another live process is not opened for writing silently: the open
+//! fails with [`SessionError::Held`] naming the holder, and the mode chooses — open it
+//! [`OpenAccess::ReadOnly`], fork it into a new session, or take it over
+//! ([`OpenAccess::Write`], which replaces a holder that is gone on this host or whose
+//! heartbeat is stale). A lease lost to another process (its heartbeat or an append saw the
+//! new holder) turns the session read-only with one notice; the entries it could not write
+//! stay in memory (see `persist`).
+//!
+//! Invariants: at most one lease held per handle, always for the current session; a
+//! `--no-session` (in-memory) store takes none; while read-only nothing is written to the
+//! session (entries are kept unsaved) and prompts are refused with [`SessionError::ReadOnly`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{AgentSession, SessionError, SessionTarget, lock};
+use crate::model::ids::SessionId;
+use crate::session::events::NoticeLevel;
+use crate::session::persist::{Persistence, blocking};
+use crate::store::{
+    Lease, LeaseAttempt, LeaseConfig, LeaseHolder, SessionStore, StoreError, spawn_heartbeat,
+};
+
+/// The lease settings of a session (`settings.json` `lease.*`; see docs/RELIABILITY.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// Heartbeat and staleness.
+    pub config: LeaseConfig,
+    /// What the lease row names as its owner, such as `pi (interactive)`.
+    pub owner: String,
+    /// Where entries that could still not be written when their session is left are saved,
+    /// as a JSONL file of the session that `pi import` merges back (`<agent dir>/unsaved`);
+    /// `None` drops them with an error notice.
+    pub rescue_dir: Option<PathBuf>,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self {
+            config: LeaseConfig::default(),
+            owner: "pi".to_owned(),
+            rescue_dir: None,
+        }
+    }
+}
+
+/// How a stored session is opened when another process may be writing it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpenAccess {
+    /// Take the lease, taking it over from a holder that is gone on this host or whose
+    /// heartbeat is stale; a live, fresh holder gives [`SessionError::Held`]. (Print, JSON
+    /// and RPC modes; the REPL's "take over".)
+    #[default]
+    Write,
+    /// Like [`Self::Write`], but only a holder that is gone on this host is replaced without
+    /// asking; a stale holder also gives [`SessionError::Held`], so the user chooses.
+    Ask,
+    /// Take no lease: history visible, prompts refused, other entries kept unsaved.
+    ReadOnly,
+}
+
+/// A session another process holds, for the mode to offer its choice.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session {session} is held by another writer ({holder}); continue it in a new session with `pi --fork {session}`, or retry once that process has ended{}",
+    take_over_hint(holder)
+)]
+pub struct HeldSession {
+    /// The session.
+    pub session: SessionId,
+    /// Who holds it.
+    pub holder: LeaseHolder,
+}
+
+fn take_over_hint(holder: &LeaseHolder) -> String {
+    if holder.can_take_over_now() {
+        " (it may be taken over now)".to_owned()
+    } else {
+        format!(
+            " (or in {} s, when it is taken over if it stopped responding)",
+            seconds(holder.take_over_in())
+        )
+    }
+}
+
+/// Rounds a wait up to whole seconds (at least 1).
+pub fn seconds(wait: Duration) -> u64 {
+    wait.as_millis()
+        .div_ceil(1000)
+        .max(1)
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
+
+/// Why a session is read-only in this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOnlyReason {
+    /// It was opened read-only while another process held it.
+    Opened {
+        /// The holder at the time (`None`: it had ended meanwhile).
+        holder: Option<LeaseHolder>,
+    },
+    /// Another process took the lease over.
+    Lost {
+        /// The store's message.
+        message: String,
+    },
+}
+
+/// The lease state of a handle.
+#[derive(Debug, Default)]
+pub(super) enum LeaseState {
+    /// Nothing held: a new session not written yet, or an in-memory store.
+    #[default]
+    Unleased,
+    /// The current session's lease, renewed by a heartbeat task.
+    Held(HeldLease),
+    /// Read-only.
+    ReadOnly(ReadOnlyReason),
+}
+
+/// A held lease and the task renewing it.
+#[derive(Debug)]
+pub(super) struct HeldLease {
+    lease: Lease,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// What opening a target claimed, installed by `load`.
+#[derive(Debug)]
+pub(super) enum Claim {
+    /// Nothing (a new session, or an in-memory store).
+    Nothing,
+    /// The target's lease.
+    Lease(Lease),
+    /// The target opened read-only.
+    ReadOnly(ReadOnlyReason),
+}
+
+fn is_memory(store: &SessionStore) -> bool {
+    store.display_path() == ":memory:"
+}
+
+impl AgentSession {
+    fn lease_settings(&self) -> &LeaseSettings {
+        &self.config().settings.lease
+    }
+
+    /// Resolves `ContinueRecent` to the latest session of the working directory (or a new
+    /// one).
+    pub(super) async fn resolve_target(
+        &self,
+        target: SessionTarget,
+    ) -> Result<SessionTarget, SessionError> {
+        if target != SessionTarget::ContinueRecent {
+            return Ok(target);
+        }
+        let store = self.store().clone();
+        let cwd = self.config().cwd.to_string_lossy().into_owned();
+        Ok(match blocking(move || store.most_recent(&cwd)).await? {
+            Some(id) => SessionTarget::Open(id),
+            None => SessionTarget::New {
+                parent_session: None,
+            },
+        })
+    }
+
+    /// Claims the lease of a resolved target (nothing for a new session or a memory store).
+    pub(super) async fn claim(
+        &self,
+        target: &SessionTarget,
+        access: OpenAccess,
+    ) -> Result<Claim, SessionError> {
+        let SessionTarget::Open(id) = target else {
+            return Ok(Claim::Nothing);
+        };
+        if is_memory(self.store()) {
+            return Ok(Claim::Nothing);
+        }
+        let store = self.store().clone();
+        let session = id.clone();
+        if access == OpenAccess::ReadOnly {
+            // Nobody may hold it any more: read-only all the same, as asked.
+            let holder = blocking(move || store.lease_holder(&session)).await?;
+            return Ok(Claim::ReadOnly(ReadOnlyReason::Opened { holder }));
+        }
+        let settings = self.lease_settings().clone();
+        let attempt = blocking(move || {
+            let first = store.acquire_lease(&session, &settings.owner, settings.config)?;
+            let LeaseAttempt::Held(holder) = &first else {
+                return Ok(first);
+            };
+            let replace = match access {
+                OpenAccess::Ask => holder.owner_alive_on_this_host == Some(false),
+                OpenAccess::Write | OpenAccess::ReadOnly => holder.can_take_over_now(),
+            };
+            if replace {
+                store.take_over_lease(&session, &settings.owner, settings.config)
+            } else {
+                Ok(first)
+            }
+        })
+        .await?;
+        match attempt {
+            LeaseAttempt::Acquired(lease) => Ok(Claim::Lease(lease)),
+            LeaseAttempt::Held(holder) => Err(SessionError::Held(Box::new(HeldSession {
+                session: id.clone(),
+                holder,
+            }))),
+        }
+    }
+
+    /// Makes `claim` the current session's lease state, starting its heartbeat.
+    pub(super) fn install_claim(&self, claim: Claim) {
+        let state = match claim {
+            Claim::Nothing => LeaseState::Unleased,
+            Claim::ReadOnly(reason) => LeaseState::ReadOnly(reason),
+            Claim::Lease(lease) => LeaseState::Held(self.start_heartbeat(lease)),
+        };
+        let old = std::mem::replace(&mut *lock(&self.inner.lease), state);
+        if let LeaseState::Held(old) = old {
+            // Not expected (the caller left the old session first); never leave a task behind.
+            old.stop.cancel();
+        }
+    }
+
+    fn start_heartbeat(&self, lease: Lease) -> HeldLease {
+        let stop = CancellationToken::new();
+        let weak = self.downgrade();
+        let store = self.store().clone();
+        let watched = lease.clone();
+        let cancelled = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut heartbeat = spawn_heartbeat(store, watched.clone());
+            tokio::select! {
+                () = cancelled.cancelled() => heartbeat.stop().await,
+                message = heartbeat.lost() => {
+                    if let Some(session) = weak.upgrade() {
+                        session.lease_lost(&watched, message);
+                    }
+                }
+            }
+        });
+        HeldLease { lease, stop, task }
+    }
+
+    /// Turns the session read-only after another process took `lease` over (once; later
+    /// reports of the same loss are ignored).
+    pub(super) fn lease_lost(&self, lease: &Lease, message: String) {
+        {
+            let mut state = lock(&self.inner.lease);
+            match &*state {
+                LeaseState::Held(held) if held.lease == *lease => {}
+                _ => return,
+            }
+            if let LeaseState::Held(held) = std::mem::replace(
+                &mut *state,
+                LeaseState::ReadOnly(ReadOnlyReason::Lost {
+                    message: message.clone(),
+                }),
+            ) {
+                held.stop.cancel();
+            }
+        }
+        self.notice(
+            NoticeLevel::Error,
+            format!(
+                "{message}. This session is read-only here now; entries not saved stay in memory (/session counts them, /export FILE.jsonl writes them)"
+            ),
+        );
+    }
+
+    /// A store error seen by an append: a lost lease turns the session read-only.
+    pub(super) fn check_lease_error(&self, error: &StoreError) {
+        if !matches!(error, StoreError::LeaseLost { .. }) {
+            return;
+        }
+        let lease = match &*lock(&self.inner.lease) {
+            LeaseState::Held(held) => held.lease.clone(),
+            _ => return,
+        };
+        self.lease_lost(&lease, error.to_string());
+    }
+
+    /// Takes the lease of a session first written now (a new session's deferred creation).
+    pub(super) async fn lease_new_session(&self, persistence: &Persistence) {
+        if !persistence.is_stored() || is_memory(self.store()) {
+            return;
+        }
+        if !matches!(&*lock(&self.inner.lease), LeaseState::Unleased) {
+            return;
+        }
+        let target = SessionTarget::Open(persistence.id());
+        match self.claim(&target, OpenAccess::Write).await {
+            Ok(claim) => {
+                if matches!(&*lock(&self.inner.lease), LeaseState::Unleased) {
+                    self.install_claim(claim);
+                }
+            }
+            Err(error) => self.notice(
+                NoticeLevel::Warning,
+                format!("could not take the writer lease of the new session: {error}"),
+            ),
+        }
+    }
+
+    /// Leaves the current session's lease: writes what is still unsaved if it can, stops the
+    /// heartbeat and releases the lease (kept when `keep` is the same session, which is being
+    /// opened again).
+    pub(super) async fn leave_lease(&self, keep: Option<&SessionId>) {
+        let state = std::mem::take(&mut *lock(&self.inner.lease));
+        {
+            let mut persistence = self.inner.persistence.lock().await;
+            let flushed = match &state {
+                // Read-only: the store would refuse them (and must not take them).
+                LeaseState::ReadOnly(_) => Ok(0),
+                _ => self.inner.writer.flush(&mut persistence).await,
+            };
+            let count = persistence.unsaved().len();
+            let session = persistence.id();
+            let lines: Vec<Vec<u8>> = persistence
+                .unsaved()
+                .iter()
+                .map(|raw| raw.payload.clone())
+                .collect();
+            drop(persistence);
+            if count > 0 {
+                let why = flushed.err().map_or_else(
+                    || "the session is read-only here".to_owned(),
+                    |error| error.to_string(),
+                );
+                let entries = format!(
+                    "{count} unsaved entr{}",
+                    if count == 1 { "y" } else { "ies" }
+                );
+                let message = match self.rescue(&session, lines).await {
+                    Some(Ok(path)) => format!(
+                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them once the session can be written",
+                        path.display(),
+                        path.display()
+                    ),
+                    Some(Err(error)) => format!(
+                        "{entries} of the session left could not be written ({why}) nor saved to a file ({error}); they are dropped"
+                    ),
+                    None => format!(
+                        "{entries} of the session left could not be written and are dropped ({why})"
+                    ),
+                };
+                self.notice(NoticeLevel::Error, message);
+            }
+        }
+        let LeaseState::Held(held) = state else {
+            return;
+        };
+        held.stop.cancel();
+        let _ = held.task.await;
+        if keep == Some(held.lease.session()) {
+            return;
+        }
+        let store = self.store().clone();
+        let lease = held.lease;
+        if let Err(error) = blocking(move || store.release_lease(&lease)).await {
+            self.notice(
+                NoticeLevel::Warning,
+                format!("could not release the writer lease: {error}"),
+            );
+        }
+    }
+
+    /// Saves `lines` (entries the store refused) after the stored session as one JSONL file
+    /// in the rescue directory: the session's export, then the kept lines, so that `pi import`
+    /// merges exactly the kept entries back by union. `None` without a rescue directory.
+    async fn rescue(
+        &self,
+        session: &SessionId,
+        lines: Vec<Vec<u8>>,
+    ) -> Option<Result<PathBuf, String>> {
+        let dir = self.lease_settings().rescue_dir.clone()?;
+        let store = self.store().clone();
+        let session = session.clone();
+        let stamp = self.config().clock.now_ms();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut file = Vec::new();
+            store
+                .export_jsonl(&session, &mut file)
+                .map_err(|error| error.to_string())?;
+            for line in lines {
+                file.extend_from_slice(&line);
+                file.push(b'\n');
+            }
+            let path = dir.join(format!("{session}-{stamp}.jsonl"));
+            write_private(&dir, &path, &file)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            Ok(path)
+        })
+        .await
+        .map_err(|error| error.to_string())
+        .and_then(|result| result);
+        Some(result)
+    }
+
+    /// Writes what is still unsaved and releases the lease (at `shutdown`).
+    pub(crate) async fn release_at_exit(&self) {
+        self.leave_lease(None).await;
+    }
+
+    /// Returns why the session is read-only here, if it is.
+    pub fn read_only(&self) -> Option<ReadOnlyReason> {
+        match &*lock(&self.inner.lease) {
+            LeaseState::ReadOnly(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// Returns whether this handle holds the current session's writer lease.
+    pub fn holds_lease(&self) -> bool {
+        matches!(&*lock(&self.inner.lease), LeaseState::Held(_))
+    }
+
+    /// Refuses a write that must not be kept for later (a prompt, `!cmd`, a compaction) in a
+    /// read-only session.
+    pub(super) async fn refuse_read_only(&self) -> Result<(), SessionError> {
+        match self.read_only() {
+            None => Ok(()),
+            Some(reason) => Err(SessionError::ReadOnly {
+                session: self.session_id().await,
+                reason: Box::new(reason),
+            }),
+        }
+    }
+
+    /// Takes over the lease of the current (read-only) session: succeeds when nobody holds
+    /// it, or its holder is gone on this host or stale; then writes the entries kept unsaved
+    /// (after what the other process wrote) and reloads the transcript from the store.
+    /// Returns how many kept entries were written.
+    pub async fn take_over(&self) -> Result<usize, SessionError> {
+        if self.read_only().is_none() {
+            return Ok(0);
+        }
+        let id = self.session_id().await;
+        let claim = self
+            .claim(&SessionTarget::Open(id.clone()), OpenAccess::Write)
+            .await?;
+        self.install_claim(claim);
+        let written = {
+            let mut persistence = self.inner.persistence.lock().await;
+            // Kept entries continue the branch the other writer left, in their order.
+            if let Persistence::Stored { unsaved, .. } = &mut *persistence
+                && let Some(first) = unsaved.first_mut()
+            {
+                let store = self.store().clone();
+                let session = id.clone();
+                let leaf = blocking(move || store.leaf(&session)).await?;
+                let leaf = leaf.and_then(|stored| stored.entry.id);
+                if first.entry.parent_id != leaf {
+                    first.entry.parent_id = leaf;
+                    first.payload = first.entry.to_line().into_bytes();
+                }
+            }
+            self.inner.writer.flush(&mut persistence).await?
+        };
+        self.reload_transcript().await?;
+        Ok(written)
+    }
+
+    /// Returns the lease holder of a stored session (a read), for countdowns.
+    pub async fn lease_holder_of(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<LeaseHolder>, SessionError> {
+        let store = self.store().clone();
+        let session = session.clone();
+        Ok(blocking(move || store.lease_holder(&session)).await?)
+    }
+}
+
+/// Writes `bytes` to a new file `path` readable only by this user, in `dir` (created 0700).
+fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
