@@ -18,7 +18,11 @@
 //! thread) are printed beside them for both sides. Other knobs: `PI_BENCH_NO_REFERENCE=1`
 //! skips the reference, `PI_BENCH_ONLY_IMPORT=1` runs the import alone (for profiling), and
 //! `PI_BENCH_PAGE_SIZE=N` creates the databases with another SQLite page size (an
-//! experiment: the store itself uses SQLite's default).
+//! experiment: the store itself uses SQLite's default), `PI_BENCH_FTS_CONFIG=key=N,…` stores
+//! FTS5 options (`automerge`, `hashsize`, …) in each new database before its import, and
+//! `PI_BENCH_FTS_STATS=1` prints the index's options, segments and size after each import.
+//! Every import also prints the bytes it moved through read and write system calls, a
+//! measure of SQLite's page traffic that machine noise does not change.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
