@@ -281,7 +281,7 @@ impl SessionStore {
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
         let path = self.path();
         let mut conn = lock(&self.inner.conns.writer);
-        Self::transaction(&mut conn, path, f)
+        self.transaction(&mut conn, path, f)
     }
 
     /// Runs `f` like [`Self::write`], with a page cache of [`BULK_CACHE_KIB`] for the
@@ -298,7 +298,7 @@ impl SessionStore {
             .at(path)?;
         conn.execute_batch(&format!("PRAGMA cache_size = -{BULK_CACHE_KIB}"))
             .at(path)?;
-        let out = Self::transaction(&mut conn, path, f);
+        let out = self.transaction(&mut conn, path, f);
         let restored = conn
             .execute_batch(&format!("PRAGMA cache_size = {previous}"))
             .at(path);
@@ -307,7 +307,10 @@ impl SessionStore {
         Ok(out)
     }
 
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on `conn` (the locked writer) and counts
+    /// the commit.
     fn transaction<T>(
+        &self,
         conn: &mut Connection,
         path: &str,
         f: impl FnOnce(&Connection, &str) -> Result<T>,
@@ -1321,8 +1324,11 @@ mod tests {
         .unwrap();
         let before = cache_size(&store);
         assert_ne!(before, -BULK_CACHE_KIB);
-        let inside = store
-            .write_bulk(|conn, _| Ok(conn.query_row("PRAGMA cache_size", [], |row| row.get(0))?))
+        let inside: i64 = store
+            .write_bulk(|conn, path| {
+                conn.query_row("PRAGMA cache_size", [], |row| row.get(0))
+                    .at(path)
+            })
             .unwrap();
         assert_eq!(inside, -BULK_CACHE_KIB);
         assert_eq!(cache_size(&store), before);
