@@ -18,7 +18,11 @@
 //! thread) are printed beside them for both sides. Other knobs: `PI_BENCH_NO_REFERENCE=1`
 //! skips the reference, `PI_BENCH_ONLY_IMPORT=1` runs the import alone (for profiling), and
 //! `PI_BENCH_PAGE_SIZE=N` creates the databases with another SQLite page size (an
-//! experiment: the store itself uses SQLite's default).
+//! experiment: the store itself uses SQLite's default), `PI_BENCH_FTS_CONFIG=key=N,…` stores
+//! FTS5 options (`automerge`, `hashsize`, …) in each new database before its import, and
+//! `PI_BENCH_FTS_STATS=1` prints the index's options, segments and size after each import.
+//! Every import also prints the bytes it moved through read and write system calls, a
+//! measure of SQLite's page traffic that machine noise does not change.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -42,6 +46,19 @@ fn cpu_seconds() -> Option<f64> {
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / 100.0)
+}
+
+/// Returns the bytes this process moved through read and write system calls (`rchar`,
+/// `wchar` of `/proc/self/io`): SQLite's page reads and writes (WAL, checkpoint) are a
+/// measure of work that machine noise does not change.
+fn io_bytes() -> Option<(u64, u64)> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    };
+    Some((field("rchar:")?, field("wchar:")?))
 }
 
 /// A writer that only counts bytes.
@@ -69,25 +86,49 @@ fn open_store(path: &Path) -> SessionStore {
         conn.execute_batch(&format!("PRAGMA page_size = {size}; VACUUM;"))
             .expect("set the page size");
     }
-    SessionStore::open(StoreConfig {
+    let store = SessionStore::open(StoreConfig {
         location: StoreLocation::File(path.to_path_buf()),
         clock: Arc::new(SystemClock),
         ids: Arc::new(IdSource::seeded(1)),
         busy_timeout: Duration::from_secs(30),
     })
-    .expect("open the benchmark database")
+    .expect("open the benchmark database");
+    // Experiment hook: FTS5 options stored in the index's config before the import
+    // (`PI_BENCH_FTS_CONFIG=hashsize=8388608,automerge=8`).
+    if let Ok(config) = std::env::var("PI_BENCH_FTS_CONFIG") {
+        let conn = rusqlite::Connection::open(path).expect("open the database");
+        for option in config.split(',').filter(|option| !option.is_empty()) {
+            let (key, value) = option.split_once('=').expect("KEY=VALUE");
+            let value: i64 = value.parse().expect("an integer value");
+            conn.execute(
+                "INSERT INTO search_fts (search_fts, rank) VALUES (?1, ?2)",
+                rusqlite::params![key, value],
+            )
+            .expect("set an FTS5 option");
+        }
+    }
+    store
 }
 
 /// Imports one file as `pi import` does (read, parse on a second thread, store in one
 /// transaction); returns (entries added, wall seconds, CPU seconds of the process).
 fn import(store: &SessionStore, file: &Path) -> (u64, f64, f64) {
+    let io = io_bytes();
     let cpu = cpu_seconds().unwrap_or(0.0);
     let start = Instant::now();
     let report =
         pi::cli::import::import_file(store, file, ImportMode::Merge, &mut |_| {}).expect("import");
     assert!(report.error.is_none(), "{:?}", report.error);
     let wall = start.elapsed().as_secs_f64();
-    (report.added, wall, cpu_seconds().unwrap_or(0.0) - cpu)
+    let cpu = cpu_seconds().unwrap_or(0.0) - cpu;
+    if let (Some((read_before, written_before)), Some((read, written))) = (io, io_bytes()) {
+        println!(
+            "  one import: {wall:6.2} s, cpu {cpu:5.2} s, read {:7.1} MiB, written {:7.1} MiB",
+            (read - read_before) as f64 / 1_048_576.0,
+            (written - written_before) as f64 / 1_048_576.0
+        );
+    }
+    (report.added, wall, cpu)
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -180,6 +221,27 @@ fn main() {
         let db = scratch.path().join(format!("import-{run}.db"));
         let store = open_store(&db);
         let (added, seconds, cpu) = import(&store, &file);
+        if std::env::var_os("PI_BENCH_FTS_STATS").is_some() {
+            let conn = rusqlite::Connection::open(&db).expect("open the database");
+            let config: Vec<(String, String)> = conn
+                .prepare("SELECT k, CAST(v AS TEXT) FROM search_fts_config")
+                .and_then(|mut stmt| {
+                    stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                        .collect()
+                })
+                .expect("read the FTS config");
+            let (data_rows, data_bytes): (i64, i64) = conn
+                .query_row(
+                    "SELECT COUNT(DISTINCT id >> 37), SUM(LENGTH(block)) FROM search_fts_data WHERE id > 10",
+                    [],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .expect("count the FTS data");
+            println!(
+                "fts: config {config:?}, {data_rows} segments, {:.1} MiB",
+                data_bytes as f64 / 1_048_576.0
+            );
+        }
         entries = added;
         import_times.push(seconds);
         import_cpu.push(cpu);

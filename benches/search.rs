@@ -304,7 +304,7 @@ fn compare_tokenizers(db: &Path, sample: usize) {
         for payload in rows.flatten() {
             if let Some(entry) = Entry::parse(&payload) {
                 for doc in pi::store::search::docs_for(&entry) {
-                    texts.push(doc.text);
+                    texts.push(doc.text.into_owned());
                 }
             }
         }
@@ -385,7 +385,7 @@ fn compare_tokenizers(db: &Path, sample: usize) {
                 .expect("prepare");
             for (rowid, text) in texts.iter().enumerate() {
                 let body = if *bigrams {
-                    pi::store::search::index_text(text)
+                    pi::store::search::index_text(text).into_owned()
                 } else {
                     text.clone()
                 };

@@ -150,7 +150,7 @@ impl SessionStore {
         options: &ImportOptions<'_>,
     ) -> Result<ImportReport> {
         let imported_at = self.clock().now_iso();
-        let outcome = self.write(|conn, path| {
+        let outcome = self.write_bulk(|conn, path| {
             let existing = sql::sid_of(conn, path, header.id.as_str())?;
             match (existing, options.mode) {
                 (None, _) => Self::import_new(

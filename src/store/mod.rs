@@ -222,6 +222,13 @@ impl std::ops::Deref for ReadConn<'_> {
     }
 }
 
+/// Page cache (KiB) of the writer during a bulk write. SQLite's default of 2 MiB cannot hold
+/// the index pages that random entry ids touch (`entries_id`, `entries_parent`) plus the
+/// full-text index's segments, so in a large import every such page went to the WAL, was read
+/// back and written again: 1.5 GB read and 1.3 GB written for a 250 MB file with the default,
+/// a third less with this (`docs/BENCHMARKS.md`, "Interchange").
+const BULK_CACHE_KIB: i64 = 32 * 1024;
+
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     // A panic while holding the lock rolled its transaction back (the guard dropped it), so the
     // connection itself is still usable.
@@ -274,6 +281,40 @@ impl SessionStore {
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
         let path = self.path();
         let mut conn = lock(&self.inner.conns.writer);
+        self.transaction(&mut conn, path, f)
+    }
+
+    /// Runs `f` like [`Self::write`], with a page cache of [`BULK_CACHE_KIB`] for the
+    /// transaction; the connection's own cache size is restored afterwards, whatever the
+    /// outcome. For writes of many rows at once (an import).
+    pub(crate) fn write_bulk<T>(
+        &self,
+        f: impl FnOnce(&Connection, &str) -> Result<T>,
+    ) -> Result<T> {
+        let path = self.path();
+        let mut conn = lock(&self.inner.conns.writer);
+        let previous: i64 = conn
+            .query_row("PRAGMA cache_size", [], |row| row.get(0))
+            .at(path)?;
+        conn.execute_batch(&format!("PRAGMA cache_size = -{BULK_CACHE_KIB}"))
+            .at(path)?;
+        let out = self.transaction(&mut conn, path, f);
+        let restored = conn
+            .execute_batch(&format!("PRAGMA cache_size = {previous}"))
+            .at(path);
+        let out = out?;
+        restored?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on `conn` (the locked writer) and counts
+    /// the commit.
+    fn transaction<T>(
+        &self,
+        conn: &mut Connection,
+        path: &str,
+        f: impl FnOnce(&Connection, &str) -> Result<T>,
+    ) -> Result<T> {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
@@ -1251,12 +1292,50 @@ impl SessionStore {
     /// Recomputes every derived row (path state, labels, statistics, usage, the full-text
     /// index) from the entries, in one transaction (`pi db reindex`).
     pub fn rebuild_derived(&self) -> Result<()> {
-        self.write(|conn, path| {
+        self.write_bulk(|conn, path| {
             sql::clear_all_derived(conn, path)?;
             for sid in sql::all_sids(conn, path)? {
                 derived::rebuild_session(conn, path, sid)?;
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::clock::SystemClock;
+
+    fn cache_size(store: &SessionStore) -> i64 {
+        lock(&store.inner.conns.writer)
+            .query_row("PRAGMA cache_size", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_bulk_write_has_a_large_cache_and_restores_the_connection_s_own() {
+        let store = SessionStore::open(StoreConfig {
+            location: StoreLocation::Memory,
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(IdSource::seeded(1)),
+            busy_timeout: Duration::from_secs(1),
+        })
+        .unwrap();
+        let before = cache_size(&store);
+        assert_ne!(before, -BULK_CACHE_KIB);
+        let inside: i64 = store
+            .write_bulk(|conn, path| {
+                conn.query_row("PRAGMA cache_size", [], |row| row.get(0))
+                    .at(path)
+            })
+            .unwrap();
+        assert_eq!(inside, -BULK_CACHE_KIB);
+        assert_eq!(cache_size(&store), before);
+        // A failed transaction (rolled back) restores it too.
+        let failed: Result<()> = store
+            .write_bulk(|conn, path| conn.execute_batch("SELECT * FROM no_such_table").at(path));
+        assert!(failed.is_err());
+        assert_eq!(cache_size(&store), before);
     }
 }

@@ -15,6 +15,8 @@
 //!
 //! Invariant: the pure parts (docs, query parsing, snippets) do no I/O.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::model::entry::{Entry, EntryKind};
@@ -27,38 +29,52 @@ pub const MAX_DOC_BYTES: usize = 256 * 1024;
 /// Most terms a query may have.
 pub const MAX_TERMS: usize = 64;
 
-/// One searchable unit of an entry.
+/// One searchable unit of an entry; its text borrows from the entry where it is one piece.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Doc {
+pub struct Doc<'a> {
     /// `user`, `assistant`, `tool` or `meta`.
     pub role: &'static str,
     /// `text`, `bash`, `thinking`, `tool_call`, `tool_result`, `custom`, `summary`, `name`.
     pub kind: &'static str,
     /// The text as it reads (before indexing transforms).
-    pub text: String,
+    pub text: Cow<'a, str>,
 }
 
-fn doc(role: &'static str, kind: &'static str, text: String) -> Option<Doc> {
+fn doc<'a>(role: &'static str, kind: &'static str, text: Cow<'a, str>) -> Option<Doc<'a>> {
     (!text.trim().is_empty()).then_some(Doc { role, kind, text })
 }
 
-fn blocks_text(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(ContentBlock::as_text)
-        .collect::<Vec<_>>()
-        .join("\n")
+/// The parts joined with LF (as `collect::<Vec<_>>().join("\n")`), borrowed when there is
+/// at most one part.
+fn joined<'a>(mut parts: impl Iterator<Item = &'a str>) -> Cow<'a, str> {
+    let Some(first) = parts.next() else {
+        return Cow::Borrowed("");
+    };
+    let Some(second) = parts.next() else {
+        return Cow::Borrowed(first);
+    };
+    let mut out = String::with_capacity(first.len() + second.len() + 1);
+    out.push_str(first);
+    for part in std::iter::once(second).chain(parts) {
+        out.push('\n');
+        out.push_str(part);
+    }
+    Cow::Owned(out)
 }
 
-fn content_text(content: &UserContent) -> String {
+fn blocks_text(blocks: &[ContentBlock]) -> Cow<'_, str> {
+    joined(blocks.iter().filter_map(ContentBlock::as_text))
+}
+
+fn content_text(content: &UserContent) -> Cow<'_, str> {
     match content {
-        UserContent::Text(text) => text.clone(),
+        UserContent::Text(text) => Cow::Borrowed(text),
         UserContent::Blocks(blocks) => blocks_text(blocks),
     }
 }
 
 /// Returns the documents an entry contributes to the index (the contract's role/kind table).
-pub fn docs_for(entry: &Entry) -> Vec<Doc> {
+pub fn docs_for(entry: &Entry) -> Vec<Doc<'_>> {
     let mut out = Vec::new();
     match &entry.kind {
         EntryKind::Message(message) => match message {
@@ -81,9 +97,9 @@ pub fn docs_for(entry: &Entry) -> Vec<Doc> {
                         ContentBlock::Image(_) | ContentBlock::Unknown(_) => {}
                     }
                 }
-                out.extend(doc("assistant", "text", text.join("\n")));
-                out.extend(doc("assistant", "thinking", thinking.join("\n")));
-                out.extend(doc("assistant", "tool_call", calls.join("\n")));
+                out.extend(doc("assistant", "text", joined(text.into_iter())));
+                out.extend(doc("assistant", "thinking", joined(thinking.into_iter())));
+                out.extend(doc("assistant", "tool_call", Cow::Owned(calls.join("\n"))));
             }
             AgentMessage::ToolResult(result) => {
                 out.extend(doc("tool", "tool_result", blocks_text(&result.content)))
@@ -91,26 +107,26 @@ pub fn docs_for(entry: &Entry) -> Vec<Doc> {
             AgentMessage::BashExecution(bash) => out.extend(doc(
                 "user",
                 "bash",
-                format!("{}\n{}", bash.command, bash.output),
+                Cow::Owned(format!("{}\n{}", bash.command, bash.output)),
             )),
             AgentMessage::Custom(custom) => {
                 out.extend(doc("meta", "custom", content_text(&custom.content)))
             }
             AgentMessage::BranchSummary(summary) => {
-                out.extend(doc("meta", "summary", summary.summary.clone()))
+                out.extend(doc("meta", "summary", Cow::Borrowed(&summary.summary)))
             }
             AgentMessage::CompactionSummary(summary) => {
-                out.extend(doc("meta", "summary", summary.summary.clone()))
+                out.extend(doc("meta", "summary", Cow::Borrowed(&summary.summary)))
             }
             AgentMessage::Unknown(value) => {
                 // Legacy roles (e.g. a v2 `hookMessage` kept as it was): index their content.
                 if let Some(content) = value.get("content") {
                     let text = match content {
-                        Value::String(text) => text.clone(),
+                        Value::String(text) => Cow::Borrowed(text.as_str()),
                         Value::Array(_) => serde_json::from_value::<UserContent>(content.clone())
-                            .map(|content| content_text(&content))
+                            .map(|content| Cow::Owned(content_text(&content).into_owned()))
                             .unwrap_or_default(),
-                        _ => String::new(),
+                        _ => Cow::Borrowed(""),
                     };
                     out.extend(doc("meta", "custom", text));
                 }
@@ -120,14 +136,16 @@ pub fn docs_for(entry: &Entry) -> Vec<Doc> {
             out.extend(doc("meta", "custom", content_text(content)))
         }
         EntryKind::Compaction(compaction) => {
-            out.extend(doc("meta", "summary", compaction.summary.clone()))
+            out.extend(doc("meta", "summary", Cow::Borrowed(&compaction.summary)))
         }
         EntryKind::BranchSummary(summary) => {
-            out.extend(doc("meta", "summary", summary.summary.clone()))
+            out.extend(doc("meta", "summary", Cow::Borrowed(&summary.summary)))
         }
-        EntryKind::SessionInfo { name } => {
-            out.extend(doc("meta", "name", name.clone().unwrap_or_default()))
-        }
+        EntryKind::SessionInfo { name } => out.extend(doc(
+            "meta",
+            "name",
+            Cow::Borrowed(name.as_deref().unwrap_or_default()),
+        )),
         EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
         | EntryKind::Custom { .. }
@@ -155,11 +173,13 @@ fn is_word_char(ch: char) -> bool {
 
 /// Rewrites text for indexing: every run of CJK characters becomes its overlapping bigrams
 /// separated by spaces (a single character stays as it is); everything else is unchanged.
-/// Cut at [`MAX_DOC_BYTES`].
-pub fn index_text(text: &str) -> String {
+/// Cut at [`MAX_DOC_BYTES`]. Text without CJK (the common case) is borrowed, not copied.
+pub fn index_text(text: &str) -> Cow<'_, str> {
     let text = cut(text, MAX_DOC_BYTES);
-    if !text.chars().any(is_cjk) {
-        return text.to_owned();
+    // Every CJK range starts at U+3040 or above, whose UTF-8 lead byte is 0xE3 or above: a
+    // byte scan (vectorised) rules out most texts without decoding characters.
+    if !text.bytes().any(|byte| byte >= 0xE3) || !text.chars().any(is_cjk) {
+        return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() * 2);
     let mut run: Vec<char> = Vec::new();
@@ -189,7 +209,7 @@ pub fn index_text(text: &str) -> String {
         }
     }
     flush(&mut run, &mut out);
-    out
+    Cow::Owned(out)
 }
 
 fn cut(text: &str, max: usize) -> &str {
@@ -779,6 +799,33 @@ mod tests {
     }
 
     #[test]
+    fn joined_parts_equal_a_join_and_one_part_is_borrowed() {
+        for parts in [
+            vec![],
+            vec!["one"],
+            vec!["one", "two"],
+            vec!["", "two", ""],
+            vec!["a", "b", "c"],
+        ] {
+            assert_eq!(joined(parts.iter().copied()), parts.join("\n"), "{parts:?}");
+        }
+        assert!(matches!(joined(["one"].into_iter()), Cow::Borrowed("one")));
+    }
+
+    #[test]
+    fn text_without_cjk_is_indexed_as_it_is_without_a_copy() {
+        // Non-ASCII below U+3040 (Latin, dashes, euro sign) and above it (emoji) but no CJK.
+        for text in ["plain text", "Köln — “quoted” 5 €", "done 🎉 ok", ""] {
+            assert!(
+                matches!(index_text(text), Cow::Borrowed(same) if same == text),
+                "{text}"
+            );
+        }
+        assert!(matches!(index_text("错误"), Cow::Owned(_)));
+        assert_eq!(index_text("안녕하세요").split_whitespace().count(), 4);
+    }
+
+    #[test]
     fn cjk_runs_become_bigrams() {
         let tokens = |text: &str| {
             index_text(text)
@@ -1058,7 +1105,7 @@ impl SessionStore {
                     .unwrap_or_default()
                     .into_iter()
                     .find(|doc| doc.kind == candidate.kind && doc.role == candidate.role)
-                    .map(|doc| doc.text)
+                    .map(|doc| doc.text.into_owned())
                     .unwrap_or_default();
                 let on_active_path = active.contains(conn, path, candidate.sid, candidate.seq)?;
                 hits.push(SearchHit {

@@ -767,7 +767,7 @@ pub fn insert_search_doc(
     path: &str,
     sid: i64,
     seq: i64,
-    doc: &crate::store::search::Doc,
+    doc: &crate::store::search::Doc<'_>,
     ts: i64,
 ) -> Result<()> {
     conn.prepare_cached(
