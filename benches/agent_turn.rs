@@ -2,7 +2,7 @@
 //! the fsyncs, on a 100-turn scripted conversation; and the durable commits per turn.
 //!
 //! ```text
-//! cargo bench --bench agent_turn [-- ROUNDS] [chat|small|growing]
+//! cargo bench --bench agent_turn [-- ROUNDS] [chat|small|growing] [tmpfs]
 //! ```
 //!
 //! The provider is this same binary re-executed as a separate process (`--serve`): a minimal
@@ -126,6 +126,9 @@ fn main() {
                 ("disk (fsync)", Some(std::env::temp_dir())),
             ] {
                 let Some(base) = base else { continue };
+                if args.iter().any(|arg| arg == "tmpfs") && !label.starts_with("tmpfs") {
+                    continue;
+                }
                 let figures = runtime.block_on(run_once(&base, scenario, round as u64));
                 println!(
                     "{:<16} {:<22} {:>9.3} ms {:>9.3} ms {:>9.3} ms {:>5.2} ({} entries) {:>9.3} ms",
