@@ -96,11 +96,19 @@ fn main() {
         return;
     }
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(3);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // As `pi` runs (`cli/startup.rs`): two workers; `PI_BENCH_CURRENT_THREAD=1` compares a
+    // single-threaded runtime.
+    let runtime = if std::env::var_os("PI_BENCH_CURRENT_THREAD").is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    }
+    .expect("runtime");
     let shm = Path::new("/dev/shm");
     println!(
         "100 turns per row after one warm-up prompt: chat = 100 prompts answered at once; the \
