@@ -75,7 +75,10 @@ impl Scenario {
 
     fn prompts(self) -> usize {
         match self {
-            Self::Chat => 100,
+            Self::Chat => std::env::var("PI_BENCH_CHAT_PROMPTS")
+                .ok()
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(100),
             Self::Small | Self::Growing => PROMPTS,
         }
     }

@@ -70,12 +70,13 @@ pub trait LoopHooks: Send + Sync {
         model: &'a Model,
     ) -> BoxFuture<'a, Result<StreamOptions, AiError>>;
 
-    /// Rewrites the transcript before a model call (not persisted); default: unchanged.
+    /// Returns the transcript rewritten for the next model call (not persisted), or `None` to
+    /// send it as it is; default: `None`.
     fn transform_context<'a>(
         &'a self,
-        messages: Vec<AgentMessage>,
-    ) -> BoxFuture<'a, Vec<AgentMessage>> {
-        Box::pin(async move { messages })
+        _messages: &'a [AgentMessage],
+    ) -> BoxFuture<'a, Option<Vec<AgentMessage>>> {
+        Box::pin(async { None })
     }
 
     /// Converts the transcript for the model; default: the reference's `convertToLlm`.
@@ -322,8 +323,9 @@ async fn stream_assistant(
     hooks: &dyn LoopHooks,
     cancel: &CancellationToken,
 ) -> AssistantMessage {
-    let messages = hooks.transform_context(context.to_vec()).await;
-    let llm_messages = hooks.convert_to_llm(&messages);
+    // The context is copied only when a hook rewrites it.
+    let transformed = hooks.transform_context(context).await;
+    let llm_messages = hooks.convert_to_llm(transformed.as_deref().unwrap_or(context));
     let options = match hooks.stream_options(&config.model).await {
         Ok(options) => options,
         Err(error) => {

@@ -417,6 +417,7 @@ pub fn convert_messages(
     cache: Option<&Value>,
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
+    let transformed: Vec<&LlmMessage> = transformed.iter().map(|message| &**message).collect();
     let mut params: Vec<Value> = Vec::with_capacity(transformed.len());
     let mut idx = 0;
     while idx < transformed.len() {

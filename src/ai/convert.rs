@@ -15,6 +15,7 @@
 //!
 //! Invariant: pure functions; the input is never modified.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Map;
@@ -191,57 +192,78 @@ fn replace_images(content: &[ContentBlock], placeholder: &str) -> Vec<ContentBlo
 /// The provider normalisation applied to every request (the reference's
 /// `transformMessages`); `normalize_id` maps a tool-call id from another model to one the
 /// target protocol accepts.
-pub fn transform_messages(
-    messages: &[LlmMessage],
+///
+/// Messages the normalisation leaves as they are are borrowed, not copied (every request
+/// carries the whole context).
+pub fn transform_messages<'a>(
+    messages: &'a [LlmMessage],
     model: &Model,
     normalize_id: &dyn Fn(&str) -> String,
-) -> Vec<LlmMessage> {
+) -> Vec<Cow<'a, LlmMessage>> {
     let accepts_images = model.accepts_images();
+    let has_image = |blocks: &[ContentBlock]| {
+        blocks
+            .iter()
+            .any(|block| matches!(block, ContentBlock::Image(_)))
+    };
     let mut id_map: HashMap<String, String> = HashMap::new();
-    let mut transformed = Vec::with_capacity(messages.len());
+    let mut transformed: Vec<Cow<'a, LlmMessage>> = Vec::with_capacity(messages.len());
     for message in messages {
         let message = match message {
-            LlmMessage::User(user) => {
-                let mut user = user.clone();
-                if !accepts_images && let UserContent::Blocks(blocks) = &user.content {
+            LlmMessage::User(user) => match &user.content {
+                UserContent::Blocks(blocks) if !accepts_images && has_image(blocks) => {
+                    let mut user = user.clone();
                     user.content = UserContent::Blocks(replace_images(
                         blocks,
                         NON_VISION_USER_IMAGE_PLACEHOLDER,
                     ));
+                    Cow::Owned(LlmMessage::User(user))
                 }
-                LlmMessage::User(user)
-            }
+                _ => Cow::Borrowed(message),
+            },
             LlmMessage::ToolResult(result) => {
-                let mut result = result.clone();
-                if !accepts_images {
-                    result.content =
-                        replace_images(&result.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
+                let mapped = id_map.get(&result.tool_call_id);
+                let replace = !accepts_images && has_image(&result.content);
+                if mapped.is_none() && !replace {
+                    Cow::Borrowed(message)
+                } else {
+                    let mut result = result.clone();
+                    if replace {
+                        result.content =
+                            replace_images(&result.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
+                    }
+                    if let Some(mapped) = mapped {
+                        result.tool_call_id = mapped.clone();
+                    }
+                    Cow::Owned(LlmMessage::ToolResult(result))
                 }
-                if let Some(mapped) = id_map.get(&result.tool_call_id) {
-                    result.tool_call_id = mapped.clone();
-                }
-                LlmMessage::ToolResult(result)
             }
-            LlmMessage::Assistant(assistant) => LlmMessage::Assistant(transform_assistant(
-                assistant,
-                model,
-                normalize_id,
-                &mut id_map,
-            )),
+            LlmMessage::Assistant(assistant) => {
+                if assistant_unchanged(assistant, model) {
+                    Cow::Borrowed(message)
+                } else {
+                    Cow::Owned(LlmMessage::Assistant(transform_assistant(
+                        assistant,
+                        model,
+                        normalize_id,
+                        &mut id_map,
+                    )))
+                }
+            }
         };
         transformed.push(message);
     }
 
     // Second pass: skip failed turns, add results for tool calls that never got one.
-    let mut result = Vec::with_capacity(transformed.len());
+    let mut result: Vec<Cow<'a, LlmMessage>> = Vec::with_capacity(transformed.len());
     let mut pending: Vec<(String, String)> = Vec::new();
     let mut answered: HashSet<String> = HashSet::new();
-    let flush = |result: &mut Vec<LlmMessage>,
+    let flush = |result: &mut Vec<Cow<'a, LlmMessage>>,
                  pending: &mut Vec<(String, String)>,
                  answered: &mut HashSet<String>| {
         for (id, name) in pending.drain(..) {
             if !answered.contains(&id) {
-                result.push(LlmMessage::ToolResult(ToolResultMessage {
+                result.push(Cow::Owned(LlmMessage::ToolResult(ToolResultMessage {
                     tool_call_id: id,
                     tool_name: name,
                     content: vec![ContentBlock::text("No result provided")],
@@ -249,13 +271,13 @@ pub fn transform_messages(
                     is_error: true,
                     timestamp: 0,
                     extra: Map::new(),
-                }));
+                })));
             }
         }
         answered.clear();
     };
     for message in transformed {
-        match &message {
+        match &*message {
             LlmMessage::Assistant(assistant) => {
                 flush(&mut result, &mut pending, &mut answered);
                 if matches!(
@@ -286,6 +308,26 @@ pub fn transform_messages(
     }
     flush(&mut result, &mut pending, &mut answered);
     result
+}
+
+/// Whether [`transform_assistant`] would return `assistant` unchanged: it comes from this
+/// very model (so nothing is normalised) and has no empty thinking block to drop.
+fn assistant_unchanged(assistant: &AssistantMessage, model: &Model) -> bool {
+    let same_model = assistant.provider == model.provider
+        && assistant.api == model.api
+        && assistant.model == model.id;
+    same_model
+        && assistant.content.iter().all(|block| match block {
+            ContentBlock::Thinking(thinking) => {
+                thinking.redacted == Some(true)
+                    || thinking
+                        .thinking_signature
+                        .as_deref()
+                        .is_some_and(|sig| !sig.is_empty())
+                    || !thinking.thinking.trim().is_empty()
+            }
+            _ => true,
+        })
 }
 
 fn transform_assistant(
@@ -471,8 +513,22 @@ mod tests {
         };
         let out = transform_messages(&messages, &model, &normalize);
         assert_eq!(out.len(), 6);
+        // What the normalisation leaves alone is borrowed; what it changes is a copy.
+        assert!(matches!(out[0], Cow::Borrowed(_)), "the user message");
+        assert!(
+            matches!(out[1], Cow::Owned(_)),
+            "another model's assistant message"
+        );
+        assert!(
+            matches!(out[2], Cow::Owned(_)),
+            "a result whose call id was mapped"
+        );
+        assert!(
+            matches!(out[3], Cow::Borrowed(_)),
+            "this model's assistant message"
+        );
         assert_eq!(texts(&out[1]), ["hmm", "<call call_ABC___>"]);
-        let LlmMessage::Assistant(first) = &out[1] else {
+        let LlmMessage::Assistant(first) = &*out[1] else {
             panic!()
         };
         assert!(
@@ -480,13 +536,13 @@ mod tests {
                 .tool_calls()
                 .all(|call| call.thought_signature.is_none())
         );
-        let LlmMessage::ToolResult(result) = &out[2] else {
+        let LlmMessage::ToolResult(result) = &*out[2] else {
             panic!()
         };
         assert_eq!(result.tool_call_id, "call_ABC___");
         // The orphaned call t2 gets a synthetic result before the next user message; the
         // aborted turn is dropped.
-        let LlmMessage::ToolResult(synthetic) = &out[4] else {
+        let LlmMessage::ToolResult(synthetic) = &*out[4] else {
             panic!("{:?}", out[4])
         };
         assert_eq!(synthetic.tool_call_id, "t2");

@@ -524,7 +524,8 @@ fn image_url(block: &crate::model::message::ImageContent) -> Value {
 /// Maps the conversation to chat-completions messages (the reference's `convertMessages`).
 pub fn convert_messages(model: &Model, request: &Request, compat: &OpenAiCompat) -> Vec<Value> {
     let normalize = |id: &str| normalize_tool_call_id(model, id);
-    let messages = transform_messages(&request.messages, model, &normalize);
+    let transformed = transform_messages(&request.messages, model, &normalize);
+    let messages: Vec<&LlmMessage> = transformed.iter().map(|message| &**message).collect();
     let mut params: Vec<Value> = Vec::with_capacity(messages.len() + 1);
     if !request.system_prompt.is_empty() {
         let role = if model.reasoning && compat.supports_developer_role {

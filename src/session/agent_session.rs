@@ -2330,14 +2330,14 @@ impl LoopHooks for RunHooks<'_> {
 
     fn transform_context<'a>(
         &'a self,
-        messages: Vec<AgentMessage>,
-    ) -> BoxFuture<'a, Vec<AgentMessage>> {
+        messages: &'a [AgentMessage],
+    ) -> BoxFuture<'a, Option<Vec<AgentMessage>>> {
         Box::pin(async move {
             let bus = self.session.bus();
             if bus.has_handlers("context") {
-                bus.emit_context(messages).await
+                Some(bus.emit_context(messages.to_vec()).await)
             } else {
-                messages
+                None
             }
         })
     }
