@@ -1057,6 +1057,19 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
         "Project B rules: answer briefly.\n",
     )
     .unwrap();
+    // A skill that project B's own settings point at.
+    std::fs::create_dir_all(project.join(".pi")).unwrap();
+    std::fs::write(
+        project.join(".pi/settings.json"),
+        r#"{"skills": ["../team-skills"]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.join("team-skills/deploy")).unwrap();
+    std::fs::write(
+        project.join("team-skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Deploys project B to staging.\n---\nRun make deploy.\n",
+    )
+    .unwrap();
     let project = project.canonicalize().unwrap();
     let header = json!({"type": "session", "version": 3, "id": "0b7c2a10-5555-4666-8777-888888888888",
                         "timestamp": "2026-01-01T00:00:00.000Z", "cwd": project.to_string_lossy()});
@@ -1083,8 +1096,9 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
     let system = requests[0].json()["messages"][0]["content"].to_string();
     assert!(
         system.contains("Project B rules: answer briefly.")
-            && system.contains(&*project.to_string_lossy()),
-        "the system prompt is built in project B: {system}"
+            && system.contains(&*project.to_string_lossy())
+            && system.contains("Deploys project B to staging."),
+        "the system prompt is built in project B, with its settings' skill: {system}"
     );
     let second = requests[1].json().to_string();
     assert!(
