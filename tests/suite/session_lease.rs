@@ -662,3 +662,70 @@ async fn the_session_layer_holds_refuses_opens_read_only_and_takes_over() {
     reader.shutdown().await;
     assert_eq!(harness.store.lease_holder(&session).unwrap(), None);
 }
+
+/// Entries kept in memory are saved to a rescue file when their session is left, even when
+/// the session can no longer be read from the store (here: another process deleted it) — a
+/// header of the same session then stands in for the export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_entries_are_rescued_even_when_the_session_cannot_be_read_any_more() {
+    use pi::session::{AgentSession, OpenAccess, PromptOptions, SessionTarget};
+
+    let harness = crate::common::agent::Harness::new(vec![MockResponse::sse(sse::openai_text(
+        "Stored answer.",
+    ))]);
+    let (writer, _) = AgentSession::open(
+        harness.config(),
+        SessionTarget::New {
+            parent_session: None,
+        },
+    )
+    .await
+    .unwrap();
+    writer
+        .prompt("hello", PromptOptions::default())
+        .await
+        .unwrap();
+    let session = writer.session_id().await;
+
+    let rescue_dir = harness.env.dir.path().join("unsaved");
+    let mut other = harness.config();
+    other.store = crate::common::open_store(&harness.env.db(), 78);
+    other.settings.lease.rescue_dir = Some(rescue_dir.clone());
+    let (reader, _) = AgentSession::open_with(
+        other,
+        SessionTarget::Open(session.clone()),
+        OpenAccess::ReadOnly,
+    )
+    .await
+    .unwrap();
+    reader.set_session_name("kept name").await.unwrap();
+    let kept = reader.unsaved_lines().await;
+    assert_eq!(kept.len(), 1);
+    writer.shutdown().await;
+    harness.store.delete_session(&session).unwrap();
+
+    let mut events = reader.subscribe();
+    reader.shutdown().await;
+    let files: Vec<_> = std::fs::read_dir(&rescue_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let header: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(header["type"], "session");
+    assert_eq!(header["id"], session.as_str());
+    assert_eq!(lines[1].as_bytes(), kept[0].as_slice());
+    let mut notices = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        notices.push(format!("{event:?}"));
+    }
+    assert!(
+        notices
+            .iter()
+            .any(|notice| notice.contains("saved with the session to")),
+        "{notices:?}"
+    );
+}

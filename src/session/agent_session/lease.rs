@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentSession, SessionError, SessionTarget, lock};
+use crate::model::entry::SessionHeader;
 use crate::model::ids::SessionId;
 use crate::session::events::NoticeLevel;
 use crate::session::persist::{Persistence, blocking};
@@ -377,8 +378,9 @@ impl AgentSession {
     }
 
     /// Saves `lines` (entries the store refused) after the stored session as one JSONL file
-    /// in the rescue directory: the session's export, then the kept lines, so that `pi import`
-    /// merges exactly the kept entries back by union. `None` without a rescue directory.
+    /// in the rescue directory: the session's export (or, when the store cannot be read, a
+    /// header of the same session), then the kept lines, so that `pi import` merges exactly
+    /// the kept entries back by union. `None` without a rescue directory.
     async fn rescue(
         &self,
         session: &SessionId,
@@ -388,11 +390,22 @@ impl AgentSession {
         let store = self.store().clone();
         let session = session.clone();
         let stamp = self.config().clock.now_ms();
+        // When the store cannot even be read, a header of our own stands in for the export:
+        // `pi import` merges by the session id and ignores the header's other fields.
+        let fallback_header = SessionHeader::new(
+            session.clone(),
+            crate::support::clock::iso_from_ms(stamp),
+            self.cwd().to_string_lossy().into_owned(),
+            None,
+        )
+        .to_line();
         let result = tokio::task::spawn_blocking(move || {
             let mut file = Vec::new();
-            store
-                .export_jsonl(&session, &mut file)
-                .map_err(|error| error.to_string())?;
+            if store.export_jsonl(&session, &mut file).is_err() {
+                file.clear();
+                file.extend_from_slice(fallback_header.as_bytes());
+                file.push(b'\n');
+            }
             for line in lines {
                 file.extend_from_slice(&line);
                 file.push(b'\n');
