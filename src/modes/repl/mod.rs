@@ -163,6 +163,10 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         }
         Err(signal) => {
             session.abort();
+            // Nobody will answer an extension's dialog now: refuse new ones and drop the
+            // pending ones, so their callers get the default answer at once.
+            repl.ui_requests.close();
+            while repl.ui_requests.try_recv().is_ok() {}
             session.shutdown().await;
             let _ = repl.drain_events();
             // The editor thread may be blocked reading the terminal in raw mode: leave it
