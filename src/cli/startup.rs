@@ -192,8 +192,29 @@ fn extensions_config(
             extensions::DEFAULT_TIMEOUT,
             std::time::Duration::from_millis,
         );
+    // `-e` paths keep meaning what they meant here when the runtime moves to a session of
+    // another directory (which then brings its own project extensions).
+    let cli_paths = args
+        .extensions
+        .iter()
+        .map(|value| {
+            let path = Path::new(value);
+            if value.starts_with('~') || path.is_absolute() {
+                value.clone()
+            } else {
+                env.cwd().join(path).to_string_lossy().into_owned()
+            }
+        })
+        .collect();
     ExtensionsConfig {
         executables: found.executables,
+        rediscovery: Some(extensions::Rediscovery {
+            agent_dir: agent_dir.to_path_buf(),
+            home: env.home().map(Path::to_path_buf),
+            cli_paths,
+            user_settings: user,
+            discover: !args.no_extensions,
+        }),
         timeout,
         env: env
             .vars()

@@ -380,6 +380,9 @@ struct Inner {
     /// The runtime's working directory: the startup one, then the cwd of each stored session
     /// loaded (when it exists), as the reference builds its runtime in the session's cwd.
     cwd: Mutex<PathBuf>,
+    /// The executable extensions of the runtime's directory when it moved away from the
+    /// startup one (`None`: the configured list).
+    executables: Mutex<Option<Vec<crate::session::extensions::ExecutableExtension>>>,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -550,6 +553,7 @@ impl AgentSession {
                 background: Background::default(),
                 lease: Mutex::new(lease::LeaseState::Unleased),
                 cwd: Mutex::new(startup_cwd),
+                executables: Mutex::new(None),
             }
         });
         let session = Self { inner };
@@ -610,7 +614,7 @@ impl AgentSession {
                 if !summary.cwd.is_empty() {
                     let session_cwd = std::path::Path::new(&summary.cwd);
                     if session_cwd.is_dir() {
-                        self.relocate(session_cwd);
+                        report.notices.extend(self.relocate(session_cwd));
                     } else {
                         report.notices.push(format!(
                             "The session's working directory {} does not exist; continuing in {}",
@@ -1087,16 +1091,34 @@ impl AgentSession {
     }
 
     /// Moves the runtime to `cwd`: the resources (context files, project skills and templates)
-    /// are loaded again for it; the next extensions start there.
-    fn relocate(&self, cwd: &std::path::Path) {
+    /// are loaded again for it, and the next extensions are that project's and start there.
+    /// Returns notices (extensions that cannot be used, reference extensions skipped).
+    fn relocate(&self, cwd: &std::path::Path) -> Vec<String> {
         {
             let mut current = lock(&self.inner.cwd);
             if current.as_path() == cwd {
-                return;
+                return Vec::new();
             }
             *current = cwd.to_path_buf();
         }
         lock(&self.config().resources).relocate(cwd);
+        let Some(rediscovery) = &self.config().extensions.rediscovery else {
+            return Vec::new();
+        };
+        let found = rediscovery.discover(cwd);
+        let mut notices = found.problems.clone();
+        notices.extend(found.skipped_notice());
+        *lock(&self.inner.executables) = Some(found.executables);
+        notices
+    }
+
+    /// The extensions configuration of the current runtime (its directory's executables).
+    pub(crate) fn extensions_config(&self) -> ExtensionsConfig {
+        let mut config = self.config().extensions.clone();
+        if let Some(executables) = lock(&self.inner.executables).clone() {
+            config.executables = executables;
+        }
+        config
     }
 
     /// Returns the transcript.

@@ -1070,6 +1070,22 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
         "---\nname: deploy\ndescription: Deploys project B to staging.\n---\nRun make deploy.\n",
     )
     .unwrap();
+    // An extension of project B's own: it says where it started.
+    std::fs::create_dir_all(project.join(".pi/extensions")).unwrap();
+    let extension = project.join(".pi/extensions/where.py");
+    std::fs::write(
+        &extension,
+        "#!/usr/bin/env python3\nimport os, sys\nsys.path.insert(0, os.environ[\"PI_EXAMPLES\"])\n\
+         from pi_extension import Extension\next = Extension(\"where\")\n\
+         @ext.on(\"session_start\")\ndef started(event):\n    \
+         open(os.path.join(os.getcwd(), \"extension-started-here\"), \"a\").write(event[\"reason\"] + \"\\n\")\n\
+         ext.run()\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let project = project.canonicalize().unwrap();
     let header = json!({"type": "session", "version": 3, "id": "0b7c2a10-5555-4666-8777-888888888888",
                         "timestamp": "2026-01-01T00:00:00.000Z", "cwd": project.to_string_lossy()});
@@ -1080,16 +1096,26 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
         format!("{header}\n{user}\n"),
     )
     .unwrap();
-    let mut rpc = Rpc::start(&env, &[]);
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    let mut rpc = Rpc::start_with_env(&env, &[], &[("PI_EXAMPLES", &examples.to_string_lossy())]);
     let here = rpc.ok(json!({"type": "bash", "command": "pwd"}));
     assert_eq!(
         here["output"],
         format!("{}\n", env.workspace.canonicalize().unwrap().display())
     );
 
+    assert!(
+        !project.join("extension-started-here").exists(),
+        "project B's extension is not the startup directory's"
+    );
     rpc.ok(json!({"type": "switch_session", "sessionPath": "project-b.jsonl"}));
     let there = rpc.ok(json!({"type": "bash", "command": "pwd"}));
     assert_eq!(there["output"], format!("{}\n", project.display()));
+    assert_eq!(
+        std::fs::read_to_string(project.join("extension-started-here")).unwrap(),
+        "resume\n",
+        "project B's own extension started there"
+    );
     rpc.prompt_and_wait("Where are we?");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);

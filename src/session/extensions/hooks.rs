@@ -95,7 +95,7 @@ impl AgentSession {
             cwd.clone(),
             config.extensions.env.clone(),
         );
-        let loaded = extensions::load(&config.extensions, &ctx, &cwd).await;
+        let loaded = extensions::load(&self.extensions_config(), &ctx, &cwd).await;
         let bus = Arc::new(ExtensionBus::new(loaded, ctx, config.extensions.timeout));
         self.install_extensions(bus.clone());
         bus

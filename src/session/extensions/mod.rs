@@ -62,6 +62,9 @@ pub struct ExtensionsConfig {
     pub ui: Arc<dyn ExtensionUi>,
     /// The environment extension processes and `exec` get (pi's own).
     pub env: Vec<(OsString, OsString)>,
+    /// How `executables` were found, so that a runtime moved to another project's directory
+    /// finds that project's extensions (`None`: the list stays as it is).
+    pub rediscovery: Option<Rediscovery>,
 }
 
 impl Default for ExtensionsConfig {
@@ -72,7 +75,40 @@ impl Default for ExtensionsConfig {
             timeout: DEFAULT_TIMEOUT,
             ui: Arc::new(NoUi),
             env: Vec::new(),
+            rediscovery: None,
         }
+    }
+}
+
+/// The inputs of [`discovery::discover`] that do not depend on the working directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rediscovery {
+    /// The agent directory.
+    pub agent_dir: std::path::PathBuf,
+    /// The home directory, for `~/`.
+    pub home: Option<std::path::PathBuf>,
+    /// `-e` values, resolved against the startup directory.
+    pub cli_paths: Vec<String>,
+    /// `executableExtensions` of `<agent dir>/settings.json`.
+    pub user_settings: Vec<String>,
+    /// False with `--no-extensions`.
+    pub discover: bool,
+}
+
+impl Rediscovery {
+    /// Discovers the executable extensions of a runtime in `cwd` (its project's
+    /// `.pi/extensions/` and `executableExtensions` entries, with the user's and `-e`).
+    pub fn discover(&self, cwd: &Path) -> discovery::Discovered {
+        let project = discovery::project_entries(cwd);
+        discovery::discover(&discovery::DiscoveryInput {
+            cwd,
+            agent_dir: &self.agent_dir,
+            home: self.home.as_deref(),
+            cli_paths: &self.cli_paths,
+            project_settings: &project,
+            user_settings: &self.user_settings,
+            discover: self.discover,
+        })
     }
 }
 
