@@ -148,17 +148,7 @@ pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
 
 /// The `executableExtensions` list of one settings scope.
 fn executable_extensions(settings: &Settings, scope: Scope) -> Vec<String> {
-    settings
-        .scope_object(scope)
-        .get("executableExtensions")
-        .and_then(serde_json::Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    extensions::discovery::executable_entries(&settings.scope_object(scope))
 }
 
 /// Finds the executable extensions (`-e`, settings `executableExtensions`, the extension

@@ -1101,11 +1101,12 @@ impl AgentSession {
             }
             *current = cwd.to_path_buf();
         }
-        lock(&self.config().resources).relocate(cwd);
+        let project_settings = crate::session::settings::read_project_settings(cwd);
+        lock(&self.config().resources).relocate(cwd, &project_settings);
         let Some(rediscovery) = &self.config().extensions.rediscovery else {
             return Vec::new();
         };
-        let found = rediscovery.discover(cwd);
+        let found = rediscovery.discover(cwd, &project_settings);
         let mut notices = found.problems.clone();
         notices.extend(found.skipped_notice());
         *lock(&self.inner.executables) = Some(found.executables);

@@ -151,3 +151,12 @@ impl SettingsSink for NoSettingsSink {
     fn set_steering_mode(&self, _mode: QueueMode) {}
     fn set_follow_up_mode(&self, _mode: QueueMode) {}
 }
+
+/// Reads `<cwd>/.pi/settings.json` for a runtime moved to `cwd` (`Null` when the file is
+/// missing or not JSON; at startup `cli/settings.rs` loads it and reports such files).
+pub fn read_project_settings(cwd: &std::path::Path) -> serde_json::Value {
+    std::fs::read(cwd.join(".pi").join("settings.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or(serde_json::Value::Null)
+}

@@ -597,14 +597,11 @@ async fn the_session_layer_holds_refuses_opens_read_only_and_takes_over() {
     let harness = crate::common::agent::Harness::new(vec![MockResponse::sse(sse::openai_text(
         "Stored answer.",
     ))]);
-    let (writer, _) = AgentSession::open(
-        harness.config(),
-        SessionTarget::New {
+    let writer = harness
+        .open(SessionTarget::New {
             parent_session: None,
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await;
     assert!(
         !writer.holds_lease(),
         "nothing to hold before the first write"
@@ -673,14 +670,11 @@ async fn kept_entries_are_rescued_even_when_the_session_cannot_be_read_any_more(
     let harness = crate::common::agent::Harness::new(vec![MockResponse::sse(sse::openai_text(
         "Stored answer.",
     ))]);
-    let (writer, _) = AgentSession::open(
-        harness.config(),
-        SessionTarget::New {
+    let writer = harness
+        .open(SessionTarget::New {
             parent_session: None,
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await;
     writer
         .prompt("hello", PromptOptions::default())
         .await

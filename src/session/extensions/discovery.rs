@@ -226,22 +226,16 @@ impl Collector {
     }
 }
 
-/// The `executableExtensions` entries of `<cwd>/.pi/settings.json` (none when the file is
-/// missing or not JSON; the startup path reports such files through the settings loader).
-pub fn project_entries(cwd: &Path) -> Vec<String> {
-    std::fs::read(cwd.join(".pi").join("settings.json"))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-        .and_then(|settings| {
-            settings
-                .get("executableExtensions")
-                .and_then(serde_json::Value::as_array)
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(|item| item.as_str().map(str::to_owned))
-                        .collect()
-                })
+/// The `executableExtensions` entries of a parsed `settings.json` (non-strings ignored).
+pub fn executable_entries(settings: &serde_json::Value) -> Vec<String> {
+    settings
+        .get("executableExtensions")
+        .and_then(serde_json::Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_owned))
+                .collect()
         })
         .unwrap_or_default()
 }

@@ -97,9 +97,14 @@ pub struct Rediscovery {
 
 impl Rediscovery {
     /// Discovers the executable extensions of a runtime in `cwd` (its project's
-    /// `.pi/extensions/` and `executableExtensions` entries, with the user's and `-e`).
-    pub fn discover(&self, cwd: &Path) -> discovery::Discovered {
-        let project = discovery::project_entries(cwd);
+    /// `.pi/extensions/` and the `executableExtensions` entries of its `project_settings`,
+    /// with the user's and `-e`).
+    pub fn discover(
+        &self,
+        cwd: &Path,
+        project_settings: &serde_json::Value,
+    ) -> discovery::Discovered {
+        let project = discovery::executable_entries(project_settings);
         discovery::discover(&discovery::DiscoveryInput {
             cwd,
             agent_dir: &self.agent_dir,

@@ -349,12 +349,12 @@ impl Resources {
     }
 
     /// Loads everything again for another working directory (a session of another project
-    /// was opened: the reference builds its runtime in the session's cwd), with that project's
-    /// `skills`/`prompts` settings entries. Values given on
+    /// was opened: the reference builds its runtime in the session's cwd), with the
+    /// `skills`/`prompts` entries of that project's parsed `settings.json`. Values given on
     /// the command line keep meaning what they meant at startup: `--skill` and
     /// `--prompt-template` paths, and `--system-prompt` / `--append-system-prompt` values
     /// naming files, are resolved against the previous directory first.
-    pub fn relocate(&mut self, cwd: &Path) {
+    pub fn relocate(&mut self, cwd: &Path, project_settings: &serde_json::Value) {
         if self.config.cwd == cwd {
             return;
         }
@@ -380,11 +380,7 @@ impl Resources {
         config.skill_paths = config.skill_paths.iter().map(absolute).collect();
         config.prompt_template_paths = config.prompt_template_paths.iter().map(absolute).collect();
         // The project's own `skills` / `prompts` entries (`<cwd>/.pi/settings.json`).
-        config.project_settings = std::fs::read(cwd.join(".pi").join("settings.json"))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-            .map(|settings| ScopeSettings::from_settings_json(&settings))
-            .unwrap_or_default();
+        config.project_settings = ScopeSettings::from_settings_json(project_settings);
         config.cwd = cwd.to_path_buf();
         *self = Self::load(config);
     }
