@@ -87,6 +87,14 @@ impl CliContext {
         )?)
     }
 
+    /// Opens the store for a command that only reads it (search, list, show, stats): one
+    /// read-only connection when the database exists and is up to date.
+    pub fn open_store_read_only(&self) -> Result<SessionStore> {
+        Ok(SessionStore::open_read_only(
+            self.env.store_config(self.db.as_deref()),
+        )?)
+    }
+
     /// Returns the colour style for stdout.
     pub fn style(&self) -> Style {
         Style::for_stdout(self.env.color_allowed())

@@ -166,7 +166,7 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
         .as_deref()
         .map(|value| parse_time(value, now_ms))
         .transpose()?;
-    let store = ctx.open_store()?;
+    let store = ctx.open_store_read_only()?;
     let session = args
         .session
         .as_deref()
@@ -295,7 +295,7 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         StatsKey::Cwd => StatsBy::Cwd,
         StatsKey::Session => StatsBy::Session,
     };
-    let store = ctx.open_store()?;
+    let store = ctx.open_store_read_only()?;
     let rows = store.usage_stats(by, since_ms)?;
     let mut out = output::stdout();
     if args.json {

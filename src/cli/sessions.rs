@@ -130,7 +130,7 @@ fn summary_json(summary: &SessionSummary) -> Value {
 }
 
 fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
-    let store = ctx.open_store()?;
+    let store = ctx.open_store_read_only()?;
     let scope = if args.all {
         ListScope::All
     } else {
@@ -259,7 +259,7 @@ fn run_rm(args: RmArgs, ctx: &CliContext) -> Result<()> {
 }
 
 fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
-    let store = ctx.open_store()?;
+    let store = ctx.open_store_read_only()?;
     let session = resolve(&store, &args.session)?;
     let leaf = match &args.leaf {
         Some(id) => LeafSelector::Entry(EntryId::new(id.as_str())),

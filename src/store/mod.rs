@@ -258,6 +258,25 @@ impl SessionStore {
         Ok(store)
     }
 
+    /// Opens the store for reading only when that is all a command needs: one read-only
+    /// connection, no writer and no reader pool (see `open::open_read_only`). Falls back to
+    /// [`Self::open`] for an in-memory store, a missing database file or pending migrations.
+    /// A write through the returned store fails with [`StoreError::ReadOnly`].
+    pub fn open_read_only(config: StoreConfig) -> Result<Self> {
+        match open::open_read_only(&config.location, config.busy_timeout)? {
+            Some(conns) => Ok(Self {
+                inner: Arc::new(Inner {
+                    conns,
+                    clock: config.clock,
+                    ids: config.ids,
+                    leases: lease::LeaseRegistry::default(),
+                    commits: std::sync::atomic::AtomicU64::new(0),
+                }),
+            }),
+            None => Self::open(config),
+        }
+    }
+
     /// Returns the database path (or `:memory:`), for messages.
     pub fn display_path(&self) -> &str {
         &self.inner.conns.display

@@ -132,6 +132,44 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     })
 }
 
+/// Opens an existing, up-to-date database file with one read-only connection and no writer
+/// or reader pool, for commands that only read (search, listing, showing, statistics): one
+/// schema parse and no pool threads at startup. Returns `None` when the ordinary [`open`] is
+/// needed instead — an in-memory store, a missing file, or a database whose migrations are
+/// pending (they need the writer); a database newer than this binary is refused as by [`open`].
+pub(crate) fn open_read_only(
+    location: &StoreLocation,
+    busy_timeout: Duration,
+) -> Result<Option<Connections>, StoreError> {
+    let StoreLocation::File(path) = location else {
+        return Ok(None);
+    };
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let display = path.display().to_string();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).at(&display)?;
+    init_connection(&conn, busy_timeout).at(&display)?;
+    let found = migrate::current_version(&conn, &display)?;
+    if found > migrate::latest_version() {
+        return Err(StoreError::NewerDatabase {
+            path: display,
+            found,
+            supported: migrate::latest_version(),
+        });
+    }
+    if found < migrate::latest_version() {
+        return Ok(None);
+    }
+    Ok(Some(Connections {
+        display,
+        writer: Mutex::new(conn),
+        readers: None,
+        needs_rebuild: false,
+    }))
+}
+
 fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
     let display = ":memory:".to_owned();
     let mut writer = Connection::open_in_memory().at(&display)?;

@@ -105,6 +105,16 @@ fn a_database_from_a_newer_pi_is_refused_and_left_untouched() {
         stderr.contains("newer") && stderr.contains("pi.db"),
         "{stderr}"
     );
+    // The read-only commands refuse it as well, and touch nothing either.
+    let output = env
+        .pi()
+        .args(["sessions", "search", "--all", "anything"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("newer"));
+    assert_eq!(std::fs::read(env.db()).unwrap(), before);
+    assert!(!env.db().with_extension("db-wal").exists());
 }
 
 #[test]

@@ -630,3 +630,53 @@ fn ancestor_tests_hold_on_deep_paths() {
             .any(|seq| store.on_active_path(&session, *seq).unwrap())
     );
 }
+
+#[test]
+fn a_read_only_store_reads_what_a_writer_appends_and_refuses_to_write() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use pi::store::{StoreConfig, StoreLocation};
+    use pi::support::clock::SystemClock;
+    use pi::support::ids::IdSource;
+
+    let env = TestEnv::new();
+    let config = || StoreConfig {
+        location: StoreLocation::File(env.db()),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(IdSource::seeded(7)),
+        busy_timeout: Duration::from_secs(10),
+    };
+    // No database yet: the read-only open falls back to the ordinary one, which creates it.
+    assert!(!env.db().exists());
+    drop(SessionStore::open_read_only(config()).unwrap());
+    assert!(env.db().exists());
+
+    let writer = SessionStore::open(config()).unwrap();
+    let session = writer
+        .create_session(&NewSession {
+            cwd: "/work".into(),
+            parent_session: None,
+        })
+        .unwrap();
+    let reader = SessionStore::open_read_only(config()).unwrap();
+    writer
+        .append_message(&session.id, user("first", 1))
+        .unwrap();
+    assert_eq!(reader.list(&ListScope::All).unwrap()[0].messages, 1);
+    // Each read is its own snapshot: an append after the reader opened is visible.
+    writer
+        .append_message(&session.id, user("second", 2))
+        .unwrap();
+    assert_eq!(reader.list(&ListScope::All).unwrap()[0].messages, 2);
+    match reader.create_session(&NewSession {
+        cwd: "/work".into(),
+        parent_session: None,
+    }) {
+        Err(StoreError::ReadOnly { detail, .. }) => {
+            assert!(detail.contains("read-only"), "{detail}")
+        }
+        other => panic!("expected a read-only refusal, got {other:?}"),
+    }
+    assert_eq!(writer.list(&ListScope::All).unwrap().len(), 1);
+}
