@@ -552,7 +552,7 @@ impl SessionStore {
     ) -> Result<StoredEntry> {
         let leaf_seq = sql::leaf(conn, path, sid)?;
         let parent_id = match leaf_seq {
-            Some(seq) => sql::entry_by_seq(conn, path, sid, seq)?.and_then(|row| row.id),
+            Some(seq) => sql::id_by_seq(conn, path, sid, seq)?.flatten(),
             None => None,
         };
         let mut lookup_error = None;

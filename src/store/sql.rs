@@ -348,6 +348,22 @@ pub fn entry_by_seq(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result
     .at(path)
 }
 
+/// Returns the id of one entry by seq (`None` inside when the line had no id), without reading
+/// its payload: an append looks up its parent's id this way, and a large tool result would
+/// otherwise be read back from its overflow pages every time.
+pub fn id_by_seq(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+) -> Result<Option<Option<String>>> {
+    conn.prepare_cached("SELECT id FROM entries WHERE sid = ?1 AND seq = ?2")
+        .at(path)?
+        .query_row(params![sid, seq], |row| row.get(0))
+        .optional()
+        .at(path)
+}
+
 /// Returns the payload of one entry by seq.
 pub fn payload_by_seq(
     conn: &Connection,
