@@ -644,3 +644,72 @@ fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
         .collect();
     assert_eq!(texts, ["hello", "a slow one"]);
 }
+
+/// Lines typed while the agent works are queued as the reference's editor queues them: Enter
+/// steers (delivered after the running tool call), Alt+Enter queues a follow-up (delivered
+/// when the agent would stop); both reach the model in that order and are stored.
+#[test]
+fn lines_typed_during_a_turn_steer_it_or_follow_up() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"while [ ! -e go ]; do sleep 0.05; done; echo released"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Steered answer.")),
+        MockResponse::sse(sse::openai_text("Follow-up answer.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "steer", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("start the work");
+    // The tool runs until the file appears: the agent is busy while we type.
+    server.wait_for_requests(1, Duration::from_secs(30));
+    tmux.line("check the tests too");
+    tmux.wait_for("Steering queued: check the tests too");
+    tmux.type_text("then summarise");
+    tmux.keys(&["M-Enter"]);
+    tmux.wait_for("Follow-up queued: then summarise");
+    std::fs::write(env.workspace.join("go"), "").unwrap();
+    tmux.wait_for("Follow-up answer.");
+    let screen = tmux.wait_for_prompt();
+    assert!(screen.contains("Steered answer."), "{screen}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let last_user = |idx: usize| {
+        let body = requests[idx].json();
+        let messages = body["messages"].as_array().unwrap().clone();
+        let last = messages.last().unwrap().clone();
+        assert_eq!(last["role"], "user", "{last}");
+        last["content"].to_string()
+    };
+    assert!(last_user(1).contains("check the tests too"));
+    assert!(last_user(2).contains("then summarise"));
+    // The steering message came after the tool's result.
+    let second = requests[1].json();
+    let roles: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|message| message["role"].as_str())
+        .collect();
+    assert_eq!(roles[roles.len() - 2..], ["tool", "user"]);
+    server.assert_tool_calls_answered();
+
+    let store = env.store();
+    let session = &store.list(&ListScope::All).unwrap()[0];
+    let users: Vec<String> = store
+        .entries(&session.id)
+        .unwrap()
+        .iter()
+        .filter_map(|stored| user_text(&stored.entry.kind))
+        .collect();
+    assert_eq!(
+        users,
+        ["start the work", "check the tests too", "then summarise"]
+    );
+}

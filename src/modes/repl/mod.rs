@@ -6,7 +6,9 @@
 //! slash commands and paths, Ctrl+C clears the line (on an empty line twice in a row it
 //! exits), Ctrl+D on an empty line exits. While a turn or a `!cmd` runs, the line editor is
 //! not reading and the terminal is in its normal mode, so Ctrl+C arrives as SIGINT, which
-//! aborts the turn (or the command) and keeps the REPL.
+//! aborts the turn (or the command) and keeps the REPL. A line typed while the agent runs is
+//! queued as a steering message (Enter: delivered after the current tool calls) or a
+//! follow-up (Alt+Enter: delivered when the agent would stop), see [`typeahead`].
 //!
 //! Pickers (`/tree`, `/resume`, `/fork`, `/model`, `-r`) print numbered rows and read the
 //! choice as a line: a row number, or an id (prefix); Enter cancels.
@@ -18,6 +20,7 @@
 pub mod command;
 pub mod editor;
 mod lease;
+pub mod typeahead;
 pub mod ui;
 
 use std::collections::HashMap;
@@ -49,6 +52,7 @@ use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
 use command::{COMMANDS, Command, Input};
 use editor::{EditorConfig, LineEditor, Reply};
+use typeahead::{Typeahead, Typed};
 use ui::{ReplUi, UiRequest};
 
 /// The prompt shown for input.
@@ -501,25 +505,86 @@ impl Repl {
         work: impl std::future::Future<Output = T>,
         interrupt: impl Fn(),
     ) -> Result<T> {
+        self.run_with_events(work, interrupt, false).await
+    }
+
+    /// [`Self::with_events`] for a run of the agent: a line typed meanwhile is queued as a
+    /// steering message (Enter) or a follow-up (Alt+Enter), see [`typeahead`].
+    async fn with_events_steerable<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        interrupt: impl Fn(),
+    ) -> Result<T> {
+        self.run_with_events(work, interrupt, true).await
+    }
+
+    async fn run_with_events<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        interrupt: impl Fn(),
+        steerable: bool,
+    ) -> Result<T> {
         self.drain_signals();
         tokio::pin!(work);
+        let steerable = steerable && io::IsTerminal::is_terminal(&io::stdin());
+        let mut typeahead = if steerable { Typeahead::start() } else { None };
         let mut interrupted = false;
         let result = loop {
             tokio::select! {
                 result = &mut work => break result,
                 Some(event) = self.events.recv() => self.out.event(&event)?,
-                Some(request) = self.ui_requests.recv() => self.answer_ui(request).await?,
+                Some(request) = self.ui_requests.recv() => {
+                    // The dialog reads the terminal through the line editor: nothing else may.
+                    if let Some(reader) = typeahead.take() {
+                        for typed in reader.stop() {
+                            self.queue_typed(typed)?;
+                        }
+                    }
+                    self.answer_ui(request).await?;
+                    if steerable {
+                        typeahead = Typeahead::start();
+                    }
+                }
+                typed = async {
+                    match typeahead.as_mut() {
+                        Some(reader) => reader.next().await,
+                        None => std::future::pending().await,
+                    }
+                } => self.queue_typed(typed)?,
                 Some(()) = self.sigint.recv(), if !interrupted => {
                     interrupted = true;
                     interrupt();
                 }
             }
         };
+        // Lines typed as the run ended were too late to steer it: they pre-fill the prompt.
+        if let Some(reader) = typeahead.take() {
+            for typed in reader.stop() {
+                let (Typed::Steer(text) | Typed::FollowUp(text)) = typed;
+                if !self.initial.is_empty() {
+                    self.initial.push(' ');
+                }
+                self.initial.push_str(&text);
+            }
+        }
         self.drain_events()?;
         while let Ok(request) = self.ui_requests.try_recv() {
             self.answer_ui(request).await?;
         }
         Ok(result)
+    }
+
+    /// Queues a line typed during a run and says so.
+    fn queue_typed(&mut self, typed: Typed) -> io::Result<()> {
+        self.out.finish_line()?;
+        let (result, label, text) = match &typed {
+            Typed::Steer(text) => (self.session.steer(text), "Steering", text),
+            Typed::FollowUp(text) => (self.session.follow_up(text), "Follow-up", text),
+        };
+        match result {
+            Ok(()) => self.info(&format!("{label} queued: {text}")),
+            Err(error) => self.error(&error.to_string()),
+        }
     }
 
     /// Shows an extension's notification, or asks its question and sends the answer back.
@@ -592,7 +657,7 @@ impl Repl {
             ..PromptOptions::default()
         };
         let result = self
-            .with_events(session.prompt(text, options), || {
+            .with_events_steerable(session.prompt(text, options), || {
                 // Ctrl+C stops whatever the run is doing: the turn, a retry wait, or a
                 // compaction that followed it.
                 session.abort();
@@ -766,6 +831,9 @@ impl Repl {
         }
         self.info(
             "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
+        )?;
+        self.info(
+            "While the agent works: Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop)",
         )
     }
 
