@@ -713,3 +713,33 @@ fn lines_typed_during_a_turn_steer_it_or_follow_up() {
         ["start the work", "check the tests too", "then summarise"]
     );
 }
+
+/// A session resumed from another project's directory runs there: `@` paths complete against
+/// that directory, not the one pi started in.
+#[test]
+fn paths_complete_in_the_directory_of_a_resumed_session() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let project = env.dir.path().join("project-b");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("only_in_b.txt"), "b").unwrap();
+    let session = {
+        let store = env.store();
+        store
+            .create_session(&pi::store::NewSession {
+                cwd: project.display().to_string(),
+                parent_session: None,
+            })
+            .unwrap()
+            .id
+    };
+    let tmux = Tmux::start(&env, "complete-b", &["--session", session.as_str()], &[]);
+    tmux.wait_for_prompt();
+    tmux.type_text("@only_in");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> @only_in_b.txt");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}

@@ -40,8 +40,9 @@ pub enum Reply {
 pub struct EditorConfig {
     /// The history file (`None`: history in memory only).
     pub history_path: Option<PathBuf>,
-    /// The directory file paths complete against.
-    pub cwd: PathBuf,
+    /// The directory file paths complete against; the REPL updates it when the session's
+    /// working directory changes (a resumed session from another project).
+    pub cwd: Arc<Mutex<PathBuf>>,
     /// Slash command names (without `/`) offered for completion; the REPL updates them on
     /// `/reload`.
     pub commands: Arc<Mutex<Vec<String>>>,
@@ -149,7 +150,7 @@ impl ConditionalEventHandler for CtrlC {
 /// Completion and multi-line validation.
 struct Helper {
     commands: Arc<Mutex<Vec<String>>>,
-    cwd: PathBuf,
+    cwd: Arc<Mutex<PathBuf>>,
 }
 
 impl Completer for Helper {
@@ -165,7 +166,11 @@ impl Completer for Helper {
             Ok(commands) => commands.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
-        let (start, candidates) = complete(line, pos, &commands, &self.cwd);
+        let cwd = match self.cwd.lock() {
+            Ok(cwd) => cwd.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let (start, candidates) = complete(line, pos, &commands, &cwd);
         Ok((
             start,
             candidates

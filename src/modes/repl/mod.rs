@@ -81,9 +81,10 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     // The terminal's mode before the line editor changes it (not a terminal: nothing).
     let saved_terminal = nix::sys::termios::tcgetattr(io::stdin()).ok();
     let commands = Arc::new(Mutex::new(Vec::new()));
+    let editor_cwd = Arc::new(Mutex::new(cwd.clone()));
     let mut editor = LineEditor::start(EditorConfig {
         history_path: terminal.history_path.clone(),
-        cwd: cwd.clone(),
+        cwd: editor_cwd.clone(),
         commands: commands.clone(),
         color,
     })
@@ -123,6 +124,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         ui_requests,
         events,
         editor,
+        editor_cwd,
         out,
         terminal,
         commands,
@@ -209,6 +211,8 @@ struct Repl {
     ui_requests: mpsc::UnboundedReceiver<UiRequest>,
     events: mpsc::UnboundedReceiver<SessionEvent>,
     editor: LineEditor,
+    /// The directory the line editor completes paths against.
+    editor_cwd: Arc<Mutex<PathBuf>>,
     out: Renderer<io::Stdout>,
     terminal: TerminalConfig,
     commands: Arc<Mutex<Vec<String>>>,
@@ -455,6 +459,12 @@ impl Repl {
     async fn main_loop(&mut self) -> Result<ExitCode> {
         loop {
             let initial = std::mem::take(&mut self.initial);
+            // Paths complete against the session's directory, which a resume may have changed.
+            let cwd = self.session.cwd();
+            match self.editor_cwd.lock() {
+                Ok(mut current) => *current = cwd,
+                Err(poisoned) => *poisoned.into_inner() = cwd,
+            }
             match self.editor.read(PROMPT, &initial, true).await {
                 Reply::Eof => return Ok(ExitCode::SUCCESS),
                 Reply::Failed(error) => {
