@@ -243,15 +243,7 @@ impl SessionStore {
     pub fn open(config: StoreConfig) -> Result<Self> {
         let conns = open::open(&config.location, config.busy_timeout)?;
         let needs_rebuild = conns.needs_rebuild;
-        let store = Self {
-            inner: Arc::new(Inner {
-                conns,
-                clock: config.clock,
-                ids: config.ids,
-                leases: lease::LeaseRegistry::default(),
-                commits: std::sync::atomic::AtomicU64::new(0),
-            }),
-        };
+        let store = Self::with_connections(conns, config);
         if needs_rebuild {
             store.rebuild_derived()?;
         }
@@ -264,16 +256,20 @@ impl SessionStore {
     /// A write through the returned store fails with [`StoreError::ReadOnly`].
     pub fn open_read_only(config: StoreConfig) -> Result<Self> {
         match open::open_read_only(&config.location, config.busy_timeout)? {
-            Some(conns) => Ok(Self {
-                inner: Arc::new(Inner {
-                    conns,
-                    clock: config.clock,
-                    ids: config.ids,
-                    leases: lease::LeaseRegistry::default(),
-                    commits: std::sync::atomic::AtomicU64::new(0),
-                }),
-            }),
+            Some(conns) => Ok(Self::with_connections(conns, config)),
             None => Self::open(config),
+        }
+    }
+
+    fn with_connections(conns: open::Connections, config: StoreConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conns,
+                clock: config.clock,
+                ids: config.ids,
+                leases: lease::LeaseRegistry::default(),
+                commits: std::sync::atomic::AtomicU64::new(0),
+            }),
         }
     }
 

@@ -103,14 +103,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     let mut writer = Connection::open_with_flags(path, flags).at(&display)?;
     init_connection(&writer, busy_timeout).at(&display)?;
     // Refuse a newer database before anything below writes to the file.
-    let found = migrate::current_version(&writer, &display)?;
-    if found > migrate::latest_version() {
-        return Err(StoreError::NewerDatabase {
-            path: display,
-            found,
-            supported: migrate::latest_version(),
-        });
-    }
+    refuse_newer(&writer, &display)?;
     writer
         .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
         .at(&display)?;
@@ -132,6 +125,19 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     })
 }
 
+/// Returns the database's schema version, refusing one newer than this binary.
+fn refuse_newer(conn: &Connection, display: &str) -> Result<i64, StoreError> {
+    let found = migrate::current_version(conn, display)?;
+    if found > migrate::latest_version() {
+        return Err(StoreError::NewerDatabase {
+            path: display.to_owned(),
+            found,
+            supported: migrate::latest_version(),
+        });
+    }
+    Ok(found)
+}
+
 /// Opens an existing, up-to-date database file with one read-only connection and no writer
 /// or reader pool, for commands that only read (search, listing, showing, statistics): one
 /// schema parse and no pool threads at startup. Returns `None` when the ordinary [`open`] is
@@ -151,15 +157,7 @@ pub(crate) fn open_read_only(
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).at(&display)?;
     init_connection(&conn, busy_timeout).at(&display)?;
-    let found = migrate::current_version(&conn, &display)?;
-    if found > migrate::latest_version() {
-        return Err(StoreError::NewerDatabase {
-            path: display,
-            found,
-            supported: migrate::latest_version(),
-        });
-    }
-    if found < migrate::latest_version() {
+    if refuse_newer(&conn, &display)? < migrate::latest_version() {
         return Ok(None);
     }
     Ok(Some(Connections {
