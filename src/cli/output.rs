@@ -3,61 +3,58 @@
 
 use std::io::{self, IsTerminal, Write};
 
-/// Colours for human output; all no-ops when colour is off.
+use crate::modes::render::Palette;
+
+/// Colours for human output; all no-ops when colour is off. The codes are the REPL's
+/// ([`Palette`]), named for what the listings show.
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
-    enabled: bool,
+    palette: Palette,
 }
 
 impl Style {
     /// Colour when stdout is a terminal and `NO_COLOR` is unset.
     pub fn for_stdout(color_allowed: bool) -> Self {
         Self {
-            enabled: color_allowed && io::stdout().is_terminal(),
+            palette: Palette::new(color_allowed && io::stdout().is_terminal()),
         }
     }
 
     /// Returns `Style` with colour off.
     pub fn plain() -> Self {
-        Self { enabled: false }
+        Self {
+            palette: Palette::new(false),
+        }
     }
 
     /// Whether colour is on.
     pub fn enabled(&self) -> bool {
-        self.enabled
-    }
-
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.enabled {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
+        self.palette.color()
     }
 
     /// Dim text.
     pub fn dim(&self, text: &str) -> String {
-        self.paint("2", text)
+        self.palette.dim(text)
     }
 
     /// Bold text.
     pub fn bold(&self, text: &str) -> String {
-        self.paint("1", text)
+        self.palette.bold(text)
     }
 
     /// Cyan text (ids).
     pub fn id(&self, text: &str) -> String {
-        self.paint("36", text)
+        self.palette.accent(text)
     }
 
     /// Yellow text (labels, highlights).
     pub fn accent(&self, text: &str) -> String {
-        self.paint("33", text)
+        self.palette.warning(text)
     }
 
     /// Green text.
     pub fn ok(&self, text: &str) -> String {
-        self.paint("32", text)
+        self.palette.success(text)
     }
 }
 
