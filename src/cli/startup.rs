@@ -780,6 +780,14 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
     for warning in &prepared.warnings {
         writeln!(stderr, "Warning: {warning}")?;
     }
+    // A stored session whose directory is gone: the REPL asks, the other modes refuse.
+    if !interactive
+        && let SessionTarget::Open(id) = &prepared.target
+        && let Some(missing) =
+            crate::modes::MissingCwd::check(&prepared.config.store, id, &prepared.config.cwd)?
+    {
+        anyhow::bail!(missing.error_message());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

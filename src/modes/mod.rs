@@ -150,3 +150,65 @@ pub(crate) async fn termination_signal() -> u8 {
         _ = hup.recv() => 129,
     }
 }
+
+/// `<database path>#<session id>` (what the reference calls the session file), or `None` for
+/// an in-memory store (`--no-session`).
+pub fn session_file(store: &SessionStore, session_id: &str) -> Option<String> {
+    let path = store.display_path();
+    (path != ":memory:").then(|| format!("{path}#{session_id}"))
+}
+
+/// A stored session whose working directory no longer exists (the reference's
+/// `MissingSessionCwdError`): the REPL asks whether to continue in the current directory,
+/// the other modes refuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingCwd {
+    /// The directory the session recorded.
+    pub session_cwd: String,
+    /// [`session_file`] of the session.
+    pub session_file: Option<String>,
+    /// Where the session would continue instead.
+    pub fallback: PathBuf,
+}
+
+impl MissingCwd {
+    /// Reads the session's directory; `Some` when it is recorded and does not exist.
+    pub fn check(
+        store: &SessionStore,
+        session: &SessionId,
+        fallback: &Path,
+    ) -> Result<Option<Self>, crate::store::StoreError> {
+        let summary = store.session(session)?;
+        if summary.cwd.is_empty() || Path::new(&summary.cwd).exists() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            session_cwd: summary.cwd,
+            session_file: session_file(store, session.as_str()),
+            fallback: fallback.to_path_buf(),
+        }))
+    }
+
+    /// The refusal of the non-interactive modes (the reference's wording).
+    pub fn error_message(&self) -> String {
+        let file = self
+            .session_file
+            .as_deref()
+            .map(|file| format!("\nSession file: {file}"))
+            .unwrap_or_default();
+        format!(
+            "Stored session working directory does not exist: {}{file}\nCurrent working directory: {}",
+            self.session_cwd,
+            self.fallback.display()
+        )
+    }
+
+    /// The REPL's question, as the reference words it (answered Continue or Cancel).
+    pub fn question(&self) -> String {
+        format!(
+            "cwd from session file does not exist\n{}\n\ncontinue in current cwd\n{}",
+            self.session_cwd,
+            self.fallback.display()
+        )
+    }
+}

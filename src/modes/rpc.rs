@@ -726,7 +726,7 @@ impl Server {
 
     /// `<database path>#<session id>`, or `None` for an in-memory session.
     async fn session_file(&self) -> Option<String> {
-        session_file(
+        super::session_file(
             self.session.store(),
             &self.session.session_id().await.into_string(),
         )
@@ -918,19 +918,15 @@ impl Server {
         }
         let store = self.session.store().clone();
         let session = id.clone();
-        let summary = tokio::task::spawn_blocking(move || store.session(&session))
-            .await
-            .map_err(|error| error.to_string())?
-            .map_err(|error| error.to_string())?;
-        if !summary.cwd.is_empty() && !Path::new(&summary.cwd).exists() {
-            let file = session_file(self.session.store(), id.as_str())
-                .map(|file| format!("\nSession file: {file}"))
-                .unwrap_or_default();
-            return Err(format!(
-                "Stored session working directory does not exist: {}{file}\nCurrent working directory: {}",
-                summary.cwd,
-                self.session.cwd().display()
-            ));
+        let fallback = self.session.cwd();
+        let missing = tokio::task::spawn_blocking(move || {
+            super::MissingCwd::check(&store, &session, &fallback)
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())?;
+        if let Some(missing) = missing {
+            return Err(missing.error_message());
         }
         self.settle().await;
         self.session
@@ -1065,12 +1061,6 @@ fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport
 fn model_json(model: &crate::ai::Model) -> Value {
     // `Model` serialises to the reference's shape; a failure here would be a bug in its derive.
     serde_json::to_value(model).unwrap_or(Value::Null)
-}
-
-/// `<database path>#<session id>`, or `None` for an in-memory store (`--no-session`).
-fn session_file(store: &SessionStore, session_id: &str) -> Option<String> {
-    let path = store.display_path();
-    (path != ":memory:").then(|| format!("{path}#{session_id}"))
 }
 
 /// The reference's `getLastAssistantText`: the last assistant message that is not an empty

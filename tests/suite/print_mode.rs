@@ -523,3 +523,39 @@ fn session_and_fork_accept_jsonl_files_which_are_imported_first() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("no such session file"));
 }
+
+/// A stored session whose working directory is gone: print and JSON mode refuse it with the
+/// reference's message (exit 1) and ask the model nothing.
+#[test]
+fn a_session_whose_directory_is_gone_is_refused_outside_the_repl() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("unused"))]);
+    configure(&env, &server, "{}");
+    let gone = env.dir.path().join("deleted-project");
+    let session = env
+        .store()
+        .create_session(&pi::store::NewSession {
+            cwd: gone.display().to_string(),
+            parent_session: None,
+        })
+        .unwrap()
+        .id;
+    for mode in [&["-p"][..], &["--mode", "json"][..]] {
+        let output = env
+            .pi()
+            .args(mode)
+            .args(["--session", session.as_str(), "hello"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "Stored session working directory does not exist: {}",
+                gone.display()
+            )) && stderr.contains("Current working directory: "),
+            "{stderr}"
+        );
+    }
+    assert!(server.requests().is_empty());
+}

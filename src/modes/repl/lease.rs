@@ -202,6 +202,16 @@ impl Repl {
 
     /// Switches to a stored session, offering the choice when another pi writes it.
     pub(super) async fn switch_with_choice(&mut self, id: SessionId) -> Result<bool> {
+        let missing = {
+            let (store, id, cwd) = (self.session.store().clone(), id.clone(), self.session.cwd());
+            super::blocking(move || super::MissingCwd::check(&store, &id, &cwd)).await?
+        };
+        if let Some(missing) = missing
+            && !super::ask_missing_cwd(&mut self.editor, &mut self.out, &missing).await?
+        {
+            self.info("Resume cancelled")?;
+            return Ok(false);
+        }
         let mut target = id;
         let mut access = OpenAccess::Ask;
         loop {

@@ -42,11 +42,12 @@ use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::ImageContent;
 use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
-use crate::modes::{Interchange, Prepared, TerminalConfig, setup_help};
+use crate::modes::{Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
 use crate::session::extensions::NotifyKind;
 use crate::session::{
     AgentSession, NavigateOptions, OpenAccess, PromptOptions, SessionError, SessionEvent,
+    SessionTarget,
 };
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
@@ -90,6 +91,18 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     })
     .context("starting the line editor")?;
     let mut out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    // A stored session whose directory is gone: continue here, or do not open it.
+    if let SessionTarget::Open(id) = &target {
+        let missing = {
+            let (store, id, cwd) = (config.store.clone(), id.clone(), cwd.clone());
+            blocking(move || MissingCwd::check(&store, &id, &cwd)).await?
+        };
+        if let Some(missing) = missing
+            && !ask_missing_cwd(&mut editor, &mut out, &missing).await?
+        {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     // A session another pi writes: ask (read-only, fork, take over) instead of interleaving.
     let mut target = target;
     let mut access = OpenAccess::Ask;
@@ -223,6 +236,25 @@ struct Repl {
     initial: String,
     /// Ctrl+C presses on an empty line in a row.
     interrupts: u32,
+}
+
+/// Asks whether a session whose directory is gone continues in the current one (the
+/// reference's Continue / Cancel question); `false` for no, Ctrl+C or the end of input.
+async fn ask_missing_cwd(
+    editor: &mut LineEditor,
+    out: &mut Renderer<io::Stdout>,
+    missing: &MissingCwd,
+) -> Result<bool> {
+    for line in missing.question().lines() {
+        out.line(line)?;
+    }
+    let answer = editor
+        .read("Continue in the current directory? [y/N] ", "", false)
+        .await;
+    Ok(matches!(
+        answer,
+        Reply::Line(line) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes")
+    ))
 }
 
 /// Runs a store read on the blocking pool.
