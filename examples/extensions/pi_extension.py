@@ -131,6 +131,21 @@ class Extension:
     def input(self, title, placeholder=None, timeout=None):
         return self.call("input", title=title, placeholder=placeholder, timeout=timeout)
 
+    def editor(self, title, prefill=None):
+        return self.call("editor", title=title, prefill=prefill)
+
+    def set_status(self, key, text=None):
+        return self.call("setStatus", key=key, text=text)
+
+    def set_widget(self, key, lines=None, placement="aboveEditor"):
+        return self.call("setWidget", key=key, lines=lines, placement=placement)
+
+    def set_title(self, title):
+        return self.call("setTitle", title=title)
+
+    def set_editor_text(self, text):
+        return self.call("setEditorText", text=text)
+
     def get_entries(self):
         return self.call("getEntries")
 

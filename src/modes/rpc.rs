@@ -91,8 +91,9 @@ use crate::session::{
 };
 use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
+pub use crate::session::extensions::WidgetPlacement;
 pub use framing::{LineSplitter, serialize_record};
-pub use ui::{DialogOptions, RpcUi, WidgetPlacement};
+pub use ui::{DialogOptions, RpcUi};
 
 /// What a command handler returns: the response `data` (`None` for none), or the error text.
 type Outcome = Result<Option<Value>, String>;

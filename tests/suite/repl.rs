@@ -774,3 +774,59 @@ fn the_repl_asks_before_continuing_a_session_whose_directory_is_gone() {
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+const UI_EXTENSION: &str = r#"#!/usr/bin/env python3
+import os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+
+ext = Extension("ui-demo")
+
+@ext.command("ui", "Exercise the UI calls")
+def ui(args):
+    ext.set_status("build", "build: green")
+    ext.set_widget("todo", ["widget: two tasks left"])
+    ext.set_title("pi-ui-title")
+    edited = ext.editor("Commit message", prefill="draft")
+    ext.notify("edited: %s" % edited)
+    ext.set_editor_text("prefilled by the extension")
+
+ext.run()
+"#;
+
+/// The REPL serves extensions' status texts, widgets, the title, the editor dialog and the
+/// editor text.
+#[test]
+fn extension_status_widget_title_editor_and_editor_text_in_the_repl() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Done."))]);
+    configure(&env, &server);
+    let extension = env.dir.path().join("ui_demo.py");
+    std::fs::write(&extension, UI_EXTENSION).unwrap();
+    std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    let tmux = Tmux::start(
+        &env,
+        "ui",
+        &["-e", &extension.display().to_string()],
+        &[("PI_EXAMPLES", &examples.display().to_string())],
+    );
+    tmux.wait_for_prompt();
+    tmux.line("/ui");
+    tmux.wait_for("widget: two tasks left");
+    tmux.wait_for("Commit message: draft");
+    tmux.type_text(" v2");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("edited: draft v2");
+    // The next prompt starts with the extension's text.
+    tmux.wait_for("> prefilled by the extension");
+    tmux.keys(&["C-u"]);
+    tmux.line("go");
+    // The status text follows every status line, the turn's too.
+    tmux.wait_for("Done.");
+    tmux.wait_for_count("build: green", 2);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}

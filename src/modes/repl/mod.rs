@@ -145,6 +145,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         last_tree: Vec::new(),
         initial: String::new(),
         interrupts: 0,
+        statuses: std::collections::BTreeMap::new(),
     };
     repl.refresh_commands();
     for notice in &report.notices {
@@ -236,6 +237,8 @@ struct Repl {
     initial: String,
     /// Ctrl+C presses on an empty line in a row.
     interrupts: u32,
+    /// Extensions' status texts by key (`setStatus`), shown after the status line.
+    statuses: std::collections::BTreeMap<String, String>,
 }
 
 /// Asks whether a session whose directory is gone continues in the current one (the
@@ -452,7 +455,18 @@ impl Repl {
             cost: stats.cost,
             name: self.session.session_name(),
         };
-        self.out.status(&status)
+        self.out.status(&status)?;
+        if !self.statuses.is_empty() {
+            let line = self
+                .statuses
+                .values()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" • ");
+            let line = self.palette().dim(&line);
+            self.out.line(&line)?;
+        }
+        Ok(())
     }
 
     async fn banner(&mut self) -> Result<()> {
@@ -674,6 +688,47 @@ impl Repl {
                     .filter(|number| *number >= 1 && *number <= options.len())
                     .map(|number| options[number - 1].clone());
                 let _ = reply.send(chosen);
+            }
+            UiRequest::Status { key, text } => {
+                match text {
+                    Some(text) => self.statuses.insert(key, text),
+                    None => self.statuses.remove(&key),
+                };
+            }
+            UiRequest::Widget { key: _, lines } => {
+                for line in lines.unwrap_or_default() {
+                    let line = self.palette().dim(&line);
+                    self.out.line(&line)?;
+                }
+            }
+            UiRequest::Title { title } => {
+                if io::IsTerminal::is_terminal(&io::stdout()) {
+                    // OSC 0: the window and icon title; control characters would end it early.
+                    let title: String = title.chars().filter(|c| !c.is_control()).collect();
+                    let mut stdout = io::stdout();
+                    write!(stdout, "\x1b]0;{title}\x07")?;
+                    stdout.flush()?;
+                }
+            }
+            UiRequest::EditorText { text } => self.initial = text,
+            UiRequest::Editor {
+                title,
+                prefill,
+                reply,
+            } => {
+                let answer = match self
+                    .editor
+                    .read(
+                        &format!("{title}: "),
+                        prefill.as_deref().unwrap_or(""),
+                        false,
+                    )
+                    .await
+                {
+                    Reply::Line(line) => Some(line),
+                    Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
+                };
+                let _ = reply.send(answer);
             }
             UiRequest::Input {
                 title,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::tool::BoxFuture;
-use crate::session::extensions::{ExtensionUi, NotifyKind};
+use crate::session::extensions::{ExtensionUi, NotifyKind, WidgetPlacement};
 
 /// One request of an extension to the person at the terminal.
 #[derive(Debug)]
@@ -37,6 +37,39 @@ pub enum UiRequest {
         title: String,
         /// The choices.
         options: Vec<String>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Option<String>>,
+    },
+    /// Set or clear a status text (shown after the status line).
+    Status {
+        /// Which status.
+        key: String,
+        /// The text; `None` clears it.
+        text: Option<String>,
+    },
+    /// Set or clear a widget (its lines are shown when set).
+    Widget {
+        /// Which widget.
+        key: String,
+        /// The lines; `None` clears it.
+        lines: Option<Vec<String>>,
+    },
+    /// Set the terminal's title.
+    Title {
+        /// The title.
+        title: String,
+    },
+    /// Pre-fill the next prompt.
+    EditorText {
+        /// The text.
+        text: String,
+    },
+    /// Ask for a text, pre-filled.
+    Editor {
+        /// The dialog's title.
+        title: String,
+        /// The text the editor starts with.
+        prefill: Option<String>,
         /// Where the answer goes.
         reply: oneshot::Sender<Option<String>>,
     },
@@ -79,6 +112,54 @@ async fn answer<T>(reply: oneshot::Receiver<T>, timeout: Option<Duration>, defau
 impl ExtensionUi for ReplUi {
     fn has_ui(&self) -> bool {
         true
+    }
+
+    // A REPL that has ended shows nothing: the sends below may fail quietly.
+
+    fn set_status(&self, key: &str, text: Option<&str>) {
+        let _ = self.requests.send(UiRequest::Status {
+            key: key.to_owned(),
+            text: text.map(str::to_owned),
+        });
+    }
+
+    fn set_widget(&self, key: &str, lines: Option<&[String]>, _placement: WidgetPlacement) {
+        // A line REPL has no editor box to place it around: its lines are printed in turn.
+        let _ = self.requests.send(UiRequest::Widget {
+            key: key.to_owned(),
+            lines: lines.map(<[String]>::to_vec),
+        });
+    }
+
+    fn set_title(&self, title: &str) {
+        let _ = self.requests.send(UiRequest::Title {
+            title: title.to_owned(),
+        });
+    }
+
+    fn set_editor_text(&self, text: &str) {
+        let _ = self.requests.send(UiRequest::EditorText {
+            text: text.to_owned(),
+        });
+    }
+
+    fn editor<'a>(
+        &'a self,
+        title: &'a str,
+        prefill: Option<&'a str>,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let (reply, receiver) = oneshot::channel();
+            let request = UiRequest::Editor {
+                title: title.to_owned(),
+                prefill: prefill.map(str::to_owned),
+                reply,
+            };
+            if self.requests.send(request).is_err() {
+                return None;
+            }
+            answer(receiver, None, None).await
+        })
     }
 
     fn notify(&self, message: &str, kind: NotifyKind) {
@@ -168,7 +249,14 @@ mod tests {
                     }
                     // Never answered: the caller's timeout decides.
                     UiRequest::Input { reply, .. } => std::mem::forget(reply),
-                    UiRequest::Notify { .. } => {}
+                    UiRequest::Editor { prefill, reply, .. } => {
+                        let _ = reply.send(prefill.map(|text| text + " edited"));
+                    }
+                    UiRequest::Notify { .. }
+                    | UiRequest::Status { .. }
+                    | UiRequest::Widget { .. }
+                    | UiRequest::Title { .. }
+                    | UiRequest::EditorText { .. } => {}
                 }
             }
         });
@@ -178,6 +266,10 @@ mod tests {
         assert_eq!(
             ui.input("t", None, Some(Duration::from_millis(20))).await,
             None
+        );
+        assert_eq!(
+            ui.editor("t", Some("draft")).await,
+            Some("draft edited".to_owned())
         );
         ui.notify("hello", NotifyKind::Info);
         drop(ui);

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::tool::BoxFuture;
-use crate::session::extensions::{ExtensionUi, NotifyKind};
+use crate::session::extensions::{ExtensionUi, NotifyKind, WidgetPlacement};
 use crate::support::ids::IdSource;
 
 /// How a dialog may end early.
@@ -35,24 +35,6 @@ pub struct DialogOptions {
     pub timeout: Option<Duration>,
     /// Resolve with the default when this fires (the extension's abort signal).
     pub cancel: Option<CancellationToken>,
-}
-
-/// Where a widget goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WidgetPlacement {
-    /// `aboveEditor`.
-    AboveEditor,
-    /// `belowEditor`.
-    BelowEditor,
-}
-
-impl WidgetPlacement {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::AboveEditor => "aboveEditor",
-            Self::BelowEditor => "belowEditor",
-        }
-    }
 }
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
@@ -304,6 +286,30 @@ impl RpcUi {
 impl ExtensionUi for RpcUi {
     fn has_ui(&self) -> bool {
         true
+    }
+
+    fn set_status(&self, key: &str, text: Option<&str>) {
+        RpcUi::set_status(self, key, text);
+    }
+
+    fn set_widget(&self, key: &str, lines: Option<&[String]>, placement: WidgetPlacement) {
+        RpcUi::set_widget(self, key, lines, Some(placement));
+    }
+
+    fn set_title(&self, title: &str) {
+        RpcUi::set_title(self, title);
+    }
+
+    fn set_editor_text(&self, text: &str) {
+        RpcUi::set_editor_text(self, text);
+    }
+
+    fn editor<'a>(
+        &'a self,
+        title: &'a str,
+        prefill: Option<&'a str>,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(RpcUi::editor(self, title, prefill))
     }
 
     fn notify(&self, message: &str, kind: NotifyKind) {

@@ -15,10 +15,10 @@ use crate::model::message::UserContent;
 use crate::session::agent_session::{DeliverAs, SendMessageOptions};
 use crate::session::extensions::context::{ExtensionContext, ToolInfo};
 use crate::session::extensions::event::CustomMessageSpec;
-use crate::session::extensions::ui::NotifyKind;
+use crate::session::extensions::ui::{NotifyKind, WidgetPlacement};
 
 /// Every method an extension may call.
-pub const METHODS: [&str; 25] = [
+pub const METHODS: [&str; 30] = [
     "appendEntry",
     "sendMessage",
     "sendUserMessage",
@@ -37,6 +37,11 @@ pub const METHODS: [&str; 25] = [
     "confirm",
     "select",
     "input",
+    "editor",
+    "setStatus",
+    "setWidget",
+    "setTitle",
+    "setEditorText",
     "getEntries",
     "getBranch",
     "getLeafId",
@@ -248,6 +253,44 @@ pub async fn handle_call(
                 .input(title, text(&params, "placeholder"), timeout(&params))
                 .await
                 .map_or(Value::Null, Value::from))
+        }
+        "editor" => {
+            let title = required(&params, method, "title")?;
+            Ok(ctx
+                .ui()
+                .editor(title, text(&params, "prefill"))
+                .await
+                .map_or(Value::Null, Value::from))
+        }
+        "setStatus" => {
+            ctx.ui()
+                .set_status(required(&params, method, "key")?, text(&params, "text"));
+            Ok(Value::Null)
+        }
+        "setWidget" => {
+            let key = required(&params, method, "key")?;
+            let lines: Option<Vec<String>> = match params.get("lines") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(lines)) => Some(
+                    lines
+                        .iter()
+                        .map(|line| line.as_str().map(str::to_owned))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| "`setWidget` needs `lines` of strings".to_owned())?,
+                ),
+                Some(_) => return Err("`setWidget` needs `lines` (an array or null)".to_owned()),
+            };
+            let placement = WidgetPlacement::parse(text(&params, "placement"));
+            ctx.ui().set_widget(key, lines.as_deref(), placement);
+            Ok(Value::Null)
+        }
+        "setTitle" => {
+            ctx.ui().set_title(required(&params, method, "title")?);
+            Ok(Value::Null)
+        }
+        "setEditorText" => {
+            ctx.ui().set_editor_text(required(&params, method, "text")?);
+            Ok(Value::Null)
         }
         "getEntries" => Ok(Value::Array(ctx.entries().await.map_err(failed)?)),
         "getBranch" => Ok(Value::Array(ctx.branch().await.map_err(failed)?)),

@@ -40,7 +40,7 @@ pub use context::{ExtensionContext, ExtensionErrorReport};
 pub use discovery::{Discovered, DiscoveryInput, ExecutableExtension, ExtensionOrigin};
 pub use event::ExtensionEvent;
 pub use process::{ProcessConfig, ProcessExtension};
-pub use ui::{ExtensionUi, NoUi, NotifyKind};
+pub use ui::{ExtensionUi, NoUi, NotifyKind, WidgetPlacement};
 
 /// The default time limit: a handshake, and an extension's silence while it owes an answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
-//! The user interface extensions may use: dialogs (`confirm`, `select`, `input`) and
-//! notifications. Each run mode supplies its own [`ExtensionUi`] through
+//! The user interface extensions may use: dialogs (`confirm`, `select`, `input`, `editor`),
+//! notifications, status texts, widgets, the terminal title and the editor's text. Each run mode supplies its own [`ExtensionUi`] through
 //! `SessionConfig::extensions.ui`: the REPL answers dialogs on the terminal, RPC mode forwards
 //! them as the reference's `extension_ui_request` sub-protocol (spec extensions-and-modes
 //! §8.4), and print/JSON mode uses [`NoUi`].
@@ -46,6 +46,34 @@ impl NotifyKind {
     }
 }
 
+/// Where a widget goes (`widgetPlacement`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WidgetPlacement {
+    /// `aboveEditor` (the default).
+    #[default]
+    AboveEditor,
+    /// `belowEditor`.
+    BelowEditor,
+}
+
+impl WidgetPlacement {
+    /// Parses the reference's string (anything else is `aboveEditor`).
+    pub fn parse(text: Option<&str>) -> Self {
+        match text {
+            Some("belowEditor") => Self::BelowEditor,
+            _ => Self::AboveEditor,
+        }
+    }
+
+    /// The reference's string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AboveEditor => "aboveEditor",
+            Self::BelowEditor => "belowEditor",
+        }
+    }
+}
+
 /// Dialogs and notifications for extensions.
 pub trait ExtensionUi: Send + Sync {
     /// Whether a person can answer dialogs (`ctx.hasUI`).
@@ -77,6 +105,29 @@ pub trait ExtensionUi: Send + Sync {
         placeholder: Option<&'a str>,
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, Option<String>>;
+
+    /// Sets (`Some`) or clears (`None`) the status text under `key` (`setStatus`); a UI
+    /// without a status line ignores it.
+    fn set_status(&self, _key: &str, _text: Option<&str>) {}
+
+    /// Sets (`Some`) or clears (`None`) the widget under `key`: lines shown with the editor
+    /// (`setWidget`).
+    fn set_widget(&self, _key: &str, _lines: Option<&[String]>, _placement: WidgetPlacement) {}
+
+    /// Sets the terminal's title (`setTitle`).
+    fn set_title(&self, _title: &str) {}
+
+    /// Replaces the text of the input editor (`setEditorText`).
+    fn set_editor_text(&self, _text: &str) {}
+
+    /// Asks for a text, the editor pre-filled (`editor`); `None` on cancel or without a UI.
+    fn editor<'a>(
+        &'a self,
+        _title: &'a str,
+        _prefill: Option<&'a str>,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
+    }
 }
 
 /// The UI of the non-interactive modes (print, JSON): no dialogs can be answered, so
