@@ -17,7 +17,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
