@@ -99,15 +99,15 @@ fn main() {
         return;
     }
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(3);
-    // As `pi` runs (`cli/startup.rs`): two workers; `PI_BENCH_CURRENT_THREAD=1` compares a
-    // single-threaded runtime.
-    let runtime = if std::env::var_os("PI_BENCH_CURRENT_THREAD").is_some() {
-        tokio::runtime::Builder::new_current_thread()
+    // As `pi` runs (`cli/startup.rs`): one runtime thread; `PI_BENCH_MULTI_THREAD=1` compares
+    // the two workers `pi` had before.
+    let runtime = if std::env::var_os("PI_BENCH_MULTI_THREAD").is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
             .enable_all()
             .build()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
     }

@@ -5,6 +5,14 @@
 //! code map and the invariants of each layer; `tests/suite/architecture.rs` enforces which
 //! module may import which.
 
+/// The process-wide allocator of the `pi` binary, its tests and benches: mimalloc (see
+/// `docs/BENCHMARKS.md`, "Agent turns": glibc's malloc/free and its heap trimming were about a
+/// fifth of an agent turn's CPU). The `system-allocator` feature leaves the system allocator
+/// in place, for `benches/sse.rs`, which counts allocations with a global allocator of its own.
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod support;
 
 pub mod model;

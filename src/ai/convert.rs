@@ -84,41 +84,42 @@ pub fn bash_execution_text(message: &crate::model::message::BashExecutionMessage
 
 /// Maps the agent transcript to LLM messages (the reference's `convertToLlm`).
 pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<LlmMessage> {
-    messages
-        .iter()
-        .filter_map(|message| match message {
-            AgentMessage::User(user) => Some(LlmMessage::User(user.clone())),
-            AgentMessage::Assistant(assistant) => Some(LlmMessage::Assistant(assistant.clone())),
-            AgentMessage::ToolResult(result) => Some(LlmMessage::ToolResult(result.clone())),
-            AgentMessage::BashExecution(bash) => {
-                if bash.exclude_from_context == Some(true) {
-                    None
-                } else {
-                    Some(user_text(bash_execution_text(bash), bash.timestamp))
-                }
+    // Sized once: `filter_map` gives `collect` no lower bound, and doubling a vector of the
+    // whole context copies it again per doubling.
+    let mut converted = Vec::with_capacity(messages.len());
+    converted.extend(messages.iter().filter_map(|message| match message {
+        AgentMessage::User(user) => Some(LlmMessage::User(user.clone())),
+        AgentMessage::Assistant(assistant) => Some(LlmMessage::Assistant(assistant.clone())),
+        AgentMessage::ToolResult(result) => Some(LlmMessage::ToolResult(result.clone())),
+        AgentMessage::BashExecution(bash) => {
+            if bash.exclude_from_context == Some(true) {
+                None
+            } else {
+                Some(user_text(bash_execution_text(bash), bash.timestamp))
             }
-            AgentMessage::Custom(custom) => Some(LlmMessage::User(UserMessage {
-                content: UserContent::Blocks(custom.content.to_blocks()),
-                timestamp: custom.timestamp,
-                extra: Map::new(),
-            })),
-            AgentMessage::BranchSummary(summary) => Some(user_text(
-                format!(
-                    "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
-                    summary.summary
-                ),
-                summary.timestamp,
-            )),
-            AgentMessage::CompactionSummary(summary) => Some(user_text(
-                format!(
-                    "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
-                    summary.summary
-                ),
-                summary.timestamp,
-            )),
-            AgentMessage::Unknown(_) => None,
-        })
-        .collect()
+        }
+        AgentMessage::Custom(custom) => Some(LlmMessage::User(UserMessage {
+            content: UserContent::Blocks(custom.content.to_blocks()),
+            timestamp: custom.timestamp,
+            extra: Map::new(),
+        })),
+        AgentMessage::BranchSummary(summary) => Some(user_text(
+            format!(
+                "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
+                summary.summary
+            ),
+            summary.timestamp,
+        )),
+        AgentMessage::CompactionSummary(summary) => Some(user_text(
+            format!(
+                "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
+                summary.summary
+            ),
+            summary.timestamp,
+        )),
+        AgentMessage::Unknown(_) => None,
+    }));
+    converted
 }
 
 /// Replaces images in user and tool-result messages by [`IMAGE_BLOCKED_TEXT`], collapsing

@@ -24,7 +24,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
@@ -37,7 +39,7 @@ use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assist
 use crate::model::message::{AssistantMessage, StopReason};
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
-use crate::support::json::to_js_string;
+use crate::support::json::write_value;
 
 /// The HTTP client, built on first use: building it loads the system's root certificates
 /// (hundreds of files, several milliseconds), which a session that never calls a model — or
@@ -75,6 +77,10 @@ pub struct AiClient {
     http: LazyHttp,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
+    /// The length of the last request body: the next one is serialised into a buffer of about
+    /// that size (a conversation's requests grow by little per turn), instead of doubling its
+    /// way up from empty — each doubling a copy of the body into fresh pages.
+    body_hint: Arc<AtomicUsize>,
 }
 
 impl AiClient {
@@ -85,6 +91,7 @@ impl AiClient {
             http: Arc::new(std::sync::OnceLock::new()),
             clock,
             ids,
+            body_hint: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -148,7 +155,12 @@ impl AiClient {
                 ErrorBodyStyle::WholeBody,
             ),
         };
-        let body = to_js_string(&wire.body);
+        let hint = self.body_hint.load(Ordering::Relaxed);
+        let mut body = String::with_capacity(hint + hint / 8 + 1024);
+        write_value(&mut body, &wire.body);
+        self.body_hint.store(body.len(), Ordering::Relaxed);
+        // Shared by every attempt of the transport retry without a copy.
+        let body = Bytes::from(body);
         let mut stream = base;
         stream.decoder = stream
             .decoder
@@ -266,7 +278,7 @@ impl Decoder {
 enum Phase {
     Pending {
         wire: WireRequest,
-        body: String,
+        body: Bytes,
         style: ErrorBodyStyle,
     },
     Streaming(reqwest::Response),

@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -229,7 +230,7 @@ pub(crate) struct SendContext<'a> {
 /// body not yet read).
 pub(crate) async fn send(
     request: &WireRequest,
-    body: &str,
+    body: &Bytes,
     ctx: &SendContext<'_>,
 ) -> Result<reqwest::Response, SendFailure> {
     let mut retries_done = 0u32;
@@ -238,7 +239,7 @@ pub(crate) async fn send(
         for (name, value) in &request.headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let attempt = builder.body(body.to_owned()).send();
+        let attempt = builder.body(body.clone()).send();
         let outcome = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(SendFailure::aborted()),

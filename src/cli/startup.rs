@@ -788,8 +788,12 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
     {
         anyhow::bail!(missing.error_message());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One runtime thread: an agent run is one sequence of steps (request, stream, tools,
+    // appends), so a second worker only adds handoffs between threads (futex wakes, cache
+    // misses) — about 6–10 % of a turn's CPU (`docs/BENCHMARKS.md`, "Agent turns"). Blocking
+    // work (store calls, file tools, key commands) still runs on tokio's blocking pool, and
+    // nothing here blocks the runtime thread (`block_in_place` would panic on this runtime).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;

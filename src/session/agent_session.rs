@@ -1516,7 +1516,11 @@ impl AgentSession {
                     emit_partials: self.config().emit_partials
                         || self.bus().has_handlers("message_update"),
                 };
-                (config, state.transcript.clone(), cancel)
+                // The loop's own copy of the context, with room for the turn's messages (a
+                // copy of exactly its length would be copied again by the first push).
+                let mut transcript = Vec::with_capacity(state.transcript.len() + 16);
+                transcript.extend_from_slice(&state.transcript);
+                (config, transcript, cancel)
             };
             let hooks = RunHooks { session: self };
             match prompts.take() {

@@ -90,29 +90,26 @@ impl AgentSession {
         skip_aborted: bool,
     ) -> AfterRun {
         let settings = self.compaction_settings();
-        let (model, transcript, attempted) = {
+        // Decided under the state lock (a pure computation, no await): the transcript is read
+        // in place, not copied twice per prompt.
+        let decision = {
             let state = self.state();
-            (
-                state.model.clone(),
-                state.transcript.clone(),
-                state.overflow_recovery_attempted,
-            )
+            // The transcript is the context at the leaf: when a compaction is on the path, its
+            // summary message leads it and carries the entry's time. No store read per run.
+            let latest = state.transcript.iter().find_map(|message| match message {
+                AgentMessage::CompactionSummary(summary) => Some(summary.timestamp),
+                _ => None,
+            });
+            check_compaction(&CompactionCheckInput {
+                settings: &settings,
+                message,
+                skip_aborted,
+                model: state.model.as_ref(),
+                latest_compaction_ms: latest,
+                transcript: &state.transcript,
+                overflow_recovery_attempted: state.overflow_recovery_attempted,
+            })
         };
-        // The transcript is the context at the leaf: when a compaction is on the path, its
-        // summary message leads it and carries the entry's time. No store read per run.
-        let latest = transcript.iter().find_map(|message| match message {
-            AgentMessage::CompactionSummary(summary) => Some(summary.timestamp),
-            _ => None,
-        });
-        let decision = check_compaction(&CompactionCheckInput {
-            settings: &settings,
-            message,
-            skip_aborted,
-            model: model.as_ref(),
-            latest_compaction_ms: latest,
-            transcript: &transcript,
-            overflow_recovery_attempted: attempted,
-        });
         match decision {
             CompactionCheck::None => AfterRun::Done,
             CompactionCheck::OverflowRecoveryExhausted => {
