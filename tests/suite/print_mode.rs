@@ -450,7 +450,25 @@ fn session_and_fork_accept_jsonl_files_which_are_imported_first() {
         MockResponse::sse(sse::openai_text("Forked.")),
     ]);
     configure(&env, &server, FAST_RETRIES);
-    let file = fixture("branches");
+    // The fixture was recorded in /home/alice/projects/webshop, which does not exist here (the
+    // reference refuses such a session outside its TUI; see the end): a copy recorded in this
+    // workspace.
+    let original = std::fs::read_to_string(fixture("branches")).unwrap();
+    let recorded = r#""cwd":"/home/alice/projects/webshop""#;
+    assert!(original.contains(recorded));
+    let file = env.dir.path().join("branches.jsonl");
+    std::fs::write(
+        &file,
+        original.replacen(
+            recorded,
+            &format!(
+                r#""cwd":{}"#,
+                serde_json::json!(env.workspace.display().to_string())
+            ),
+            1,
+        ),
+    )
+    .unwrap();
     let file_arg = file.display().to_string();
     let output = env
         .pi()
@@ -522,6 +540,27 @@ fn session_and_fork_accept_jsonl_files_which_are_imported_first() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("no such session file"));
+
+    // The fixture itself: its directory is gone, so print mode refuses to continue it.
+    let other = TestEnv::new();
+    configure(&other, &server, FAST_RETRIES);
+    let output = other
+        .pi()
+        .args([
+            "--session",
+            &fixture("branches").display().to_string(),
+            "-p",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "Stored session working directory does not exist: /home/alice/projects/webshop"
+        ),
+        "{output:?}"
+    );
 }
 
 /// A stored session whose working directory is gone: print and JSON mode refuse it with the

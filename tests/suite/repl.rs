@@ -411,6 +411,11 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     tmux.line(&format!("/import {}", fixture.display()));
     tmux.wait_for("Replace the current session with");
     tmux.line("y");
+    // The file was recorded in a directory that does not exist here: asked, as the reference
+    // asks, whether to continue in this one.
+    tmux.wait_for("cwd from session file does not exist");
+    tmux.wait_for("Continue in the current directory? [y/N]");
+    tmux.line("y");
     let screen = tmux.wait_for("Session imported from:");
     assert!(
         screen.contains("imported "),
