@@ -80,6 +80,21 @@ impl TestEnv {
     pub fn store(&self) -> SessionStore {
         open_store(&self.db(), 11)
     }
+
+    /// Stores an empty session recorded in a directory that does not exist; returns its id
+    /// and that directory.
+    pub fn session_in_a_deleted_directory(&self) -> (pi::model::SessionId, PathBuf) {
+        let gone = self.dir.path().join("deleted-project");
+        let session = self
+            .store()
+            .create_session(&pi::store::NewSession {
+                cwd: gone.display().to_string(),
+                parent_session: None,
+            })
+            .expect("create a session")
+            .id;
+        (session, gone)
+    }
 }
 
 /// Opens a store on `db` with a stepping test clock and a seeded id source.

@@ -570,15 +570,7 @@ fn a_session_whose_directory_is_gone_is_refused_outside_the_repl() {
     let env = TestEnv::new();
     let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("unused"))]);
     configure(&env, &server, "{}");
-    let gone = env.dir.path().join("deleted-project");
-    let session = env
-        .store()
-        .create_session(&pi::store::NewSession {
-            cwd: gone.display().to_string(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id;
+    let (session, gone) = env.session_in_a_deleted_directory();
     for mode in [&["-p"][..], &["--mode", "json"][..]] {
         let output = env
             .pi()

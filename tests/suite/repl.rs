@@ -755,17 +755,10 @@ fn paths_complete_in_the_directory_of_a_resumed_session() {
 fn the_repl_asks_before_continuing_a_session_whose_directory_is_gone() {
     let env = TestEnv::new();
     std::fs::create_dir_all(&env.agent_dir).unwrap();
-    let gone = env.dir.path().join("deleted-project");
-    let session = env
-        .store()
-        .create_session(&pi::store::NewSession {
-            cwd: gone.display().to_string(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id;
+    let (session, gone) = env.session_in_a_deleted_directory();
     let tmux = Tmux::start(&env, "gone-no", &["--session", session.as_str()], &[]);
     tmux.wait_for("cwd from session file does not exist");
+    tmux.wait_for(&gone.display().to_string());
     tmux.wait_for("Continue in the current directory? [y/N]");
     tmux.line("n");
     assert_eq!(tmux.wait_for_exit(), 0);
