@@ -680,6 +680,8 @@ fn lines_typed_during_a_turn_steer_it_or_follow_up() {
     tmux.wait_for("Follow-up answer.");
     let screen = tmux.wait_for_prompt();
     assert!(screen.contains("Steered answer."), "{screen}");
+    // Alt+Enter's ESC is not echoed as `^[`.
+    assert!(!screen.contains("^["), "{screen}");
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 

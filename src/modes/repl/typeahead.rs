@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::thread::JoinHandle;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::termios::{LocalFlags, SetArg, Termios, tcgetattr, tcsetattr};
 use tokio::sync::mpsc;
 
 /// One line typed during a turn.
@@ -32,6 +33,8 @@ pub struct Typeahead {
     lines: mpsc::UnboundedReceiver<Typed>,
     wake: Option<OwnedFd>,
     thread: Option<JoinHandle<()>>,
+    /// The terminal's settings before `ECHOCTL` was switched off, restored on stop.
+    saved: Option<Termios>,
 }
 
 impl Typeahead {
@@ -44,10 +47,17 @@ impl Typeahead {
             .name("pi-typeahead".to_owned())
             .spawn(move || read_lines(&wake_read, &sender))
             .ok()?;
+        // Alt+Enter echoes as `^[` unless control characters are echoed as themselves.
+        let saved = tcgetattr(std::io::stdin()).ok();
+        if let Some(mut quiet) = saved.clone() {
+            quiet.local_flags.remove(LocalFlags::ECHOCTL);
+            let _ = tcsetattr(std::io::stdin(), SetArg::TCSANOW, &quiet);
+        }
         Some(Self {
             lines,
             wake: Some(wake_write),
             thread: Some(thread),
+            saved,
         })
     }
 
@@ -76,6 +86,9 @@ impl Typeahead {
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        if let Some(saved) = self.saved.take() {
+            let _ = tcsetattr(std::io::stdin(), SetArg::TCSANOW, &saved);
         }
     }
 }
