@@ -590,14 +590,15 @@ impl Repl {
                 result = &mut work => break result,
                 Some(event) = self.events.recv() => self.out.event(&event)?,
                 Some(request) = self.ui_requests.recv() => {
-                    // The dialog reads the terminal through the line editor: nothing else may.
-                    if let Some(reader) = typeahead.take() {
+                    // A dialog reads the terminal through the line editor: nothing else may.
+                    let pause = request.reads_terminal();
+                    if pause && let Some(reader) = typeahead.take() {
                         for typed in reader.stop() {
                             self.queue_typed(typed)?;
                         }
                     }
                     self.answer_ui(request).await?;
-                    if steerable {
+                    if pause && steerable {
                         typeahead = Typeahead::start();
                     }
                 }
@@ -645,7 +646,9 @@ impl Repl {
 
     /// Shows an extension's notification, or asks its question and sends the answer back.
     async fn answer_ui(&mut self, request: UiRequest) -> Result<()> {
-        self.out.finish_line()?;
+        if request.prints() {
+            self.out.finish_line()?;
+        }
         match request {
             UiRequest::Notify { message, kind } => match kind {
                 NotifyKind::Info => self.info(&message)?,

@@ -84,6 +84,24 @@ pub enum UiRequest {
     },
 }
 
+impl UiRequest {
+    /// Whether serving it reads the terminal (a dialog) rather than only writing to it.
+    pub fn reads_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::Confirm { .. } | Self::Select { .. } | Self::Input { .. } | Self::Editor { .. }
+        )
+    }
+
+    /// Whether serving it prints lines (so a streamed line is finished first).
+    pub fn prints(&self) -> bool {
+        !matches!(
+            self,
+            Self::Status { .. } | Self::Title { .. } | Self::EditorText { .. }
+        )
+    }
+}
+
 /// The REPL's `ExtensionUi`: forwards requests to the REPL loop.
 #[derive(Debug, Clone)]
 pub struct ReplUi {
