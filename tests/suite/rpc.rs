@@ -1293,6 +1293,11 @@ def ask(args):
     name = ext.input("Name?", "your name")
     sure = ext.confirm("Sure?", "Really " + args)
     ext.notify("picked=%s name=%s sure=%s ui=%s" % (picked, name, sure, ext.has_ui), "warning")
+    edited = ext.editor("Message", prefill="draft")
+    ext.set_status("build", "green")
+    ext.set_widget("todo", ["one", "two"], "belowEditor")
+    ext.set_title("pi-title")
+    ext.set_editor_text("edited=%s" % edited)
 
 ext.run()
 "#;
@@ -1343,6 +1348,25 @@ fn extension_dialogs_go_to_the_client_and_extension_commands_are_listed() {
     assert_eq!(notify["method"], "notify");
     assert_eq!(notify["message"], "picked=green name=Ada sure=True ui=True");
     assert_eq!(notify["notifyType"], "warning");
+    let editor = answer(&mut rpc, "editor", json!({"value": "draft v2"}));
+    assert_eq!(editor["title"], "Message");
+    assert_eq!(editor["prefill"], "draft");
+    // The fire-and-forget calls, in order, in the reference's shapes.
+    let mut next = |method: &str| {
+        let request = rpc.wait_for(|record| record["type"] == "extension_ui_request");
+        assert_eq!(request["method"], method, "{request}");
+        request
+    };
+    let status = next("setStatus");
+    assert_eq!(
+        (&status["statusKey"], &status["statusText"]),
+        (&json!("build"), &json!("green"))
+    );
+    let widget = next("setWidget");
+    assert_eq!(widget["widgetLines"], json!(["one", "two"]));
+    assert_eq!(widget["widgetPlacement"], "belowEditor");
+    assert_eq!(next("setTitle")["title"], "pi-title");
+    assert_eq!(next("set_editor_text")["text"], "edited=draft v2");
     assert_eq!(
         rpc.response(&id)["success"],
         true,
