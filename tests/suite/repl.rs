@@ -29,6 +29,22 @@ fn configure(env: &TestEnv, server: &ProviderServer) {
     .unwrap();
 }
 
+/// Writes a Python extension (on the helper library of `examples/extensions/`, found through
+/// `PI_EXAMPLES`) as an executable file and starts pi in tmux with it.
+fn start_with_extension(env: &TestEnv, name: &str, file: &str, script: &str) -> Tmux {
+    use std::os::unix::fs::PermissionsExt;
+    let extension = env.dir.path().join(file);
+    std::fs::write(&extension, script).unwrap();
+    std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    Tmux::start(
+        env,
+        name,
+        &["-e", &extension.to_string_lossy()],
+        &[("PI_EXAMPLES", &examples.to_string_lossy())],
+    )
+}
+
 fn user_text(kind: &EntryKind) -> Option<String> {
     match kind {
         EntryKind::Message(AgentMessage::User(user)) => Some(user.content.joined_text()),
@@ -593,7 +609,6 @@ ext.run()
 /// was stored before stays.
 #[test]
 fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
-    use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_text("First answer.")),
@@ -601,16 +616,7 @@ fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
             .stall_after(60, Duration::from_secs(60)),
     ]);
     configure(&env, &server);
-    let extension = env.dir.path().join("shutdown_logger.py");
-    std::fs::write(&extension, SHUTDOWN_LOGGER).unwrap();
-    std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
-    let tmux = Tmux::start(
-        &env,
-        "term",
-        &["-e", &extension.to_string_lossy()],
-        &[("PI_EXAMPLES", &examples.to_string_lossy())],
-    );
+    let tmux = start_with_extension(&env, "term", "shutdown_logger.py", SHUTDOWN_LOGGER);
     tmux.wait_for_prompt();
     tmux.line("hello");
     tmux.wait_for("First answer.");
@@ -798,20 +804,10 @@ ext.run()
 /// editor text.
 #[test]
 fn extension_status_widget_title_editor_and_editor_text_in_the_repl() {
-    use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
     let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Done."))]);
     configure(&env, &server);
-    let extension = env.dir.path().join("ui_demo.py");
-    std::fs::write(&extension, UI_EXTENSION).unwrap();
-    std::fs::set_permissions(&extension, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
-    let tmux = Tmux::start(
-        &env,
-        "ui",
-        &["-e", &extension.display().to_string()],
-        &[("PI_EXAMPLES", &examples.display().to_string())],
-    );
+    let tmux = start_with_extension(&env, "ui", "ui_demo.py", UI_EXTENSION);
     tmux.wait_for_prompt();
     tmux.line("/ui");
     tmux.wait_for("widget: two tasks left");

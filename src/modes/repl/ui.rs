@@ -116,6 +116,28 @@ impl ReplUi {
     }
 }
 
+impl ReplUi {
+    /// Sends a request that needs no answer (a REPL that has ended shows nothing).
+    fn post(&self, request: UiRequest) {
+        let _ = self.requests.send(request);
+    }
+
+    /// Sends a dialog built around its reply channel and waits for the answer, at most
+    /// `timeout`; `default` when the REPL is gone or the answer does not come.
+    async fn dialog<T>(
+        &self,
+        build: impl FnOnce(oneshot::Sender<T>) -> UiRequest,
+        timeout: Option<Duration>,
+        default: T,
+    ) -> T {
+        let (reply, receiver) = oneshot::channel();
+        if self.requests.send(build(reply)).is_err() {
+            return default;
+        }
+        answer(receiver, timeout, default).await
+    }
+}
+
 /// Waits for a dialog's answer, at most `timeout`; `default` when it does not come.
 async fn answer<T>(reply: oneshot::Receiver<T>, timeout: Option<Duration>, default: T) -> T {
     match timeout {
@@ -132,10 +154,8 @@ impl ExtensionUi for ReplUi {
         true
     }
 
-    // A REPL that has ended shows nothing: the sends below may fail quietly.
-
     fn set_status(&self, key: &str, text: Option<&str>) {
-        let _ = self.requests.send(UiRequest::Status {
+        self.post(UiRequest::Status {
             key: key.to_owned(),
             text: text.map(str::to_owned),
         });
@@ -143,20 +163,20 @@ impl ExtensionUi for ReplUi {
 
     fn set_widget(&self, key: &str, lines: Option<&[String]>, _placement: WidgetPlacement) {
         // A line REPL has no editor box to place it around: its lines are printed in turn.
-        let _ = self.requests.send(UiRequest::Widget {
+        self.post(UiRequest::Widget {
             key: key.to_owned(),
             lines: lines.map(<[String]>::to_vec),
         });
     }
 
     fn set_title(&self, title: &str) {
-        let _ = self.requests.send(UiRequest::Title {
+        self.post(UiRequest::Title {
             title: title.to_owned(),
         });
     }
 
     fn set_editor_text(&self, text: &str) {
-        let _ = self.requests.send(UiRequest::EditorText {
+        self.post(UiRequest::EditorText {
             text: text.to_owned(),
         });
     }
@@ -166,23 +186,19 @@ impl ExtensionUi for ReplUi {
         title: &'a str,
         prefill: Option<&'a str>,
     ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let (reply, receiver) = oneshot::channel();
-            let request = UiRequest::Editor {
+        Box::pin(self.dialog(
+            move |reply| UiRequest::Editor {
                 title: title.to_owned(),
                 prefill: prefill.map(str::to_owned),
                 reply,
-            };
-            if self.requests.send(request).is_err() {
-                return None;
-            }
-            answer(receiver, None, None).await
-        })
+            },
+            None,
+            None,
+        ))
     }
 
     fn notify(&self, message: &str, kind: NotifyKind) {
-        // A REPL that has ended shows nothing.
-        let _ = self.requests.send(UiRequest::Notify {
+        self.post(UiRequest::Notify {
             message: message.to_owned(),
             kind,
         });
@@ -194,18 +210,15 @@ impl ExtensionUi for ReplUi {
         message: &'a str,
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            let (reply, receiver) = oneshot::channel();
-            let request = UiRequest::Confirm {
+        Box::pin(self.dialog(
+            move |reply| UiRequest::Confirm {
                 title: title.to_owned(),
                 message: message.to_owned(),
                 reply,
-            };
-            if self.requests.send(request).is_err() {
-                return false;
-            }
-            answer(receiver, timeout, false).await
-        })
+            },
+            timeout,
+            false,
+        ))
     }
 
     fn select<'a>(
@@ -214,18 +227,15 @@ impl ExtensionUi for ReplUi {
         options: &'a [String],
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let (reply, receiver) = oneshot::channel();
-            let request = UiRequest::Select {
+        Box::pin(self.dialog(
+            move |reply| UiRequest::Select {
                 title: title.to_owned(),
                 options: options.to_vec(),
                 reply,
-            };
-            if self.requests.send(request).is_err() {
-                return None;
-            }
-            answer(receiver, timeout, None).await
-        })
+            },
+            timeout,
+            None,
+        ))
     }
 
     fn input<'a>(
@@ -234,18 +244,15 @@ impl ExtensionUi for ReplUi {
         placeholder: Option<&'a str>,
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let (reply, receiver) = oneshot::channel();
-            let request = UiRequest::Input {
+        Box::pin(self.dialog(
+            move |reply| UiRequest::Input {
                 title: title.to_owned(),
                 placeholder: placeholder.map(str::to_owned),
                 reply,
-            };
-            if self.requests.send(request).is_err() {
-                return None;
-            }
-            answer(receiver, timeout, None).await
-        })
+            },
+            timeout,
+            None,
+        ))
     }
 }
 
