@@ -137,6 +137,27 @@ fn check_snapshot(
             report.problems.push(format!("{found} {what}"));
         }
     }
+    // A docid carries its document's kind (ranking and the role/kind filters read it there).
+    let codes = crate::store::search::docid::KINDS
+        .iter()
+        .enumerate()
+        .map(|(code, (role, kind))| format!("WHEN '{role}/{kind}' THEN {code}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mislabeled = count(
+        conn,
+        path,
+        &format!(
+            "SELECT COUNT(*) FROM search_docs
+               WHERE {} IS NOT (CASE role || '/' || kind {codes} END)",
+            crate::store::search::docid::kind_sql("docid")
+        ),
+    )?;
+    if mislabeled > 0 {
+        report.problems.push(format!(
+            "{mislabeled} search documents whose docid does not carry their kind (run `pi db reindex`)"
+        ));
+    }
     let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;
     let docs = count(conn, path, "SELECT COUNT(*) FROM search_docs")?;
     if fts_rows != docs {

@@ -42,6 +42,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0003_lease.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 4,
+        name: "0004_search_docids.sql",
+        sql: include_str!("../../migrations/0004_search_docids.sql"),
+        rebuild_derived: true,
+    },
 ];
 
 /// Returns the newest schema version this binary knows.

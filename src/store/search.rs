@@ -223,6 +223,199 @@ fn cut(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// The FTS rowid of a document (its "docid") carries what ranking needs, so that a query
+/// ranks its candidates from the index alone, without reading a row per candidate:
+///
+/// `[entry time, Unix seconds: 34 bits][order within that second: 16][role and kind: 4][length: 9]`
+///
+/// Docids therefore sort by entry time: "the most recent matches" are the most recent by the
+/// clock, whatever order sessions were imported in. The length is the document's token count
+/// on a log scale (within 1.1 %), which is what bm25 normalises by.
+pub mod docid {
+    /// Bits below the time.
+    const TIME_SHIFT: u32 = 29;
+    /// Bits below the order within a second.
+    const ORDER_SHIFT: u32 = 13;
+    /// Bits below the kind.
+    const KIND_SHIFT: u32 = 9;
+    /// Documents one second can hold; more spill into the next second.
+    pub const PER_SECOND: i64 = 1 << 16;
+    /// The latest second a docid can carry (year 2514).
+    const MAX_SECOND: i64 = (1 << 34) - 1;
+    /// Steps of the length scale per doubling.
+    const LENGTH_STEPS: f64 = 32.0;
+    /// Largest length code (≈ 64,000 tokens; longer documents share it).
+    const MAX_LENGTH_CODE: i64 = (1 << KIND_SHIFT) - 1;
+
+    /// Every (role, kind) a document can have, in code order; the code is the index.
+    pub const KINDS: [(&str, &str); 9] = [
+        ("user", "text"),
+        ("user", "bash"),
+        ("assistant", "text"),
+        ("assistant", "thinking"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("meta", "custom"),
+        ("meta", "summary"),
+        ("meta", "name"),
+    ];
+
+    /// Returns the code of a (role, kind) pair.
+    pub fn kind_code(role: &str, kind: &str) -> Option<i64> {
+        KINDS
+            .iter()
+            .position(|pair| *pair == (role, kind))
+            .and_then(|idx| i64::try_from(idx).ok())
+    }
+
+    /// Returns the second a docid for an entry at `ts_ms` starts from (clamped to the range
+    /// a docid can carry).
+    pub fn second_of_ms(ts_ms: i64) -> i64 {
+        ts_ms.div_euclid(1000).clamp(1, MAX_SECOND)
+    }
+
+    /// The first docid of a second; the docids of that second are `[first(s), first(s + 1))`
+    /// (past the last second: `i64::MAX`).
+    pub fn first_of_second(second: i64) -> i64 {
+        if second > MAX_SECOND {
+            i64::MAX
+        } else {
+            second.max(0) << TIME_SHIFT
+        }
+    }
+
+    /// Whether documents can still be given this second.
+    pub fn second_in_range(second: i64) -> bool {
+        (1..=MAX_SECOND).contains(&second)
+    }
+
+    /// Builds a docid.
+    pub fn make(second: i64, order: i64, kind_code: i64, tokens: usize) -> i64 {
+        (second.clamp(1, MAX_SECOND) << TIME_SHIFT)
+            | ((order & (PER_SECOND - 1)) << ORDER_SHIFT)
+            | ((kind_code & 0xF) << KIND_SHIFT)
+            | length_code(tokens)
+    }
+
+    /// The order within its second of a docid.
+    pub fn order(docid: i64) -> i64 {
+        (docid >> ORDER_SHIFT) & (PER_SECOND - 1)
+    }
+
+    /// The entry time of a docid, Unix ms (to the second).
+    pub fn time_ms(docid: i64) -> i64 {
+        (docid >> TIME_SHIFT) * 1000
+    }
+
+    /// The (role, kind) of a docid.
+    pub fn kind(docid: i64) -> Option<(&'static str, &'static str)> {
+        usize::try_from((docid >> KIND_SHIFT) & 0xF)
+            .ok()
+            .and_then(|idx| KINDS.get(idx).copied())
+    }
+
+    /// An SQL expression giving the kind code of the docid in `column`.
+    pub fn kind_sql(column: &str) -> String {
+        format!("(({column} >> {KIND_SHIFT}) & 15)")
+    }
+
+    /// The code of a token count.
+    pub fn length_code(tokens: usize) -> i64 {
+        let code = (LENGTH_STEPS * ((tokens as f64) + 1.0).log2()).round() as i64;
+        code.clamp(0, MAX_LENGTH_CODE)
+    }
+
+    /// The token count a docid stands for (within 1.1 %).
+    pub fn length(docid: i64) -> f64 {
+        let code = docid & MAX_LENGTH_CODE;
+        ((code as f64) / LENGTH_STEPS).exp2() - 1.0
+    }
+}
+
+/// Counts the tokens FTS5's `unicode61` tokenizer makes of indexed text (runs of letters and
+/// digits; a CJK bigram is one token), for the length a docid carries.
+pub fn token_count(indexed: &str) -> usize {
+    let mut count = 0;
+    let mut in_token = false;
+    for ch in indexed.chars() {
+        let token = is_word_char(ch);
+        if token && !in_token {
+            count += 1;
+        }
+        in_token = token;
+    }
+    count
+}
+
+/// The one token a query term is to the index (folded as the tokenizer folds), or `None` when
+/// the term is several tokens (a phrase, `src/auth.ts`, a CJK word of three characters).
+pub fn single_token(term: &str) -> Option<String> {
+    let indexed = index_text(term);
+    let mut tokens = indexed
+        .split(|ch: char| !is_word_char(ch))
+        .filter(|token| !token.is_empty());
+    let token = tokens.next()?;
+    if tokens.next().is_some() {
+        return None;
+    }
+    Some(if token.is_ascii() {
+        token.to_ascii_lowercase()
+    } else {
+        fold(token)
+    })
+}
+
+/// FTS5's bm25 (k1 = 1.2, b = 0.75), computed from the index's term frequencies and the
+/// lengths docids carry; [`Bm25::score`] returns what `bm25()` would (lower is better).
+#[derive(Debug, Clone, Copy)]
+pub struct Bm25 {
+    rows: f64,
+    average_length: f64,
+}
+
+/// One ranked term of a query: its inverse document frequency and its frequency in each
+/// document that has it.
+#[derive(Debug, Clone, Default)]
+pub struct TermFrequencies {
+    /// Occurrences per docid.
+    pub per_doc: std::collections::HashMap<i64, u32>,
+}
+
+impl Bm25 {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+
+    /// From the index totals: documents and tokens.
+    pub fn new(rows: i64, tokens: i64) -> Self {
+        let rows = (rows.max(1)) as f64;
+        Self {
+            rows,
+            average_length: ((tokens.max(1)) as f64 / rows).max(f64::MIN_POSITIVE),
+        }
+    }
+
+    /// The inverse document frequency of a term in `hits` documents (FTS5's formula).
+    fn idf(&self, hits: usize) -> f64 {
+        let hits = hits as f64;
+        let idf = ((self.rows - hits + 0.5) / (hits + 0.5)).ln();
+        if idf <= 0.0 { 1e-6 } else { idf }
+    }
+
+    /// bm25 of the document `docid` for these terms (negative; 0 when it has none).
+    pub fn score(&self, terms: &[TermFrequencies], docid: i64) -> f64 {
+        let length = docid::length(docid);
+        let norm = Self::K1 * (1.0 - Self::B + Self::B * length / self.average_length);
+        let mut sum = 0.0;
+        for term in terms {
+            if let Some(&tf) = term.per_doc.get(&docid) {
+                let tf = f64::from(tf);
+                sum += self.idf(term.per_doc.len()) * (tf * (Self::K1 + 1.0)) / (tf + norm);
+            }
+        }
+        -sum
+    }
+}
+
 /// A parsed query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Query {
@@ -864,6 +1057,64 @@ mod tests {
     }
 
     #[test]
+    fn a_docid_carries_time_order_kind_and_length() {
+        let second = docid::second_of_ms(1_748_077_205_165);
+        assert_eq!(second, 1_748_077_205);
+        for (code, (role, kind)) in docid::KINDS.iter().enumerate() {
+            let code = code as i64;
+            assert_eq!(docid::kind_code(role, kind), Some(code));
+            let id = docid::make(second, 65_535, code, 1_000);
+            assert!(id > 0);
+            assert_eq!(docid::time_ms(id), 1_748_077_205_000);
+            assert_eq!(docid::order(id), 65_535);
+            assert_eq!(docid::kind(id), Some((*role, *kind)));
+            assert!((docid::length(id) - 1_000.0).abs() <= 11.0);
+            assert!(id >= docid::first_of_second(second));
+            assert!(id < docid::first_of_second(second + 1));
+        }
+        assert_eq!(docid::kind_code("user", "thinking"), None);
+        // Docids sort by time first, then by order within the second.
+        assert!(docid::make(second, 0, 8, 60_000) < docid::make(second, 1, 0, 0));
+        assert!(docid::make(second, 65_535, 8, 60_000) < docid::make(second + 1, 0, 0, 0));
+        // Lengths: exact for short documents, within 1.1 % above, shared past the cap.
+        for tokens in [0usize, 1, 2, 3, 7, 20, 99, 1_234, 50_000] {
+            let carried = docid::length(docid::make(second, 0, 0, tokens));
+            let tolerance = (tokens as f64) * 0.011 + 0.5;
+            assert!(
+                (carried - tokens as f64).abs() <= tolerance,
+                "{tokens}: {carried}"
+            );
+        }
+        assert_eq!(
+            docid::length(docid::make(second, 0, 0, 1 << 20)),
+            docid::length(docid::make(second, 0, 0, 1 << 30))
+        );
+        // Times outside the range are clamped; the last second's range ends at i64::MAX.
+        assert_eq!(docid::second_of_ms(-5_000), 1);
+        assert_eq!(docid::first_of_second((1 << 34) + 7), i64::MAX);
+        assert!(docid::make(i64::MAX, 0, 0, 0) > 0);
+        assert!(!docid::second_in_range((1 << 34) + 1));
+    }
+
+    #[test]
+    fn tokens_are_counted_and_single_tokens_folded_as_the_tokenizer_does() {
+        assert_eq!(token_count("fix the src/auth.ts error, again!"), 7);
+        assert_eq!(token_count(""), 0);
+        assert_eq!(token_count("  ...  "), 0);
+        assert_eq!(token_count(&index_text("日本語の文章 test")), 6);
+        assert_eq!(
+            single_token("SessionManager").as_deref(),
+            Some("sessionmanager")
+        );
+        assert_eq!(single_token("Café").as_deref(), Some("cafe"));
+        assert_eq!(single_token("src/auth.ts"), None);
+        assert_eq!(single_token("two words"), None);
+        assert_eq!(single_token("日本").as_deref(), Some("日本"));
+        assert_eq!(single_token("日本語"), None);
+        assert_eq!(single_token("!!"), None);
+    }
+
+    #[test]
     fn plain_word_queries_offer_an_exact_phrase() {
         let query = Query::parse("connection refused").unwrap();
         assert_eq!(
@@ -956,9 +1207,88 @@ struct Scored {
     score: f64,
 }
 
+/// How a search ranks its candidates.
+enum Ranking {
+    /// bm25 computed here from the index: the frequencies of the selective terms (none:
+    /// recency alone) and the lengths docids carry.
+    Index {
+        bm25: Bm25,
+        terms: Vec<TermFrequencies>,
+    },
+    /// FTS5's `bm25()`: over the whole query when no term is very common, else over the
+    /// selective terms only.
+    Fts {
+        selective: Vec<Query>,
+        any_common: bool,
+    },
+}
+
+impl Ranking {
+    /// Looks at each positive term once: a very common term only filters (its weight is ≈ 0
+    /// and counting it would read all of its documents); a selective term of one token is
+    /// ranked from the vocabulary; any other selective term (a phrase) hands the ranking to
+    /// FTS5.
+    fn plan(conn: &Connection, path: &str, terms: &[(String, bool)]) -> Result<Self, StoreError> {
+        let totals = sql::fts_totals(conn, path)?;
+        let mut from_index = totals.is_some();
+        let mut ranked = Vec::new();
+        let mut selective = Vec::new();
+        let mut any_common = false;
+        for (text, prefix) in terms {
+            let term = Query::Term {
+                text: text.clone(),
+                phrase: true,
+                prefix: *prefix,
+            };
+            let hits = sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?;
+            if hits >= COMMON_TERM_DOCS {
+                any_common = true;
+                continue;
+            }
+            if from_index && hits > 0 {
+                let frequencies = match single_token(text) {
+                    Some(token) => sql::term_frequencies(
+                        conn,
+                        path,
+                        &token,
+                        *prefix,
+                        COMMON_TERM_DOCS as usize,
+                    )?,
+                    None => None,
+                };
+                // The vocabulary must see the same documents the query does (it would not if
+                // the term folded differently from the tokenizer).
+                match frequencies {
+                    Some(frequencies) if frequencies.per_doc.len() as i64 == hits => {
+                        ranked.push(frequencies)
+                    }
+                    _ => from_index = false,
+                }
+            }
+            selective.push(term);
+        }
+        Ok(match totals {
+            Some((rows, tokens)) if from_index => Self::Index {
+                bm25: Bm25::new(rows, tokens),
+                terms: ranked,
+            },
+            _ => Self::Fts {
+                selective,
+                any_common,
+            },
+        })
+    }
+}
+
 impl SessionStore {
-    /// Runs a full-text search (ranked by bm25 with a recency boost over the most recent
-    /// [`CANDIDATES`] matching documents that pass the filters).
+    /// Runs a full-text search: the most recent [`CANDIDATES`] matching documents that pass
+    /// the filters, ranked by bm25 with a recency boost.
+    ///
+    /// Ranking reads the index only when it can ([`Ranking::Index`]): each selective term's
+    /// frequencies come from FTS5's vocabulary, each document's length and time from its docid,
+    /// and the document map is read for the hits shown (and for the candidates when a filter
+    /// needs their session). A query with a selective phrase is ranked by FTS5's `bm25()`
+    /// instead, which reads each candidate's length.
     pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
         self.read(|conn, path| {
             let sid = match &request.session {
@@ -971,6 +1301,8 @@ impl SessionStore {
                 }
                 None => None,
             };
+            // The model and branch filters look at each candidate's entry.
+            let per_entry = request.model.is_some() || request.active_only;
             let filter = sql::SearchFilter {
                 cwd: match &request.scope {
                     ListScope::All => None,
@@ -982,57 +1314,57 @@ impl SessionStore {
                 since_ms: request.since_ms,
                 until_ms: request.until_ms,
                 min_docid: None,
+                with_doc: per_entry,
             };
-            // Ranking: bm25 over the query's selective terms. A very common term would make
-            // FTS5's bm25 count every document containing it (tens of ms per term in a million
-            // documents) while adding almost no weight, so such terms only filter.
             let terms = request.query.positive_terms();
-            let mut selective = Vec::new();
-            let mut any_common = false;
-            for (text, prefix) in &terms {
-                let term = Query::Term {
-                    text: text.clone(),
-                    phrase: true,
-                    prefix: *prefix,
-                };
-                if sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?
-                    >= COMMON_TERM_DOCS
-                {
-                    any_common = true;
-                } else {
-                    selective.push(term);
-                }
-            }
+            let ranking = Ranking::plan(conn, path, &terms)?;
             let mut candidates = sql::search_candidates(
                 conn,
                 path,
                 &request.query.to_fts(),
                 &filter,
                 CANDIDATES,
-                !any_common,
+                matches!(
+                    ranking,
+                    Ranking::Fts {
+                        any_common: false,
+                        ..
+                    }
+                ),
             )?;
             let window_start = candidates.iter().map(|candidate| candidate.docid).min();
-            if let Some(window_start) = window_start
-                && any_common
-                && !selective.is_empty()
-            {
-                let expression = selective
-                    .iter()
-                    .map(Query::to_fts)
-                    .collect::<Vec<_>>()
-                    .join(" OR ");
-                let ranks: HashMap<i64, f64> =
-                    sql::bm25_scores(conn, path, &expression, window_start)?
-                        .into_iter()
-                        .collect();
-                for candidate in &mut candidates {
-                    candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+            match &ranking {
+                Ranking::Index { bm25, terms } => {
+                    for candidate in &mut candidates {
+                        candidate.bm25 = bm25.score(terms, candidate.docid);
+                    }
                 }
+                Ranking::Fts {
+                    selective,
+                    any_common: true,
+                } if !selective.is_empty() => {
+                    if let Some(window_start) = window_start {
+                        let expression = selective
+                            .iter()
+                            .map(Query::to_fts)
+                            .collect::<Vec<_>>()
+                            .join(" OR ");
+                        let ranks: HashMap<i64, f64> =
+                            sql::bm25_scores(conn, path, &expression, window_start)?
+                                .into_iter()
+                                .collect();
+                        for candidate in &mut candidates {
+                            candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+                        }
+                    }
+                }
+                Ranking::Fts { .. } => {}
             }
             // The exact-phrase pass looks only inside the candidates' docid window, so a rare
             // phrase of common words cannot make it scan the whole index.
             let window = sql::SearchFilter {
                 min_docid: window_start,
+                with_doc: false,
                 ..filter.clone()
             };
             let phrase_hits: HashSet<i64> = match request.query.as_phrase() {
@@ -1053,21 +1385,28 @@ impl SessionStore {
             let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
             let mut scored = Vec::with_capacity(candidates.len());
             for candidate in candidates {
-                if let Some(pattern) = &request.model {
-                    let model = model_at(conn, path, candidate.sid, candidate.seq, &mut models)?;
-                    let pattern = pattern.to_lowercase();
-                    if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
+                if per_entry {
+                    let Some(doc) = &candidate.doc else {
+                        continue;
+                    };
+                    if let Some(pattern) = &request.model {
+                        let model = model_at(conn, path, doc.sid, doc.seq, &mut models)?;
+                        let pattern = pattern.to_lowercase();
+                        if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
+                            continue;
+                        }
+                    }
+                    if request.active_only && !active.contains(conn, path, doc.sid, doc.seq)? {
                         continue;
                     }
                 }
-                if request.active_only
-                    && !active.contains(conn, path, candidate.sid, candidate.seq)?
-                {
-                    continue;
-                }
+                let ts = candidate
+                    .doc
+                    .as_ref()
+                    .map_or_else(|| docid::time_ms(candidate.docid), |doc| doc.ts);
                 // Without a selective term every relevance is 0: the newest matches come first
                 // (the sort below breaks ties by recency); an exact phrase still ranks first.
-                let mut value = score(candidate.bm25, request.now_ms - candidate.ts);
+                let mut value = score(candidate.bm25, request.now_ms - ts);
                 if phrase_hits.contains(&candidate.docid) {
                     value = value * 2.0 + 1.0;
                 }
@@ -1082,20 +1421,19 @@ impl SessionStore {
                     .then(b.candidate.docid.cmp(&a.candidate.docid))
             });
             scored.truncate(request.limit);
-            let mut sessions: HashMap<i64, sql::SessionRow> = HashMap::new();
             let mut hits = Vec::with_capacity(scored.len());
             for Scored { candidate, score } in scored {
-                let session = match sessions.get(&candidate.sid) {
-                    Some(session) => session.clone(),
-                    None => {
-                        let Some(session) = sql::session_by_sid(conn, path, candidate.sid)? else {
-                            continue;
-                        };
-                        sessions.insert(candidate.sid, session.clone());
-                        session
-                    }
+                let doc = match candidate.doc {
+                    Some(doc) => doc,
+                    None => match sql::doc_by_id(conn, path, candidate.docid)? {
+                        Some(doc) => doc,
+                        None => continue,
+                    },
                 };
-                let Some(row) = sql::entry_by_seq(conn, path, candidate.sid, candidate.seq)? else {
+                let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
+                    continue;
+                };
+                let Some(row) = sql::entry_by_seq(conn, path, doc.sid, doc.seq)? else {
                     continue;
                 };
                 let entry = Entry::parse(&row.payload);
@@ -1104,16 +1442,16 @@ impl SessionStore {
                     .map(docs_for)
                     .unwrap_or_default()
                     .into_iter()
-                    .find(|doc| doc.kind == candidate.kind && doc.role == candidate.role)
-                    .map(|doc| doc.text.into_owned())
+                    .find(|found| found.kind == doc.kind && found.role == doc.role)
+                    .map(|found| found.text.into_owned())
                     .unwrap_or_default();
-                let on_active_path = active.contains(conn, path, candidate.sid, candidate.seq)?;
+                let on_active_path = active.contains(conn, path, doc.sid, doc.seq)?;
                 hits.push(SearchHit {
                     session: SessionId::new(session.id.clone()),
                     entry: row.id.map(EntryId::new),
-                    seq: candidate.seq,
-                    role: candidate.role,
-                    kind: candidate.kind,
+                    seq: doc.seq,
+                    role: doc.role,
+                    kind: doc.kind,
                     snippet: snippet(
                         &text,
                         &terms,
@@ -1182,15 +1520,35 @@ fn model_at(
 struct SessionPath {
     leaf: Option<i64>,
     set: Option<HashSet<i64>>,
+    /// The active path holds every entry (the session never branched).
+    linear: bool,
 }
 
-/// Answers "is this entry on its session's active path", caching per session.
+/// Answers "is this entry on its session's active path", caching per session, and keeps the
+/// session rows it reads for the hits.
 #[derive(Default)]
 struct ActivePaths {
     sessions: HashMap<i64, SessionPath>,
+    rows: HashMap<i64, Option<sql::SessionRow>>,
 }
 
 impl ActivePaths {
+    /// A session's row (read once).
+    fn session(
+        &mut self,
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+    ) -> Result<Option<&sql::SessionRow>, StoreError> {
+        let row = match self.rows.entry(sid) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(sql::session_by_sid(conn, path, sid)?)
+            }
+        };
+        Ok(row.as_ref())
+    }
+
     fn contains(
         &mut self,
         conn: &Connection,
@@ -1198,24 +1556,34 @@ impl ActivePaths {
         sid: i64,
         seq: i64,
     ) -> Result<bool, StoreError> {
-        let session = match self.sessions.entry(sid) {
-            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => {
-                let leaf = sql::leaf(conn, path, sid)?;
-                let irregular =
-                    sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
-                let set = match leaf {
-                    Some(leaf_seq) if irregular => {
-                        Some(SessionStore::path_set(conn, path, sid, leaf_seq)?)
-                    }
-                    Some(_) => None,
-                    None => Some(HashSet::new()),
-                };
-                entry.insert(SessionPath { leaf, set })
-            }
+        if !self.sessions.contains_key(&sid) {
+            let leaf = sql::leaf(conn, path, sid)?;
+            let row = self.session(conn, path, sid)?.cloned();
+            let irregular = row.as_ref().is_some_and(|row| row.irregular);
+            let set = match leaf {
+                Some(leaf_seq) if irregular => {
+                    Some(SessionStore::path_set(conn, path, sid, leaf_seq)?)
+                }
+                Some(_) => None,
+                None => Some(HashSet::new()),
+            };
+            // A path from the root as long as the session has entries holds them all: no
+            // entry needs the walk from the leaf.
+            let linear = match (leaf, &set, &row) {
+                (Some(leaf_seq), None, Some(row)) => sql::path_state(conn, path, sid, leaf_seq)?
+                    .is_some_and(|state| state.depth + 1 == row.entries),
+                _ => false,
+            };
+            self.sessions.insert(sid, SessionPath { leaf, set, linear });
+        }
+        let Some(session) = self.sessions.get(&sid) else {
+            return Ok(false);
         };
         if let Some(set) = &session.set {
             return Ok(set.contains(&seq));
+        }
+        if session.linear {
+            return Ok(true);
         }
         let Some(leaf) = session.leaf else {
             return Ok(false);

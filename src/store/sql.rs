@@ -6,6 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::error::{SqliteContext, StoreError};
+use crate::store::search::{self, docid};
 
 /// Result alias for this module.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -777,27 +778,61 @@ pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()>
     Ok(())
 }
 
-/// Adds one search document and its FTS row.
+/// Adds one search document and its FTS row, under a docid that carries its time, kind and
+/// length (see [`search::docid`]).
 pub fn insert_search_doc(
     conn: &Connection,
     path: &str,
     sid: i64,
     seq: i64,
-    doc: &crate::store::search::Doc<'_>,
+    doc: &search::Doc<'_>,
     ts: i64,
 ) -> Result<()> {
+    let indexed = search::index_text(&doc.text);
+    let code = docid::kind_code(doc.role, doc.kind).ok_or_else(|| StoreError::Corrupt {
+        path: path.to_owned(),
+        message: format!("no search document kind {}/{}", doc.role, doc.kind),
+    })?;
+    let docid = allocate_docid(conn, path, ts, code, search::token_count(&indexed))?;
     conn.prepare_cached(
-        "INSERT INTO search_docs (sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .at(path)?
-    .execute(params![sid, seq, doc.role, doc.kind, ts])
+    .execute(params![docid, sid, seq, doc.role, doc.kind, ts])
     .at(path)?;
-    let docid = conn.last_insert_rowid();
     conn.prepare_cached("INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)")
         .at(path)?
-        .execute(params![docid, crate::store::search::index_text(&doc.text)])
+        .execute(params![docid, indexed])
         .at(path)?;
     Ok(())
+}
+
+/// Picks the next free docid of the entry's second (the next second when one is full).
+fn allocate_docid(conn: &Connection, path: &str, ts: i64, code: i64, tokens: usize) -> Result<i64> {
+    let mut second = docid::second_of_ms(ts);
+    let mut stmt = conn
+        .prepare_cached("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")
+        .at(path)?;
+    while docid::second_in_range(second) {
+        let last: Option<i64> = stmt
+            .query_row(
+                params![
+                    docid::first_of_second(second),
+                    docid::first_of_second(second + 1)
+                ],
+                |row| row.get(0),
+            )
+            .at(path)?;
+        let order = last.map_or(0, |last| docid::order(last) + 1);
+        if order < docid::PER_SECOND {
+            return Ok(docid::make(second, order, code, tokens));
+        }
+        second += 1;
+    }
+    Err(StoreError::Corrupt {
+        path: path.to_owned(),
+        message: "the search index has no docid left after this entry's time".to_owned(),
+    })
 }
 
 /// One row of the usage table.
@@ -860,13 +895,9 @@ pub fn insert_usage(
     Ok(())
 }
 
-/// One FTS candidate: a document that matched, with its bm25 rank.
+/// A search document's row in the document map.
 #[derive(Debug, Clone)]
-pub struct Candidate {
-    /// FTS rowid / search_docs key.
-    pub docid: i64,
-    /// bm25 (lower is better).
-    pub bm25: f64,
+pub struct DocRow {
     /// Session key.
     pub sid: i64,
     /// Entry seq.
@@ -877,6 +908,18 @@ pub struct Candidate {
     pub kind: String,
     /// Entry time, Unix ms.
     pub ts: i64,
+}
+
+/// One FTS candidate: a document that matched, with its bm25 rank, and its document-map row
+/// when the search needed it (filters by session, directory, time, model or branch).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// FTS rowid / search_docs key.
+    pub docid: i64,
+    /// bm25 (lower is better).
+    pub bm25: f64,
+    /// The document-map row, when read.
+    pub doc: Option<DocRow>,
 }
 
 /// SQL filters of a search.
@@ -896,11 +939,25 @@ pub struct SearchFilter<'a> {
     pub until_ms: Option<i64>,
     /// Only documents at or after this docid (bounds a second pass to the first one's window).
     pub min_docid: Option<i64>,
+    /// Read each candidate's document-map row (else only the docid is read).
+    pub with_doc: bool,
+}
+
+impl SearchFilter<'_> {
+    /// Whether a candidate must be checked against its document-map row.
+    pub fn needs_doc(&self) -> bool {
+        self.cwd.is_some()
+            || self.sid.is_some()
+            || self.since_ms.is_some()
+            || self.until_ms.is_some()
+    }
 }
 
 /// Returns the most recent `limit` documents matching an FTS5 expression and the filters;
-/// `bm25` is computed only when asked (FTS5 counts every document of each term for it, which
-/// costs tens of milliseconds for a word in a million documents), else it is 0.
+/// `bm25` is computed only when asked (FTS5 counts every document of each term for it, and
+/// reads each candidate's length), else it is 0. Role, kind and time bound the docid range
+/// and bits without a document-map read; the map is joined only when `filter.with_doc` or a
+/// filter needs it.
 pub fn search_candidates(
     conn: &Connection,
     path: &str,
@@ -910,10 +967,15 @@ pub fn search_candidates(
     with_bm25: bool,
 ) -> Result<Vec<Candidate>> {
     let rank = if with_bm25 { "bm25(search_fts)" } else { "0.0" };
-    let mut sql = format!(
-        "SELECT search_fts.rowid, {rank}, d.sid, d.seq, d.role, d.kind, d.ts
-           FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid"
-    );
+    let join = filter.with_doc || filter.needs_doc();
+    let mut sql = if join {
+        format!(
+            "SELECT search_fts.rowid, {rank}, d.sid, d.seq, d.role, d.kind, d.ts
+               FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid"
+        )
+    } else {
+        format!("SELECT search_fts.rowid, {rank} FROM search_fts")
+    };
     if filter.cwd.is_some() {
         sql.push_str(" CROSS JOIN sessions s ON s.sid = d.sid");
     }
@@ -929,27 +991,37 @@ pub fn search_candidates(
     if let Some(sid) = filter.sid {
         push(" AND d.sid = ?", sid.into(), &mut sql);
     }
-    if let Some(min_docid) = filter.min_docid {
-        push(" AND search_fts.rowid >= ?", min_docid.into(), &mut sql);
-    }
+    let mut lowest = filter.min_docid;
     if let Some(since) = filter.since_ms {
+        // Docids sort by second: the range starts at the second of `since`, the exact time
+        // is checked on the row.
+        let first = docid::first_of_second(since.div_euclid(1000));
+        lowest = Some(lowest.map_or(first, |low| low.max(first)));
         push(" AND d.ts >= ?", since.into(), &mut sql);
     }
+    if let Some(low) = lowest {
+        push(" AND search_fts.rowid >= ?", low.into(), &mut sql);
+    }
     if let Some(until) = filter.until_ms {
+        let end = docid::first_of_second(until.div_euclid(1000) + 1);
+        push(" AND search_fts.rowid < ?", end.into(), &mut sql);
         push(" AND d.ts < ?", until.into(), &mut sql);
     }
-    for (column, list) in [("d.role", filter.roles), ("d.kind", filter.kinds)] {
-        if list.is_empty() {
-            continue;
-        }
-        sql.push_str(&format!(" AND {column} IN ("));
-        for (idx, item) in list.iter().enumerate() {
-            if idx > 0 {
-                sql.push(',');
-            }
-            push("?", item.clone().into(), &mut sql);
-        }
-        sql.push(')');
+    if !filter.roles.is_empty() || !filter.kinds.is_empty() {
+        let codes: Vec<String> = docid::KINDS
+            .iter()
+            .enumerate()
+            .filter(|(_, (role, kind))| {
+                (filter.roles.is_empty() || filter.roles.iter().any(|want| want == role))
+                    && (filter.kinds.is_empty() || filter.kinds.iter().any(|want| want == kind))
+            })
+            .map(|(code, _)| code.to_string())
+            .collect();
+        sql.push_str(&format!(
+            " AND {} IN ({})",
+            docid::kind_sql("search_fts.rowid"),
+            codes.join(",")
+        ));
     }
     push(
         " ORDER BY search_fts.rowid DESC LIMIT ?",
@@ -959,24 +1031,122 @@ pub fn search_candidates(
     let mut stmt = conn.prepare_cached(&sql).at(path)?;
     let rows = stmt
         .query_map(rusqlite::params_from_iter(values.iter()), |row| {
+            let doc = if join {
+                Some(DocRow {
+                    sid: row.get(2)?,
+                    seq: row.get(3)?,
+                    role: row.get(4)?,
+                    kind: row.get(5)?,
+                    ts: row.get(6)?,
+                })
+            } else {
+                None
+            };
             Ok(Candidate {
                 docid: row.get(0)?,
                 bm25: row.get(1)?,
-                sid: row.get(2)?,
-                seq: row.get(3)?,
-                role: row.get(4)?,
-                kind: row.get(5)?,
-                ts: row.get(6)?,
+                doc,
             })
         })
         .at(path)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
-/// Counts the documents matching an FTS5 expression, stopping at `cap`.
+/// Returns a document's row in the document map.
+pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<DocRow>> {
+    conn.prepare_cached("SELECT sid, seq, role, kind, ts FROM search_docs WHERE docid = ?1")
+        .at(path)?
+        .query_row(params![docid], |row| {
+            Ok(DocRow {
+                sid: row.get(0)?,
+                seq: row.get(1)?,
+                role: row.get(2)?,
+                kind: row.get(3)?,
+                ts: row.get(4)?,
+            })
+        })
+        .optional()
+        .at(path)
+}
+
+/// Returns the index totals FTS5 keeps for bm25 — documents and tokens — from its averages
+/// record (`%_data` row 1: SQLite varints, the row count then one token total per column), or
+/// `None` when the record is missing or unreadable.
+pub fn fts_totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
+    let block: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT block FROM search_fts_data WHERE id = 1")
+        .at(path)?
+        .query_row([], |row| row.get(0))
+        .optional()
+        .at(path)?;
+    let Some(block) = block else {
+        return Ok(None);
+    };
+    let mut rest = block.as_slice();
+    let rows = read_varint(&mut rest);
+    let tokens = read_varint(&mut rest);
+    Ok(rows
+        .zip(tokens)
+        .and_then(|(rows, tokens)| Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))))
+}
+
+/// Reads one SQLite varint (big-endian groups of 7 bits, the ninth byte whole).
+fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
+    let mut value: u64 = 0;
+    for idx in 0..9 {
+        let (&byte, rest) = bytes.split_first()?;
+        *bytes = rest;
+        if idx == 8 {
+            return Some((value << 8) | u64::from(byte));
+        }
+        value = (value << 7) | u64::from(byte & 0x7F);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Counts the occurrences of one indexed token (or of every token starting with it) per
+/// document, from FTS5's vocabulary of instances; `None` when more than `cap` documents have
+/// it. Reads the token's position lists only — no row per document.
+pub fn term_frequencies(
+    conn: &Connection,
+    path: &str,
+    token: &str,
+    prefix: bool,
+    cap: usize,
+) -> Result<Option<search::TermFrequencies>> {
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab
+           USING fts5vocab(main, 'search_fts', 'instance')",
+    )
+    .at(path)?;
+    let mut stmt = if prefix {
+        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term >= ?1 AND term < ?2")
+    } else {
+        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term = ?1 AND ?2 IS NOT NULL")
+    }
+    .at(path)?;
+    let upper = format!("{token}\u{10FFFF}");
+    let mut rows = stmt.query(params![token, upper]).at(path)?;
+    let mut out = search::TermFrequencies::default();
+    while let Some(row) = rows.next().at(path)? {
+        let doc: i64 = row.get(0).at(path)?;
+        *out.per_doc.entry(doc).or_insert(0) += 1;
+        if out.per_doc.len() > cap {
+            return Ok(None);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Counts the documents matching an FTS5 expression, stopping at `cap`; newest first, so that
+/// a search reads the same pages for the count as for its candidates.
 pub fn match_count_capped(conn: &Connection, path: &str, fts: &str, cap: i64) -> Result<i64> {
     conn.prepare_cached(
-        "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?2)",
+        "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1
+           ORDER BY rowid DESC LIMIT ?2)",
     )
     .at(path)?
     .query_row(params![fts, cap], |row| row.get(0))

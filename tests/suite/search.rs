@@ -2,6 +2,7 @@
 //! in a real database, through the real binary.
 
 use pi::model::message::{AgentMessage, UserContent, UserMessage};
+use pi::store::search::{Bm25, docid, single_token};
 use pi::store::{NewSession, SessionStore};
 use serde_json::Value;
 
@@ -489,6 +490,9 @@ fn db_check_detects_a_damaged_derived_table_and_reindex_repairs_it() {
         "DELETE FROM search_docs WHERE docid IN (SELECT docid FROM search_docs LIMIT 3)",
         "INSERT INTO search_fts (rowid, body) VALUES (999999, 'ghost text')",
         "DELETE FROM usage WHERE seq = 2",
+        // A user text whose docid says "user bash" (the kind lives in the docid's bits).
+        "UPDATE search_docs SET docid = docid + 512
+           WHERE docid = (SELECT min(docid) FROM search_docs WHERE role = 'user' AND kind = 'text')",
     ];
     for damage in damages {
         let conn = rusqlite::Connection::open(env.db()).unwrap();
@@ -574,4 +578,204 @@ fn backup_of_a_database_being_written_passes_check() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
+}
+
+/// Reads one SQLite varint (FTS5's docsize record: one per column).
+fn varint(bytes: &[u8]) -> u64 {
+    let mut value = 0u64;
+    for (idx, byte) in bytes.iter().enumerate() {
+        if idx == 8 {
+            return (value << 8) | u64::from(*byte);
+        }
+        value = (value << 7) | u64::from(byte & 0x7F);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    value
+}
+
+#[test]
+fn docids_carry_entry_time_kind_and_the_tokenizer_length() {
+    let env = TestEnv::new();
+    drop(load_all(&env, CORPUS));
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT d.docid, d.role, d.kind, d.ts, z.sz
+               FROM search_docs d JOIN search_fts_docsize z ON z.id = d.docid",
+        )
+        .unwrap();
+    let rows: Vec<(i64, String, String, i64, Vec<u8>)> = stmt
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(rows.len() > 50, "{} documents", rows.len());
+    let mut non_ascii = 0;
+    for (id, role, kind, ts, size) in &rows {
+        assert_eq!(
+            docid::kind(*id),
+            Some((role.as_str(), kind.as_str())),
+            "{id}"
+        );
+        assert_eq!(docid::time_ms(*id), ts.div_euclid(1000) * 1000, "{id}");
+        let text: Vec<u8> = conn
+            .query_row(
+                "SELECT payload FROM entries e JOIN search_docs d ON e.sid = d.sid AND e.seq = d.seq
+                  WHERE d.docid = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .unwrap();
+        // The length FTS5 counted, against the one the docid carries (log scale, 1.1 %).
+        // SQLite's character tables also count some symbols (emoji) as letters, which the
+        // count misses: a length may differ by at most the document's symbols.
+        let text = String::from_utf8_lossy(&text);
+        let symbols = text
+            .chars()
+            .filter(|ch| !ch.is_ascii() && !ch.is_alphanumeric() && !ch.is_whitespace())
+            .count() as f64;
+        let tokens = varint(size) as f64;
+        let carried = docid::length(*id);
+        assert!(
+            (carried - tokens).abs() <= tokens * 0.011 + 0.5 + symbols,
+            "{id} ({role}/{kind}): FTS5 counted {tokens} tokens, the docid carries {carried}: {text}"
+        );
+        non_ascii += usize::from(!text.is_ascii());
+    }
+    // The corpus has accented, CJK and emoji text, so the tokenizer emulation is exercised.
+    assert!(non_ascii > 0);
+}
+
+#[test]
+fn docids_sort_by_entry_time_whatever_the_import_order() {
+    let env = TestEnv::new();
+    drop(load_all(&env, &["tool-use", "labels"]));
+    // An old conversation imported last.
+    let source = std::fs::read_to_string(fixtures::dir().join("basic-chat.jsonl")).unwrap();
+    let mut lines = Vec::new();
+    for (idx, line) in source.lines().enumerate() {
+        let mut value: Value = serde_json::from_str(line).unwrap();
+        value["timestamp"] = Value::String(format!("2001-02-03T04:05:{:02}.000Z", idx % 60));
+        if value["type"] == "session" {
+            value["id"] = Value::String("old-conversation".to_owned());
+        }
+        lines.push(value.to_string());
+    }
+    let file = env.agent_dir.join("old.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let output = env.pi().arg("import").arg(&file).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let bounds = |old: bool| -> (i64, i64, i64) {
+        conn.query_row(
+            &format!(
+                "SELECT min(docid), max(docid), count(*) FROM search_docs d JOIN sessions s ON s.sid = d.sid
+                  WHERE (s.id = 'old-conversation') = {old}"
+            ),
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap()
+    };
+    let (_, old_max, old_count) = bounds(true);
+    let (new_min, _, new_count) = bounds(false);
+    assert!(old_count > 3 && new_count > 3);
+    assert!(old_max < new_min, "{old_max} ≥ {new_min}");
+    // Its documents are found, and shown with their own times.
+    let found = hits(&env, &["--session", "old-conversation", "the"]);
+    assert!(!found.is_empty());
+    assert!(
+        found
+            .iter()
+            .all(|hit| hit["timestamp"].as_str().unwrap().starts_with("2001-02-03"))
+    );
+}
+
+#[test]
+fn ranking_from_the_index_equals_fts5_bm25() {
+    let env = TestEnv::new();
+    let store = load_all(&env, CORPUS);
+    // Documents that repeat a word a different number of times, at different lengths.
+    let session = store
+        .create_session(&NewSession {
+            cwd: "/tmp/bm25".into(),
+            parent_session: None,
+        })
+        .unwrap()
+        .id;
+    for idx in 0..40usize {
+        let mut text = String::new();
+        for word in 0..(3 + idx * 7 % 50) {
+            text.push_str(match (word * 11 + idx) % 9 {
+                0 => "gadolinium ",
+                1 | 2 => "zirconia ",
+                _ => "filler words here ",
+            });
+        }
+        let message = AgentMessage::User(UserMessage {
+            content: UserContent::Text(text),
+            timestamp: 1_700_000_000_000,
+            extra: serde_json::Map::new(),
+        });
+        store.append_message(&session, message).unwrap();
+    }
+    drop(store);
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let (rows, tokens) = pi::store::sql::fts_totals(&conn, "test").unwrap().unwrap();
+    let docs: i64 = conn
+        .query_row("SELECT COUNT(*) FROM search_docs", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(rows, docs);
+    let bm25 = Bm25::new(rows, tokens);
+    let mut compared = 0;
+    for (term, prefix) in [
+        ("gadolinium", false),
+        ("zirconia", false),
+        ("zircon", true),
+        ("the", false),
+        ("function", false),
+    ] {
+        let token = single_token(term).unwrap();
+        let frequencies = pi::store::sql::term_frequencies(&conn, "test", &token, prefix, 100_000)
+            .unwrap()
+            .unwrap();
+        let fts = if prefix {
+            format!("\"{term}\"*")
+        } else {
+            format!("\"{term}\"")
+        };
+        let mut stmt = conn
+            .prepare("SELECT rowid, bm25(search_fts) FROM search_fts WHERE search_fts MATCH ?1")
+            .unwrap();
+        let expected: Vec<(i64, f64)> = stmt
+            .query_map([&fts], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(expected.len(), frequencies.per_doc.len(), "{term}");
+        for (docid, fts5) in expected {
+            let ours = bm25.score(std::slice::from_ref(&frequencies), docid);
+            assert!(
+                (ours - fts5).abs() <= fts5.abs() * 0.02 + 1e-9,
+                "{term} in {docid}: ours {ours}, FTS5 {fts5}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 60, "{compared} comparisons");
 }
