@@ -1117,10 +1117,12 @@ pub fn term_frequencies(
     prefix: bool,
     cap: usize,
 ) -> Result<Option<search::TermFrequencies>> {
-    conn.execute_batch(
+    conn.prepare_cached(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab
            USING fts5vocab(main, 'search_fts', 'instance')",
     )
+    .at(path)?
+    .execute([])
     .at(path)?;
     let mut stmt = if prefix {
         conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term >= ?1 AND term < ?2")
