@@ -1353,4 +1353,53 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(cache_size(&store), before);
     }
+
+    #[test]
+    fn a_full_second_of_search_documents_spills_into_the_next() {
+        use crate::store::search::{Doc, docid};
+        let store = SessionStore::open(StoreConfig {
+            location: StoreLocation::Memory,
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(IdSource::seeded(1)),
+            busy_timeout: Duration::from_secs(1),
+        })
+        .unwrap();
+        let ts = 1_748_077_205_165;
+        let second = docid::second_of_ms(ts);
+        let doc = Doc {
+            role: "assistant",
+            kind: "thinking",
+            text: "spilled over".into(),
+        };
+        let ids: Vec<i64> = store
+            .write(|conn, path| {
+                let mut ids = Vec::new();
+                sql::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
+                sql::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
+                // Fill the second up to its last order.
+                conn.execute(
+                    "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
+                    rusqlite::params![docid::make(second, docid::PER_SECOND - 1, 0, 1), ts],
+                )
+                .at(path)?;
+                sql::insert_search_doc(conn, path, 1, 4, &doc, ts)?;
+                let mut stmt = conn
+                    .prepare("SELECT docid FROM search_docs ORDER BY seq")
+                    .at(path)?;
+                let rows = stmt.query_map([], |row| row.get(0)).at(path)?;
+                for row in rows {
+                    ids.push(row.at(path)?);
+                }
+                Ok(ids)
+            })
+            .unwrap();
+        assert_eq!(ids.len(), 4);
+        assert_eq!((docid::time_ms(ids[0]), docid::order(ids[0])), (second * 1000, 0));
+        assert_eq!((docid::time_ms(ids[1]), docid::order(ids[1])), (second * 1000, 1));
+        assert_eq!(docid::kind(ids[1]), Some(("assistant", "thinking")));
+        assert_eq!(
+            (docid::time_ms(ids[3]), docid::order(ids[3])),
+            ((second + 1) * 1000, 0)
+        );
+    }
 }
