@@ -1394,8 +1394,14 @@ mod tests {
             })
             .unwrap();
         assert_eq!(ids.len(), 4);
-        assert_eq!((docid::time_ms(ids[0]), docid::order(ids[0])), (second * 1000, 0));
-        assert_eq!((docid::time_ms(ids[1]), docid::order(ids[1])), (second * 1000, 1));
+        assert_eq!(
+            (docid::time_ms(ids[0]), docid::order(ids[0])),
+            (second * 1000, 0)
+        );
+        assert_eq!(
+            (docid::time_ms(ids[1]), docid::order(ids[1])),
+            (second * 1000, 1)
+        );
         assert_eq!(docid::kind(ids[1]), Some(("assistant", "thinking")));
         assert_eq!(
             (docid::time_ms(ids[3]), docid::order(ids[3])),

@@ -1224,11 +1224,17 @@ enum Ranking {
 }
 
 impl Ranking {
-    /// Looks at each positive term once: a very common term only filters (its weight is ≈ 0
+    /// Looks at each positive term once (`known_hits`: the match count of a one-term query,
+    /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only filters (its weight is ≈ 0
     /// and counting it would read all of its documents); a selective term of one token is
     /// ranked from the vocabulary; any other selective term (a phrase) hands the ranking to
     /// FTS5.
-    fn plan(conn: &Connection, path: &str, terms: &[(String, bool)]) -> Result<Self, StoreError> {
+    fn plan(
+        conn: &Connection,
+        path: &str,
+        terms: &[(String, bool)],
+        known_hits: Option<i64>,
+    ) -> Result<Self, StoreError> {
         let totals = sql::fts_totals(conn, path)?;
         let mut from_index = totals.is_some();
         let mut ranked = Vec::new();
@@ -1240,7 +1246,11 @@ impl Ranking {
                 phrase: true,
                 prefix: *prefix,
             };
-            let hits = sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?;
+            // The caller counted a one-term query's matches already.
+            let hits = match known_hits {
+                Some(hits) if terms.len() == 1 => hits.min(COMMON_TERM_DOCS),
+                _ => sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?,
+            };
             if hits >= COMMON_TERM_DOCS {
                 any_common = true;
                 continue;
@@ -1317,21 +1327,54 @@ impl SessionStore {
                 with_doc: per_entry,
             };
             let terms = request.query.positive_terms();
-            let ranking = Ranking::plan(conn, path, &terms)?;
-            let mut candidates = sql::search_candidates(
-                conn,
-                path,
-                &request.query.to_fts(),
-                &filter,
-                CANDIDATES,
-                matches!(
-                    ranking,
+            let fts = request.query.to_fts();
+            // A one-term query without SQL filters: its candidates are the term's newest
+            // matches, so one pass of up to COMMON_TERM_DOCS both counts the term and gives
+            // them (instead of a count, then the candidates over the same pages).
+            let one_pass =
+                matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
+            let (ranking, mut candidates) = if one_pass {
+                let mut matches =
+                    sql::search_candidates(conn, path, &fts, &filter, COMMON_TERM_DOCS, false)?;
+                let hits = matches.len() as i64;
+                matches.truncate(CANDIDATES as usize);
+                let ranking = Ranking::plan(conn, path, &terms, Some(hits))?;
+                if let (
                     Ranking::Fts {
-                        any_common: false,
-                        ..
+                        any_common: false, ..
+                    },
+                    Some(window_start),
+                ) = (
+                    &ranking,
+                    matches.iter().map(|candidate| candidate.docid).min(),
+                ) {
+                    let ranks: HashMap<i64, f64> =
+                        sql::bm25_scores(conn, path, &fts, window_start)?
+                            .into_iter()
+                            .collect();
+                    for candidate in &mut matches {
+                        candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
                     }
-                ),
-            )?;
+                }
+                (ranking, matches)
+            } else {
+                let ranking = Ranking::plan(conn, path, &terms, None)?;
+                let candidates = sql::search_candidates(
+                    conn,
+                    path,
+                    &fts,
+                    &filter,
+                    CANDIDATES,
+                    matches!(
+                        ranking,
+                        Ranking::Fts {
+                            any_common: false,
+                            ..
+                        }
+                    ),
+                )?;
+                (ranking, candidates)
+            };
             let window_start = candidates.iter().map(|candidate| candidate.docid).min();
             match &ranking {
                 Ranking::Index { bm25, terms } => {

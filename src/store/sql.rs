@@ -944,6 +944,14 @@ pub struct SearchFilter<'a> {
 }
 
 impl SearchFilter<'_> {
+    /// Whether no filter narrows the matches (every match of the query is a candidate).
+    pub fn is_unfiltered(&self) -> bool {
+        !self.needs_doc()
+            && self.roles.is_empty()
+            && self.kinds.is_empty()
+            && self.min_docid.is_none()
+    }
+
     /// Whether a candidate must be checked against its document-map row.
     pub fn needs_doc(&self) -> bool {
         self.cwd.is_some()
