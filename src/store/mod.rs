@@ -24,6 +24,7 @@ mod open;
 pub mod search;
 pub mod sql;
 pub mod tree;
+pub mod unicode61;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};

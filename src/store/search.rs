@@ -332,32 +332,21 @@ pub mod docid {
     }
 }
 
-/// Counts the tokens FTS5's `unicode61` tokenizer makes of indexed text (runs of letters and
-/// digits; a CJK bigram is one token), for the length a docid carries.
+/// Counts the tokens FTS5's `unicode61` tokenizer makes of indexed text, for the length a
+/// docid carries (see [`crate::store::unicode61`]).
 pub fn token_count(indexed: &str) -> usize {
-    let mut count = 0;
-    let mut in_token = false;
-    for ch in indexed.chars() {
-        let token = is_word_char(ch);
-        if token && !in_token {
-            count += 1;
-        }
-        in_token = token;
-    }
-    count
+    unicode61::token_count(indexed)
 }
 
 /// The one token a query term is to the index (folded as the tokenizer folds), or `None` when
 /// the term is several tokens (a phrase, `src/auth.ts`, a CJK word of three characters).
 pub fn single_token(term: &str) -> Option<String> {
     let indexed = index_text(term);
-    let mut tokens = indexed
-        .split(|ch: char| !is_word_char(ch))
-        .filter(|token| !token.is_empty());
-    let token = tokens.next()?;
-    if tokens.next().is_some() {
+    let tokens = unicode61::tokens(&indexed);
+    let [range] = tokens.as_slice() else {
         return None;
-    }
+    };
+    let token = &indexed[range.clone()];
     Some(if token.is_ascii() {
         token.to_ascii_lowercase()
     } else {
@@ -1133,7 +1122,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::Connection;
 
 use crate::model::ids::{EntryId, SessionId};
-use crate::store::{ListScope, SessionStore, StoreError, derived, sql};
+use crate::store::{ListScope, SessionStore, StoreError, derived, sql, unicode61};
 
 /// How many of the most recent matching documents are ranked (a bound for very common words).
 pub const CANDIDATES: i64 = 2000;
