@@ -137,25 +137,20 @@ fn check_snapshot(
             report.problems.push(format!("{found} {what}"));
         }
     }
-    // A docid carries its document's kind (ranking and the role/kind filters read it there).
-    let codes = crate::store::search::docid::KINDS
-        .iter()
-        .enumerate()
-        .map(|(code, (role, kind))| format!("WHEN '{role}/{kind}' THEN {code}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mislabeled = count(
+    // A docid carries its document's day (ranking and the candidate window read it there);
+    // a full day spills into later ones, never earlier.
+    let misdated = count(
         conn,
         path,
         &format!(
-            "SELECT COUNT(*) FROM search_docs
-               WHERE {} IS NOT (CASE role || '/' || kind {codes} END)",
-            crate::store::search::docid::kind_sql("docid")
+            "SELECT COUNT(*) FROM search_docs WHERE {} < {}",
+            crate::store::search::docid::docid_day_sql("docid"),
+            crate::store::search::docid::day_sql("ts")
         ),
     )?;
-    if mislabeled > 0 {
+    if misdated > 0 {
         report.problems.push(format!(
-            "{mislabeled} search documents whose docid does not carry their kind (run `pi db reindex`)"
+            "{misdated} search documents whose docid does not carry their day (run `pi db reindex`)"
         ));
     }
     let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;

@@ -1356,7 +1356,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_second_of_search_documents_spills_into_the_next() {
+    fn a_full_day_of_search_documents_spills_into_the_next() {
         use crate::store::search::{Doc, docid};
         let store = SessionStore::open(StoreConfig {
             location: StoreLocation::Memory,
@@ -1366,7 +1366,7 @@ mod tests {
         })
         .unwrap();
         let ts = 1_748_077_205_165;
-        let second = docid::second_of_ms(ts);
+        let day = docid::day_of_ms(ts);
         let doc = Doc {
             role: "assistant",
             kind: "thinking",
@@ -1377,10 +1377,10 @@ mod tests {
                 let mut ids = Vec::new();
                 sql::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
                 sql::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
-                // Fill the second up to its last order.
+                // Fill the day up to its last order.
                 conn.execute(
                     "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
-                    rusqlite::params![docid::make(second, docid::PER_SECOND - 1, 0, 1), ts],
+                    rusqlite::params![docid::make(day, docid::PER_DAY - 1, 1), ts],
                 )
                 .at(path)?;
                 sql::insert_search_doc(conn, path, 1, 4, &doc, ts)?;
@@ -1395,18 +1395,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(ids.len(), 4);
-        assert_eq!(
-            (docid::time_ms(ids[0]), docid::order(ids[0])),
-            (second * 1000, 0)
-        );
-        assert_eq!(
-            (docid::time_ms(ids[1]), docid::order(ids[1])),
-            (second * 1000, 1)
-        );
-        assert_eq!(docid::kind(ids[1]), Some(("assistant", "thinking")));
-        assert_eq!(
-            (docid::time_ms(ids[3]), docid::order(ids[3])),
-            ((second + 1) * 1000, 0)
-        );
+        assert_eq!((docid::day(ids[0]), docid::order(ids[0])), (day, 0));
+        assert_eq!((docid::day(ids[1]), docid::order(ids[1])), (day, 1));
+        assert!((docid::length(ids[1]) - 2.0).abs() < 0.1);
+        assert_eq!((docid::day(ids[3]), docid::order(ids[3])), (day + 1, 0));
     }
 }

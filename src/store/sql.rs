@@ -778,8 +778,8 @@ pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()>
     Ok(())
 }
 
-/// Adds one search document and its FTS row, under a docid that carries its time, kind and
-/// length (see [`search::docid`]).
+/// Adds one search document and its FTS row, under a docid that carries its day and length
+/// (see [`search::docid`]).
 pub fn insert_search_doc(
     conn: &Connection,
     path: &str,
@@ -789,11 +789,7 @@ pub fn insert_search_doc(
     ts: i64,
 ) -> Result<()> {
     let indexed = search::index_text(&doc.text);
-    let code = docid::kind_code(doc.role, doc.kind).ok_or_else(|| StoreError::Corrupt {
-        path: path.to_owned(),
-        message: format!("no search document kind {}/{}", doc.role, doc.kind),
-    })?;
-    let docid = allocate_docid(conn, path, ts, code, search::token_count(&indexed))?;
+    let docid = allocate_docid(conn, path, ts, search::token_count(&indexed))?;
     conn.prepare_cached(
         "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
@@ -807,27 +803,24 @@ pub fn insert_search_doc(
     Ok(())
 }
 
-/// Picks the next free docid of the entry's second (the next second when one is full).
-fn allocate_docid(conn: &Connection, path: &str, ts: i64, code: i64, tokens: usize) -> Result<i64> {
-    let mut second = docid::second_of_ms(ts);
+/// Picks the next free docid of the entry's day (the next day when one is full).
+fn allocate_docid(conn: &Connection, path: &str, ts: i64, tokens: usize) -> Result<i64> {
+    let mut day = docid::day_of_ms(ts);
     let mut stmt = conn
         .prepare_cached("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")
         .at(path)?;
-    while docid::second_in_range(second) {
+    while docid::day_in_range(day) {
         let last: Option<i64> = stmt
             .query_row(
-                params![
-                    docid::first_of_second(second),
-                    docid::first_of_second(second + 1)
-                ],
+                params![docid::first_of_day(day), docid::first_of_day(day + 1)],
                 |row| row.get(0),
             )
             .at(path)?;
         let order = last.map_or(0, |last| docid::order(last) + 1);
-        if order < docid::PER_SECOND {
-            return Ok(docid::make(second, order, code, tokens));
+        if order < docid::PER_DAY {
+            return Ok(docid::make(day, order, tokens));
         }
-        second += 1;
+        day += 1;
     }
     Err(StoreError::Corrupt {
         path: path.to_owned(),
@@ -946,10 +939,7 @@ pub struct SearchFilter<'a> {
 impl SearchFilter<'_> {
     /// Whether no filter narrows the matches (every match of the query is a candidate).
     pub fn is_unfiltered(&self) -> bool {
-        !self.needs_doc()
-            && self.roles.is_empty()
-            && self.kinds.is_empty()
-            && self.min_docid.is_none()
+        !self.needs_doc() && self.min_docid.is_none()
     }
 
     /// Whether a candidate must be checked against its document-map row.
@@ -958,14 +948,15 @@ impl SearchFilter<'_> {
             || self.sid.is_some()
             || self.since_ms.is_some()
             || self.until_ms.is_some()
+            || !self.roles.is_empty()
+            || !self.kinds.is_empty()
     }
 }
 
 /// Returns the most recent `limit` documents matching an FTS5 expression and the filters;
 /// `bm25` is computed only when asked (FTS5 counts every document of each term for it, and
-/// reads each candidate's length), else it is 0. Role, kind and time bound the docid range
-/// and bits without a document-map read; the map is joined only when `filter.with_doc` or a
-/// filter needs it.
+/// reads each candidate's length), else it is 0. The document map is joined only when
+/// `filter.with_doc` or a filter needs it; `--since` also bounds the docid range.
 pub fn search_candidates(
     conn: &Connection,
     path: &str,
@@ -1001,9 +992,9 @@ pub fn search_candidates(
     }
     let mut lowest = filter.min_docid;
     if let Some(since) = filter.since_ms {
-        // Docids sort by second: the range starts at the second of `since`, the exact time
-        // is checked on the row.
-        let first = docid::first_of_second(since.div_euclid(1000));
+        // Docids sort by day: the range starts at the day of `since` (a full day spills
+        // only later), the exact time is checked on the row.
+        let first = docid::first_of_day(docid::day_of_ms(since));
         lowest = Some(lowest.map_or(first, |low| low.max(first)));
         push(" AND d.ts >= ?", since.into(), &mut sql);
     }
@@ -1011,25 +1002,20 @@ pub fn search_candidates(
         push(" AND search_fts.rowid >= ?", low.into(), &mut sql);
     }
     if let Some(until) = filter.until_ms {
-        let end = docid::first_of_second(until.div_euclid(1000) + 1);
-        push(" AND search_fts.rowid < ?", end.into(), &mut sql);
         push(" AND d.ts < ?", until.into(), &mut sql);
     }
-    if !filter.roles.is_empty() || !filter.kinds.is_empty() {
-        let codes: Vec<String> = docid::KINDS
-            .iter()
-            .enumerate()
-            .filter(|(_, (role, kind))| {
-                (filter.roles.is_empty() || filter.roles.iter().any(|want| want == role))
-                    && (filter.kinds.is_empty() || filter.kinds.iter().any(|want| want == kind))
-            })
-            .map(|(code, _)| code.to_string())
-            .collect();
-        sql.push_str(&format!(
-            " AND {} IN ({})",
-            docid::kind_sql("search_fts.rowid"),
-            codes.join(",")
-        ));
+    for (column, list) in [("d.role", filter.roles), ("d.kind", filter.kinds)] {
+        if list.is_empty() {
+            continue;
+        }
+        sql.push_str(&format!(" AND {column} IN ("));
+        for (idx, item) in list.iter().enumerate() {
+            if idx > 0 {
+                sql.push(',');
+            }
+            push("?", item.clone().into(), &mut sql);
+        }
+        sql.push(')');
     }
     push(
         " ORDER BY search_fts.rowid DESC LIMIT ?",

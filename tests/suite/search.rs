@@ -490,9 +490,9 @@ fn db_check_detects_a_damaged_derived_table_and_reindex_repairs_it() {
         "DELETE FROM search_docs WHERE docid IN (SELECT docid FROM search_docs LIMIT 3)",
         "INSERT INTO search_fts (rowid, body) VALUES (999999, 'ghost text')",
         "DELETE FROM usage WHERE seq = 2",
-        // A user text whose docid says "user bash" (the kind lives in the docid's bits).
-        "UPDATE search_docs SET docid = docid + 512
-           WHERE docid = (SELECT min(docid) FROM search_docs WHERE role = 'user' AND kind = 'text')",
+        // A document whose docid says it is 1,000 days older than it is.
+        "UPDATE search_docs SET docid = docid - (1000 << 31)
+           WHERE docid = (SELECT max(docid) FROM search_docs)",
     ];
     for damage in damages {
         let conn = rusqlite::Connection::open(env.db()).unwrap();
@@ -596,7 +596,7 @@ fn varint(bytes: &[u8]) -> u64 {
 }
 
 #[test]
-fn docids_carry_entry_time_kind_and_the_tokenizer_length() {
+fn docids_carry_entry_day_and_the_tokenizer_length() {
     let env = TestEnv::new();
     drop(load_all(&env, CORPUS));
     let conn = rusqlite::Connection::open(env.db()).unwrap();
@@ -623,11 +623,10 @@ fn docids_carry_entry_time_kind_and_the_tokenizer_length() {
     let mut non_ascii = 0;
     for (id, role, kind, ts, size) in &rows {
         assert_eq!(
-            docid::kind(*id),
-            Some((role.as_str(), kind.as_str())),
-            "{id}"
+            docid::day(*id),
+            docid::day_of_ms(*ts),
+            "{id} ({role}/{kind})"
         );
-        assert_eq!(docid::time_ms(*id), ts.div_euclid(1000) * 1000, "{id}");
         let text: Vec<u8> = conn
             .query_row(
                 "SELECT payload FROM entries e JOIN search_docs d ON e.sid = d.sid AND e.seq = d.seq
@@ -636,12 +635,12 @@ fn docids_carry_entry_time_kind_and_the_tokenizer_length() {
                 |row| row.get(0),
             )
             .unwrap();
-        // The length FTS5 counted, against the one the docid carries (log scale, 1.1 %).
+        // The length FTS5 counted, against the one the docid carries (log scale, 4.4 %).
         let text = String::from_utf8_lossy(&text);
         let tokens = varint(size) as f64;
         let carried = docid::length(*id);
         assert!(
-            (carried - tokens).abs() <= tokens * 0.011 + 0.5,
+            (carried - tokens).abs() <= tokens * 0.045 + 0.5,
             "{id} ({role}/{kind}): FTS5 counted {tokens} tokens, the docid carries {carried}: {text}"
         );
         non_ascii += usize::from(!text.is_ascii());
@@ -765,7 +764,7 @@ fn ranking_from_the_index_equals_fts5_bm25() {
         for (docid, fts5) in expected {
             let ours = bm25.score(std::slice::from_ref(&frequencies), docid);
             assert!(
-                (ours - fts5).abs() <= fts5.abs() * 0.02 + 1e-9,
+                (ours - fts5).abs() <= fts5.abs() * 0.045 + 1e-9,
                 "{term} in {docid}: ours {ours}, FTS5 {fts5}"
             );
             compared += 1;
