@@ -17,8 +17,9 @@ pub struct DbArgs {
     pub command: DbCommand,
 }
 
-/// The `db` subcommands.
+/// The `db` subcommands (declared lazily, as [`crate::cli::Command`]).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum DbCommand {
     /// Check integrity, orphans and that derived tables match the entries
     Check,

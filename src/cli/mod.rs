@@ -47,7 +47,12 @@ pub struct Cli {
 }
 
 /// A non-agent command.
+///
+/// `defer`: each command's arguments are declared only when clap reaches that command, so a
+/// `pi sessions search` process does not build the whole command tree (≈ 40 µs per start,
+/// `docs/BENCHMARKS.md`, "Search"); help and errors are the same.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// List, inspect and search stored sessions
     Sessions(sessions::SessionsArgs),
@@ -226,6 +231,53 @@ mod tests {
         let cli = Cli::try_parse_from(["pi", "sessions", "list", "--db", "y.db"]).unwrap();
         assert_eq!(cli.db, Some(PathBuf::from("y.db")));
         assert!(Cli::try_parse_from(["pi", "sessions", "list", "--all", "--cwd", "/x"]).is_err());
+    }
+
+    /// Renders the `--help` of the command at `path` (clap's `DisplayHelp` error).
+    fn help_of(path: &[String]) -> String {
+        let mut args = vec!["pi"];
+        args.extend(path.iter().map(String::as_str));
+        args.push("--help");
+        match Cli::try_parse_from(args) {
+            Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelp => error.to_string(),
+            other => panic!("expected help for {path:?}, got {other:?}"),
+        }
+    }
+
+    /// Returns the `Commands:` list of a help text: each name with its about text.
+    fn listed_commands(help: &str) -> Vec<(String, String)> {
+        help.lines()
+            .skip_while(|line| *line != "Commands:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .filter_map(|line| {
+                let (name, about) = line.trim().split_once(' ')?;
+                Some((name.to_owned(), about.trim().to_owned()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deferred_commands_show_the_about_their_parent_lists() {
+        // `#[command(defer = true)]` declares a command's arguments when clap reaches it, and
+        // then its `Args` struct's doc comment becomes its about text: it must be the text the
+        // parent's command list shows, at every level.
+        let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+        let mut checked = 0;
+        while let Some(path) = pending.pop() {
+            for (name, about) in listed_commands(&help_of(&path)) {
+                if name == "help" {
+                    continue;
+                }
+                let mut child = path.clone();
+                child.push(name);
+                let help = help_of(&child);
+                assert_eq!(help.lines().next(), Some(about.as_str()), "pi {child:?}");
+                checked += 1;
+                pending.push(child);
+            }
+        }
+        assert_eq!(checked, 4 + 6 + 3, "commands checked");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub enum BranchScope {
     Active,
 }
 
-/// Arguments of `sessions search`.
+/// Search every conversation (this directory's unless --all or --cwd)
 #[derive(Debug, Args)]
 pub struct SearchArgs {
     /// Words, "phrases", prefix*, AND, OR, NOT, parentheses
@@ -95,7 +95,7 @@ pub enum StatsKey {
     Session,
 }
 
-/// Arguments of `sessions stats`.
+/// Token and cost totals by day, week, model, provider, directory or session
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// How to group the totals

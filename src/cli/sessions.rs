@@ -22,8 +22,9 @@ pub struct SessionsArgs {
     pub command: SessionsCommand,
 }
 
-/// The `sessions` subcommands.
+/// The `sessions` subcommands (declared lazily, as [`crate::cli::Command`]).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum SessionsCommand {
     /// List sessions, latest activity first (this directory's unless --all or --cwd)
     List(ListArgs),
@@ -39,7 +40,7 @@ pub enum SessionsCommand {
     Rm(RmArgs),
 }
 
-/// Arguments of `sessions rename`.
+/// Name a session (appends a session_info entry)
 #[derive(Debug, Args)]
 pub struct RenameArgs {
     /// Session id or a unique prefix of one
@@ -48,7 +49,7 @@ pub struct RenameArgs {
     pub name: String,
 }
 
-/// Arguments of `sessions rm`.
+/// Delete a session and all its entries
 #[derive(Debug, Args)]
 pub struct RmArgs {
     /// Session id or a unique prefix of one
@@ -58,7 +59,7 @@ pub struct RmArgs {
     pub yes: bool,
 }
 
-/// Arguments of `sessions list`.
+/// List sessions, latest activity first (this directory's unless --all or --cwd)
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// List the sessions of every directory
@@ -72,7 +73,7 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-/// Arguments of `sessions show`.
+/// Show a session: its active branch, its tree or its rebuilt context
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// Session id or a unique prefix of one

@@ -12,9 +12,15 @@ pub struct IdSource {
 }
 
 impl IdSource {
-    /// Returns a source seeded from the operating system's randomness.
+    /// Returns a source seeded from the operating system's randomness: std's hash keys, which
+    /// std draws from the OS (`getrandom`) once per thread, through SipHash. Not a UUIDv4: its
+    /// `rand` generator's set-up (a ChaCha state, CPU feature probes) cost every short `pi`
+    /// process (`pi sessions search`) ≈ 30 µs (`docs/BENCHMARKS.md`, "Search").
     pub fn random() -> Self {
-        let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+        use std::hash::{BuildHasher, RandomState};
+        // Every `RandomState::new()` on a thread differs (std steps its key), so two sources
+        // made in one process differ too.
+        let seed = RandomState::new().hash_one(std::process::id());
         Self::seeded(seed)
     }
 
@@ -82,6 +88,13 @@ mod tests {
             id.chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
+    }
+
+    #[test]
+    fn random_sources_differ() {
+        let a = IdSource::random();
+        let b = IdSource::random();
+        assert_ne!(a.next_u64(), b.next_u64());
     }
 
     #[test]
