@@ -86,13 +86,26 @@ pub fn tokens(text: &str) -> Vec<std::ops::Range<usize>> {{
 }}
 
 /// Counts the tokens of a text as the tokenizer does (as `tokens(text).len()`, without
-/// allocating).
+/// allocating; ASCII bytes are classified without decoding).
 pub fn token_count(text: &str) -> usize {{
+    let bytes = text.as_bytes();
     let mut count = 0;
     let mut in_token = false;
-    for ch in text.chars() {{
+    let mut idx = 0;
+    while let Some(&byte) = bytes.get(idx) {{
+        if byte.is_ascii() {{
+            let token = byte.is_ascii_alphanumeric();
+            count += usize::from(token && !in_token);
+            in_token = token;
+            idx += 1;
+            continue;
+        }}
+        let Some(ch) = text.get(idx..).and_then(|rest| rest.chars().next()) else {{
+            break;
+        }};
+        idx += ch.len_utf8();
         if in_token {{
-            in_token = is_token_char(ch) || (!ch.is_ascii() && is_diacritic(ch));
+            in_token = is_token_char(ch) || is_diacritic(ch);
         }} else if is_token_char(ch) {{
             count += 1;
             in_token = true;

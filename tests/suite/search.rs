@@ -814,3 +814,50 @@ fn tokens_are_counted_as_fts5_counts_them() {
         );
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(2026),
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Random text over letters, digits, marks, symbols, emoji, CJK, private use, unassigned
+    /// code points and separators: the count is FTS5's.
+    #[test]
+    fn random_text_is_counted_as_fts5_counts_it(
+        chars in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::char::range('a', 'z'),
+                proptest::char::range('0', '9'),
+                proptest::char::range(' ', '/'),
+                proptest::char::range('\u{300}', '\u{36f}'),
+                proptest::char::range('\u{400}', '\u{4ff}'),
+                proptest::char::range('\u{2000}', '\u{2bff}'),
+                proptest::char::range('\u{3040}', '\u{30ff}'),
+                proptest::char::range('\u{4e00}', '\u{4e2f}'),
+                proptest::char::range('\u{e000}', '\u{e00f}'),
+                proptest::char::range('\u{1f300}', '\u{1faff}'),
+                proptest::char::range('\u{30000}', '\u{3134f}'),
+                proptest::char::range('\u{e0000}', '\u{e007f}'),
+            ],
+            0..80,
+        )
+    ) {
+        let text: String = chars.into_iter().collect();
+        let indexed = pi::store::search::index_text(&text);
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE t USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+        )
+        .unwrap();
+        conn.execute("INSERT INTO t (rowid, body) VALUES (1, ?1)", [indexed.as_ref()])
+            .unwrap();
+        let size: Vec<u8> = conn
+            .query_row("SELECT sz FROM t_docsize WHERE id = 1", [], |row| row.get(0))
+            .unwrap();
+        let counted = pi::store::search::token_count(&indexed);
+        proptest::prop_assert_eq!(counted as u64, varint(&size), "{:?}", text);
+        proptest::prop_assert_eq!(counted, pi::store::unicode61::tokens(&indexed).len());
+    }
+}
