@@ -466,6 +466,7 @@ fn session_config(
         cwd: workspace.to_path_buf(),
         settings: SessionSettings::default(),
         settings_sink: Arc::new(NoSettingsSink),
+        settings_reload: None,
         clock,
         ids,
         models: ModelCandidates {

@@ -80,7 +80,7 @@ impl SettingsSink for FileSettingsSink {
 }
 
 /// The session settings from `settings.json` and the environment.
-pub fn session_settings(settings: &Settings, env: &Env) -> SessionSettings {
+pub fn session_settings_of(settings: &Settings, env: &Env) -> SessionSettings {
     let retry = settings.retry();
     let provider = settings.provider_retry();
     let budgets = settings.thinking_budgets();
@@ -582,7 +582,7 @@ pub fn prepare(
     }
     prompts.extend(messages.into_iter().map(|text| (text, Vec::new())));
 
-    let mut session_settings = session_settings(&settings, env);
+    let mut session_settings = session_settings_of(&settings, env);
     session_settings.lease.owner = match (mode, print) {
         (Mode::Rpc, _) => "pi (rpc)",
         (Mode::Json, _) => "pi (json)",
@@ -591,6 +591,19 @@ pub fn prepare(
     }
     .to_owned();
     let sink_settings = settings;
+    let settings_reload: crate::session::settings::SettingsReload = {
+        let (agent_dir, env, owner) = (
+            agent_dir.clone(),
+            env.clone(),
+            session_settings.lease.owner.clone(),
+        );
+        Arc::new(move |cwd: &std::path::Path| {
+            let mut reloaded =
+                session_settings_of(&Settings::load(&agent_dir, cwd, env.home()), &env);
+            reloaded.lease.owner = owner.clone();
+            reloaded
+        })
+    };
     let config = SessionConfig {
         store,
         client: AiClient::new(clock.clone(), ids.clone())?,
@@ -604,6 +617,7 @@ pub fn prepare(
         settings_sink: Arc::new(FileSettingsSink {
             settings: Mutex::new(sink_settings),
         }),
+        settings_reload: Some(settings_reload),
         clock,
         ids,
         models,

@@ -51,7 +51,7 @@ use crate::session::extensions::{
 };
 use crate::session::persist::{Appended, Persistence, Writer, blocking};
 use crate::session::resources::{HarnessDocs, Resources, ToolPromptInfo};
-use crate::session::settings::{QueueMode, SessionSettings, SettingsSink};
+use crate::session::settings::{QueueMode, SessionSettings, SettingsReload, SettingsSink};
 use crate::session::tools::ToolSet;
 use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::user_shell;
@@ -123,6 +123,9 @@ pub struct SessionConfig {
     pub settings: SessionSettings,
     /// Where persisted settings go.
     pub settings_sink: Arc<dyn SettingsSink>,
+    /// The settings of another working directory (global overlaid by that project's), read
+    /// when a stored session from there is loaded; `None`: the startup settings stay.
+    pub settings_reload: Option<SettingsReload>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Randomness.
@@ -383,6 +386,8 @@ struct Inner {
     /// The executable extensions of the runtime's directory when it moved away from the
     /// startup one (`None`: the configured list).
     executables: Mutex<Option<Vec<crate::session::extensions::ExecutableExtension>>>,
+    /// The settings of the runtime's directory (the configured ones until it moves).
+    settings: Mutex<SessionSettings>,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -526,6 +531,7 @@ impl AgentSession {
         let placeholder =
             SessionHeader::new(SessionId::new(""), String::new(), String::new(), None);
         let startup_cwd = config.cwd.clone();
+        let startup_settings = config.settings.clone();
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let ctx = ExtensionContext::attached(
                 WeakSession(weak.clone()),
@@ -554,6 +560,7 @@ impl AgentSession {
                 lease: Mutex::new(lease::LeaseState::Unleased),
                 cwd: Mutex::new(startup_cwd),
                 executables: Mutex::new(None),
+                settings: Mutex::new(startup_settings),
             }
         });
         let session = Self { inner };
@@ -1083,6 +1090,11 @@ impl AgentSession {
         &self.config().store
     }
 
+    /// Reads the settings of the runtime's directory.
+    pub(crate) fn with_settings<T>(&self, read: impl FnOnce(&SessionSettings) -> T) -> T {
+        read(&lock(&self.inner.settings))
+    }
+
     /// Returns the working directory of the current session runtime: the startup directory,
     /// or the stored cwd of the session loaded since (tools, `!cmd`, resources and extensions
     /// work there).
@@ -1103,6 +1115,21 @@ impl AgentSession {
         }
         let project_settings = crate::session::settings::read_project_settings(cwd);
         lock(&self.config().resources).relocate(cwd, &project_settings);
+        if let Some(reload) = &self.config().settings_reload {
+            // As the reference builds a new runtime from that directory's settings: retry,
+            // compaction, queue modes, provider transport and the rest follow the project; the
+            // writer lease keeps the startup intervals (it belongs to the store).
+            let mut settings = reload(cwd);
+            settings.lease = self.with_settings(|current| current.lease.clone());
+            {
+                let mut state = self.state();
+                state.auto_retry = settings.retry.enabled;
+                state.auto_compaction = settings.compaction.enabled;
+                state.steering_mode = settings.steering_mode;
+                state.follow_up_mode = settings.follow_up_mode;
+            }
+            *lock(&self.inner.settings) = settings;
+        }
         let Some(rediscovery) = &self.config().extensions.rediscovery else {
             return Vec::new();
         };
@@ -1559,7 +1586,10 @@ impl AgentSession {
     async fn retry_after(&self, last: &AssistantMessage, model: &Model) -> bool {
         let (enabled, max) = {
             let state = self.state();
-            (state.auto_retry, self.config().settings.retry.max_retries)
+            (
+                state.auto_retry,
+                self.with_settings(|settings| settings.retry.max_retries),
+            )
         };
         if !enabled || !is_retryable(last, model.context_window) {
             let attempt = std::mem::take(&mut self.state().retry_attempt);
@@ -1586,7 +1616,7 @@ impl AgentSession {
             });
             return false;
         }
-        let base = self.config().settings.retry.base_delay_ms;
+        let base = self.with_settings(|settings| settings.retry.base_delay_ms);
         let delay_ms = base.saturating_mul(1u64 << (attempt - 1).min(30));
         self.emit(SessionEvent::AutoRetryStart {
             attempt,
@@ -1726,15 +1756,23 @@ impl AgentSession {
                 });
             }
         };
-        let settings = &self.config().settings;
-        let mut headers = auth::attribution_headers(model, settings.telemetry);
+        let (telemetry, thinking_budgets, cache_retention, transport) =
+            self.with_settings(|settings| {
+                (
+                    settings.telemetry,
+                    settings.thinking_budgets,
+                    settings.cache_retention,
+                    settings.transport,
+                )
+            });
+        let mut headers = auth::attribution_headers(model, telemetry);
         let mut options = StreamOptions::new(auth);
         headers.append(&mut options.headers);
         options.headers = headers;
         options.thinking = self.thinking_level();
-        options.thinking_budgets = settings.thinking_budgets;
-        options.cache_retention = settings.cache_retention;
-        options.transport = settings.transport;
+        options.thinking_budgets = thinking_budgets;
+        options.cache_retention = cache_retention;
+        options.transport = transport;
         options.session_id = Some(self.session_id().await.into_string());
         Ok(options)
     }
@@ -2348,7 +2386,7 @@ impl LoopHooks for RunHooks<'_> {
 
     fn convert_to_llm(&self, messages: &[AgentMessage]) -> Vec<LlmMessage> {
         let converted = convert::convert_to_llm(messages);
-        if self.session.config().settings.block_images {
+        if self.session.with_settings(|settings| settings.block_images) {
             convert::block_images(converted)
         } else {
             converted

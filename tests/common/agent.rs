@@ -128,6 +128,7 @@ impl Harness {
             cwd: self.env.workspace.clone(),
             settings: self.settings.clone(),
             settings_sink: Arc::new(NoSettingsSink),
+            settings_reload: None,
             clock,
             ids,
             models: ModelCandidates {

@@ -1037,7 +1037,7 @@ fn sigterm_ends_a_running_turn_with_143() {
 }
 
 /// As the reference builds its runtime in the cwd of the session it switches to, tools, `!cmd`,
-/// context files and later new sessions follow the stored session's directory.
+/// context files, settings and later new sessions follow the stored session's directory.
 #[test]
 fn switch_session_moves_the_runtime_to_the_sessions_directory() {
     let server = ProviderServer::start(vec![
@@ -1061,7 +1061,7 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
     std::fs::create_dir_all(project.join(".pi")).unwrap();
     std::fs::write(
         project.join(".pi/settings.json"),
-        r#"{"skills": ["../team-skills"]}"#,
+        r#"{"skills": ["../team-skills"], "compaction": {"enabled": false}, "steeringMode": "all"}"#,
     )
     .unwrap();
     std::fs::create_dir_all(project.join("team-skills/deploy")).unwrap();
@@ -1108,7 +1108,18 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
         !project.join("extension-started-here").exists(),
         "project B's extension is not the startup directory's"
     );
+    let state = rpc.ok(json!({"type": "get_state"}));
+    assert_eq!(
+        (&state["autoCompactionEnabled"], &state["steeringMode"]),
+        (&json!(true), &json!("one-at-a-time"))
+    );
     rpc.ok(json!({"type": "switch_session", "sessionPath": "project-b.jsonl"}));
+    // Project B's settings apply there, as in the runtime the reference builds for it.
+    let state = rpc.ok(json!({"type": "get_state"}));
+    assert_eq!(
+        (&state["autoCompactionEnabled"], &state["steeringMode"]),
+        (&json!(false), &json!("all"))
+    );
     let there = rpc.ok(json!({"type": "bash", "command": "pwd"}));
     assert_eq!(there["output"], format!("{}\n", project.display()));
     assert_eq!(

@@ -59,7 +59,8 @@ pub struct NavigateOutcome {
 
 impl AgentSession {
     fn compaction_settings(&self) -> CompactionSettings {
-        let mut settings = CompactionSettings::from(&self.config().settings.compaction);
+        let mut settings =
+            self.with_settings(|settings| CompactionSettings::from(&settings.compaction));
         settings.enabled = self.auto_compaction();
         settings
     }
@@ -445,7 +446,8 @@ impl AgentSession {
                 &BranchSummaryOptions {
                     custom_instructions: options.custom_instructions.as_deref(),
                     replace_instructions: options.replace_instructions,
-                    reserve_tokens: self.config().settings.branch_summary_reserve_tokens,
+                    reserve_tokens: self
+                        .with_settings(|settings| settings.branch_summary_reserve_tokens),
                 },
                 &cancel,
             )
