@@ -50,6 +50,25 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in
+/// the transaction of a migration that asks for one, cleared in the rebuild's transaction).
+const REBUILD_PENDING: i64 = 1;
+
+/// Whether a rebuild of the derived tables is pending.
+pub fn rebuild_pending(conn: &Connection, path: &str) -> Result<bool, StoreError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .at(path)?;
+    Ok(version == REBUILD_PENDING)
+}
+
+/// Marks a rebuild of the derived tables as pending or done (inside the caller's transaction).
+pub fn set_rebuild_pending(conn: &Connection, path: &str, pending: bool) -> Result<(), StoreError> {
+    let value = if pending { REBUILD_PENDING } else { 0 };
+    conn.execute_batch(&format!("PRAGMA user_version = {value}"))
+        .at(path)
+}
+
 /// Returns the newest schema version this binary knows.
 pub fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |migration| migration.version)
@@ -117,10 +136,15 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool
             rusqlite::params![migration.version, migration.name],
         )
         .at(path)?;
+        // A brand-new database has nothing to rebuild. Otherwise the pending rebuild is
+        // recorded with the migration, so that a process killed before the rebuild finishes
+        // leaves it to the next open rather than a database with empty derived tables.
+        if migration.rebuild_derived && found > 0 {
+            set_rebuild_pending(&tx, path, true)?;
+        }
         tx.commit().at(path)?;
-        // A brand-new database has nothing to rebuild.
-        rebuild |= migration.rebuild_derived && found > 0;
     }
+    rebuild |= rebuild_pending(conn, path)?;
     Ok(rebuild)
 }
 

@@ -246,7 +246,7 @@ impl SessionStore {
         let needs_rebuild = conns.needs_rebuild;
         let store = Self::with_connections(conns, config);
         if needs_rebuild {
-            store.rebuild_derived()?;
+            store.rebuild_derived_if_pending()?;
         }
         Ok(store)
     }
@@ -1308,14 +1308,28 @@ impl SessionStore {
     /// Recomputes every derived row (path state, labels, statistics, usage, the full-text
     /// index) from the entries, in one transaction (`pi db reindex`).
     pub fn rebuild_derived(&self) -> Result<()> {
+        self.write_bulk(rebuild_all_derived)
+    }
+
+    /// Rebuilds the derived tables if a migration left that pending (checked again inside the
+    /// write transaction: another process opening at the same time may have done it).
+    fn rebuild_derived_if_pending(&self) -> Result<()> {
         self.write_bulk(|conn, path| {
-            sql::clear_all_derived(conn, path)?;
-            for sid in sql::all_sids(conn, path)? {
-                derived::rebuild_session(conn, path, sid)?;
+            if migrate::rebuild_pending(conn, path)? {
+                rebuild_all_derived(conn, path)?;
             }
             Ok(())
         })
     }
+}
+
+/// Recomputes every derived row from the entries and clears the pending-rebuild mark.
+fn rebuild_all_derived(conn: &Connection, path: &str) -> Result<()> {
+    sql::clear_all_derived(conn, path)?;
+    for sid in sql::all_sids(conn, path)? {
+        derived::rebuild_session(conn, path, sid)?;
+    }
+    migrate::set_rebuild_pending(conn, path, false)
 }
 
 #[cfg(test)]

@@ -163,7 +163,9 @@ pub(crate) fn open_read_only(
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).at(&display)?;
     init_connection(&conn, busy_timeout).at(&display)?;
-    if refuse_newer(&conn, &display)? < migrate::latest_version() {
+    if refuse_newer(&conn, &display)? < migrate::latest_version()
+        || migrate::rebuild_pending(&conn, &display)?
+    {
         return Ok(None);
     }
     Ok(Some(Connections {

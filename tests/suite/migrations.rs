@@ -137,14 +137,13 @@ fn database_files_are_private() {
     assert_eq!(mode(&wal), 0o600);
 }
 
-#[test]
-fn migration_0002_indexes_sessions_stored_before_search_existed() {
-    let env = TestEnv::new();
+/// Writes a version-1 database holding the basic-chat fixture as 0001 stored it (no search
+/// tables, no derived rows beyond its statistics and leaf); returns the open connection.
+fn version_1_database(env: &TestEnv) -> Connection {
     std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let mut conn = Connection::open(env.db()).unwrap();
+    migrate_to(&mut conn, "v1", 1).unwrap();
     {
-        // A version-1 database holding a session as 0001 stored it (no search tables).
-        let mut conn = Connection::open(env.db()).unwrap();
-        migrate_to(&mut conn, "v1", 1).unwrap();
         let (header, header_bytes, entries) = crate::common::fixtures::read_minimal("basic-chat");
         conn.execute(
             "INSERT INTO sessions (sid, id, cwd, created_at, header) VALUES (1, ?1, ?2, ?3, ?4)",
@@ -181,6 +180,13 @@ fn migration_0002_indexes_sessions_stored_before_search_existed() {
         )
         .unwrap();
     }
+    conn
+}
+
+#[test]
+fn migration_0002_indexes_sessions_stored_before_search_existed() {
+    let env = TestEnv::new();
+    drop(version_1_database(&env));
     // Opening migrates to the latest version and rebuilds the derived tables.
     let store = open_store(&env.db(), 1);
     let summary = store.list(&pi::store::ListScope::All).unwrap();
@@ -194,6 +200,47 @@ fn migration_0002_indexes_sessions_stored_before_search_existed() {
     assert!(output.status.success());
     let hits = crate::common::stdout_json(&output);
     assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    let output = env.pi().args(["db", "check"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
+fn a_rebuild_cut_short_after_its_migration_is_finished_by_the_next_open() {
+    let env = TestEnv::new();
+    let mut conn = version_1_database(&env);
+    // The migrations commit, then the process dies before rebuilding the derived tables.
+    assert!(migrate_to(&mut conn, "v1", latest_version()).unwrap());
+    let pending: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(
+        pending, 1,
+        "the pending rebuild is recorded with the migration"
+    );
+    drop(conn);
+    // The next command, even a read-only one, finishes it first.
+    let output = env
+        .pi()
+        .args(["sessions", "search", "--all", "--json", "validateCart"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let hits = crate::common::stdout_json(&output);
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    let conn = Connection::open(env.db()).unwrap();
+    let pending: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(pending, 0);
+    drop(conn);
     let output = env.pi().args(["db", "check"]).output().unwrap();
     assert!(
         output.status.success(),
