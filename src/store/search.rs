@@ -1197,10 +1197,10 @@ enum Ranking {
 
 impl Ranking {
     /// Looks at each positive term once (`known_hits`: the match count of a one-term query,
-    /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only filters (its weight is ≈ 0
-    /// and counting it would read all of its documents); a selective term of one token is
-    /// ranked from the vocabulary; any other selective term (a phrase) hands the ranking to
-    /// FTS5.
+    /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only
+    /// filters (its weight is ≈ 0 and counting it would read all of its documents); a
+    /// selective term of one token is ranked from the vocabulary; any other selective term (a
+    /// phrase) hands the ranking to FTS5.
     fn plan(
         conn: &Connection,
         path: &str,
