@@ -1110,6 +1110,11 @@ use crate::store::{ListScope, SessionStore, StoreError, derived, sql, unicode61}
 /// How many of the most recent matching documents are ranked (a bound for very common words).
 pub const CANDIDATES: i64 = 2000;
 
+/// A search of some sessions tests matches against the set of their docids when they have at
+/// most this many entries (about 16 bytes of memory each); larger scopes read the document map
+/// per match, which then mostly lies inside the scope.
+pub const SCOPE_SET_MAX: i64 = 300_000;
+
 /// A term in at least this many documents is "very common": FTS5's bm25 would count all of
 /// them on every query, so its weight (≈ 0 anyway) is left out of the ranking.
 pub const COMMON_TERM_DOCS: i64 = 5_000;
@@ -1177,6 +1182,33 @@ pub struct SearchHit {
 struct Scored {
     candidate: sql::Candidate,
     score: f64,
+}
+
+/// Gives candidates FTS5's `bm25()` when the ranking is FTS5's over the whole query (every
+/// term selective, so the matches of the window are few).
+fn fts_bm25_inline(
+    conn: &Connection,
+    path: &str,
+    ranking: &Ranking,
+    fts: &str,
+    candidates: &mut [sql::Candidate],
+) -> Result<(), StoreError> {
+    let Ranking::Fts {
+        any_common: false, ..
+    } = ranking
+    else {
+        return Ok(());
+    };
+    let Some(window_start) = candidates.iter().map(|candidate| candidate.docid).min() else {
+        return Ok(());
+    };
+    let ranks: HashMap<i64, f64> = sql::bm25_scores(conn, path, fts, window_start)?
+        .into_iter()
+        .collect();
+    for candidate in candidates {
+        candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+    }
+    Ok(())
 }
 
 /// How a search ranks its candidates.
@@ -1305,27 +1337,32 @@ impl SessionStore {
             // them (instead of a count, then the candidates over the same pages).
             let one_pass =
                 matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
+            // A search of some sessions only (a directory's, or one): their docids come from
+            // the document map's session index, and the matches are tested against them,
+            // instead of a document-map read per match (most matches of a common word lie
+            // outside a directory's sessions).
+            let scope = match sql::scope_sids(conn, path, &filter)? {
+                Some(sids) if sql::scope_entries(conn, path, &sids)? <= SCOPE_SET_MAX => {
+                    Some(sql::scope_docids(conn, path, &sids)?)
+                }
+                Some(_) | None => None,
+            };
             let (ranking, mut candidates) = if one_pass {
                 let mut matches =
                     sql::search_candidates(conn, path, &fts, &filter, COMMON_TERM_DOCS, false)?;
                 let hits = matches.len() as i64;
                 matches.truncate(CANDIDATES as usize);
                 let ranking = Ranking::plan(conn, path, &terms, Some(hits))?;
-                if let (
-                    Ranking::Fts {
-                        any_common: false, ..
-                    },
-                    Some(window_start),
-                ) = (
-                    &ranking,
-                    matches.iter().map(|candidate| candidate.docid).min(),
-                ) {
-                    let ranks: HashMap<i64, f64> =
-                        sql::bm25_scores(conn, path, &fts, window_start)?
-                            .into_iter()
-                            .collect();
+                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+                (ranking, matches)
+            } else if let Some(scope) = &scope {
+                let ranking = Ranking::plan(conn, path, &terms, None)?;
+                let mut matches =
+                    sql::candidates_in(conn, path, &fts, scope, None, CANDIDATES as usize)?;
+                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+                if per_entry {
                     for candidate in &mut matches {
-                        candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+                        candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
                     }
                 }
                 (ranking, matches)
@@ -1382,8 +1419,19 @@ impl SessionStore {
                 with_doc: false,
                 ..filter.clone()
             };
-            let phrase_hits: HashSet<i64> = match request.query.as_phrase() {
-                Some(phrase) if !candidates.is_empty() => sql::search_candidates(
+            let phrase_hits: HashSet<i64> = match (request.query.as_phrase(), &scope) {
+                (Some(phrase), Some(scope)) if !candidates.is_empty() => sql::candidates_in(
+                    conn,
+                    path,
+                    &phrase.to_fts(),
+                    scope,
+                    window_start,
+                    usize::MAX,
+                )?
+                .into_iter()
+                .map(|candidate| candidate.docid)
+                .collect(),
+                (Some(phrase), None) if !candidates.is_empty() => sql::search_candidates(
                     conn,
                     path,
                     &phrase.to_fts(),
@@ -1394,7 +1442,7 @@ impl SessionStore {
                 .into_iter()
                 .map(|candidate| candidate.docid)
                 .collect(),
-                Some(_) | None => HashSet::new(),
+                (Some(_) | None, _) => HashSet::new(),
             };
             let mut active = ActivePaths::default();
             let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();

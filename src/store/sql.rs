@@ -1046,6 +1046,120 @@ pub fn search_candidates(
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
+/// The sessions a filter keeps, when it keeps only some sessions and nothing else about a
+/// document (no role, kind or time filter): `--session`, or a directory's sessions.
+pub fn scope_sids(
+    conn: &Connection,
+    path: &str,
+    filter: &SearchFilter<'_>,
+) -> Result<Option<Vec<i64>>> {
+    if !filter.roles.is_empty()
+        || !filter.kinds.is_empty()
+        || filter.since_ms.is_some()
+        || filter.until_ms.is_some()
+    {
+        return Ok(None);
+    }
+    let mut sids = match filter.cwd {
+        Some(cwd) => {
+            let mut stmt = conn
+                .prepare_cached("SELECT sid FROM sessions WHERE cwd = ?1")
+                .at(path)?;
+            let rows = stmt.query_map(params![cwd], |row| row.get(0)).at(path)?;
+            rows.collect::<rusqlite::Result<Vec<i64>>>().at(path)?
+        }
+        None => match filter.sid {
+            Some(sid) => vec![sid],
+            None => return Ok(None),
+        },
+    };
+    if let (Some(sid), Some(_)) = (filter.sid, filter.cwd) {
+        sids.retain(|found| *found == sid);
+    }
+    Ok(Some(sids))
+}
+
+/// The number of entries of these sessions (an upper bound of their search documents'
+/// count, give or take the assistant messages that make several).
+pub fn scope_entries(conn: &Connection, path: &str, sids: &[i64]) -> Result<i64> {
+    let mut stmt = conn
+        .prepare_cached("SELECT entries FROM session_stats WHERE sid = ?1")
+        .at(path)?;
+    let mut total = 0i64;
+    for sid in sids {
+        let entries: Option<i64> = stmt
+            .query_row(params![sid], |row| row.get(0))
+            .optional()
+            .at(path)?;
+        total = total.saturating_add(entries.unwrap_or(0));
+    }
+    Ok(total)
+}
+
+/// The docids of these sessions' search documents (from the `(sid, seq)` index, which holds
+/// the docid: no table read).
+pub fn scope_docids(
+    conn: &Connection,
+    path: &str,
+    sids: &[i64],
+) -> Result<std::collections::HashSet<i64>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT docid FROM search_docs WHERE sid = ?1")
+        .at(path)?;
+    let mut out = std::collections::HashSet::new();
+    for sid in sids {
+        let rows = stmt.query_map(params![sid], |row| row.get(0)).at(path)?;
+        for row in rows {
+            out.insert(row.at(path)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The most recent `limit` documents matching an FTS5 expression whose docid is in `scope`
+/// (docid order, newest first; `bm25` 0, no document-map row), from `min_docid` on. Only the
+/// docid range the scope spans is read (a session's days, not the whole index).
+pub fn candidates_in(
+    conn: &Connection,
+    path: &str,
+    fts: &str,
+    scope: &std::collections::HashSet<i64>,
+    min_docid: Option<i64>,
+    limit: usize,
+) -> Result<Vec<Candidate>> {
+    let (Some(&first), Some(&last)) = (scope.iter().min(), scope.iter().max()) else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2 AND rowid <= ?3
+              ORDER BY rowid DESC",
+        )
+        .at(path)?;
+    let mut rows = stmt
+        .query(params![
+            fts,
+            min_docid.map_or(first, |low| low.max(first)),
+            last
+        ])
+        .at(path)?;
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let Some(row) = rows.next().at(path)? else {
+            break;
+        };
+        let docid: i64 = row.get(0).at(path)?;
+        if scope.contains(&docid) {
+            out.push(Candidate {
+                docid,
+                bm25: 0.0,
+                doc: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Returns a document's row in the document map.
 pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<DocRow>> {
     conn.prepare_cached("SELECT sid, seq, role, kind, ts FROM search_docs WHERE docid = ?1")

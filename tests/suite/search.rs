@@ -868,3 +868,75 @@ proptest::proptest! {
         proptest::prop_assert_eq!(counted, pi::store::unicode61::tokens(&indexed).len());
     }
 }
+
+#[test]
+fn a_directory_or_session_scope_finds_what_the_whole_index_finds_there() {
+    let env = TestEnv::new();
+    drop(load_all(&env, CORPUS));
+    let all_hits = |args: &[&str]| -> Vec<(String, String, String, String)> {
+        let mut full = vec!["--json"];
+        if !args.contains(&"--cwd") {
+            full.push("--all");
+        }
+        full.extend_from_slice(args);
+        let (code, value, stderr) = search(&env, &full);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        let mut found: Vec<_> = value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|hit| {
+                (
+                    hit["session"].as_str().unwrap().to_owned(),
+                    hit["entry"].as_str().unwrap_or_default().to_owned(),
+                    hit["kind"].as_str().unwrap().to_owned(),
+                    hit["cwd"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let mut compared = 0;
+    for query in ["the", "the file", "\"the file\"", "cart OR tax", "read*"] {
+        let everywhere = all_hits(&["--limit", "1000", query]);
+        let cwds: std::collections::BTreeSet<String> =
+            everywhere.iter().map(|hit| hit.3.clone()).collect();
+        for cwd in &cwds {
+            // A directory's sessions (tested against the set of their documents)...
+            let scoped = all_hits(&["--limit", "1000", "--cwd", cwd, query]);
+            let expected: Vec<_> = everywhere
+                .iter()
+                .filter(|hit| &hit.3 == cwd)
+                .cloned()
+                .collect();
+            assert_eq!(scoped, expected, "{query} in {cwd}");
+            // ... and the same directory with a role filter (read from the document map).
+            let by_role = all_hits(&[
+                "--limit",
+                "1000",
+                "--cwd",
+                cwd,
+                "--role",
+                "user,assistant,tool,meta",
+                query,
+            ]);
+            assert_eq!(by_role, expected, "{query} in {cwd}, every role");
+            compared += expected.len();
+        }
+        for session in everywhere
+            .iter()
+            .map(|hit| hit.0.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let scoped = all_hits(&["--limit", "1000", "--session", &session, query]);
+            let expected: Vec<_> = everywhere
+                .iter()
+                .filter(|hit| hit.0 == session)
+                .cloned()
+                .collect();
+            assert_eq!(scoped, expected, "{query} in {session}");
+        }
+    }
+    assert!(compared > 30, "{compared}");
+}
