@@ -662,4 +662,38 @@ fn main() {
             rg_p50 / pi_p50
         );
     }
+
+    // The default scope: one directory's sessions (20 of the 1,000 here).
+    println!("one directory's sessions (--cwd /home/dev/project-0, the default scope's shape):");
+    let scoped: Vec<(&str, Vec<String>)> = vec![
+        ("one word (rare)", vec![rare.clone()]),
+        ("one word (medium)", vec![medium.clone()]),
+        ("two words", vec![medium.clone(), medium2.clone()]),
+        ("phrase", vec!["\"cannot find value\"".to_owned()]),
+        ("very common word", vec!["the".to_owned()]),
+        ("two very common words", vec!["the".to_owned(), "error".to_owned()]),
+    ];
+    for (label, words) in scoped {
+        let mut cmd = Command::new(&pi);
+        cmd.args([
+            "--db",
+            db.to_str().expect("utf-8 path"),
+            "sessions",
+            "search",
+            "--cwd",
+            "/home/dev/project-0",
+            "--json",
+            "--limit",
+            "20",
+            "--",
+        ]);
+        cmd.args(&words);
+        let (times, _) = time_command(cmd, 11);
+        println!(
+            "{:<48} {:>8.2}ms p50 {:>8.2}ms max",
+            format!("{label} ({})", words.join(" ")),
+            ms(times[times.len() / 2]),
+            ms(*times.last().expect("runs"))
+        );
+    }
 }
