@@ -671,7 +671,10 @@ fn main() {
         ("two words", vec![medium.clone(), medium2.clone()]),
         ("phrase", vec!["\"cannot find value\"".to_owned()]),
         ("very common word", vec!["the".to_owned()]),
-        ("two very common words", vec!["the".to_owned(), "error".to_owned()]),
+        (
+            "two very common words",
+            vec!["the".to_owned(), "error".to_owned()],
+        ),
     ];
     for (label, words) in scoped {
         let mut cmd = Command::new(&pi);
