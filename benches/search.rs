@@ -629,21 +629,22 @@ fn main() {
         "{:<48} {:>8} {:>10} {:>10} {:>10} {:>12} {:>9}",
         "query", "hits", "pi p50", "pi p99", "pi max", "rg -F p50", "rg / pi"
     );
-    for (label, words, rg_pattern) in queries {
+    // `pi sessions search SCOPE --json --limit 20 -- WORDS`.
+    let search = |scope: &[&str], words: &[String]| {
         let mut cmd = Command::new(&pi);
         cmd.args([
             "--db",
             db.to_str().expect("utf-8 path"),
             "sessions",
             "search",
-            "--all",
-            "--json",
-            "--limit",
-            "20",
-            "--",
         ]);
-        cmd.args(&words);
-        let (times, stdout) = time_command(cmd, 21);
+        cmd.args(scope);
+        cmd.args(["--json", "--limit", "20", "--"]);
+        cmd.args(words);
+        cmd
+    };
+    for (label, words, rg_pattern) in queries {
+        let (times, stdout) = time_command(search(&["--all"], &words), 21);
         let hits = serde_json::from_slice::<serde_json::Value>(&stdout)
             .ok()
             .and_then(|value| value.as_array().map(Vec::len))
@@ -677,21 +678,7 @@ fn main() {
         ),
     ];
     for (label, words) in scoped {
-        let mut cmd = Command::new(&pi);
-        cmd.args([
-            "--db",
-            db.to_str().expect("utf-8 path"),
-            "sessions",
-            "search",
-            "--cwd",
-            "/home/dev/project-0",
-            "--json",
-            "--limit",
-            "20",
-            "--",
-        ]);
-        cmd.args(&words);
-        let (times, _) = time_command(cmd, 11);
+        let (times, _) = time_command(search(&["--cwd", "/home/dev/project-0"], &words), 11);
         println!(
             "{:<48} {:>8.2}ms p50 {:>8.2}ms max",
             format!("{label} ({})", words.join(" ")),

@@ -1337,6 +1337,16 @@ mod tests {
     use super::*;
     use crate::support::clock::SystemClock;
 
+    fn memory_store() -> SessionStore {
+        SessionStore::open(StoreConfig {
+            location: StoreLocation::Memory,
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(IdSource::seeded(1)),
+            busy_timeout: Duration::from_secs(1),
+        })
+        .unwrap()
+    }
+
     fn cache_size(store: &SessionStore) -> i64 {
         lock(&store.inner.conns.writer)
             .query_row("PRAGMA cache_size", [], |row| row.get(0))
@@ -1345,13 +1355,7 @@ mod tests {
 
     #[test]
     fn a_bulk_write_has_a_large_cache_and_restores_the_connection_s_own() {
-        let store = SessionStore::open(StoreConfig {
-            location: StoreLocation::Memory,
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(IdSource::seeded(1)),
-            busy_timeout: Duration::from_secs(1),
-        })
-        .unwrap();
+        let store = memory_store();
         let before = cache_size(&store);
         assert_ne!(before, -BULK_CACHE_KIB);
         let inside: i64 = store
@@ -1372,13 +1376,7 @@ mod tests {
     #[test]
     fn a_full_day_of_search_documents_spills_into_the_next() {
         use crate::store::search::{Doc, docid};
-        let store = SessionStore::open(StoreConfig {
-            location: StoreLocation::Memory,
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(IdSource::seeded(1)),
-            busy_timeout: Duration::from_secs(1),
-        })
-        .unwrap();
+        let store = memory_store();
         let ts = 1_748_077_205_165;
         let day = docid::day_of_ms(ts);
         let doc = Doc {
