@@ -1232,14 +1232,16 @@ impl Ranking {
     /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only
     /// filters (its weight is ≈ 0 and counting it would read all of its documents); a
     /// selective term of one token is ranked from the vocabulary; any other selective term (a
-    /// phrase) hands the ranking to FTS5.
+    /// phrase) hands the ranking to FTS5. Also returns a bound on the query's matches when no
+    /// term is very common (the sum of the terms' counts).
     fn plan(
         conn: &Connection,
         path: &str,
         terms: &[(String, bool)],
         known_hits: Option<i64>,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<(Self, Option<i64>), StoreError> {
         let totals = sql::fts_totals(conn, path)?;
+        let mut match_bound = 0i64;
         let mut from_index = totals.is_some();
         let mut ranked = Vec::new();
         let mut selective = Vec::new();
@@ -1259,6 +1261,7 @@ impl Ranking {
                 any_common = true;
                 continue;
             }
+            match_bound = match_bound.saturating_add(hits);
             if from_index && hits > 0 {
                 let frequencies = match single_token(text) {
                     Some(token) => sql::term_frequencies(
@@ -1281,7 +1284,7 @@ impl Ranking {
             }
             selective.push(term);
         }
-        Ok(match totals {
+        let ranking = match totals {
             Some((rows, tokens)) if from_index => Self::Index {
                 bm25: Bm25::new(rows, tokens),
                 terms: ranked,
@@ -1290,7 +1293,8 @@ impl Ranking {
                 selective,
                 any_common,
             },
-        })
+        };
+        Ok((ranking, (!any_common).then_some(match_bound)))
     }
 }
 
@@ -1337,51 +1341,57 @@ impl SessionStore {
             // them (instead of a count, then the candidates over the same pages).
             let one_pass =
                 matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
-            // A search of some sessions only (a directory's, or one): their docids come from
-            // the document map's session index, and the matches are tested against them,
-            // instead of a document-map read per match (most matches of a common word lie
-            // outside a directory's sessions).
-            let scope = match sql::scope_sids(conn, path, &filter)? {
-                Some(sids) if sql::scope_entries(conn, path, &sids)? <= SCOPE_SET_MAX => {
-                    Some(sql::scope_docids(conn, path, &sids)?)
-                }
-                Some(_) | None => None,
-            };
+            let mut scope = None;
             let (ranking, mut candidates) = if one_pass {
                 let mut matches =
                     sql::search_candidates(conn, path, &fts, &filter, COMMON_TERM_DOCS, false)?;
                 let hits = matches.len() as i64;
                 matches.truncate(CANDIDATES as usize);
-                let ranking = Ranking::plan(conn, path, &terms, Some(hits))?;
+                let (ranking, _) = Ranking::plan(conn, path, &terms, Some(hits))?;
                 fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
-                (ranking, matches)
-            } else if let Some(scope) = &scope {
-                let ranking = Ranking::plan(conn, path, &terms, None)?;
-                let mut matches =
-                    sql::candidates_in(conn, path, &fts, scope, None, CANDIDATES as usize)?;
-                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
-                if per_entry {
-                    for candidate in &mut matches {
-                        candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
-                    }
-                }
                 (ranking, matches)
             } else {
-                let ranking = Ranking::plan(conn, path, &terms, None)?;
-                let candidates = sql::search_candidates(
-                    conn,
-                    path,
-                    &fts,
-                    &filter,
-                    CANDIDATES,
-                    matches!(
-                        ranking,
-                        Ranking::Fts {
-                            any_common: false,
-                            ..
+                let (ranking, match_bound) = Ranking::plan(conn, path, &terms, None)?;
+                // A search of some sessions only (a directory's, or one): their docids come
+                // from the document map's session index and the matches are tested against
+                // them, instead of a document-map read per match (most matches of a common
+                // word lie outside a directory's sessions) — unless the query matches so few
+                // documents that reading theirs is cheaper than listing the sessions'.
+                if let Some(sids) = sql::scope_sids(conn, path, &filter)? {
+                    let entries = sql::scope_entries(conn, path, &sids)?;
+                    if entries <= SCOPE_SET_MAX
+                        && match_bound.is_none_or(|bound| bound.saturating_mul(4) > entries)
+                    {
+                        scope = Some(sql::scope_docids(conn, path, &sids)?);
+                    }
+                }
+                let candidates = match &scope {
+                    Some(scope) => {
+                        let mut matches =
+                            sql::candidates_in(conn, path, &fts, scope, None, CANDIDATES as usize)?;
+                        fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+                        if per_entry {
+                            for candidate in &mut matches {
+                                candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
+                            }
                         }
-                    ),
-                )?;
+                        matches
+                    }
+                    None => sql::search_candidates(
+                        conn,
+                        path,
+                        &fts,
+                        &filter,
+                        CANDIDATES,
+                        matches!(
+                            ranking,
+                            Ranking::Fts {
+                                any_common: false,
+                                ..
+                            }
+                        ),
+                    )?,
+                };
                 (ranking, candidates)
             };
             let window_start = candidates.iter().map(|candidate| candidate.docid).min();
