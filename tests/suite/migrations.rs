@@ -192,20 +192,7 @@ fn migration_0002_indexes_sessions_stored_before_search_existed() {
     let summary = store.list(&pi::store::ListScope::All).unwrap();
     assert_eq!(summary[0].name.as_deref(), Some("Checkout overview"));
     drop(store);
-    let output = env
-        .pi()
-        .args(["sessions", "search", "--all", "--json", "validateCart"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let hits = crate::common::stdout_json(&output);
-    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
-    let output = env.pi().args(["db", "check"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    assert_search_finds_the_fixture_and_check_passes(&env);
 }
 
 #[test]
@@ -223,6 +210,17 @@ fn a_rebuild_cut_short_after_its_migration_is_finished_by_the_next_open() {
     );
     drop(conn);
     // The next command, even a read-only one, finishes it first.
+    assert_search_finds_the_fixture_and_check_passes(&env);
+    let conn = Connection::open(env.db()).unwrap();
+    let pending: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(pending, 0);
+}
+
+/// `pi sessions search` finds the basic-chat fixture's `validateCart` once, and `pi db check`
+/// passes.
+fn assert_search_finds_the_fixture_and_check_passes(env: &TestEnv) {
     let output = env
         .pi()
         .args(["sessions", "search", "--all", "--json", "validateCart"])
@@ -235,12 +233,6 @@ fn a_rebuild_cut_short_after_its_migration_is_finished_by_the_next_open() {
     );
     let hits = crate::common::stdout_json(&output);
     assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
-    let conn = Connection::open(env.db()).unwrap();
-    let pending: i64 = conn
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(pending, 0);
-    drop(conn);
     let output = env.pi().args(["db", "check"]).output().unwrap();
     assert!(
         output.status.success(),
