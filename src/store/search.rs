@@ -349,12 +349,63 @@ pub struct Bm25 {
     average_length: f64,
 }
 
-/// One ranked term of a query: its inverse document frequency and its frequency in each
-/// document that has it.
+/// One ranked term of a query: its frequency in each document that has it, by docid
+/// ascending (the order FTS5's vocabulary yields them in; a lookup is a binary search, no
+/// hashing per row).
 #[derive(Debug, Clone, Default)]
 pub struct TermFrequencies {
-    /// Occurrences per docid.
-    pub per_doc: std::collections::HashMap<i64, u32>,
+    per_doc: Vec<(i64, u32)>,
+    sorted: bool,
+}
+
+impl TermFrequencies {
+    /// Counts one occurrence in `docid`.
+    pub fn add(&mut self, docid: i64) {
+        match self.per_doc.last_mut() {
+            Some((last, count)) if *last == docid => *count += 1,
+            Some((last, _)) => {
+                if docid < *last {
+                    // A prefix's tokens each list their documents in order; they interleave.
+                    self.sorted = false;
+                }
+                self.per_doc.push((docid, 1));
+            }
+            None => {
+                self.sorted = true;
+                self.per_doc.push((docid, 1));
+            }
+        }
+    }
+
+    /// Puts the documents in docid order with one count each (after the last [`Self::add`]).
+    pub fn finish(&mut self) {
+        if self.sorted {
+            return;
+        }
+        self.per_doc.sort_unstable_by_key(|(docid, _)| *docid);
+        let mut merged: Vec<(i64, u32)> = Vec::with_capacity(self.per_doc.len());
+        for (docid, count) in self.per_doc.drain(..) {
+            match merged.last_mut() {
+                Some((last, total)) if *last == docid => *total += count,
+                _ => merged.push((docid, count)),
+            }
+        }
+        self.per_doc = merged;
+        self.sorted = true;
+    }
+
+    /// How many documents have the term (an upper bound until [`Self::finish`]).
+    pub fn docs(&self) -> usize {
+        self.per_doc.len()
+    }
+
+    /// The term's occurrences in `docid`.
+    pub fn get(&self, docid: i64) -> Option<u32> {
+        self.per_doc
+            .binary_search_by_key(&docid, |(doc, _)| *doc)
+            .ok()
+            .map(|idx| self.per_doc[idx].1)
+    }
 }
 
 impl Bm25 {
@@ -383,9 +434,9 @@ impl Bm25 {
         let norm = Self::K1 * (1.0 - Self::B + Self::B * length / self.average_length);
         let mut sum = 0.0;
         for term in terms {
-            if let Some(&tf) = term.per_doc.get(&docid) {
+            if let Some(tf) = term.get(docid) {
                 let tf = f64::from(tf);
-                sum += self.idf(term.per_doc.len()) * (tf * (Self::K1 + 1.0)) / (tf + norm);
+                sum += self.idf(term.docs()) * (tf * (Self::K1 + 1.0)) / (tf + norm);
             }
         }
         -sum
@@ -1087,6 +1138,29 @@ mod tests {
     }
 
     #[test]
+    fn term_frequencies_count_per_document_across_a_prefix_s_tokens() {
+        let mut one = TermFrequencies::default();
+        for docid in [3, 3, 5, 9, 9, 9] {
+            one.add(docid);
+        }
+        one.finish();
+        assert_eq!(one.docs(), 3);
+        assert_eq!(
+            (one.get(3), one.get(5), one.get(9), one.get(4)),
+            (Some(2), Some(1), Some(3), None)
+        );
+        // A prefix: each token's documents in order, the tokens one after the other.
+        let mut prefix = TermFrequencies::default();
+        for docid in [2, 7, 7, 1, 7, 8, 2] {
+            prefix.add(docid);
+        }
+        prefix.finish();
+        assert_eq!(prefix.docs(), 4);
+        let counts: Vec<Option<u32>> = [1, 2, 7, 8, 3].iter().map(|&doc| prefix.get(doc)).collect();
+        assert_eq!(counts, [Some(1), Some(2), Some(3), Some(1), None]);
+    }
+
+    #[test]
     fn plain_word_queries_offer_an_exact_phrase() {
         let query = Query::parse("connection refused").unwrap();
         assert_eq!(
@@ -1276,7 +1350,7 @@ impl Ranking {
                 // The vocabulary must see the same documents the query does (it would not if
                 // the term folded differently from the tokenizer).
                 match frequencies {
-                    Some(frequencies) if frequencies.per_doc.len() as i64 == hits => {
+                    Some(frequencies) if frequencies.docs() as i64 == hits => {
                         ranked.push(frequencies)
                     }
                     _ => from_index = false,
@@ -1488,11 +1562,18 @@ impl SessionStore {
                     score: value,
                 });
             }
-            scored.sort_by(|a, b| {
+            // Best first; docids are unique, so the order is total and the top `limit` are
+            // the same whether all candidates are sorted or only those selected first.
+            let best_first = |a: &Scored, b: &Scored| {
                 b.score
                     .total_cmp(&a.score)
                     .then(b.candidate.docid.cmp(&a.candidate.docid))
-            });
+            };
+            if request.limit > 0 && scored.len() > request.limit {
+                scored.select_nth_unstable_by(request.limit - 1, best_first);
+                scored.truncate(request.limit);
+            }
+            scored.sort_by(best_first);
             scored.truncate(request.limit);
             let mut hits = Vec::with_capacity(scored.len());
             for Scored { candidate, score } in scored {
