@@ -357,6 +357,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
     };
     let targets = discover(&paths);
     let store = ctx.open_store()?;
+    let indexed_before = store.search_index_docs()?;
     let mode = if args.as_new {
         ImportMode::AsNew
     } else {
@@ -420,6 +421,12 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
         printed?;
         out.flush()?;
     }
+    // A bulk load leaves the full-text index in many segments: merged when the load added a
+    // good share of it (searches then read one doclist per term).
+    if let Some(bar) = &bar {
+        bar.set_message("merging the search index");
+    }
+    store.optimize_search_index_after_load(indexed_before)?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -767,7 +767,7 @@ fn ranking_from_the_index_equals_fts5_bm25() {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(expected.len(), frequencies.per_doc.len(), "{term}");
+        assert_eq!(expected.len(), frequencies.docs(), "{term}");
         for (docid, fts5) in expected {
             let ours = bm25.score(std::slice::from_ref(&frequencies), docid);
             assert!(
@@ -939,4 +939,112 @@ fn a_directory_or_session_scope_finds_what_the_whole_index_finds_there() {
         }
     }
     assert!(compared > 30, "{compared}");
+}
+
+/// The number of segments of the full-text index, from FTS5's structure record (`%_data` row
+/// 10: a 4-byte cookie, the 4-byte version-2 marker when present, then varints: levels,
+/// segments).
+fn index_segments(env: &TestEnv) -> u64 {
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let block: Vec<u8> = conn
+        .query_row(
+            "SELECT block FROM search_fts_data WHERE id = 10",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let mut rest = &block[4..];
+    if rest.starts_with(&[0xff, 0x00, 0x00, 0x01]) {
+        rest = &rest[4..];
+    }
+    let mut varint = || {
+        let mut value = 0u64;
+        loop {
+            let (&byte, tail) = rest.split_first().unwrap();
+            rest = tail;
+            value = (value << 7) | u64::from(byte & 0x7f);
+            if byte & 0x80 == 0 {
+                return value;
+            }
+        }
+    };
+    let _levels = varint();
+    varint()
+}
+
+#[test]
+fn an_import_and_a_reindex_leave_the_index_in_one_segment_with_the_same_hits() {
+    let queries: [&[&str]; 4] = [
+        &["\"float accumulation\""],
+        &["the"],
+        &["function", "price"],
+        &["cart*"],
+    ];
+    // Stored one session per transaction: one segment each, merged only partly.
+    let env = TestEnv::new();
+    let store = load_all(&env, CORPUS);
+    assert!(index_segments(&env) > 1);
+    let before: Vec<Vec<Value>> = queries.iter().map(|query| hits(&env, query)).collect();
+    // Nothing grew since: no merge.
+    let docs = store.search_index_docs().unwrap();
+    assert!(docs > 0);
+    assert!(!store.optimize_search_index_after_load(docs).unwrap());
+    assert!(index_segments(&env) > 1);
+    drop(store);
+    let output = env.pi().args(["db", "reindex"]).output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(index_segments(&env), 1);
+    let after: Vec<Vec<Value>> = queries.iter().map(|query| hits(&env, query)).collect();
+    let without_scores = |all: &[Vec<Value>]| -> Vec<Vec<(Value, Value, Value)>> {
+        all.iter()
+            .map(|found| {
+                found
+                    .iter()
+                    .map(|hit| {
+                        (
+                            hit["session"].clone(),
+                            hit["entry"].clone(),
+                            hit["snippet"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    for (query, found) in queries.iter().zip(&before) {
+        assert!(!found.is_empty(), "{query:?}");
+    }
+    assert_eq!(without_scores(&after), without_scores(&before));
+
+    // `pi import` of the fixture files: the load is the whole index, so it is merged.
+    let env = TestEnv::new();
+    let output = env
+        .pi()
+        .args(["import", "--json"])
+        .args(
+            CORPUS
+                .iter()
+                .map(|name| fixtures::dir().join(format!("{name}.jsonl"))),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(index_segments(&env), 1);
+    let imported: Vec<Vec<Value>> = queries.iter().map(|query| hits(&env, query)).collect();
+    // The same hits (the sessions keep their files' ids here, not the fixture names).
+    let entries = |all: &[Vec<Value>]| -> Vec<Vec<(Value, Value)>> {
+        all.iter()
+            .map(|found| {
+                found
+                    .iter()
+                    .map(|hit| (hit["entry"].clone(), hit["snippet"].clone()))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(entries(&imported), entries(&before));
 }
