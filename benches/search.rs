@@ -2,9 +2,9 @@
 //! 1,000 messages of prose, code and tool output), queried as whole `pi` processes, against
 //! `rg -F` over the same conversations as JSONL files, in the same run.
 //!
-//! Run: `cargo bench --bench search -- [--sessions N] [--messages M] [--dir DIR]`
+//! Run: `cargo bench --bench search -- [--sessions N] [--messages M] [--dir DIR] [--pi PATH]`
 //! (`--dir` keeps the corpus and reuses it on the next run; building 1M messages takes
-//! minutes).
+//! minutes; `--pi` times another build of pi, such as `scripts/build-release`'s).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -471,7 +471,10 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("corpus dir");
     let db = dir.join(format!("search-{sessions}x{messages}.db"));
     let jsonl_dir = dir.join(format!("jsonl-{sessions}x{messages}"));
-    let pi = PathBuf::from(env!("CARGO_BIN_EXE_pi"));
+    // `--pi PATH`: time another build of pi (the static release binary of
+    // `scripts/build-release`); by default the one cargo built for this bench.
+    let pi: PathBuf = arg(&args, "--pi", PathBuf::from(env!("CARGO_BIN_EXE_pi")));
+    println!("pi binary: {}", pi.display());
 
     if !db.exists() {
         let build_start = Instant::now();
@@ -502,6 +505,11 @@ fn main() {
                 );
             }
         }
+        // As `pi import` does after a bulk load.
+        store
+            .optimize_search_index_after_load(0)
+            .expect("merge the index");
+        drop(store);
         let conn = rusqlite::Connection::open(&db).expect("checkpoint");
         conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
             .expect("checkpoint");

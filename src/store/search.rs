@@ -1193,6 +1193,20 @@ pub const SCOPE_SET_MAX: i64 = 300_000;
 /// them on every query, so its weight (≈ 0 anyway) is left out of the ranking.
 pub const COMMON_TERM_DOCS: i64 = 5_000;
 
+/// The same bound for a term of several tokens (a phrase): FTS5 matches a phrase by walking
+/// each of its words' documents and positions, ≈ 5 times the work per match of one word, so a
+/// phrase is "very common" once it fills the candidate window.
+pub const COMMON_PHRASE_DOCS: i64 = CANDIDATES;
+
+/// The number of matches from which a term (as typed) is very common.
+fn common_docs(text: &str) -> i64 {
+    if single_token(text).is_some() {
+        COMMON_TERM_DOCS
+    } else {
+        COMMON_PHRASE_DOCS
+    }
+}
+
 /// A search as the CLI hands it to the store.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
@@ -1327,11 +1341,12 @@ impl Ranking {
                 prefix: *prefix,
             };
             // The caller counted a one-term query's matches already.
+            let common = common_docs(text);
             let hits = match known_hits {
-                Some(hits) if terms.len() == 1 => hits.min(COMMON_TERM_DOCS),
-                _ => sql::match_count_capped(conn, path, &term.to_fts(), COMMON_TERM_DOCS)?,
+                Some(hits) if terms.len() == 1 => hits.min(common),
+                _ => sql::match_count_capped(conn, path, &term.to_fts(), common)?,
             };
-            if hits >= COMMON_TERM_DOCS {
+            if hits >= common {
                 any_common = true;
                 continue;
             }
@@ -1411,14 +1426,17 @@ impl SessionStore {
             let terms = request.query.positive_terms();
             let fts = request.query.to_fts();
             // A one-term query without SQL filters: its candidates are the term's newest
-            // matches, so one pass of up to COMMON_TERM_DOCS both counts the term and gives
-            // them (instead of a count, then the candidates over the same pages).
+            // matches, so one pass up to the term's commonness bound both counts the term and
+            // gives them (instead of a count, then the candidates over the same pages).
             let one_pass =
                 matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
             let mut scope = None;
             let (ranking, mut candidates) = if one_pass {
-                let mut matches =
-                    sql::search_candidates(conn, path, &fts, &filter, COMMON_TERM_DOCS, false)?;
+                let walk = terms
+                    .first()
+                    .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
+                    .max(CANDIDATES);
+                let mut matches = sql::search_candidates(conn, path, &fts, &filter, walk, false)?;
                 let hits = matches.len() as i64;
                 matches.truncate(CANDIDATES as usize);
                 let (ranking, _) = Ranking::plan(conn, path, &terms, Some(hits))?;
