@@ -754,6 +754,24 @@ impl Query {
         }
     }
 
+    /// An upper bound on the documents the query matches, from its terms' match counts
+    /// (`count` gives `None` for a term too common to have been counted): the smaller side of
+    /// an AND, the sum of an OR's, the left side of a NOT.
+    pub fn match_bound(&self, count: &dyn Fn(&str, bool) -> Option<i64>) -> Option<i64> {
+        match self {
+            Self::Term { text, prefix, .. } => count(text, *prefix),
+            Self::And(left, right) => match (left.match_bound(count), right.match_bound(count)) {
+                (Some(one), Some(other)) => Some(one.min(other)),
+                (one, None) | (None, one) => one,
+            },
+            Self::Or(left, right) => Some(
+                left.match_bound(count)?
+                    .saturating_add(right.match_bound(count)?),
+            ),
+            Self::Not(left, _) => left.match_bound(count),
+        }
+    }
+
     /// For a query of two or more plain words joined by AND, returns the same words as one
     /// exact phrase (hits with the exact phrase rank first).
     pub fn as_phrase(&self) -> Option<Query> {
@@ -1272,6 +1290,16 @@ struct Scored {
     score: f64,
 }
 
+/// How to walk the matches of a query whose terms bound them by `bound`: all of them, in FTS5's
+/// cheaper forward order, when that is at most [`COMMON_TERM_DOCS`]; else the newest
+/// [`CANDIDATES`] only.
+fn walk_for(bound: Option<i64>) -> sql::Walk {
+    match bound {
+        Some(bound) if bound <= COMMON_TERM_DOCS => sql::Walk::All,
+        _ => sql::Walk::Newest(CANDIDATES),
+    }
+}
+
 /// Gives candidates FTS5's `bm25()` when the ranking is FTS5's over the whole query (every
 /// term selective, so the matches of the window are few).
 fn fts_bm25_inline(
@@ -1320,16 +1348,17 @@ impl Ranking {
     /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only
     /// filters (its weight is ≈ 0 and counting it would read all of its documents); a
     /// selective term of one token is ranked from the vocabulary; any other selective term (a
-    /// phrase) hands the ranking to FTS5. Also returns a bound on the query's matches when no
-    /// term is very common (the sum of the terms' counts).
+    /// phrase) hands the ranking to FTS5. Also returns a bound on the query's matches
+    /// ([`Query::match_bound`]; none when an OR side or every AND side is very common).
     fn plan(
         conn: &Connection,
         path: &str,
+        query: &Query,
         terms: &[(String, bool)],
         known_hits: Option<i64>,
     ) -> Result<(Self, Option<i64>), StoreError> {
         let totals = sql::fts_totals(conn, path)?;
-        let mut match_bound = 0i64;
+        let mut counted: Vec<(&str, bool, i64)> = Vec::with_capacity(terms.len());
         let mut from_index = totals.is_some();
         let mut ranked = Vec::new();
         let mut selective = Vec::new();
@@ -1350,7 +1379,7 @@ impl Ranking {
                 any_common = true;
                 continue;
             }
-            match_bound = match_bound.saturating_add(hits);
+            counted.push((text, *prefix, hits));
             if from_index && hits > 0 {
                 let frequencies = match single_token(text) {
                     Some(token) => sql::term_frequencies(
@@ -1383,7 +1412,13 @@ impl Ranking {
                 any_common,
             },
         };
-        Ok((ranking, (!any_common).then_some(match_bound)))
+        let bound = query.match_bound(&|text, prefix| {
+            counted
+                .iter()
+                .find(|(found, found_prefix, _)| *found == text && *found_prefix == prefix)
+                .map(|(_, _, hits)| *hits)
+        });
+        Ok((ranking, bound))
     }
 }
 
@@ -1431,19 +1466,28 @@ impl SessionStore {
             let one_pass =
                 matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
             let mut scope = None;
+            let mut query_bound = None;
             let (ranking, mut candidates) = if one_pass {
                 let walk = terms
                     .first()
                     .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
                     .max(CANDIDATES);
-                let mut matches = sql::search_candidates(conn, path, &fts, &filter, walk, false)?;
+                let mut matches = sql::search_candidates(
+                    conn,
+                    path,
+                    &fts,
+                    &filter,
+                    sql::Walk::Newest(walk),
+                    false,
+                )?;
                 let hits = matches.len() as i64;
                 matches.truncate(CANDIDATES as usize);
-                let (ranking, _) = Ranking::plan(conn, path, &terms, Some(hits))?;
+                let (ranking, _) = Ranking::plan(conn, path, &request.query, &terms, Some(hits))?;
                 fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
                 (ranking, matches)
             } else {
-                let (ranking, match_bound) = Ranking::plan(conn, path, &terms, None)?;
+                let (ranking, match_bound) =
+                    Ranking::plan(conn, path, &request.query, &terms, None)?;
                 // A search of some sessions only (a directory's, or one): their docids come
                 // from the document map's session index and the matches are tested against
                 // them, instead of a document-map read per match (most matches of a common
@@ -1469,21 +1513,26 @@ impl SessionStore {
                         }
                         matches
                     }
-                    None => sql::search_candidates(
-                        conn,
-                        path,
-                        &fts,
-                        &filter,
-                        CANDIDATES,
-                        matches!(
-                            ranking,
-                            Ranking::Fts {
-                                any_common: false,
-                                ..
-                            }
-                        ),
-                    )?,
+                    None => {
+                        let mut matches = sql::search_candidates(
+                            conn,
+                            path,
+                            &fts,
+                            &filter,
+                            walk_for(match_bound),
+                            matches!(
+                                ranking,
+                                Ranking::Fts {
+                                    any_common: false,
+                                    ..
+                                }
+                            ),
+                        )?;
+                        matches.truncate(CANDIDATES as usize);
+                        matches
+                    }
                 };
+                query_bound = match_bound;
                 (ranking, candidates)
             };
             let window_start = candidates.iter().map(|candidate| candidate.docid).min();
@@ -1538,7 +1587,8 @@ impl SessionStore {
                     path,
                     &phrase.to_fts(),
                     &window,
-                    CANDIDATES,
+                    // The phrase's matches are among the query's.
+                    walk_for(query_bound),
                     false,
                 )?
                 .into_iter()

@@ -953,16 +953,27 @@ impl SearchFilter<'_> {
     }
 }
 
-/// Returns the most recent `limit` documents matching an FTS5 expression and the filters;
-/// `bm25` is computed only when asked (FTS5 counts every document of each term for it, and
-/// reads each candidate's length), else it is 0. The document map is joined only when
+/// Which matches [`search_candidates`] walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// The most recent this many (FTS5's reverse walk, stopped there).
+    Newest(i64),
+    /// All of them, in FTS5's forward order, returned newest first: for a query whose terms
+    /// bound its matches. The forward walk does less work per document, and an AND skips
+    /// through its longer lists by their doclist indexes instead of reading every entry.
+    All,
+}
+
+/// Returns the documents matching an FTS5 expression and the filters, newest first, as `walk`
+/// says; `bm25` is computed only when asked (FTS5 counts every document of each term for it,
+/// and reads each candidate's length), else it is 0. The document map is joined only when
 /// `filter.with_doc` or a filter needs it; `--since` also bounds the docid range.
 pub fn search_candidates(
     conn: &Connection,
     path: &str,
     fts: &str,
     filter: &SearchFilter<'_>,
-    limit: i64,
+    walk: Walk,
     with_bm25: bool,
 ) -> Result<Vec<Candidate>> {
     let rank = if with_bm25 { "bm25(search_fts)" } else { "0.0" };
@@ -1017,11 +1028,13 @@ pub fn search_candidates(
         }
         sql.push(')');
     }
-    push(
-        " ORDER BY search_fts.rowid DESC LIMIT ?",
-        limit.into(),
-        &mut sql,
-    );
+    if let Walk::Newest(limit) = walk {
+        push(
+            " ORDER BY search_fts.rowid DESC LIMIT ?",
+            limit.into(),
+            &mut sql,
+        );
+    }
     let mut stmt = conn.prepare_cached(&sql).at(path)?;
     let rows = stmt
         .query_map(rusqlite::params_from_iter(values.iter()), |row| {
@@ -1043,7 +1056,11 @@ pub fn search_candidates(
             })
         })
         .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
+    if walk == Walk::All {
+        out.reverse();
+    }
+    Ok(out)
 }
 
 /// The sessions a filter keeps, when it keeps only some sessions and nothing else about a

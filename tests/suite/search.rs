@@ -1048,3 +1048,99 @@ fn an_import_and_a_reindex_leave_the_index_in_one_segment_with_the_same_hits() {
     };
     assert_eq!(entries(&imported), entries(&before));
 }
+
+/// Imports one session of `count` user messages, entry `i` (id `e{i:05}`) ten minutes after
+/// the one before, with the text `text(i)`.
+fn import_messages(env: &TestEnv, count: usize, text: impl Fn(usize) -> String) {
+    let start_ms: i64 = 1_735_689_600_000; // 2025-01-01
+    let iso = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string()
+    };
+    let mut lines = vec![
+        serde_json::json!({
+            "type": "session", "version": 3, "id": "big-session",
+            "timestamp": iso(start_ms), "cwd": "/big",
+        })
+        .to_string(),
+    ];
+    for idx in 0..count {
+        let ms = start_ms + idx as i64 * 600_000;
+        let parent = if idx == 0 {
+            Value::Null
+        } else {
+            Value::String(format!("e{:05}", idx - 1))
+        };
+        lines.push(
+            serde_json::json!({
+                "type": "message", "id": format!("e{idx:05}"), "parentId": parent,
+                "timestamp": iso(ms),
+                "message": {"role": "user", "content": text(idx), "timestamp": ms},
+            })
+            .to_string(),
+        );
+    }
+    let file = env.dir.path().join("big.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let output = env.pi().arg("import").arg(&file).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn very_common_and_bounded_queries_both_rank_the_newest_matches_first() {
+    // More documents than a very common word's bound (5,000): `alpha` and the phrase `alpha
+    // bravo` are in all of them; `beta` in every fourth, `gamma` in every fourth other one.
+    let env = TestEnv::new();
+    let count = 5_200;
+    import_messages(&env, count, |idx| {
+        let extra = match idx % 4 {
+            0 => " beta",
+            2 => " gamma",
+            _ => " delta",
+        };
+        format!("alpha bravo charlie u{idx}{extra}")
+    });
+    let ids = |found: &[Value]| -> Vec<String> {
+        found
+            .iter()
+            .map(|hit| hit["entry"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let newest = |keep: &dyn Fn(usize) -> bool, take: usize| -> Vec<String> {
+        (0..count)
+            .rev()
+            .filter(|idx| keep(*idx))
+            .take(take)
+            .map(|idx| format!("e{idx:05}"))
+            .collect()
+    };
+    // Very common: the newest matches' window, by recency.
+    assert_eq!(ids(&hits(&env, &["alpha"])), newest(&|_| true, 20));
+    assert_eq!(
+        ids(&hits(&env, &["\"alpha bravo\""])),
+        newest(&|_| true, 20)
+    );
+    // A very common word AND a selective one (1,300 documents: every match walked, forward):
+    // equal relevance, so the newest first.
+    assert_eq!(
+        ids(&hits(&env, &["alpha", "beta", "--limit", "30"])),
+        newest(&|idx| idx % 4 == 0, 30)
+    );
+    // OR of two selective words (2,600 matches, more than the candidate window of 2,000): the
+    // window is the newest matches; equal relevance again.
+    assert_eq!(
+        ids(&hits(&env, &["beta", "OR", "gamma", "--limit", "50"])),
+        newest(&|idx| idx % 2 == 0, 50)
+    );
+    // NOT keeps its left side's bound.
+    assert_eq!(
+        ids(&hits(&env, &["beta", "NOT", "gamma", "--limit", "5"])),
+        newest(&|idx| idx % 4 == 0, 5)
+    );
+}
