@@ -1344,6 +1344,15 @@ enum Ranking {
 }
 
 impl Ranking {
+    /// Whether no term is ranked (every term very common): every candidate scores 0, so the
+    /// newest come first.
+    fn ranks_nothing(&self) -> bool {
+        match self {
+            Self::Index { terms, .. } => terms.is_empty(),
+            Self::Fts { selective, .. } => selective.is_empty(),
+        }
+    }
+
     /// Looks at each positive term once (`known_hits`: the match count of a one-term query,
     /// capped at [`COMMON_TERM_DOCS`], when the caller has it): a very common term only
     /// filters (its weight is ≈ 0 and counting it would read all of its documents); a
@@ -1501,10 +1510,21 @@ impl SessionStore {
                         scope = Some(sql::scope_docids(conn, path, &sids)?);
                     }
                 }
+                // When nothing is ranked and no exact phrase can lift a hit, the hits are the
+                // newest matches themselves: the walk stops at them (a very common word in a
+                // directory's sessions would otherwise walk the whole index's matches until
+                // 2,000 of them fell in the directory).
+                let window =
+                    if ranking.ranks_nothing() && request.query.as_phrase().is_none() && !per_entry
+                    {
+                        (request.limit as i64).min(CANDIDATES)
+                    } else {
+                        CANDIDATES
+                    };
                 let candidates = match &scope {
                     Some(scope) => {
                         let mut matches =
-                            sql::candidates_in(conn, path, &fts, scope, None, CANDIDATES as usize)?;
+                            sql::candidates_in(conn, path, &fts, scope, None, window as usize)?;
                         fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
                         if per_entry {
                             for candidate in &mut matches {
@@ -1519,7 +1539,11 @@ impl SessionStore {
                             path,
                             &fts,
                             &filter,
-                            walk_for(match_bound),
+                            if window < CANDIDATES {
+                                sql::Walk::Newest(window)
+                            } else {
+                                walk_for(match_bound)
+                            },
                             matches!(
                                 ranking,
                                 Ranking::Fts {
@@ -1645,17 +1669,16 @@ impl SessionStore {
             scored.truncate(request.limit);
             let mut hits = Vec::with_capacity(scored.len());
             for Scored { candidate, score } in scored {
-                let doc = match candidate.doc {
-                    Some(doc) => doc,
-                    None => match sql::doc_by_id(conn, path, candidate.docid)? {
-                        Some(doc) => doc,
-                        None => continue,
-                    },
+                let found = match candidate.doc {
+                    Some(doc) => {
+                        sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (doc, row))
+                    }
+                    None => sql::doc_and_entry(conn, path, candidate.docid)?,
                 };
-                let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
+                let Some((doc, row)) = found else {
                     continue;
                 };
-                let Some(row) = sql::entry_by_seq(conn, path, doc.sid, doc.seq)? else {
+                let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
                     continue;
                 };
                 let entry = Entry::parse(&row.payload);

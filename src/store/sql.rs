@@ -1191,6 +1191,43 @@ pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<Doc
         .at(path)
 }
 
+/// Returns a document's row in the document map with its entry, in one statement (a hit
+/// shown needs both).
+pub fn doc_and_entry(
+    conn: &Connection,
+    path: &str,
+    docid: i64,
+) -> Result<Option<(DocRow, EntryRow)>> {
+    conn.prepare_cached(
+        "SELECT d.sid, d.seq, d.role, d.kind, d.ts, e.id, e.parent_id, e.type, e.timestamp, e.payload
+           FROM search_docs d JOIN entries e ON e.sid = d.sid AND e.seq = d.seq
+          WHERE d.docid = ?1",
+    )
+    .at(path)?
+    .query_row(params![docid], |row| {
+        let seq: i64 = row.get(1)?;
+        Ok((
+            DocRow {
+                sid: row.get(0)?,
+                seq,
+                role: row.get(2)?,
+                kind: row.get(3)?,
+                ts: row.get(4)?,
+            },
+            EntryRow {
+                seq,
+                id: row.get(5)?,
+                parent_id: row.get(6)?,
+                type_name: row.get(7)?,
+                timestamp: row.get(8)?,
+                payload: row.get(9)?,
+            },
+        ))
+    })
+    .optional()
+    .at(path)
+}
+
 /// Returns the index totals FTS5 keeps for bm25 — documents and tokens — from its averages
 /// record (`%_data` row 1: SQLite varints, the row count then one token total per column), or
 /// `None` when the record is missing or unreadable.

@@ -1120,8 +1120,19 @@ fn very_common_and_bounded_queries_both_rank_the_newest_matches_first() {
             .map(|idx| format!("e{idx:05}"))
             .collect()
     };
-    // Very common: the newest matches' window, by recency.
+    // Very common: the newest matches' window, by recency; in the directory's sessions and
+    // with a filter (where the walk stops at the hits themselves) too.
     assert_eq!(ids(&hits(&env, &["alpha"])), newest(&|_| true, 20));
+    let (code, scoped, stderr) = search(&env, &["--cwd", "/big", "--json", "alpha"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(ids(scoped.as_array().unwrap()), newest(&|_| true, 20));
+    assert_eq!(
+        ids(&hits(
+            &env,
+            &["--role", "user", "--limit", "7", "\"alpha bravo\""]
+        )),
+        newest(&|_| true, 7)
+    );
     assert_eq!(
         ids(&hits(&env, &["\"alpha bravo\""])),
         newest(&|_| true, 20)
