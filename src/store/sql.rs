@@ -1419,6 +1419,18 @@ pub fn optimize_search_index(conn: &Connection, path: &str) -> Result<()> {
         .at(path)
 }
 
+/// One step of the same merge, of at most about `pages` leaf pages (FTS5's `merge` command
+/// with a negative budget: all segments towards one). Returns whether it did any work (FTS5
+/// writes at least two rows when it does).
+pub fn merge_search_index_step(conn: &Connection, path: &str, pages: i64) -> Result<bool> {
+    let before = conn.total_changes();
+    conn.prepare_cached("INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?1)")
+        .at(path)?
+        .execute(params![-pages.max(1)])
+        .at(path)?;
+    Ok(conn.total_changes().saturating_sub(before) >= 2)
+}
+
 // ----- interchange (import, merge, export; `store/interchange.rs`) ------------------------
 
 /// Stores one input line an import could not use.
