@@ -1774,21 +1774,21 @@ struct SessionPath {
 #[derive(Default)]
 struct ActivePaths {
     sessions: HashMap<i64, SessionPath>,
-    rows: HashMap<i64, Option<sql::SessionRow>>,
+    rows: HashMap<i64, Option<sql::HitSession>>,
 }
 
 impl ActivePaths {
-    /// A session's row (read once).
+    /// A session's row, with its leaf (read once).
     fn session(
         &mut self,
         conn: &Connection,
         path: &str,
         sid: i64,
-    ) -> Result<Option<&sql::SessionRow>, StoreError> {
+    ) -> Result<Option<&sql::HitSession>, StoreError> {
         let row = match self.rows.entry(sid) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => {
-                entry.insert(sql::session_by_sid(conn, path, sid)?)
+                entry.insert(sql::hit_session(conn, path, sid)?)
             }
         };
         Ok(row.as_ref())
@@ -1802,9 +1802,14 @@ impl ActivePaths {
         seq: i64,
     ) -> Result<bool, StoreError> {
         if !self.sessions.contains_key(&sid) {
-            let leaf = sql::leaf(conn, path, sid)?;
-            let row = self.session(conn, path, sid)?.cloned();
-            let irregular = row.as_ref().is_some_and(|row| row.irregular);
+            let (leaf, irregular, linear_depth) = match self.session(conn, path, sid)? {
+                Some(row) => (
+                    row.leaf,
+                    row.irregular,
+                    row.leaf_depth.map(|depth| depth + 1 == row.entries),
+                ),
+                None => (None, false, None),
+            };
             let set = match leaf {
                 Some(leaf_seq) if irregular => {
                     Some(SessionStore::path_set(conn, path, sid, leaf_seq)?)
@@ -1814,11 +1819,7 @@ impl ActivePaths {
             };
             // A path from the root as long as the session has entries holds them all: no
             // entry needs the walk from the leaf.
-            let linear = match (leaf, &set, &row) {
-                (Some(leaf_seq), None, Some(row)) => sql::path_state(conn, path, sid, leaf_seq)?
-                    .is_some_and(|state| state.depth + 1 == row.entries),
-                _ => false,
-            };
+            let linear = set.is_none() && linear_depth == Some(true);
             self.sessions.insert(sid, SessionPath { leaf, set, linear });
         }
         let Some(session) = self.sessions.get(&sid) else {

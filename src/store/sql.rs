@@ -123,6 +123,54 @@ pub fn session_by_sid(conn: &Connection, path: &str, sid: i64) -> Result<Option<
         .at(path)
 }
 
+/// What a search hit shows of its session, with the leaf and the leaf's depth that the
+/// active-path check needs (one statement per session instead of three).
+#[derive(Debug, Clone)]
+pub struct HitSession {
+    /// Session id.
+    pub id: String,
+    /// Working directory.
+    pub cwd: String,
+    /// Whether path state must not be trusted.
+    pub irregular: bool,
+    /// Entry count.
+    pub entries: i64,
+    /// Session name.
+    pub name: Option<String>,
+    /// First user message text.
+    pub first_message: Option<String>,
+    /// The leaf's seq (`None`: the session is empty or its leaf is before the first entry).
+    pub leaf: Option<i64>,
+    /// The leaf's depth on its path, when it has path state.
+    pub leaf_depth: Option<i64>,
+}
+
+/// Returns a session as a search hit shows it.
+pub fn hit_session(conn: &Connection, path: &str, sid: i64) -> Result<Option<HitSession>> {
+    conn.prepare_cached(
+        "SELECT s.id, s.cwd, s.irregular, st.entries, st.name, st.first_message, l.seq, p.depth
+           FROM sessions s JOIN session_stats st ON st.sid = s.sid
+           LEFT JOIN leaf l ON l.sid = s.sid
+           LEFT JOIN entry_path p ON p.sid = s.sid AND p.seq = l.seq
+          WHERE s.sid = ?1",
+    )
+    .at(path)?
+    .query_row(params![sid], |row| {
+        Ok(HitSession {
+            id: row.get(0)?,
+            cwd: row.get(1)?,
+            irregular: row.get::<_, i64>(2)? != 0,
+            entries: row.get(3)?,
+            name: row.get(4)?,
+            first_message: row.get(5)?,
+            leaf: row.get(6)?,
+            leaf_depth: row.get(7)?,
+        })
+    })
+    .optional()
+    .at(path)
+}
+
 /// Lists sessions, latest activity first; `cwd` limits to one working directory.
 pub fn list_sessions(conn: &Connection, path: &str, cwd: Option<&str>) -> Result<Vec<SessionRow>> {
     let filter = if cwd.is_some() {
