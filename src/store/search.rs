@@ -1481,16 +1481,8 @@ impl SessionStore {
                     .first()
                     .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
                     .max(CANDIDATES);
-                let mut matches = sql::search_candidates(
-                    conn,
-                    path,
-                    &fts,
-                    &filter,
-                    sql::Walk::Newest(walk),
-                    false,
-                )?;
-                let hits = matches.len() as i64;
-                matches.truncate(CANDIDATES as usize);
+                let (hits, mut matches) =
+                    sql::newest_matches(conn, path, &fts, walk, CANDIDATES as usize)?;
                 let (ranking, _) = Ranking::plan(conn, path, &request.query, &terms, Some(hits))?;
                 fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
                 (ranking, matches)

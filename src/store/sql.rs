@@ -1111,6 +1111,37 @@ pub fn search_candidates(
     Ok(out)
 }
 
+/// Counts the newest matches of an FTS5 expression, up to `cap`, and returns them with the
+/// first `keep` of them as candidates (no filter, no document row, `bm25` 0): a one-term
+/// search's count and candidates in one walk, without a row struct per counted match.
+pub fn newest_matches(
+    conn: &Connection,
+    path: &str,
+    fts: &str,
+    cap: i64,
+    keep: usize,
+) -> Result<(i64, Vec<Candidate>)> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+        )
+        .at(path)?;
+    let mut rows = stmt.query(params![fts, cap]).at(path)?;
+    let mut count = 0i64;
+    let mut kept = Vec::with_capacity(keep.min(usize::try_from(cap).unwrap_or(0)));
+    while let Some(row) = rows.next().at(path)? {
+        count += 1;
+        if kept.len() < keep {
+            kept.push(Candidate {
+                docid: row.get(0).at(path)?,
+                bm25: 0.0,
+                doc: None,
+            });
+        }
+    }
+    Ok((count, kept))
+}
+
 /// The sessions a filter keeps, when it keeps only some sessions and nothing else about a
 /// document (no role, kind or time filter): `--session`, or a directory's sessions.
 pub fn scope_sids(
