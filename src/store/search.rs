@@ -850,20 +850,30 @@ fn words(text: &str) -> Vec<Word> {
             folded: (!ascii).then(|| fold(&text[begin..end])),
         });
     };
-    for (idx, ch) in text.char_indices() {
-        let word = is_word_char(ch) && !is_cjk(ch);
+    let bytes = text.as_bytes();
+    let mut idx = 0;
+    while idx < bytes.len() {
+        // ASCII (most of any text here) is classified by its byte, without decoding.
+        let (word, len, is_ascii) = match bytes[idx] {
+            byte if byte.is_ascii() => (byte.is_ascii_alphanumeric(), 1, true),
+            _ => match text[idx..].chars().next() {
+                Some(ch) => (is_word_char(ch) && !is_cjk(ch), ch.len_utf8(), false),
+                None => break,
+            },
+        };
         match (word, start) {
             (true, None) => {
                 start = Some(idx);
-                ascii = ch.is_ascii();
+                ascii = is_ascii;
             }
-            (true, Some(_)) => ascii &= ch.is_ascii(),
+            (true, Some(_)) => ascii &= is_ascii,
             (false, Some(begin)) => {
                 push(begin, idx, ascii, &mut out);
                 start = None;
             }
             (false, None) => {}
         }
+        idx += len;
     }
     if let Some(begin) = start {
         push(begin, text.len(), ascii, &mut out);
