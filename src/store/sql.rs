@@ -1278,30 +1278,21 @@ pub fn doc_and_entry(
     docid: i64,
 ) -> Result<Option<(DocRow, EntryRow)>> {
     conn.prepare_cached(
-        "SELECT d.sid, d.seq, d.role, d.kind, d.ts, e.id, e.parent_id, e.type, e.timestamp, e.payload
+        "SELECT e.seq, e.id, e.parent_id, e.type, e.timestamp, e.payload, d.sid, d.role, d.kind, d.ts
            FROM search_docs d JOIN entries e ON e.sid = d.sid AND e.seq = d.seq
           WHERE d.docid = ?1",
     )
     .at(path)?
     .query_row(params![docid], |row| {
-        let seq: i64 = row.get(1)?;
-        Ok((
-            DocRow {
-                sid: row.get(0)?,
-                seq,
-                role: row.get(2)?,
-                kind: row.get(3)?,
-                ts: row.get(4)?,
-            },
-            EntryRow {
-                seq,
-                id: row.get(5)?,
-                parent_id: row.get(6)?,
-                type_name: row.get(7)?,
-                timestamp: row.get(8)?,
-                payload: row.get(9)?,
-            },
-        ))
+        let entry = entry_row(row)?;
+        let doc = DocRow {
+            sid: row.get(6)?,
+            seq: entry.seq,
+            role: row.get(7)?,
+            kind: row.get(8)?,
+            ts: row.get(9)?,
+        };
+        Ok((doc, entry))
     })
     .optional()
     .at(path)
@@ -1326,6 +1317,26 @@ pub fn fts_totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
     Ok(rows
         .zip(tokens)
         .and_then(|(rows, tokens)| Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))))
+}
+
+/// Returns the number of segments of the full-text index, from FTS5's structure record
+/// (`%_data` row 10: a 4-byte cookie, the 4-byte version-2 marker when present, then varints:
+/// levels, segments), or `None` when the record is missing or unreadable.
+pub fn fts_segments(conn: &Connection, path: &str) -> Result<Option<u64>> {
+    let block: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT block FROM search_fts_data WHERE id = 10")
+        .at(path)?
+        .query_row([], |row| row.get(0))
+        .optional()
+        .at(path)?;
+    let Some(mut rest) = block.as_deref().and_then(|block| block.get(4..)) else {
+        return Ok(None);
+    };
+    if let Some(tail) = rest.strip_prefix(&[0xff, 0x00, 0x00, 0x01]) {
+        rest = tail;
+    }
+    let _levels = read_varint(&mut rest);
+    Ok(read_varint(&mut rest))
 }
 
 /// Reads one SQLite varint (big-endian groups of 7 bits, the ninth byte whole).

@@ -941,35 +941,12 @@ fn a_directory_or_session_scope_finds_what_the_whole_index_finds_there() {
     assert!(compared > 30, "{compared}");
 }
 
-/// The number of segments of the full-text index, from FTS5's structure record (`%_data` row
-/// 10: a 4-byte cookie, the 4-byte version-2 marker when present, then varints: levels,
-/// segments).
+/// The number of segments of the full-text index.
 fn index_segments(env: &TestEnv) -> u64 {
     let conn = rusqlite::Connection::open(env.db()).unwrap();
-    let block: Vec<u8> = conn
-        .query_row(
-            "SELECT block FROM search_fts_data WHERE id = 10",
-            [],
-            |row| row.get(0),
-        )
-        .unwrap();
-    let mut rest = &block[4..];
-    if rest.starts_with(&[0xff, 0x00, 0x00, 0x01]) {
-        rest = &rest[4..];
-    }
-    let mut varint = || {
-        let mut value = 0u64;
-        loop {
-            let (&byte, tail) = rest.split_first().unwrap();
-            rest = tail;
-            value = (value << 7) | u64::from(byte & 0x7f);
-            if byte & 0x80 == 0 {
-                return value;
-            }
-        }
-    };
-    let _levels = varint();
-    varint()
+    pi::store::sql::fts_segments(&conn, "test")
+        .unwrap()
+        .unwrap()
 }
 
 /// The given fields of each hit of each query's results (to compare results without scores).
