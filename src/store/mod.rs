@@ -16,6 +16,7 @@
 pub mod context;
 pub mod derived;
 mod error;
+pub mod fts_index;
 pub mod interchange;
 pub mod lease;
 pub mod maintenance;

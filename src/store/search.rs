@@ -356,9 +356,21 @@ pub struct Bm25 {
 pub struct TermFrequencies {
     per_doc: Vec<(i64, u32)>,
     sorted: bool,
+    /// The documents that have the term, when `per_doc` lists only some of them.
+    documents: Option<usize>,
 }
 
 impl TermFrequencies {
+    /// From per-document counts by docid ascending (some of the term's documents: those a
+    /// query can rank) and the number of documents that have the term.
+    pub fn from_counts(per_doc: Vec<(i64, u32)>, documents: usize) -> Self {
+        Self {
+            per_doc,
+            sorted: true,
+            documents: Some(documents),
+        }
+    }
+
     /// Counts one occurrence in `docid`.
     pub fn add(&mut self, docid: i64) {
         match self.per_doc.last_mut() {
@@ -396,7 +408,7 @@ impl TermFrequencies {
 
     /// How many documents have the term (an upper bound until [`Self::finish`]).
     pub fn docs(&self) -> usize {
-        self.per_doc.len()
+        self.documents.unwrap_or(self.per_doc.len())
     }
 
     /// The term's occurrences in `docid`.
@@ -1207,7 +1219,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::Connection;
 
 use crate::model::ids::{EntryId, SessionId};
-use crate::store::{ListScope, SessionStore, StoreError, derived, sql, unicode61};
+use crate::store::{ListScope, SessionStore, StoreError, derived, fts_index, sql, unicode61};
 
 /// How many of the most recent matching documents are ranked (a bound for very common words).
 pub const CANDIDATES: i64 = 2000;
@@ -1441,6 +1453,397 @@ impl Ranking {
     }
 }
 
+/// The tokens of a query that [`from_index`] can evaluate, in query order: single ASCII
+/// tokens (not prefixes) joined by AND. Other shapes, and words outside ASCII (whose folding
+/// FTS5's tokenizer owns), run through FTS5.
+fn index_tokens(query: &Query) -> Option<Vec<String>> {
+    match query {
+        Query::Term {
+            text,
+            prefix: false,
+            ..
+        } if text.is_ascii() => single_token(text).map(|token| vec![token]),
+        Query::And(left, right) => {
+            let mut tokens = index_tokens(left)?;
+            tokens.extend(index_tokens(right)?);
+            Some(tokens)
+        }
+        Query::Term { .. } | Query::Or(..) | Query::Not(..) => None,
+    }
+}
+
+/// A term whose doclists span at most this many leaf pages (≈ 4 KB each; ≈ 600 documents
+/// of one occurrence) is read whole; a longer one only where it meets the shorter ones.
+pub const FULL_READ_PAGES: u64 = 16;
+
+/// Evaluates an AND of single tokens from FTS5's index itself ([`fts_index`]): the shortest
+/// doclists are read whole and intersected, each longer one is read only for the documents
+/// still matching (with its count up to [`COMMON_TERM_DOCS`]), the newest [`CANDIDATES`]
+/// matches in scope are kept, ranked as [`Ranking::plan`] ranks them (a very common term
+/// filters, a selective one is ranked from its frequencies), and the exact phrase is checked
+/// on their positions. The same candidates, ranking and phrase hits as [`through_fts5`];
+/// `None` when a filter other than the scope applies, when every term is long (newest-first
+/// walks with FTS5 are cheaper then), or when the index holds something the reader does not
+/// expect.
+fn from_index(
+    conn: &Connection,
+    path: &str,
+    request: &SearchRequest,
+    filter: &sql::SearchFilter<'_>,
+    terms: &[(String, bool)],
+    tokens: &[String],
+) -> Result<Option<Evaluated>, StoreError> {
+    if !filter.roles.is_empty()
+        || !filter.kinds.is_empty()
+        || filter.since_ms.is_some()
+        || filter.until_ms.is_some()
+        || filter.min_docid.is_some()
+    {
+        return Ok(None);
+    }
+    let Some(index) = fts_index::Index::open(conn, path)? else {
+        return Ok(None);
+    };
+    let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
+        return Ok(None);
+    };
+    let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        if !distinct.contains(&token.as_str()) {
+            distinct.push(token);
+        }
+    }
+    let mut located = Vec::with_capacity(distinct.len());
+    for token in &distinct {
+        located.push(index.locate(conn, path, token)?);
+    }
+    let mut order: Vec<usize> = (0..distinct.len()).collect();
+    order.sort_by_key(|&idx| located[idx].pages());
+    if order
+        .first()
+        .is_none_or(|&idx| located[idx].pages() > FULL_READ_PAGES)
+    {
+        return Ok(None);
+    }
+    let mut postings: Vec<Option<fts_index::Postings>> =
+        (0..distinct.len()).map(|_| None).collect();
+    let mut matches: Option<Vec<i64>> = None;
+    for &idx in &order {
+        let term = &located[idx];
+        let read = match &matches {
+            Some(within) if term.pages() > FULL_READ_PAGES => {
+                index.read(conn, path, term, Some(within), COMMON_TERM_DOCS as usize)?
+            }
+            _ => index.read(conn, path, term, None, usize::MAX)?,
+        };
+        let Some(read) = read else {
+            return Ok(None);
+        };
+        matches = Some(match matches {
+            None => read.docids().collect(),
+            Some(previous) => intersect(&previous, read.docids()),
+        });
+        postings[idx] = Some(read);
+        if matches.as_ref().is_some_and(Vec::is_empty) {
+            // No match: the other terms' documents cannot matter.
+            break;
+        }
+    }
+    let matches = matches.unwrap_or_default();
+    let postings_of = |text: &str| {
+        let token = single_token(text)?;
+        let idx = distinct.iter().position(|found| *found == token)?;
+        postings[idx].as_ref()
+    };
+    // As `Ranking::plan`: each positive term once per mention; a very common one only filters.
+    let mut ranked = Vec::new();
+    for (text, _) in terms {
+        let Some(read) = postings_of(text) else {
+            continue;
+        };
+        let docs = read.docs();
+        if docs > 0 && (docs as i64) < common_docs(text) {
+            ranked.push(TermFrequencies::from_counts(read.frequencies(), docs));
+        }
+    }
+    let ranking = Ranking::Index {
+        bm25: Bm25::new(rows, total_tokens),
+        terms: ranked,
+    };
+    // `Query::match_bound` over the selective terms' counts, as `Ranking::plan` gives it.
+    let bound = distinct
+        .iter()
+        .zip(&postings)
+        .filter_map(|(_, read)| read.as_ref())
+        .map(|read| read.docs() as i64)
+        .filter(|&docs| docs < COMMON_TERM_DOCS)
+        .min();
+    // The newest matches in scope (as `through_fts5` picks between the two ways to test it:
+    // the scope's docids, or each match's document row — which also gives its exact time).
+    let candidate = |docid| sql::Candidate {
+        docid,
+        bm25: 0.0,
+        doc: None,
+    };
+    let newest = matches.iter().rev().copied();
+    let candidates: Vec<sql::Candidate> = match sql::scope_sids(conn, path, filter)? {
+        None => newest.take(CANDIDATES as usize).map(candidate).collect(),
+        Some(sids) => {
+            let entries = sql::scope_entries(conn, path, &sids)?;
+            if entries <= SCOPE_SET_MAX
+                && bound.is_none_or(|bound| bound.saturating_mul(4) > entries)
+            {
+                let scope = sql::scope_docids(conn, path, &sids)?;
+                newest
+                    .filter(|docid| scope.binary_search(docid).is_ok())
+                    .take(CANDIDATES as usize)
+                    .map(candidate)
+                    .collect()
+            } else {
+                let mut kept = Vec::new();
+                for docid in newest {
+                    if kept.len() >= CANDIDATES as usize {
+                        break;
+                    }
+                    let doc = sql::doc_by_id(conn, path, docid)?;
+                    if doc.as_ref().is_some_and(|doc| sids.contains(&doc.sid)) {
+                        kept.push(sql::Candidate {
+                            docid,
+                            bm25: 0.0,
+                            doc,
+                        });
+                    }
+                }
+                kept
+            }
+        }
+    };
+    let phrase_hits = match request.query.as_phrase() {
+        Some(_) => {
+            let sequence: Option<Vec<&fts_index::Postings>> = tokens
+                .iter()
+                .map(|token| {
+                    let idx = distinct.iter().position(|found| found == token)?;
+                    postings[idx].as_ref()
+                })
+                .collect();
+            match sequence {
+                Some(sequence) => candidates
+                    .iter()
+                    .map(|candidate| candidate.docid)
+                    .filter(|&docid| has_phrase(&sequence, docid))
+                    .collect(),
+                None => HashSet::new(),
+            }
+        }
+        None => HashSet::new(),
+    };
+    Ok(Some(Evaluated {
+        ranking,
+        candidates,
+        phrase_hits,
+    }))
+}
+
+/// The docids of `sorted` that `other` (ascending) also yields.
+fn intersect(sorted: &[i64], other: impl Iterator<Item = i64>) -> Vec<i64> {
+    let mut out = Vec::with_capacity(sorted.len());
+    let mut rest = sorted;
+    for docid in other {
+        while let Some((&first, tail)) = rest.split_first() {
+            if first >= docid {
+                break;
+            }
+            rest = tail;
+        }
+        match rest.first() {
+            Some(&first) if first == docid => out.push(docid),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    out
+}
+
+/// Whether the tokens occur in `docid` one after the other, in this order (FTS5's phrase
+/// match: the same column, consecutive offsets).
+fn has_phrase(sequence: &[&fts_index::Postings], docid: i64) -> bool {
+    let Some((first, rest)) = sequence.split_first() else {
+        return false;
+    };
+    let Some(starts) = first.positions(docid) else {
+        return false;
+    };
+    starts.iter().any(|&start| {
+        rest.iter().enumerate().all(|(step, postings)| {
+            postings.positions(docid).is_some_and(|positions| {
+                positions.binary_search(&(start + step as i64 + 1)).is_ok()
+            })
+        })
+    })
+}
+
+/// A search's candidates, newest first, with how they are ranked and which have the exact
+/// phrase of the query's words.
+struct Evaluated {
+    ranking: Ranking,
+    candidates: Vec<sql::Candidate>,
+    phrase_hits: HashSet<i64>,
+}
+
+/// Runs a search's query through FTS5 (every query shape and filter).
+fn through_fts5(
+    conn: &Connection,
+    path: &str,
+    request: &SearchRequest,
+    filter: &sql::SearchFilter<'_>,
+    per_entry: bool,
+    terms: &[(String, bool)],
+) -> Result<Evaluated, StoreError> {
+    let fts = request.query.to_fts();
+    // A one-term query without SQL filters: its candidates are the term's newest
+    // matches, so one pass up to the term's commonness bound both counts the term and
+    // gives them (instead of a count, then the candidates over the same pages).
+    let one_pass =
+        matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
+    let mut scope = None;
+    let mut query_bound = None;
+    let (ranking, mut candidates) = if one_pass {
+        let walk = terms
+            .first()
+            .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
+            .max(CANDIDATES);
+        let (hits, mut matches) = sql::newest_matches(conn, path, &fts, walk, CANDIDATES as usize)?;
+        let (ranking, _) = Ranking::plan(conn, path, &request.query, terms, Some(hits))?;
+        fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+        (ranking, matches)
+    } else {
+        let (ranking, match_bound) = Ranking::plan(conn, path, &request.query, terms, None)?;
+        // A search of some sessions only (a directory's, or one): their docids come
+        // from the document map's session index and the matches are tested against
+        // them, instead of a document-map read per match (most matches of a common
+        // word lie outside a directory's sessions) — unless the query matches so few
+        // documents that reading theirs is cheaper than listing the sessions'.
+        if let Some(sids) = sql::scope_sids(conn, path, filter)? {
+            let entries = sql::scope_entries(conn, path, &sids)?;
+            if entries <= SCOPE_SET_MAX
+                && match_bound.is_none_or(|bound| bound.saturating_mul(4) > entries)
+            {
+                scope = Some(sql::scope_docids(conn, path, &sids)?);
+            }
+        }
+        // When nothing is ranked and no exact phrase can lift a hit, the hits are the
+        // newest matches themselves: the walk stops at them (a very common word in a
+        // directory's sessions would otherwise walk the whole index's matches until
+        // 2,000 of them fell in the directory).
+        let window = if ranking.ranks_nothing() && request.query.as_phrase().is_none() && !per_entry
+        {
+            (request.limit as i64).min(CANDIDATES)
+        } else {
+            CANDIDATES
+        };
+        let candidates = match &scope {
+            Some(scope) => {
+                let mut matches =
+                    sql::candidates_in(conn, path, &fts, scope, None, window as usize)?;
+                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+                if per_entry {
+                    for candidate in &mut matches {
+                        candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
+                    }
+                }
+                matches
+            }
+            None => {
+                let mut matches = sql::search_candidates(
+                    conn,
+                    path,
+                    &fts,
+                    filter,
+                    if window < CANDIDATES {
+                        sql::Walk::Newest(window)
+                    } else {
+                        walk_for(match_bound)
+                    },
+                    matches!(
+                        ranking,
+                        Ranking::Fts {
+                            any_common: false,
+                            ..
+                        }
+                    ),
+                )?;
+                matches.truncate(CANDIDATES as usize);
+                matches
+            }
+        };
+        query_bound = match_bound;
+        (ranking, candidates)
+    };
+    let window_start = candidates.iter().map(|candidate| candidate.docid).min();
+    // (`Ranking::Index` scores in the caller, for both evaluations.)
+    match &ranking {
+        Ranking::Fts {
+            selective,
+            any_common: true,
+        } if !selective.is_empty() => {
+            if let Some(window_start) = window_start {
+                let expression = selective
+                    .iter()
+                    .map(Query::to_fts)
+                    .collect::<Vec<_>>()
+                    .join(" OR ");
+                let ranks: HashMap<i64, f64> =
+                    sql::bm25_scores(conn, path, &expression, window_start)?
+                        .into_iter()
+                        .collect();
+                for candidate in &mut candidates {
+                    candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
+                }
+            }
+        }
+        Ranking::Index { .. } | Ranking::Fts { .. } => {}
+    }
+    // The exact-phrase pass looks only inside the candidates' docid window, so a rare
+    // phrase of common words cannot make it scan the whole index.
+    let window = sql::SearchFilter {
+        min_docid: window_start,
+        with_doc: false,
+        ..filter.clone()
+    };
+    let phrase_hits: HashSet<i64> = match (request.query.as_phrase(), &scope) {
+        (Some(phrase), Some(scope)) if !candidates.is_empty() => sql::candidates_in(
+            conn,
+            path,
+            &phrase.to_fts(),
+            scope,
+            window_start,
+            usize::MAX,
+        )?
+        .into_iter()
+        .map(|candidate| candidate.docid)
+        .collect(),
+        (Some(phrase), None) if !candidates.is_empty() => sql::search_candidates(
+            conn,
+            path,
+            &phrase.to_fts(),
+            &window,
+            // The phrase's matches are among the query's.
+            walk_for(query_bound),
+            false,
+        )?
+        .into_iter()
+        .map(|candidate| candidate.docid)
+        .collect(),
+        (Some(_) | None, _) => HashSet::new(),
+    };
+    Ok(Evaluated {
+        ranking,
+        candidates,
+        phrase_hits,
+    })
+}
+
 impl SessionStore {
     /// Runs a full-text search: the most recent [`CANDIDATES`] matching documents that pass
     /// the filters, ranked by bm25 with a recency boost.
@@ -1451,6 +1854,24 @@ impl SessionStore {
     /// needs their session). A query with a selective phrase is ranked by FTS5's `bm25()`
     /// instead, which reads each candidate's length.
     pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
+        self.search_with(request, true)
+    }
+
+    /// The same search with FTS5 evaluating every query: the reference that [`Self::search`]'s
+    /// reading of the index itself is tested against.
+    #[doc(hidden)]
+    pub fn search_through_fts5(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        self.search_with(request, false)
+    }
+
+    fn search_with(
+        &self,
+        request: &SearchRequest,
+        read_index: bool,
+    ) -> Result<Vec<SearchHit>, StoreError> {
         self.read(|conn, path| {
             let sid = match &request.session {
                 Some(session) => {
@@ -1478,150 +1899,26 @@ impl SessionStore {
                 with_doc: per_entry,
             };
             let terms = request.query.positive_terms();
-            let fts = request.query.to_fts();
-            // A one-term query without SQL filters: its candidates are the term's newest
-            // matches, so one pass up to the term's commonness bound both counts the term and
-            // gives them (instead of a count, then the candidates over the same pages).
-            let one_pass =
-                matches!(request.query, Query::Term { .. }) && filter.is_unfiltered() && !per_entry;
-            let mut scope = None;
-            let mut query_bound = None;
-            let (ranking, mut candidates) = if one_pass {
-                let walk = terms
-                    .first()
-                    .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
-                    .max(CANDIDATES);
-                let (hits, mut matches) =
-                    sql::newest_matches(conn, path, &fts, walk, CANDIDATES as usize)?;
-                let (ranking, _) = Ranking::plan(conn, path, &request.query, &terms, Some(hits))?;
-                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
-                (ranking, matches)
-            } else {
-                let (ranking, match_bound) =
-                    Ranking::plan(conn, path, &request.query, &terms, None)?;
-                // A search of some sessions only (a directory's, or one): their docids come
-                // from the document map's session index and the matches are tested against
-                // them, instead of a document-map read per match (most matches of a common
-                // word lie outside a directory's sessions) — unless the query matches so few
-                // documents that reading theirs is cheaper than listing the sessions'.
-                if let Some(sids) = sql::scope_sids(conn, path, &filter)? {
-                    let entries = sql::scope_entries(conn, path, &sids)?;
-                    if entries <= SCOPE_SET_MAX
-                        && match_bound.is_none_or(|bound| bound.saturating_mul(4) > entries)
-                    {
-                        scope = Some(sql::scope_docids(conn, path, &sids)?);
-                    }
-                }
-                // When nothing is ranked and no exact phrase can lift a hit, the hits are the
-                // newest matches themselves: the walk stops at them (a very common word in a
-                // directory's sessions would otherwise walk the whole index's matches until
-                // 2,000 of them fell in the directory).
-                let window =
-                    if ranking.ranks_nothing() && request.query.as_phrase().is_none() && !per_entry
-                    {
-                        (request.limit as i64).min(CANDIDATES)
-                    } else {
-                        CANDIDATES
-                    };
-                let candidates = match &scope {
-                    Some(scope) => {
-                        let mut matches =
-                            sql::candidates_in(conn, path, &fts, scope, None, window as usize)?;
-                        fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
-                        if per_entry {
-                            for candidate in &mut matches {
-                                candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
-                            }
-                        }
-                        matches
-                    }
-                    None => {
-                        let mut matches = sql::search_candidates(
-                            conn,
-                            path,
-                            &fts,
-                            &filter,
-                            if window < CANDIDATES {
-                                sql::Walk::Newest(window)
-                            } else {
-                                walk_for(match_bound)
-                            },
-                            matches!(
-                                ranking,
-                                Ranking::Fts {
-                                    any_common: false,
-                                    ..
-                                }
-                            ),
-                        )?;
-                        matches.truncate(CANDIDATES as usize);
-                        matches
-                    }
-                };
-                query_bound = match_bound;
-                (ranking, candidates)
-            };
-            let window_start = candidates.iter().map(|candidate| candidate.docid).min();
-            match &ranking {
-                Ranking::Index { bm25, terms } => {
-                    for candidate in &mut candidates {
-                        candidate.bm25 = bm25.score(terms, candidate.docid);
-                    }
-                }
-                Ranking::Fts {
-                    selective,
-                    any_common: true,
-                } if !selective.is_empty() => {
-                    if let Some(window_start) = window_start {
-                        let expression = selective
-                            .iter()
-                            .map(Query::to_fts)
-                            .collect::<Vec<_>>()
-                            .join(" OR ");
-                        let ranks: HashMap<i64, f64> =
-                            sql::bm25_scores(conn, path, &expression, window_start)?
-                                .into_iter()
-                                .collect();
-                        for candidate in &mut candidates {
-                            candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
-                        }
-                    }
-                }
-                Ranking::Fts { .. } => {}
+            let mut evaluated = None;
+            if read_index
+                && !per_entry
+                && let Some(tokens) = index_tokens(&request.query)
+            {
+                evaluated = from_index(conn, path, request, &filter, &terms, &tokens)?;
             }
-            // The exact-phrase pass looks only inside the candidates' docid window, so a rare
-            // phrase of common words cannot make it scan the whole index.
-            let window = sql::SearchFilter {
-                min_docid: window_start,
-                with_doc: false,
-                ..filter.clone()
+            let Evaluated {
+                ranking,
+                mut candidates,
+                phrase_hits,
+            } = match evaluated {
+                Some(evaluated) => evaluated,
+                None => through_fts5(conn, path, request, &filter, per_entry, &terms)?,
             };
-            let phrase_hits: HashSet<i64> = match (request.query.as_phrase(), &scope) {
-                (Some(phrase), Some(scope)) if !candidates.is_empty() => sql::candidates_in(
-                    conn,
-                    path,
-                    &phrase.to_fts(),
-                    scope,
-                    window_start,
-                    usize::MAX,
-                )?
-                .into_iter()
-                .map(|candidate| candidate.docid)
-                .collect(),
-                (Some(phrase), None) if !candidates.is_empty() => sql::search_candidates(
-                    conn,
-                    path,
-                    &phrase.to_fts(),
-                    &window,
-                    // The phrase's matches are among the query's.
-                    walk_for(query_bound),
-                    false,
-                )?
-                .into_iter()
-                .map(|candidate| candidate.docid)
-                .collect(),
-                (Some(_) | None, _) => HashSet::new(),
-            };
+            if let Ranking::Index { bm25, terms } = &ranking {
+                for candidate in &mut candidates {
+                    candidate.bm25 = bm25.score(terms, candidate.docid);
+                }
+            }
             let mut active = ActivePaths::default();
             let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
             let mut scored = Vec::with_capacity(candidates.len());

@@ -6,6 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::error::{SqliteContext, StoreError};
+use crate::store::fts_index::read_varint;
 use crate::store::search::{self, docid};
 
 /// Result alias for this module.
@@ -1339,21 +1340,63 @@ pub fn fts_segments(conn: &Connection, path: &str) -> Result<Option<u64>> {
     Ok(read_varint(&mut rest))
 }
 
-/// Reads one SQLite varint (big-endian groups of 7 bits, the ninth byte whole).
-fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
-    let mut value: u64 = 0;
-    for idx in 0..9 {
-        let (&byte, rest) = bytes.split_first()?;
-        *bytes = rest;
-        if idx == 8 {
-            return Some((value << 8) | u64::from(byte));
-        }
-        value = (value << 7) | u64::from(byte & 0x7F);
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
+/// Reads one record of FTS5's `%_data` table (`search_fts_data`) into `block` (cleared
+/// first); `false` when there is none.
+pub fn fts_block(conn: &Connection, path: &str, id: i64, block: &mut Vec<u8>) -> Result<bool> {
+    block.clear();
+    let mut stmt = conn
+        .prepare_cached("SELECT block FROM search_fts_data WHERE id = ?1")
+        .at(path)?;
+    let mut rows = stmt.query(params![id]).at(path)?;
+    let Some(row) = rows.next().at(path)? else {
+        return Ok(false);
+    };
+    match row.get_ref(0).at(path)? {
+        rusqlite::types::ValueRef::Blob(bytes) => block.extend_from_slice(bytes),
+        rusqlite::types::ValueRef::Null => {}
+        _ => return Ok(false),
     }
-    None
+    Ok(true)
+}
+
+/// The leaf page of an FTS5 segment on which `key` would be: the last page whose first term
+/// (in `search_fts_idx`) is at most `key`; `None` when `key` sorts before them all.
+pub fn fts_term_page(
+    conn: &Connection,
+    path: &str,
+    segment: u64,
+    key: &[u8],
+) -> Result<Option<u64>> {
+    let value: Option<i64> = conn
+        .prepare_cached(
+            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term <= ?2
+              ORDER BY term DESC LIMIT 1",
+        )
+        .at(path)?
+        .query_row(params![segment as i64, key], |row| row.get(0))
+        .optional()
+        .at(path)?;
+    // The column holds the page number shifted left by one (bit 0: a doclist index exists).
+    Ok(value.map(|value| (value.max(0) as u64) >> 1))
+}
+
+/// The first leaf page of an FTS5 segment whose first term comes after `key`.
+pub fn fts_next_term_page(
+    conn: &Connection,
+    path: &str,
+    segment: u64,
+    key: &[u8],
+) -> Result<Option<u64>> {
+    let value: Option<i64> = conn
+        .prepare_cached(
+            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term > ?2
+              ORDER BY term LIMIT 1",
+        )
+        .at(path)?
+        .query_row(params![segment as i64, key], |row| row.get(0))
+        .optional()
+        .at(path)?;
+    Ok(value.map(|value| (value.max(0) as u64) >> 1))
 }
 
 /// Counts the occurrences of one indexed token (or of every token starting with it) per

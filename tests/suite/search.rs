@@ -1021,6 +1021,17 @@ fn an_import_and_a_reindex_leave_the_index_in_one_segment_with_the_same_hits() {
 /// Imports one session of `count` user messages, entry `i` (id `e{i:05}`) ten minutes after
 /// the one before, with the text `text(i)`.
 fn import_messages(env: &TestEnv, count: usize, text: impl Fn(usize) -> String) {
+    import_session(env, "big-session", "/big", count, text);
+}
+
+/// Imports one session of `count` user messages ten minutes apart from 2025-01-01.
+fn import_session(
+    env: &TestEnv,
+    id: &str,
+    cwd: &str,
+    count: usize,
+    text: impl Fn(usize) -> String,
+) {
     let start_ms: i64 = 1_735_689_600_000; // 2025-01-01
     let iso = |ms: i64| {
         chrono::DateTime::from_timestamp_millis(ms)
@@ -1030,8 +1041,8 @@ fn import_messages(env: &TestEnv, count: usize, text: impl Fn(usize) -> String) 
     };
     let mut lines = vec![
         serde_json::json!({
-            "type": "session", "version": 3, "id": "big-session",
-            "timestamp": iso(start_ms), "cwd": "/big",
+            "type": "session", "version": 3, "id": id,
+            "timestamp": iso(start_ms), "cwd": cwd,
         })
         .to_string(),
     ];
@@ -1051,7 +1062,7 @@ fn import_messages(env: &TestEnv, count: usize, text: impl Fn(usize) -> String) 
             .to_string(),
         );
     }
-    let file = env.dir.path().join("big.jsonl");
+    let file = env.dir.path().join(format!("{id}.jsonl"));
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let output = env.pi().arg("import").arg(&file).output().unwrap();
     assert!(
@@ -1123,4 +1134,129 @@ fn very_common_and_bounded_queries_both_rank_the_newest_matches_first() {
         ids(&hits(&env, &["beta", "NOT", "gamma", "--limit", "5"])),
         newest(&|idx| idx % 4 == 0, 5)
     );
+}
+
+/// The words of the corpus below, by how many of its 12,000 messages have them: `alpha` all
+/// (1–7 times: a doclist of many pages), `bravo` half (3 times), `delta` a third, `charlie`
+/// one in a hundred, `golf` five; `echo foxtrot` and `foxtrot echo` one in fifty each.
+fn reader_corpus(idx: usize) -> String {
+    let mut words = vec!["alpha"; 1 + idx % 7];
+    if idx.is_multiple_of(2) {
+        words.extend(["bravo"; 3]);
+    }
+    if idx.is_multiple_of(3) {
+        words.push("delta");
+    }
+    if idx.is_multiple_of(100) {
+        words.push("charlie");
+    }
+    if idx.is_multiple_of(2500) {
+        words.push("golf");
+    }
+    match idx % 50 {
+        0 => words.extend(["echo", "foxtrot"]),
+        25 => words.extend(["foxtrot", "echo"]),
+        _ => {}
+    }
+    let unique = format!("u{idx}");
+    words.push(&unique);
+    words.join(" ")
+}
+
+#[test]
+fn reading_the_index_itself_finds_and_ranks_as_fts5_does() {
+    // Every query runs twice: as `pi sessions search` runs it (single words joined by AND
+    // read from FTS5's pages by `store::fts_index`), and with FTS5 evaluating it. Both must
+    // give the same hits, scores, snippets and order — over one segment, over two, and with
+    // a removed session's tombstones.
+    let env = TestEnv::new();
+    import_session(&env, "big-session", "/big", 12_000, reader_corpus);
+    let queries = [
+        "charlie",
+        "delta",
+        "golf",
+        "alpha",
+        "bravo",
+        "nothere",
+        "u123",
+        "ALPHA",
+        "alpha charlie",
+        "charlie alpha",
+        "delta charlie",
+        "alpha bravo",
+        "bravo delta",
+        "alpha bravo charlie",
+        "golf delta",
+        "delta golf bravo",
+        "u123 alpha",
+        "alpha nothere",
+        "echo foxtrot",
+        "foxtrot echo",
+        "\"echo foxtrot\"",
+        "alpha alpha",
+        "charlie charlie",
+        "charlie AND golf",
+        "charlie OR golf",
+        "charlie NOT golf",
+        "char*",
+        "delta charlie golf",
+    ];
+    let store = env.store();
+    let big = pi::model::ids::SessionId::new("big-session".to_owned());
+    let compare = |store: &SessionStore, stage: &str| {
+        for query in queries {
+            for (scope, session) in [
+                (pi::store::ListScope::All, None),
+                (pi::store::ListScope::Cwd("/big".to_owned()), None),
+                (pi::store::ListScope::Cwd("/other".to_owned()), None),
+                (pi::store::ListScope::All, Some(big.clone())),
+            ] {
+                for limit in [20, 3] {
+                    let request = pi::store::search::SearchRequest {
+                        query: pi::store::search::Query::parse(query).unwrap(),
+                        scope: scope.clone(),
+                        session: session.clone(),
+                        roles: Vec::new(),
+                        kinds: Vec::new(),
+                        since_ms: None,
+                        until_ms: None,
+                        model: None,
+                        active_only: false,
+                        limit,
+                        now_ms: 1_800_000_000_000,
+                        highlight: ("[".to_owned(), "]".to_owned()),
+                        snippet_width: 80,
+                    };
+                    let read = store.search(&request).unwrap();
+                    let fts5 = store.search_through_fts5(&request).unwrap();
+                    assert_eq!(read, fts5, "{stage}: {query:?} in {scope:?} {session:?}");
+                    if query == "alpha charlie"
+                        && session.is_none()
+                        && scope == pi::store::ListScope::All
+                    {
+                        // The comparison is not vacuous.
+                        assert_eq!(read.len(), limit.min(120), "{stage}");
+                    }
+                }
+            }
+        }
+    };
+    compare(&store, "one segment");
+    assert_eq!(index_segments(&env), 1);
+    import_session(&env, "other-session", "/other", 300, |idx| {
+        format!("{} charlie golf echo foxtrot", reader_corpus(idx))
+    });
+    assert!(index_segments(&env) > 1);
+    compare(&store, "two segments");
+    let output = env
+        .pi()
+        .args(["sessions", "rm", "other-session", "--yes"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    compare(&store, "a removed session's tombstones");
 }
