@@ -336,6 +336,9 @@ impl Postings {
 pub struct Term {
     key: Vec<u8>,
     start_pages: Vec<u64>,
+    /// Per segment, the last page the doclist can reach: the next term's page (which may
+    /// begin with the doclist's last entries), or the segment's last page.
+    end_pages: Vec<u64>,
     pages: u64,
 }
 
@@ -452,18 +455,23 @@ impl Index {
         key.push(MAIN_PREFIX);
         key.extend_from_slice(token.as_bytes());
         let mut start_pages = Vec::with_capacity(self.segments.len());
+        let mut end_pages = Vec::with_capacity(self.segments.len());
         let mut pages = 0u64;
         for segment in &self.segments {
             let start = sql::fts_term_page(conn, path, segment.id, &key)?
-                .map_or(segment.first_page, |page| page.max(segment.first_page));
-            let next = sql::fts_next_term_page(conn, path, segment.id, &key)?
-                .map_or(segment.last_page, |page| page.min(segment.last_page));
-            pages += next.saturating_sub(start) + 1;
+                .map_or(segment.first_page, |page| page.max(segment.first_page))
+                .min(segment.last_page);
+            let end = sql::fts_next_term_page(conn, path, segment.id, &key, start)?
+                .map_or(segment.last_page, |page| page.min(segment.last_page))
+                .max(start);
+            pages += end - start + 1;
             start_pages.push(start);
+            end_pages.push(end);
         }
         Ok(Term {
             key,
             start_pages,
+            end_pages,
             pages,
         })
     }
@@ -548,58 +556,71 @@ fn read_segment(
     };
     let mut docid = first as i64;
     let mut tombstones = Tombstones::new(segment.tombstone_pages);
-    let last_wanted = within.and_then(|within| within.last().copied());
+    let has_tombstones = segment.tombstone_pages > 0;
+    // Past this docid (the last one wanted), a read that has counted `enough` may stop.
+    let stop_after = within.map_or(i64::MAX, |within| {
+        within.last().copied().unwrap_or(i64::MIN)
+    });
     let mut cursor = 0usize;
+    let mut next_wanted = within.map_or(i64::MIN, |within| {
+        within.first().copied().unwrap_or(i64::MAX)
+    });
     let mut decoder = PositionDecoder::default();
     // Bytes of the kept entry's position list still to come on later pages.
     let mut pending = 0usize;
     loop {
-        let Some(size) = varint_at(&page.data, &mut offset) else {
-            return Ok(GiveUp);
-        };
-        if size & 1 == 1 {
-            // A delete marker (legacy deletes; contentless_delete tables use tombstones).
-            return Ok(GiveUp);
-        }
-        let length = (size >> 1) as usize;
-        let deleted =
-            segment.tombstone_pages > 0 && tombstones.contains(conn, path, segment.id, docid)?;
-        let wanted = !deleted
-            && match within {
-                None => true,
-                Some(within) => {
-                    while cursor < within.len() && within[cursor] < docid {
-                        cursor += 1;
-                    }
-                    cursor < within.len() && within[cursor] == docid
-                }
+        // The entries on this page, from `offset` (at the size of `docid`'s entry).
+        let data = &page.data[..page.leaf_end];
+        let end = doclist_end.unwrap_or(usize::MAX);
+        loop {
+            let Some(size) = varint_at(data, &mut offset) else {
+                return Ok(GiveUp);
             };
-        if !deleted {
-            out.docs += 1;
-        }
-        if wanted {
-            let here = length.min(page.leaf_end.saturating_sub(offset));
-            let start = out.positions.len() as u32;
-            decoder = PositionDecoder::default();
-            if !decoder.decode(&page.data[offset..offset + here], &mut out.positions) {
+            if size & 1 == 1 {
+                // A delete marker (legacy deletes; contentless_delete tables use tombstones).
                 return Ok(GiveUp);
             }
-            pending = length - here;
-            out.entries.push(Posting {
-                docid,
-                start,
-                end: out.positions.len() as u32,
-            });
-        }
-        offset += length;
-        if pending == 0 && last_wanted.is_some_and(|last| docid >= last) && out.docs >= enough {
-            return Ok(Done);
-        }
-        if offset < page.leaf_end {
-            if doclist_end.is_some_and(|end| offset >= end) {
+            let length = (size >> 1) as usize;
+            if !has_tombstones || !tombstones.contains(conn, path, segment.id, docid)? {
+                out.docs += 1;
+                // With `within`, is this docid the next wanted one? (Without, all are.)
+                let wanted = match within {
+                    None => true,
+                    Some(within) if docid >= next_wanted => {
+                        while next_wanted < docid {
+                            cursor += 1;
+                            next_wanted = within.get(cursor).copied().unwrap_or(i64::MAX);
+                        }
+                        next_wanted == docid
+                    }
+                    Some(_) => false,
+                };
+                if wanted {
+                    let here = length.min(data.len().saturating_sub(offset));
+                    let start = out.positions.len() as u32;
+                    decoder = PositionDecoder::default();
+                    if !decoder.decode(&data[offset..offset + here], &mut out.positions) {
+                        return Ok(GiveUp);
+                    }
+                    pending = length - here;
+                    out.entries.push(Posting {
+                        docid,
+                        start,
+                        end: out.positions.len() as u32,
+                    });
+                }
+            }
+            offset += length;
+            if docid >= stop_after && out.docs >= enough && pending == 0 {
                 return Ok(Done);
             }
-            let Some(delta) = varint_at(&page.data, &mut offset) else {
+            if offset >= data.len() {
+                break;
+            }
+            if offset >= end {
+                return Ok(Done);
+            }
+            let Some(delta) = varint_at(data, &mut offset) else {
                 return Ok(GiveUp);
             };
             let Some(next) = i64::try_from(delta)
@@ -610,7 +631,6 @@ fn read_segment(
                 return Ok(GiveUp);
             };
             docid = next;
-            continue;
         }
         // The next entry is on a later page: pages holding only the rest of a position list
         // are passed over (decoded when the list is kept); the doclist ends at a term.
@@ -648,6 +668,321 @@ fn read_segment(
             if page.has_terms() {
                 return Ok(if pending == 0 { Done } else { GiveUp });
             }
+        }
+    }
+}
+
+/// One document of a page being read backwards: its docid and where its position list
+/// starts on the page, and its length (it may run on into the following pages).
+#[derive(Debug, Clone, Copy)]
+struct PageEntry {
+    docid: i64,
+    offset: u32,
+    length: u32,
+}
+
+/// One segment's part of a term's doclist, read from its last page back to the term's page.
+struct BackwardSegment {
+    segment: usize,
+    /// The term's page, and where its doclist starts and (when another term follows on the
+    /// same page) ends there.
+    first_page: u64,
+    start: usize,
+    end_on_first: Option<usize>,
+    /// The page whose entries are in `entries`, and the next one to read (descending).
+    page_no: u64,
+    next_page: u64,
+    exhausted: bool,
+    page: Page,
+    /// The current page's entries by docid ascending, taken from the back.
+    entries: Vec<PageEntry>,
+    tombstones: Tombstones,
+}
+
+/// A term's documents from the newest back (docid descending), read a leaf page at a time
+/// from the end of its doclist in each segment: the newest matches of a common word cost a
+/// few pages, not a walk of all of them.
+///
+/// Every method returns `Ok(None)`/`Ok(false)` both at the end and when the reader gives up
+/// on something it does not expect; [`Self::gave_up`] tells them apart.
+pub struct Newest {
+    segments: Vec<BackwardSegment>,
+    /// The head (docid, segment) while it is not passed.
+    head: Option<(i64, usize)>,
+    docs: usize,
+    pages: u64,
+    gave_up: bool,
+    scratch: Page,
+}
+
+impl Index {
+    /// Starts reading a term's documents from the newest back.
+    pub fn newest(&self, conn: &Connection, path: &str, term: &Term) -> Result<Newest> {
+        let mut newest = Newest {
+            segments: Vec::with_capacity(self.segments.len()),
+            head: None,
+            docs: 0,
+            pages: 0,
+            gave_up: false,
+            scratch: Page::new(),
+        };
+        for (idx, segment) in self.segments.iter().enumerate() {
+            let first_page = term.start_pages[idx];
+            let mut page = Page::new();
+            newest.pages += 1;
+            if !page.load(conn, path, segment.id, first_page)? || !page.has_terms() {
+                newest.gave_up = true;
+                return Ok(newest);
+            }
+            let (start, end_on_first) = match page.find_term(&term.key) {
+                None => {
+                    newest.gave_up = true;
+                    return Ok(newest);
+                }
+                Some(None) => continue,
+                Some(Some(found)) => found,
+            };
+            let next_page = if end_on_first.is_some() {
+                first_page
+            } else {
+                term.end_pages[idx]
+            };
+            newest.segments.push(BackwardSegment {
+                segment: idx,
+                first_page,
+                start,
+                end_on_first,
+                page_no: 0,
+                next_page,
+                exhausted: false,
+                page,
+                entries: Vec::new(),
+                tombstones: Tombstones::new(segment.tombstone_pages),
+            });
+        }
+        Ok(newest)
+    }
+}
+
+impl Newest {
+    /// Whether the reader met something it does not expect (its answers are then void).
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    /// The documents passed so far ([`Self::pass`]).
+    pub fn docs(&self) -> usize {
+        self.docs
+    }
+
+    /// The leaf pages read so far.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// The newest document not passed yet; `None` when there is none left.
+    pub fn head(&mut self, index: &Index, conn: &Connection, path: &str) -> Result<Option<i64>> {
+        Ok(self
+            .head_segment(index, conn, path)?
+            .map(|(docid, _)| docid))
+    }
+
+    fn head_segment(
+        &mut self,
+        index: &Index,
+        conn: &Connection,
+        path: &str,
+    ) -> Result<Option<(i64, usize)>> {
+        if self.head.is_some() {
+            return Ok(self.head);
+        }
+        let mut best: Option<(i64, usize)> = None;
+        for idx in 0..self.segments.len() {
+            if self.gave_up {
+                return Ok(None);
+            }
+            if !self.fill(index, conn, path, idx)? {
+                continue;
+            }
+            let Some(entry) = self.segments[idx].entries.last() else {
+                continue;
+            };
+            match best {
+                Some((docid, _)) if docid == entry.docid => {
+                    // A docid in two segments: not this reader's.
+                    self.gave_up = true;
+                    return Ok(None);
+                }
+                Some((docid, _)) if docid > entry.docid => {}
+                _ => best = Some((entry.docid, idx)),
+            }
+        }
+        if self.gave_up {
+            return Ok(None);
+        }
+        self.head = best;
+        Ok(best)
+    }
+
+    /// Passes the newest document (the one [`Self::head`] returned).
+    pub fn pass(&mut self, index: &Index, conn: &Connection, path: &str) -> Result<()> {
+        if let Some((_, idx)) = self.head_segment(index, conn, path)? {
+            self.segments[idx].entries.pop();
+            self.docs += 1;
+            self.head = None;
+        }
+        Ok(())
+    }
+
+    /// Appends the positions of the newest document (the one [`Self::head`] returned) to
+    /// `out`; `false` when there is none or the reader gives up.
+    pub fn head_positions(
+        &mut self,
+        index: &Index,
+        conn: &Connection,
+        path: &str,
+        out: &mut Vec<i64>,
+    ) -> Result<bool> {
+        let Some((_, idx)) = self.head_segment(index, conn, path)? else {
+            return Ok(false);
+        };
+        let reading = &self.segments[idx];
+        let Some(&entry) = reading.entries.last() else {
+            return Ok(false);
+        };
+        let segment = &index.segments[reading.segment];
+        let (offset, length) = (entry.offset as usize, entry.length as usize);
+        let here = length.min(reading.page.leaf_end.saturating_sub(offset));
+        let mut decoder = PositionDecoder::default();
+        if !decoder.decode(&reading.page.data[offset..offset + here], out) {
+            self.gave_up = true;
+            return Ok(false);
+        }
+        // The rest of a long list is on the following pages.
+        let mut pending = length - here;
+        let mut page_no = reading.page_no;
+        while pending > 0 {
+            page_no += 1;
+            self.pages += 1;
+            if page_no > segment.last_page || !self.scratch.load(conn, path, segment.id, page_no)? {
+                self.gave_up = true;
+                return Ok(false);
+            }
+            let here = pending.min(self.scratch.leaf_end - 4);
+            if !decoder.decode(&self.scratch.data[4..4 + here], out) {
+                self.gave_up = true;
+                return Ok(false);
+            }
+            pending -= here;
+        }
+        Ok(true)
+    }
+
+    /// Makes sure segment `idx` has entries to give, reading pages back until one has some;
+    /// `false` when it has none left (or the reader gave up).
+    fn fill(&mut self, index: &Index, conn: &Connection, path: &str, idx: usize) -> Result<bool> {
+        loop {
+            let reading = &mut self.segments[idx];
+            if !reading.entries.is_empty() {
+                return Ok(true);
+            }
+            if reading.exhausted || reading.next_page < reading.first_page {
+                reading.exhausted = true;
+                return Ok(false);
+            }
+            let segment = &index.segments[reading.segment];
+            let page_no = reading.next_page;
+            reading.next_page -= 1;
+            reading.page_no = page_no;
+            self.pages += 1;
+            if !reading.page.load(conn, path, segment.id, page_no)? {
+                self.gave_up = true;
+                return Ok(false);
+            }
+            let (start, end) = if page_no == reading.first_page {
+                (reading.start, reading.end_on_first)
+            } else {
+                match reading.page.first_rowid() {
+                    // No entry begins on this page (it holds the rest of a position list).
+                    0 => continue,
+                    first => (first, reading.page.first_term()),
+                }
+            };
+            if !decode_entries(
+                conn,
+                path,
+                segment,
+                &reading.page,
+                start,
+                end,
+                &mut reading.tombstones,
+                &mut reading.entries,
+            )? {
+                self.gave_up = true;
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Decodes the entries that begin on a page, from the rowid at `start` up to `end` (a term)
+/// or the page's end, leaving out deleted documents; `false` when they do not parse.
+#[allow(clippy::too_many_arguments)]
+fn decode_entries(
+    conn: &Connection,
+    path: &str,
+    segment: &Segment,
+    page: &Page,
+    start: usize,
+    end: Option<usize>,
+    tombstones: &mut Tombstones,
+    out: &mut Vec<PageEntry>,
+) -> Result<bool> {
+    let data = page.data.as_slice();
+    let leaf_end = page.leaf_end;
+    let end = end.unwrap_or(usize::MAX);
+    let mut offset = start;
+    if offset >= leaf_end {
+        return Ok(true);
+    }
+    let Some(first) = varint_at(data, &mut offset) else {
+        return Ok(false);
+    };
+    let Ok(mut docid) = i64::try_from(first) else {
+        return Ok(false);
+    };
+    loop {
+        let Some(size) = varint_at(data, &mut offset) else {
+            return Ok(false);
+        };
+        if size & 1 == 1 || size >> 1 > u64::from(u32::MAX) {
+            return Ok(false);
+        }
+        let length = (size >> 1) as usize;
+        if segment.tombstone_pages == 0 || !tombstones.contains(conn, path, segment.id, docid)? {
+            out.push(PageEntry {
+                docid,
+                offset: offset as u32,
+                length: length as u32,
+            });
+        }
+        offset += length;
+        if offset >= leaf_end {
+            return Ok(true);
+        }
+        if offset >= end {
+            return Ok(true);
+        }
+        let Some(delta) = varint_at(data, &mut offset) else {
+            return Ok(false);
+        };
+        match i64::try_from(delta)
+            .ok()
+            .filter(|delta| *delta > 0)
+            .and_then(|delta| docid.checked_add(delta))
+        {
+            Some(next) => docid = next,
+            None => return Ok(false),
         }
     }
 }
@@ -888,6 +1223,23 @@ mod tests {
                     .cloned()
                     .collect();
                 assert_eq!(postings_of(&some), wanted, "seed {seed}, {token}");
+                // From the newest back: the same documents and positions, in reverse.
+                let mut newest = index.newest(&conn, "mem", &term).expect("read");
+                let mut backwards = Vec::new();
+                while let Some(docid) = newest.head(&index, &conn, "mem").expect("read") {
+                    let mut positions = Vec::new();
+                    assert!(
+                        newest
+                            .head_positions(&index, &conn, "mem", &mut positions)
+                            .expect("read")
+                    );
+                    backwards.push((docid, positions));
+                    newest.pass(&index, &conn, "mem").expect("read");
+                }
+                assert!(!newest.gave_up(), "seed {seed}, {token}");
+                assert_eq!(newest.docs(), expected.len(), "seed {seed}, {token}");
+                backwards.reverse();
+                assert_eq!(backwards, expected, "seed {seed}, {token} backwards");
             }
         }
         // The seeds made indexes of several segments, some trimmed by a merge in progress,

@@ -1586,8 +1586,9 @@ fn from_index(
         doc: None,
     };
     let newest = matches.iter().rev().copied();
+    let window = window(&ranking, request);
     let candidates: Vec<sql::Candidate> = match sql::scope_sids(conn, path, filter)? {
-        None => newest.take(CANDIDATES as usize).map(candidate).collect(),
+        None => newest.take(window).map(candidate).collect(),
         Some(sids) => {
             let entries = sql::scope_entries(conn, path, &sids)?;
             if entries <= SCOPE_SET_MAX
@@ -1596,16 +1597,16 @@ fn from_index(
                 let scope = sql::scope_docids(conn, path, &sids)?;
                 newest
                     .filter(|docid| scope.binary_search(docid).is_ok())
-                    .take(CANDIDATES as usize)
+                    .take(window)
                     .map(candidate)
                     .collect()
             } else {
                 let mut kept = Vec::new();
                 for docid in newest {
-                    if kept.len() >= CANDIDATES as usize {
+                    if kept.len() >= window {
                         break;
                     }
-                    let doc = sql::doc_by_id(conn, path, docid)?;
+                    let doc = sql::doc_by_id(conn, path, docid)?.map(Box::new);
                     if doc.as_ref().is_some_and(|doc| sids.contains(&doc.sid)) {
                         kept.push(sql::Candidate {
                             docid,
@@ -1683,6 +1684,213 @@ fn has_phrase(sequence: &[&fts_index::Postings], docid: i64) -> bool {
     })
 }
 
+/// The tokens of an ASCII term, folded as the tokenizer folds them (`None` for other text).
+fn ascii_tokens(text: &str) -> Option<Vec<String>> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let tokens: Vec<String> = unicode61::tokens(text)
+        .into_iter()
+        .map(|range| text[range].to_ascii_lowercase())
+        .collect();
+    (!tokens.is_empty()).then_some(tokens)
+}
+
+/// The most leaf pages a newest-first evaluation ([`from_index_newest`]) reads before it
+/// leaves the query to FTS5 (a rare phrase of common words, say).
+pub const NEWEST_MAX_PAGES: u64 = 128;
+
+/// Moves every reader to the newest document they all have (the leapfrog of an AND, from the
+/// newest back); `None` when one of them has no more.
+fn next_common(
+    readers: &mut [fts_index::Newest],
+    index: &fts_index::Index,
+    conn: &Connection,
+    path: &str,
+) -> Result<Option<i64>, StoreError> {
+    let count = readers.len();
+    let Some(mut target) = readers[0].head(index, conn, path)? else {
+        return Ok(None);
+    };
+    let mut agreed = 1;
+    let mut turn = 1;
+    while agreed < count {
+        let reader = &mut readers[turn % count];
+        let head = loop {
+            match reader.head(index, conn, path)? {
+                None => return Ok(None),
+                Some(head) if head > target => reader.pass(index, conn, path)?,
+                Some(head) => break head,
+            }
+        };
+        if head == target {
+            agreed += 1;
+        } else {
+            target = head;
+            agreed = 1;
+        }
+        turn += 1;
+    }
+    Ok(Some(target))
+}
+
+/// Evaluates, over the whole index, an AND of single tokens (`phrase: false`) or one phrase
+/// from FTS5's index itself, newest first ([`fts_index::Newest`]): the matches are found from
+/// the newest back until there are [`CANDIDATES`] of them, each term is counted up to its
+/// commonness bound, positions are decoded for the matches only. The same candidates, ranking
+/// and phrase hits as [`through_fts5`]; `None` when the evaluation needs more than
+/// [`NEWEST_MAX_PAGES`] pages, when a phrase is selective (FTS5 ranks those), or when the
+/// index holds something the reader does not expect.
+fn from_index_newest(
+    conn: &Connection,
+    path: &str,
+    request: &SearchRequest,
+    terms: &[(String, bool)],
+    tokens: &[String],
+    phrase: bool,
+) -> Result<Option<Evaluated>, StoreError> {
+    let Some(index) = fts_index::Index::open(conn, path)? else {
+        return Ok(None);
+    };
+    let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
+        return Ok(None);
+    };
+    let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        if !distinct.contains(&token.as_str()) {
+            distinct.push(token);
+        }
+    }
+    let mut readers = Vec::with_capacity(distinct.len());
+    for token in &distinct {
+        let term = index.locate(conn, path, token)?;
+        readers.push(index.newest(conn, path, &term)?);
+    }
+    // The query's tokens in order, as indexes into `distinct` (for phrase positions).
+    let sequence: Vec<usize> = tokens
+        .iter()
+        .filter_map(|token| distinct.iter().position(|found| found == token))
+        .collect();
+    let bonus = request.query.as_phrase().is_some();
+    let pages = |readers: &[fts_index::Newest]| -> u64 {
+        readers.iter().map(fts_index::Newest::pages).sum()
+    };
+    let mut positions: Vec<Vec<i64>> = vec![Vec::new(); distinct.len()];
+    // Each match's occurrences of each distinct token (`distinct.len()` per match).
+    let mut frequencies: Vec<u32> = Vec::new();
+    let mut matches: Vec<i64> = Vec::new();
+    let mut phrase_hits = HashSet::new();
+    while matches.len() < CANDIDATES as usize {
+        if pages(&readers) > NEWEST_MAX_PAGES {
+            return Ok(None);
+        }
+        let Some(docid) = next_common(&mut readers, &index, conn, path)? else {
+            break;
+        };
+        for (reader, found) in readers.iter_mut().zip(&mut positions) {
+            found.clear();
+            if !reader.head_positions(&index, conn, path, found)? {
+                return Ok(None);
+            }
+        }
+        let in_order = sequence.len() > 1
+            && positions[sequence[0]].iter().any(|&start| {
+                sequence[1..].iter().enumerate().all(|(step, &idx)| {
+                    positions[idx]
+                        .binary_search(&(start + step as i64 + 1))
+                        .is_ok()
+                })
+            });
+        if !phrase || in_order {
+            matches.push(docid);
+            frequencies.extend(positions.iter().map(|found| found.len() as u32));
+            if bonus && in_order {
+                phrase_hits.insert(docid);
+            }
+        }
+        for reader in &mut readers {
+            reader.pass(&index, conn, path)?;
+        }
+    }
+    if readers.iter().any(fts_index::Newest::gave_up) {
+        return Ok(None);
+    }
+    let ranking = if phrase {
+        // As `Ranking::plan`: a phrase is very common from `COMMON_PHRASE_DOCS` matches, and
+        // then only filters; a selective one is FTS5's to rank.
+        if (matches.len() as i64) < COMMON_PHRASE_DOCS {
+            return Ok(None);
+        }
+        Ranking::Index {
+            bm25: Bm25::new(rows, total_tokens),
+            terms: Vec::new(),
+        }
+    } else {
+        // Each term counted up to its commonness bound (or all of it).
+        for reader in &mut readers {
+            while (reader.docs() as i64) < COMMON_TERM_DOCS {
+                if pages(std::slice::from_ref(reader)) > NEWEST_MAX_PAGES {
+                    return Ok(None);
+                }
+                if reader.head(&index, conn, path)?.is_none() {
+                    break;
+                }
+                reader.pass(&index, conn, path)?;
+            }
+            if reader.gave_up() {
+                return Ok(None);
+            }
+        }
+        let mut ranked = Vec::new();
+        for (text, _) in terms {
+            let Some(idx) = ascii_tokens(text)
+                .and_then(|found| found.into_iter().next())
+                .and_then(|token| distinct.iter().position(|found| *found == token))
+            else {
+                continue;
+            };
+            let docs = readers[idx].docs();
+            if docs > 0 && (docs as i64) < COMMON_TERM_DOCS {
+                let counts = matches
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .map(|(at, &docid)| (docid, frequencies[at * distinct.len() + idx]))
+                    .collect();
+                ranked.push(TermFrequencies::from_counts(counts, docs));
+            }
+        }
+        Ranking::Index {
+            bm25: Bm25::new(rows, total_tokens),
+            terms: ranked,
+        }
+    };
+    matches.truncate(window(&ranking, request));
+    Ok(Some(Evaluated {
+        ranking,
+        candidates: matches
+            .into_iter()
+            .map(|docid| sql::Candidate {
+                docid,
+                bm25: 0.0,
+                doc: None,
+            })
+            .collect(),
+        phrase_hits,
+    }))
+}
+
+/// How many of the newest matches a search ranks (without a per-entry filter): all
+/// [`CANDIDATES`], unless nothing is ranked and no exact phrase can lift a hit — then the hits
+/// are the newest matches themselves.
+fn window(ranking: &Ranking, request: &SearchRequest) -> usize {
+    if ranking.ranks_nothing() && request.query.as_phrase().is_none() {
+        request.limit.min(CANDIDATES as usize)
+    } else {
+        CANDIDATES as usize
+    }
+}
+
 /// A search's candidates, newest first, with how they are ranked and which have the exact
 /// phrase of the query's words.
 struct Evaluated {
@@ -1736,11 +1944,10 @@ fn through_fts5(
         // newest matches themselves: the walk stops at them (a very common word in a
         // directory's sessions would otherwise walk the whole index's matches until
         // 2,000 of them fell in the directory).
-        let window = if ranking.ranks_nothing() && request.query.as_phrase().is_none() && !per_entry
-        {
-            (request.limit as i64).min(CANDIDATES)
-        } else {
+        let window = if per_entry {
             CANDIDATES
+        } else {
+            window(&ranking, request) as i64
         };
         let candidates = match &scope {
             Some(scope) => {
@@ -1749,7 +1956,7 @@ fn through_fts5(
                 fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
                 if per_entry {
                     for candidate in &mut matches {
-                        candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?;
+                        candidate.doc = sql::doc_by_id(conn, path, candidate.docid)?.map(Box::new);
                     }
                 }
                 matches
@@ -1900,11 +2107,29 @@ impl SessionStore {
             };
             let terms = request.query.positive_terms();
             let mut evaluated = None;
-            if read_index
-                && !per_entry
-                && let Some(tokens) = index_tokens(&request.query)
-            {
-                evaluated = from_index(conn, path, request, &filter, &terms, &tokens)?;
+            if read_index && !per_entry {
+                evaluated = match &request.query {
+                    // One phrase (or a term of several tokens): newest first, over the index.
+                    Query::Term {
+                        text,
+                        prefix: false,
+                        ..
+                    } if filter.is_unfiltered() => match ascii_tokens(text) {
+                        Some(tokens) if tokens.len() > 1 => {
+                            from_index_newest(conn, path, request, &terms, &tokens, true)?
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if evaluated.is_none()
+                    && let Some(tokens) = index_tokens(&request.query)
+                {
+                    evaluated = from_index(conn, path, request, &filter, &terms, &tokens)?;
+                    if evaluated.is_none() && filter.is_unfiltered() {
+                        evaluated = from_index_newest(conn, path, request, &terms, &tokens, false)?;
+                    }
+                }
             }
             let Evaluated {
                 ranking,
@@ -1970,7 +2195,7 @@ impl SessionStore {
             for Scored { candidate, score } in scored {
                 let found = match candidate.doc {
                     Some(doc) => {
-                        sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (doc, row))
+                        sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (*doc, row))
                     }
                     None => sql::doc_and_entry(conn, path, candidate.docid)?,
                 };

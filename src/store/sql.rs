@@ -960,8 +960,9 @@ pub struct Candidate {
     pub docid: i64,
     /// bm25 (lower is better).
     pub bm25: f64,
-    /// The document-map row, when read.
-    pub doc: Option<DocRow>,
+    /// The document-map row, when read (boxed: a search holds up to 2,000 candidates, most
+    /// without one).
+    pub doc: Option<Box<DocRow>>,
 }
 
 /// SQL filters of a search.
@@ -1088,13 +1089,13 @@ pub fn search_candidates(
     let rows = stmt
         .query_map(rusqlite::params_from_iter(values.iter()), |row| {
             let doc = if join {
-                Some(DocRow {
+                Some(Box::new(DocRow {
                     sid: row.get(2)?,
                     seq: row.get(3)?,
                     role: row.get(4)?,
                     kind: row.get(5)?,
                     ts: row.get(6)?,
-                })
+                }))
             } else {
                 None
             };
@@ -1380,20 +1381,26 @@ pub fn fts_term_page(
     Ok(value.map(|value| (value.max(0) as u64) >> 1))
 }
 
-/// The first leaf page of an FTS5 segment whose first term comes after `key`.
+/// The first leaf page of an FTS5 segment after `page` whose first term comes after `key`.
+/// (A merge in progress trims its input segments without removing their `%_idx` rows: rows
+/// of pages before a segment's first page, and of the rewritten first page, are passed over.)
 pub fn fts_next_term_page(
     conn: &Connection,
     path: &str,
     segment: u64,
     key: &[u8],
+    page: u64,
 ) -> Result<Option<u64>> {
     let value: Option<i64> = conn
         .prepare_cached(
-            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term > ?2
+            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term > ?2 AND pgno >= ?3
               ORDER BY term LIMIT 1",
         )
         .at(path)?
-        .query_row(params![segment as i64, key], |row| row.get(0))
+        .query_row(
+            params![segment as i64, key, ((page + 1) << 1) as i64],
+            |row| row.get(0),
+        )
         .optional()
         .at(path)?;
     Ok(value.map(|value| (value.max(0) as u64) >> 1))

@@ -1200,6 +1200,19 @@ fn reading_the_index_itself_finds_and_ranks_as_fts5_does() {
         "charlie NOT golf",
         "char*",
         "delta charlie golf",
+        "kilo",
+        "alpha kilo",
+        "kilo alpha",
+        "alpha kilo alpha",
+        "kilo bravo",
+        "kilo charlie",
+        "\"alpha kilo\"",
+        "\"kilo alpha\"",
+        "\"alpha alpha\"",
+        "\"kilo kilo kilo\"",
+        "alpha/kilo",
+        "\"bravo delta\"",
+        "\"alpha kilo bravo\"",
     ];
     let store = env.store();
     let big = pi::model::ids::SessionId::new("big-session".to_owned());
