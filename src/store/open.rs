@@ -144,6 +144,13 @@ fn refuse_newer(conn: &Connection, display: &str) -> Result<i64, StoreError> {
     Ok(found)
 }
 
+/// The page cache of the read-only connection, in pages (256 KiB). A short command reads most
+/// pages once; every page SQLite caches is a fresh heap buffer, whose first touch costs a page
+/// fault (1–2 µs on a VM, about as much as reading the page). A small cache recycles the same
+/// buffers: a rare-word search takes 405 page faults instead of 580 for its 210 page reads
+/// (2.36 → 2.03 ms; listing 1,000 sessions 10.4 → 8.1 ms; docs/BENCHMARKS.md).
+const READ_ONLY_CACHE_PAGES: i64 = 64;
+
 /// Opens an existing, up-to-date database file with one read-only connection and no writer
 /// or reader pool, for commands that only read (search, listing, showing, statistics): one
 /// schema parse and no pool threads at startup. Returns `None` when the ordinary [`open`] is
@@ -163,6 +170,8 @@ pub(crate) fn open_read_only(
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).at(&display)?;
     init_connection(&conn, busy_timeout).at(&display)?;
+    conn.execute_batch(&format!("PRAGMA cache_size = {READ_ONLY_CACHE_PAGES};"))
+        .at(&display)?;
     if refuse_newer(&conn, &display)? < migrate::latest_version()
         || migrate::rebuild_pending(&conn, &display)?
     {
