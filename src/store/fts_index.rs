@@ -573,33 +573,6 @@ fn read_segment(
         let data = &page.data[..page.leaf_end];
         let end = doclist_end.unwrap_or(usize::MAX);
         loop {
-            // The common case of a long doclist read for a few documents: an entry that is
-            // neither wanted nor deleted nor past the last wanted one is only counted.
-            if !has_tombstones && docid < next_wanted && docid < stop_after {
-                let Some(size) = varint_at(data, &mut offset) else {
-                    return Ok(GiveUp);
-                };
-                if size & 1 == 1 {
-                    return Ok(GiveUp);
-                }
-                offset += (size >> 1) as usize;
-                out.docs += 1;
-                if offset >= data.len() {
-                    break;
-                }
-                if offset >= end {
-                    return Ok(Done);
-                }
-                match varint_at(data, &mut offset)
-                    .and_then(|delta| i64::try_from(delta).ok())
-                    .filter(|delta| *delta > 0)
-                    .and_then(|delta| docid.checked_add(delta))
-                {
-                    Some(next) => docid = next,
-                    None => return Ok(GiveUp),
-                }
-                continue;
-            }
             let Some(size) = varint_at(data, &mut offset) else {
                 return Ok(GiveUp);
             };
