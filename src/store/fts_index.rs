@@ -120,7 +120,14 @@ fn parse_structure(block: &[u8]) -> Option<Vec<Segment>> {
                 let _tombstones = read_varint(&mut rest)?;
                 let _entries = read_varint(&mut rest)?;
             }
-            if id == 0 || id > 0xFFFF || first_page == 0 || last_page < first_page {
+            // Segment ids have 16 bits, page numbers 31 (`fts5_dri`).
+            if id == 0
+                || id > 0xFFFF
+                || first_page == 0
+                || last_page < first_page
+                || last_page >= 1 << 31
+                || tombstone_pages >= 1 << 31
+            {
                 return None;
             }
             segments.push(Segment {
@@ -1250,5 +1257,78 @@ mod tests {
             tombstones_seen > 5,
             "{tombstones_seen} segments with tombstones"
         );
+    }
+
+    #[test]
+    fn damaged_records_make_the_reader_give_up_or_answer_but_never_panic() {
+        // Bytes of the structure record, leaf pages and tombstone pages overwritten or cut
+        // short: every read must return (a doclist, or `None`), never panic or loop.
+        let mut gave_up = 0;
+        for seed in 0..40 {
+            let conn = random_index(seed);
+            let mut rng = Rng(seed + 99);
+            let ids: Vec<i64> = conn
+                .prepare("SELECT id FROM search_fts_data")
+                .expect("prepare")
+                .query_map([], |row| row.get(0))
+                .expect("query")
+                .collect::<rusqlite::Result<_>>()
+                .expect("rows");
+            for id in ids {
+                if rng.below(3) != 0 {
+                    continue;
+                }
+                let mut block: Vec<u8> = conn
+                    .query_row(
+                        "SELECT block FROM search_fts_data WHERE id = ?1",
+                        [id],
+                        |row| row.get(0),
+                    )
+                    .expect("block");
+                if block.is_empty() {
+                    continue;
+                }
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(block.len() as u64) as usize;
+                    block[at] = rng.next() as u8;
+                }
+                if rng.below(5) == 0 {
+                    block.truncate(rng.below(block.len() as u64) as usize);
+                }
+                conn.execute(
+                    "UPDATE search_fts_data SET block = ?1 WHERE id = ?2",
+                    rusqlite::params![block, id],
+                )
+                .expect("damage");
+            }
+            let Some(index) = Index::open(&conn, "mem").expect("read") else {
+                gave_up += 1;
+                continue;
+            };
+            for token in WORDS {
+                let term = index.locate(&conn, "mem", token).expect("locate");
+                let whole = index
+                    .read(&conn, "mem", &term, None, usize::MAX)
+                    .expect("read");
+                gave_up += usize::from(whole.is_none());
+                let within = [1, 1 << 50, i64::MAX];
+                index
+                    .read(&conn, "mem", &term, Some(&within), 3)
+                    .expect("read");
+                let mut newest = index.newest(&conn, "mem", &term).expect("read");
+                let mut passed = 0;
+                while newest.head(&index, &conn, "mem").expect("read").is_some() {
+                    let mut positions = Vec::new();
+                    newest
+                        .head_positions(&index, &conn, "mem", &mut positions)
+                        .expect("read");
+                    newest.pass(&index, &conn, "mem").expect("read");
+                    passed += 1;
+                    assert!(passed <= 100_000, "seed {seed}: {token} does not end");
+                }
+            }
+        }
+        // The damage was seen (and survived) rather than missed.
+        assert!(gave_up > 20, "{gave_up} reads gave up");
     }
 }
