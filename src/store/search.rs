@@ -1482,9 +1482,9 @@ pub const FULL_READ_PAGES: u64 = 16;
 /// matches in scope are kept, ranked as [`Ranking::plan`] ranks them (a very common term
 /// filters, a selective one is ranked from its frequencies), and the exact phrase is checked
 /// on their positions. The same candidates, ranking and phrase hits as [`through_fts5`];
-/// `None` when a filter other than the scope applies, when every term is long (newest-first
-/// walks with FTS5 are cheaper then), or when the index holds something the reader does not
-/// expect.
+/// `None` when a filter other than the scope applies, when every term is long (reading
+/// newest first is cheaper then: [`from_index_newest`]), or when the index holds something
+/// the reader does not expect.
 fn from_index(
     conn: &Connection,
     path: &str,
@@ -1507,12 +1507,7 @@ fn from_index(
     let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
         return Ok(None);
     };
-    let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
-    for token in tokens {
-        if !distinct.contains(&token.as_str()) {
-            distinct.push(token);
-        }
-    }
+    let distinct = distinct_tokens(tokens);
     let mut located = Vec::with_capacity(distinct.len());
     for token in &distinct {
         located.push(index.locate(conn, path, token)?);
@@ -1666,22 +1661,37 @@ fn intersect(sorted: &[i64], other: impl Iterator<Item = i64>) -> Vec<i64> {
     out
 }
 
-/// Whether the tokens occur in `docid` one after the other, in this order (FTS5's phrase
-/// match: the same column, consecutive offsets).
+/// Whether the tokens occur in `docid` one after the other, in this order.
 fn has_phrase(sequence: &[&fts_index::Postings], docid: i64) -> bool {
-    let Some((first, rest)) = sequence.split_first() else {
+    sequence
+        .iter()
+        .map(|postings| postings.positions(docid))
+        .collect::<Option<Vec<&[i64]>>>()
+        .is_some_and(|lists| consecutive(&lists))
+}
+
+/// Whether position lists (ascending, in phrase order) hold consecutive positions: FTS5's
+/// phrase match (the same column, offsets one after the other).
+fn consecutive(lists: &[&[i64]]) -> bool {
+    let Some((first, rest)) = lists.split_first() else {
         return false;
     };
-    let Some(starts) = first.positions(docid) else {
-        return false;
-    };
-    starts.iter().any(|&start| {
-        rest.iter().enumerate().all(|(step, postings)| {
-            postings.positions(docid).is_some_and(|positions| {
-                positions.binary_search(&(start + step as i64 + 1)).is_ok()
-            })
-        })
+    first.iter().any(|&start| {
+        rest.iter()
+            .enumerate()
+            .all(|(step, list)| list.binary_search(&(start + step as i64 + 1)).is_ok())
     })
+}
+
+/// The distinct tokens of a query, in their first order.
+fn distinct_tokens(tokens: &[String]) -> Vec<&str> {
+    let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        if !distinct.contains(&token.as_str()) {
+            distinct.push(token);
+        }
+    }
+    distinct
 }
 
 /// The tokens of an ASCII term, folded as the tokenizer folds them (`None` for other text).
@@ -1755,12 +1765,7 @@ fn from_index_newest(
     let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
         return Ok(None);
     };
-    let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
-    for token in tokens {
-        if !distinct.contains(&token.as_str()) {
-            distinct.push(token);
-        }
-    }
+    let distinct = distinct_tokens(tokens);
     let mut readers = Vec::with_capacity(distinct.len());
     for token in &distinct {
         let term = index.locate(conn, path, token)?;
@@ -1794,13 +1799,12 @@ fn from_index_newest(
             }
         }
         let in_order = sequence.len() > 1
-            && positions[sequence[0]].iter().any(|&start| {
-                sequence[1..].iter().enumerate().all(|(step, &idx)| {
-                    positions[idx]
-                        .binary_search(&(start + step as i64 + 1))
-                        .is_ok()
-                })
-            });
+            && consecutive(
+                &sequence
+                    .iter()
+                    .map(|&idx| positions[idx].as_slice())
+                    .collect::<Vec<_>>(),
+            );
         if !phrase || in_order {
             matches.push(docid);
             frequencies.extend(positions.iter().map(|found| found.len() as u32));
