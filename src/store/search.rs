@@ -1501,10 +1501,7 @@ fn from_index(
     {
         return Ok(None);
     }
-    let Some(index) = fts_index::Index::open(conn, path)? else {
-        return Ok(None);
-    };
-    let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
+    let Some((index, bm25)) = open_index(conn, path)? else {
         return Ok(None);
     };
     let distinct = distinct_tokens(tokens);
@@ -1562,7 +1559,7 @@ fn from_index(
         }
     }
     let ranking = Ranking::Index {
-        bm25: Bm25::new(rows, total_tokens),
+        bm25,
         terms: ranked,
     };
     // `Query::match_bound` over the selective terms' counts, as `Ranking::plan` gives it.
@@ -1683,6 +1680,18 @@ fn consecutive(lists: &[&[i64]]) -> bool {
     })
 }
 
+/// FTS5's index as [`fts_index`] reads it, and bm25 over its totals; `None` when either
+/// record is missing or unreadable (the search then runs through FTS5).
+fn open_index(
+    conn: &Connection,
+    path: &str,
+) -> Result<Option<(fts_index::Index, Bm25)>, StoreError> {
+    let Some(index) = fts_index::Index::open(conn, path)? else {
+        return Ok(None);
+    };
+    Ok(sql::fts_totals(conn, path)?.map(|(rows, tokens)| (index, Bm25::new(rows, tokens))))
+}
+
 /// The distinct tokens of a query, in their first order.
 fn distinct_tokens(tokens: &[String]) -> Vec<&str> {
     let mut distinct: Vec<&str> = Vec::with_capacity(tokens.len());
@@ -1759,10 +1768,7 @@ fn from_index_newest(
     tokens: &[String],
     phrase: bool,
 ) -> Result<Option<Evaluated>, StoreError> {
-    let Some(index) = fts_index::Index::open(conn, path)? else {
-        return Ok(None);
-    };
-    let Some((rows, total_tokens)) = sql::fts_totals(conn, path)? else {
+    let Some((index, bm25)) = open_index(conn, path)? else {
         return Ok(None);
     };
     let distinct = distinct_tokens(tokens);
@@ -1826,7 +1832,7 @@ fn from_index_newest(
             return Ok(None);
         }
         Ranking::Index {
-            bm25: Bm25::new(rows, total_tokens),
+            bm25,
             terms: Vec::new(),
         }
     } else {
@@ -1865,7 +1871,7 @@ fn from_index_newest(
             }
         }
         Ranking::Index {
-            bm25: Bm25::new(rows, total_tokens),
+            bm25,
             terms: ranked,
         }
     };
