@@ -3,10 +3,11 @@
 //! rows. The format is FTS5's persistent one, described in SQLite's `fts5_index.c`
 //! ("Details"); SQLite keeps it readable across versions.
 //!
-//! A search whose terms are single tokens joined by AND reads their doclists here
-//! (`store::search`): one `%_data` read per leaf page and a few instructions per entry, where
-//! FTS5's expression engine spends hundreds per entry of the longer list, and needs its own
-//! counting and vocabulary passes besides. The reader gives up (`Ok(None)`) on anything it
+//! A search of single words joined by AND, of a common word or of a phrase reads their
+//! doclists here (`store::search`; forward, or newest first with [`Newest`]): one `%_data`
+//! read per leaf page and a few instructions per entry, where FTS5's expression engine spends
+//! hundreds per entry of the longer list, and needs its own counting and vocabulary passes
+//! besides. The reader gives up (`Ok(None)`) on anything it
 //! does not expect — a delete marker of the legacy format, a docid in two segments, a record
 //! that does not parse — and the search then runs through FTS5 instead.
 //!
@@ -105,6 +106,7 @@ fn parse_structure(block: &[u8]) -> Option<Vec<Segment>> {
         return None;
     }
     let mut segments = Vec::with_capacity(total as usize);
+    let mut listed = 0u64;
     for _ in 0..levels {
         let _merging = read_varint(&mut rest)?;
         let count = read_varint(&mut rest)?;
@@ -119,6 +121,12 @@ fn parse_structure(block: &[u8]) -> Option<Vec<Segment>> {
                 tombstone_pages = read_varint(&mut rest)?;
                 let _tombstones = read_varint(&mut rest)?;
                 let _entries = read_varint(&mut rest)?;
+            }
+            listed += 1;
+            // A merge in progress leaves an input segment it has used up listed with no
+            // pages (0 and 0) until the merge ends.
+            if first_page == 0 && last_page == 0 && id > 0 && id <= 0xFFFF {
+                continue;
             }
             // Segment ids have 16 bits, page numbers 31 (`fts5_dri`).
             if id == 0
@@ -138,7 +146,7 @@ fn parse_structure(block: &[u8]) -> Option<Vec<Segment>> {
             });
         }
     }
-    (segments.len() as u64 == total).then_some(segments)
+    (listed == total).then_some(segments)
 }
 
 /// A leaf page: `data[..leaf_end]` holds terms and doclists, `data[leaf_end..]` the footer
@@ -452,6 +460,11 @@ impl Index {
             return Ok(None);
         }
         Ok(parse_structure(&block).map(|segments| Self { segments }))
+    }
+
+    /// The number of segments that hold pages (one after a merge).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
     }
 
     /// Finds where a token's doclist starts in each segment (FTS5's `%_idx` holds the first
@@ -1049,6 +1062,11 @@ mod tests {
         let mut backwards = good;
         backwards[15] = 0;
         assert_eq!(parse_structure(&backwards), None);
+        // A segment a merge in progress has used up: listed, with no pages.
+        let mut used_up = good;
+        used_up[14] = 0;
+        used_up[15] = 0;
+        assert_eq!(parse_structure(&used_up), Some(Vec::new()));
     }
 
     /// A seeded xorshift source.

@@ -1321,26 +1321,6 @@ pub fn fts_totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
         .and_then(|(rows, tokens)| Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))))
 }
 
-/// Returns the number of segments of the full-text index, from FTS5's structure record
-/// (`%_data` row 10: a 4-byte cookie, the 4-byte version-2 marker when present, then varints:
-/// levels, segments), or `None` when the record is missing or unreadable.
-pub fn fts_segments(conn: &Connection, path: &str) -> Result<Option<u64>> {
-    let block: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT block FROM search_fts_data WHERE id = 10")
-        .at(path)?
-        .query_row([], |row| row.get(0))
-        .optional()
-        .at(path)?;
-    let Some(mut rest) = block.as_deref().and_then(|block| block.get(4..)) else {
-        return Ok(None);
-    };
-    if let Some(tail) = rest.strip_prefix(&[0xff, 0x00, 0x00, 0x01]) {
-        rest = tail;
-    }
-    let _levels = read_varint(&mut rest);
-    Ok(read_varint(&mut rest))
-}
-
 /// Reads one record of FTS5's `%_data` table (`search_fts_data`) into `block` (cleared
 /// first); `false` when there is none.
 pub fn fts_block(conn: &Connection, path: &str, id: i64, block: &mut Vec<u8>) -> Result<bool> {

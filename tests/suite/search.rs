@@ -944,9 +944,10 @@ fn a_directory_or_session_scope_finds_what_the_whole_index_finds_there() {
 /// The number of segments of the full-text index.
 fn index_segments(env: &TestEnv) -> u64 {
     let conn = rusqlite::Connection::open(env.db()).unwrap();
-    pi::store::sql::fts_segments(&conn, "test")
+    pi::store::fts_index::Index::open(&conn, "test")
         .unwrap()
         .unwrap()
+        .segment_count() as u64
 }
 
 /// The given fields of each hit of each query's results (to compare results without scores).
