@@ -1853,8 +1853,7 @@ fn from_index_newest(
         }
         let mut ranked = Vec::new();
         for (text, _) in terms {
-            let Some(idx) = ascii_tokens(text)
-                .and_then(|found| found.into_iter().next())
+            let Some(idx) = single_token(text)
                 .and_then(|token| distinct.iter().position(|found| *found == token))
             else {
                 continue;

@@ -119,6 +119,20 @@ pub fn memory_store(seed: u64) -> SessionStore {
     .expect("open memory store")
 }
 
+/// Runs a command that must succeed, and returns its output; on failure the assertion shows
+/// its stderr and stdout.
+pub fn succeeded(cmd: &mut Command) -> std::process::Output {
+    let output = cmd.output().expect("run command");
+    assert!(
+        output.status.success(),
+        "{:?}\nstderr: {}\nstdout: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    output
+}
+
 /// Parses stdout of a finished command as JSON (lenient about lone surrogates).
 pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
     pi::support::json::parse_lenient(&output.stdout).unwrap_or_else(|err| {

@@ -6,7 +6,7 @@ use pi::store::search::{Bm25, docid, single_token};
 use pi::store::{NewSession, SessionStore};
 use serde_json::Value;
 
-use crate::common::{TestEnv, fixtures, stdout_json};
+use crate::common::{TestEnv, fixtures, stdout_json, succeeded};
 
 fn load_all(env: &TestEnv, names: &[&str]) -> SessionStore {
     let store = env.store();
@@ -318,12 +318,7 @@ fn hostile_queries_get_results_or_a_one_line_reason_and_exit_2() {
 fn human_output_shows_title_cwd_entry_and_snippet() {
     let env = TestEnv::new();
     drop(load_all(&env, &["basic-chat"]));
-    let output = env
-        .pi()
-        .args(["sessions", "search", "--all", "checkout"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+    let output = succeeded(env.pi().args(["sessions", "search", "--all", "checkout"]));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("Checkout overview"), "{text}");
     assert!(text.contains("fixture-basic-chat"));
@@ -342,12 +337,7 @@ fn stats_total_usage_by_every_key() {
         &["basic-chat", "model-thinking-changes", "tool-use"],
     ));
     let run = |by: &str| -> Vec<Value> {
-        let output = env
-            .pi()
-            .args(["sessions", "stats", "--json", "--by", by])
-            .output()
-            .unwrap();
-        assert!(output.status.success());
+        let output = succeeded(env.pi().args(["sessions", "stats", "--json", "--by", by]));
         stdout_json(&output).as_array().unwrap().clone()
     };
     let by_model = run("model");
@@ -412,15 +402,9 @@ fn stats_total_usage_by_every_key() {
 fn rename_appends_a_name_and_rm_deletes_only_with_consent() {
     let env = TestEnv::new();
     drop(load_all(&env, &["basic-chat", "labels"]));
-    let output = env
-        .pi()
-        .args(["sessions", "rename", "fixture-basic", "Renamed thing"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    succeeded(
+        env.pi()
+            .args(["sessions", "rename", "fixture-basic", "Renamed thing"]),
     );
     assert!(
         hits(&env, &["\"Renamed thing\""])
@@ -447,12 +431,7 @@ fn rename_appends_a_name_and_rm_deletes_only_with_consent() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    let output = env
-        .pi()
-        .args(["sessions", "rm", "fixture-labels", "--yes"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+    succeeded(env.pi().args(["sessions", "rm", "fixture-labels", "--yes"]));
     let output = env
         .pi()
         .args(["sessions", "list", "--all", "--json"])
@@ -464,24 +443,14 @@ fn rename_appends_a_name_and_rm_deletes_only_with_consent() {
             .iter()
             .all(|hit| hit["session"] != "fixture-labels")
     );
-    let output = env.pi().args(["db", "check"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    succeeded(env.pi().args(["db", "check"]));
 }
 
 #[test]
 fn db_check_detects_a_damaged_derived_table_and_reindex_repairs_it() {
     let env = TestEnv::new();
     drop(load_all(&env, CORPUS));
-    let output = env.pi().args(["db", "check"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    let output = succeeded(env.pi().args(["db", "check"]));
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("ok:"));
     let damages = [
         "UPDATE session_stats SET messages = messages + 1 WHERE sid = 1",
@@ -504,8 +473,7 @@ fn db_check_detects_a_damaged_derived_table_and_reindex_repairs_it() {
             String::from_utf8_lossy(&output.stderr).contains("reindex"),
             "{damage}"
         );
-        let output = env.pi().args(["db", "reindex"]).output().unwrap();
-        assert!(output.status.success());
+        succeeded(env.pi().args(["db", "reindex"]));
         let output = env.pi().args(["db", "check"]).output().unwrap();
         assert!(
             output.status.success(),
@@ -541,16 +509,7 @@ fn backup_of_a_database_being_written_passes_check() {
     let mut backups = Vec::new();
     for idx in 0..3 {
         let dest = env.dir.path().join(format!("backup-{idx}.db"));
-        let output = env
-            .pi()
-            .args(["db", "backup", dest.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        succeeded(env.pi().args(["db", "backup", dest.to_str().unwrap()]));
         backups.push(dest);
     }
     writer.join().unwrap();
@@ -560,15 +519,9 @@ fn backup_of_a_database_being_written_passes_check() {
             std::fs::metadata(dest).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        let output = env
-            .pi()
-            .args(["--db", dest.to_str().unwrap(), "db", "check"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stdout)
+        succeeded(
+            env.pi()
+                .args(["--db", dest.to_str().unwrap(), "db", "check"]),
         );
     }
     // An existing file is never overwritten.
@@ -666,12 +619,7 @@ fn docids_sort_by_entry_time_whatever_the_import_order() {
     }
     let file = env.agent_dir.join("old.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let output = env.pi().arg("import").arg(&file).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(env.pi().arg("import").arg(&file));
 
     let conn = rusqlite::Connection::open(env.db()).unwrap();
     let bounds = |old: bool| -> (i64, i64, i64) {
@@ -981,8 +929,7 @@ fn an_import_and_a_reindex_leave_the_index_in_one_segment_with_the_same_hits() {
     assert!(!store.optimize_search_index_after_load(docs).unwrap());
     assert!(index_segments(&env) > 1);
     drop(store);
-    let output = env.pi().args(["db", "reindex"]).output().unwrap();
-    assert!(output.status.success());
+    succeeded(env.pi().args(["db", "reindex"]));
     assert_eq!(index_segments(&env), 1);
     let after: Vec<Vec<Value>> = queries.iter().map(|query| hits(&env, query)).collect();
     for (query, found) in queries.iter().zip(&before) {
@@ -995,20 +942,12 @@ fn an_import_and_a_reindex_leave_the_index_in_one_segment_with_the_same_hits() {
 
     // `pi import` of the fixture files: the load is the whole index, so it is merged.
     let env = TestEnv::new();
-    let output = env
-        .pi()
-        .args(["import", "--json"])
-        .args(
+    succeeded(
+        env.pi().args(["import", "--json"]).args(
             CORPUS
                 .iter()
                 .map(|name| fixtures::dir().join(format!("{name}.jsonl"))),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        ),
     );
     assert_eq!(index_segments(&env), 1);
     let imported: Vec<Vec<Value>> = queries.iter().map(|query| hits(&env, query)).collect();
@@ -1065,12 +1004,7 @@ fn import_session(
     }
     let file = env.dir.path().join(format!("{id}.jsonl"));
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let output = env.pi().arg("import").arg(&file).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(env.pi().arg("import").arg(&file));
 }
 
 #[test]
@@ -1262,15 +1196,6 @@ fn reading_the_index_itself_finds_and_ranks_as_fts5_does() {
     });
     assert!(index_segments(&env) > 1);
     compare(&store, "two segments");
-    let output = env
-        .pi()
-        .args(["sessions", "rm", "other-session", "--yes"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(env.pi().args(["sessions", "rm", "other-session", "--yes"]));
     compare(&store, "a removed session's tombstones");
 }
