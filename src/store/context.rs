@@ -8,6 +8,8 @@
 //!
 //! Invariant: no I/O here.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -34,7 +36,7 @@ pub struct PathRow {
 pub fn needs_payload_for_messages(type_name: &str) -> bool {
     matches!(
         type_name,
-        "message" | "custom_message" | "branch_summary" | "compaction"
+        "message" | "custom_message" | "branch_summary" | "compaction" | "context_edit"
     )
 }
 
@@ -51,6 +53,8 @@ pub fn needs_payload_for_settings(type_name: &str) -> bool {
 pub struct SessionContext {
     /// Each message as JSON text (an `AgentMessage`, synthetic roles included).
     pub messages: Vec<String>,
+    /// The append sequence of the entry each message came from (parallel to `messages`).
+    pub sources: Vec<i64>,
     /// The thinking level (`off` when no `thinking_level_change` is on the path).
     pub thinking_level: String,
     /// Whether a `thinking_level_change` is on the path (the reference restores the level on
@@ -66,6 +70,7 @@ impl SessionContext {
     pub fn empty() -> Self {
         Self {
             messages: Vec::new(),
+            sources: Vec::new(),
             thinking_level: "off".to_owned(),
             has_thinking_entry: false,
             model: None,
@@ -216,36 +221,96 @@ fn copy_field(map: &mut Map<String, Value>, entry: &Value, key: &str) {
     }
 }
 
-/// Returns the message an entry contributes to the context, as JSON text (`appendMessage`).
-pub fn emit(row: &PathRow) -> Option<String> {
-    let payload = row.payload.as_deref()?;
+#[derive(Deserialize)]
+struct MessagePeek<'a> {
+    #[serde(default)]
+    role: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+}
+
+/// The `content` a message gets when it has none (`content == null`: null or absent): `""`
+/// for a system message, `[]` for user, assistant and tool-result messages (1.6.0
+/// `sessionEntryToContextMessages`); `None` when the message keeps its content.
+fn missing_content(message: &str) -> Option<Value> {
+    let peek: MessagePeek<'_> = serde_json::from_str(message).ok()?;
+    if peek.content.is_some_and(|raw| raw.get() != "null") {
+        return None;
+    }
+    match peek.role.as_deref()? {
+        "system" => Some(Value::from("")),
+        "user" | "assistant" | "toolResult" => Some(Value::Array(Vec::new())),
+        _ => None,
+    }
+}
+
+/// `{...message, content}`: the content replaced in place, or added last when absent.
+fn with_content(message: &str, content: Value) -> String {
+    match json::parse_lenient(message.as_bytes()) {
+        Ok(Value::Object(mut map)) => {
+            map.insert("content".to_owned(), content);
+            json::to_js_string(&Value::Object(map))
+        }
+        _ => message.to_owned(),
+    }
+}
+
+/// Returns the messages an entry contributes to the context, as JSON text (1.6.0
+/// `sessionEntryToContextMessages`): a `message` entry's stored message (null content
+/// normalised), a custom message, a non-empty branch summary, or a compaction's checkpoint
+/// (`systemMessage`, when present) followed by its summary.
+pub fn entry_messages(row: &PathRow) -> Vec<String> {
+    let Some(payload) = row.payload.as_deref() else {
+        return Vec::new();
+    };
     match row.type_name.as_str() {
-        "message" => Some(message_text(payload)),
+        "message" => {
+            let text = message_text(payload);
+            match missing_content(&text) {
+                Some(content) => vec![with_content(&text, content)],
+                None => vec![text],
+            }
+        }
         "custom_message" => {
-            let entry = parse_value(payload)?;
+            let Some(entry) = parse_value(payload) else {
+                return Vec::new();
+            };
             let mut map = Map::new();
             map.insert("role".to_owned(), Value::from("custom"));
             copy_field(&mut map, &entry, "customType");
-            copy_field(&mut map, &entry, "content");
+            // `entry.content ?? []`
+            let content = match entry.get("content") {
+                None | Some(Value::Null) => Value::Array(Vec::new()),
+                Some(content) => content.clone(),
+            };
+            map.insert("content".to_owned(), content);
             copy_field(&mut map, &entry, "display");
             copy_field(&mut map, &entry, "details");
             map.insert("timestamp".to_owned(), timestamp_ms(&entry));
-            Some(json::to_js_string(&Value::Object(map)))
+            vec![json::to_js_string(&Value::Object(map))]
         }
         "branch_summary" => {
-            let entry = parse_value(payload)?;
-            let summary = entry.get("summary")?;
-            if !truthy(summary) {
-                return None;
-            }
+            let Some(entry) = parse_value(payload) else {
+                return Vec::new();
+            };
+            let Some(summary) = entry.get("summary").filter(|summary| truthy(summary)) else {
+                return Vec::new();
+            };
             let mut map = Map::new();
             map.insert("role".to_owned(), Value::from("branchSummary"));
             map.insert("summary".to_owned(), summary.clone());
             copy_field(&mut map, &entry, "fromId");
             map.insert("timestamp".to_owned(), timestamp_ms(&entry));
-            Some(json::to_js_string(&Value::Object(map)))
+            vec![json::to_js_string(&Value::Object(map))]
         }
-        _ => None,
+        "compaction" => {
+            let compaction = compaction_fields(payload);
+            let mut out = Vec::with_capacity(2);
+            out.extend(compaction.system_message);
+            out.push(compaction.summary);
+            out
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -260,9 +325,29 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
-fn compaction_summary(payload: &[u8]) -> (String, Option<String>) {
+/// What the context needs of a `compaction` entry.
+struct CompactionFields {
+    /// The summary message, as JSON text.
+    summary: String,
+    /// `firstKeptEntryId`, when it is a string.
+    first_kept: Option<String>,
+    /// The checkpoint (`systemMessage`, when truthy), as JSON text.
+    system_message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CheckpointField<'a> {
+    #[serde(default, borrow, rename = "systemMessage")]
+    system_message: Option<&'a RawValue>,
+}
+
+fn compaction_fields(payload: &[u8]) -> CompactionFields {
     let Some(entry) = parse_value(payload) else {
-        return ("null".to_owned(), None);
+        return CompactionFields {
+            summary: "null".to_owned(),
+            first_kept: None,
+            system_message: None,
+        };
     };
     let mut map = Map::new();
     map.insert("role".to_owned(), Value::from("compactionSummary"));
@@ -273,51 +358,211 @@ fn compaction_summary(payload: &[u8]) -> (String, Option<String>) {
         .get("firstKeptEntryId")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    (json::to_js_string(&Value::Object(map)), first_kept)
+    // The checkpoint's bytes as stored (the raw field), when the value is truthy.
+    let system_message = entry
+        .get("systemMessage")
+        .filter(|value| truthy(value))
+        .map(|value| {
+            let text = String::from_utf8_lossy(payload);
+            match serde_json::from_str::<CheckpointField<'_>>(&text) {
+                Ok(CheckpointField {
+                    system_message: Some(raw),
+                }) => raw.get().to_owned(),
+                _ => json::to_js_string(value),
+            }
+        });
+    CompactionFields {
+        summary: json::to_js_string(&Value::Object(map)),
+        first_kept,
+        system_message,
+    }
 }
 
-/// Builds the context messages from a path (root → leaf, or a tail of it that starts at or
-/// before the last compaction's first kept entry) and the path's settings.
+/// A `context_edit` entry's fields.
+struct ContextEdit {
+    /// `replacement`: `None` when the key is absent (such an edit is not applied: the
+    /// reference fails on it), `Some(Null)` omits the target.
+    replacement: Option<Value>,
+}
+
+/// Returns the target (`targetId`: `None` when absent or not a string, which matches entries
+/// without an id, as JavaScript's `Map.get(undefined)` does) and the edit of a `context_edit`.
+fn context_edit(payload: &[u8]) -> Option<(Option<String>, ContextEdit)> {
+    let Value::Object(mut map) = parse_value(payload)? else {
+        return None;
+    };
+    let target = match map.shift_remove("targetId") {
+        Some(Value::String(target)) => Some(target),
+        _ => None,
+    };
+    let replacement = map.shift_remove("replacement");
+    Some((target, ContextEdit { replacement }))
+}
+
+/// Applies an edit to the messages of its target (1.6.0 `projectContextEntry`): `null` omits
+/// them; otherwise the content of user, assistant, tool-result and custom messages is replaced
+/// (a string becomes one text block for assistant and tool-result messages), other roles are
+/// kept.
+fn apply_edit(messages: Vec<String>, edit: &ContextEdit) -> Vec<String> {
+    let Some(replacement) = &edit.replacement else {
+        return messages;
+    };
+    if replacement.is_null() {
+        return Vec::new();
+    }
+    // `replacement.content`: undefined (dropped by JSON.stringify) unless an object has it.
+    let content = replacement.get("content");
+    messages
+        .into_iter()
+        .map(|message| {
+            let Ok(Value::Object(mut map)) = json::parse_lenient(message.as_bytes()) else {
+                return message;
+            };
+            let role = map.get("role").and_then(Value::as_str).unwrap_or("");
+            let text_block = match role {
+                "assistant" | "toolResult" => true,
+                "user" | "custom" => false,
+                _ => return message,
+            };
+            match content {
+                None => {
+                    map.shift_remove("content");
+                }
+                Some(Value::String(text)) if text_block => {
+                    let mut block = Map::new();
+                    block.insert("type".to_owned(), Value::from("text"));
+                    block.insert("text".to_owned(), Value::from(text.as_str()));
+                    map.insert(
+                        "content".to_owned(),
+                        Value::Array(vec![Value::Object(block)]),
+                    );
+                }
+                Some(content) => {
+                    map.insert("content".to_owned(), content.clone());
+                }
+            }
+            json::to_js_string(&Value::Object(map))
+        })
+        .collect()
+}
+
+/// Builds the context from a path (root → leaf, or a tail of it that starts at or before the
+/// last compaction's first kept entry) and the path's settings, as 1.6.0's
+/// `buildSessionProjection`:
+///
+/// 1. With a compaction on the path, the last one leads (its checkpoint and summary), followed
+///    by the entries from its `firstKeptEntryId` up to it (system messages excepted: the
+///    checkpoint replaces them) and every entry after it; an older compaction among them
+///    contributes nothing. A retain-none compaction names itself as first kept entry, so
+///    nothing before it is kept.
+/// 2. The latest `context_edit` among those entries, per target, is applied to the target's
+///    messages; edits elsewhere (other branches, the summarised part) do nothing.
 pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
-    let mut messages = Vec::new();
-    let compaction_idx = path.iter().rposition(|row| row.type_name == "compaction");
-    match compaction_idx {
+    // The selected entries: indexes into `path`, the leading compaction first.
+    let mut selected: Vec<usize> = Vec::with_capacity(path.len());
+    let mut head_compaction = None;
+    match path.iter().rposition(|row| row.type_name == "compaction") {
         Some(last_idx) => {
             let compaction = &path[last_idx];
-            // The reference locates the compaction by id (the first path entry of that type
-            // with the same id), which differs from `last_idx` only when ids repeat.
+            // `path.findIndex((entry) => entry.id === compaction.id)`: the first entry with
+            // that id, of any type; on a path ids are unique unless lines repeat them.
             let idx = path
                 .iter()
-                .position(|row| row.type_name == "compaction" && row.id == compaction.id)
+                .position(|row| row.id == compaction.id)
                 .unwrap_or(last_idx);
-            let (summary, first_kept) =
-                compaction_summary(compaction.payload.as_deref().unwrap_or(b"{}"));
-            messages.push(summary);
+            let fields = compaction_fields(compaction.payload.as_deref().unwrap_or(b"{}"));
+            selected.push(last_idx);
+            head_compaction = Some((last_idx, fields));
+            let first_kept = head_compaction
+                .as_ref()
+                .and_then(|(_, fields)| fields.first_kept.clone());
             let mut found_first_kept = false;
-            for row in &path[..idx] {
+            for (row_idx, row) in path[..idx].iter().enumerate() {
                 if row.id == first_kept {
                     found_first_kept = true;
                 }
-                if found_first_kept {
-                    messages.extend(emit(row));
+                if found_first_kept && !is_system_message(row) {
+                    selected.push(row_idx);
                 }
             }
-            for row in &path[idx + 1..] {
-                messages.extend(emit(row));
-            }
+            selected.extend(idx + 1..path.len());
         }
-        None => {
-            for row in path {
-                messages.extend(emit(row));
+        None => selected.extend(0..path.len()),
+    }
+
+    // The latest edit per target among the selected entries.
+    let mut edits: HashMap<Option<String>, ContextEdit> = HashMap::new();
+    for &idx in &selected {
+        let row = &path[idx];
+        if row.type_name != "context_edit" {
+            continue;
+        }
+        if let Some((target, edit)) = row.payload.as_deref().and_then(context_edit)
+            && edit.replacement.is_some()
+        {
+            edits.insert(target, edit);
+        }
+    }
+
+    let mut messages = Vec::new();
+    let mut sources = Vec::new();
+    for (position, &idx) in selected.iter().enumerate() {
+        let row = &path[idx];
+        let produced = match &head_compaction {
+            Some((head_idx, fields)) if position == 0 && *head_idx == idx => {
+                let mut out = Vec::with_capacity(2);
+                out.extend(fields.system_message.clone());
+                out.push(fields.summary.clone());
+                out
             }
+            // An older compaction inside the kept range contributes nothing.
+            _ if row.type_name == "compaction" => Vec::new(),
+            _ => entry_messages(row),
+        };
+        let produced = match edits.get(&row.id) {
+            Some(edit) if !produced.is_empty() => apply_edit(produced, edit),
+            _ => produced,
+        };
+        for message in produced {
+            messages.push(message);
+            sources.push(row.seq);
         }
     }
     SessionContext {
         messages,
+        sources,
         has_thinking_entry: settings.thinking_level.is_some(),
         thinking_level: settings.thinking_level.unwrap_or_else(|| "off".to_owned()),
         model: settings.model,
     }
+}
+
+#[derive(Deserialize)]
+struct RolePeek<'a> {
+    #[serde(default, borrow)]
+    message: Option<RoleOnly<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RoleOnly<'a> {
+    #[serde(default, borrow)]
+    role: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Whether a row is a `message` entry holding a system message.
+fn is_system_message(row: &PathRow) -> bool {
+    if row.type_name != "message" {
+        return false;
+    }
+    let Some(payload) = row.payload.as_deref() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(payload);
+    serde_json::from_str::<RolePeek<'_>>(&text)
+        .ok()
+        .and_then(|peek| peek.message)
+        .and_then(|message| message.role)
+        .is_some_and(|role| role == "system")
 }
 
 #[cfg(test)]

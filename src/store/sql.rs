@@ -632,7 +632,7 @@ pub fn walk_path(
                   WHERE w.depth > ?3
              )
              SELECT e.seq, e.id, e.type, walk.depth,
-                    CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction')
+                    CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction', 'context_edit')
                          THEN e.payload END
                FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
               ORDER BY walk.depth",
