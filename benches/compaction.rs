@@ -176,6 +176,8 @@ impl Builder {
             tokens_before: 150_000,
             details: Some(json!({"readFiles": ["src/a.rs"], "modifiedFiles": ["src/b.rs"]})),
             from_hook: Some(false),
+            usage: None,
+            system_message: None,
         }));
     }
 }

@@ -192,6 +192,8 @@ impl Builder {
             tokens_before: 100_000,
             details: Some(json!({"readFiles": [], "modifiedFiles": []})),
             from_hook: Some(false),
+            usage: None,
+            system_message: None,
         }));
     }
 }

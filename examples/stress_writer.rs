@@ -456,6 +456,8 @@ impl Writer<'_> {
                     tokens_before: self.below(100_000),
                     details: None,
                     from_hook: None,
+                    usage: None,
+                    system_message: None,
                 },
             ),
             88..=89 => store.append_session_info(session, &format!("stress {}", self.n)),

@@ -422,6 +422,9 @@ pub fn convert_messages(
     let mut idx = 0;
     while idx < transformed.len() {
         match &transformed[idx] {
+            // Provisional until the 1.6.0 request shaping lands: the prompt comes from
+            // `system_prompt`.
+            LlmMessage::System(_) => {}
             LlmMessage::User(user) => match &user.content {
                 UserContent::Text(text) => {
                     if !text.trim().is_empty() {

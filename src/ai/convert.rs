@@ -22,13 +22,15 @@ use serde_json::Map;
 
 use crate::ai::models::Model;
 use crate::model::message::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ToolResultMessage,
-    UserContent, UserMessage,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, SystemMessage, TextContent,
+    ToolResultMessage, UserContent, UserMessage,
 };
 
 /// A message as an LLM sees it (the reference's `Message`): user, assistant or tool result.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LlmMessage {
+    /// `role: "system"`: the prompt and tool loadout, or a patch of them (1.6.0).
+    System(SystemMessage),
     /// `role: "user"`.
     User(UserMessage),
     /// `role: "assistant"`.
@@ -88,6 +90,7 @@ pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<LlmMessage> {
     // whole context copies it again per doubling.
     let mut converted = Vec::with_capacity(messages.len());
     converted.extend(messages.iter().filter_map(|message| match message {
+        AgentMessage::System(system) => Some(LlmMessage::System(system.clone())),
         AgentMessage::User(user) => Some(LlmMessage::User(user.clone())),
         AgentMessage::Assistant(assistant) => Some(LlmMessage::Assistant(assistant.clone())),
         AgentMessage::ToolResult(result) => Some(LlmMessage::ToolResult(result.clone())),
@@ -211,6 +214,7 @@ pub fn transform_messages<'a>(
     let mut transformed: Vec<Cow<'a, LlmMessage>> = Vec::with_capacity(messages.len());
     for message in messages {
         let message = match message {
+            LlmMessage::System(_) => Cow::Borrowed(message),
             LlmMessage::User(user) => match &user.content {
                 UserContent::Blocks(blocks) if !accepts_images && has_image(blocks) => {
                     let mut user = user.clone();
@@ -255,13 +259,17 @@ pub fn transform_messages<'a>(
         transformed.push(message);
     }
 
-    // Second pass: skip failed turns, add results for tool calls that never got one.
+    // Second pass: skip failed turns, add results for tool calls that never got one; a
+    // system message that arrives while tool calls are open waits until they are closed, so it
+    // never separates a call from its result.
     let mut result: Vec<Cow<'a, LlmMessage>> = Vec::with_capacity(transformed.len());
     let mut pending: Vec<(String, String)> = Vec::new();
     let mut answered: HashSet<String> = HashSet::new();
+    let mut held: Vec<Cow<'a, LlmMessage>> = Vec::new();
     let flush = |result: &mut Vec<Cow<'a, LlmMessage>>,
                  pending: &mut Vec<(String, String)>,
-                 answered: &mut HashSet<String>| {
+                 answered: &mut HashSet<String>,
+                 held: &mut Vec<Cow<'a, LlmMessage>>| {
         for (id, name) in pending.drain(..) {
             if !answered.contains(&id) {
                 result.push(Cow::Owned(LlmMessage::ToolResult(ToolResultMessage {
@@ -276,11 +284,12 @@ pub fn transform_messages<'a>(
             }
         }
         answered.clear();
+        result.append(held);
     };
     for message in transformed {
         match &*message {
             LlmMessage::Assistant(assistant) => {
-                flush(&mut result, &mut pending, &mut answered);
+                flush(&mut result, &mut pending, &mut answered, &mut held);
                 if matches!(
                     assistant.stop_reason,
                     StopReason::Error | StopReason::Aborted
@@ -301,13 +310,20 @@ pub fn transform_messages<'a>(
                 answered.insert(tool.tool_call_id.clone());
                 result.push(message);
             }
+            LlmMessage::System(_) => {
+                if pending.is_empty() {
+                    result.push(message);
+                } else {
+                    held.push(message);
+                }
+            }
             LlmMessage::User(_) => {
-                flush(&mut result, &mut pending, &mut answered);
+                flush(&mut result, &mut pending, &mut answered, &mut held);
                 result.push(message);
             }
         }
     }
-    flush(&mut result, &mut pending, &mut answered);
+    flush(&mut result, &mut pending, &mut answered, &mut held);
     result
 }
 
@@ -407,6 +423,7 @@ mod tests {
 
     fn texts(message: &LlmMessage) -> Vec<String> {
         let blocks = match message {
+            LlmMessage::System(system) => vec![ContentBlock::text(system.content_text())],
             LlmMessage::User(user) => user.content.to_blocks(),
             LlmMessage::ToolResult(result) => result.content.clone(),
             LlmMessage::Assistant(assistant) => assistant.content.clone(),

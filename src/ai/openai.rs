@@ -427,7 +427,7 @@ fn has_tool_history(messages: &[LlmMessage]) -> bool {
     messages.iter().any(|message| match message {
         LlmMessage::ToolResult(_) => true,
         LlmMessage::Assistant(assistant) => assistant.tool_calls().next().is_some(),
-        LlmMessage::User(_) => false,
+        LlmMessage::System(_) | LlmMessage::User(_) => false,
     })
 }
 
@@ -547,6 +547,12 @@ pub fn convert_messages(model: &Model, request: &Request, compat: &OpenAiCompat)
             params.push(bridge());
         }
         match message {
+            // Provisional until the 1.6.0 request shaping lands: the prompt comes from
+            // `system_prompt`.
+            LlmMessage::System(_) => {
+                idx += 1;
+                continue;
+            }
             LlmMessage::User(user) => {
                 match &user.content {
                     UserContent::Text(text) => {

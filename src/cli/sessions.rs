@@ -10,7 +10,7 @@ use crate::cli::output::{self, Style, line, one_line, pad};
 use crate::cli::{CliContext, UsageError};
 use crate::model::entry::{Entry, EntryKind};
 use crate::model::ids::{EntryId, SessionId};
-use crate::model::message::{AgentMessage, ContentBlock};
+use crate::model::message::{AgentMessage, ContentBlock, SystemMessage};
 use crate::store::{LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry};
 use crate::support::json::to_js_string;
 
@@ -367,6 +367,17 @@ pub fn describe(entry: &Entry) -> String {
         EntryKind::BranchSummary(summary) => {
             format!("branch summary: {}", one_line(&summary.summary, 60))
         }
+        EntryKind::Usage(usage) => format!(
+            "usage ({}): {}/{} {} tokens",
+            usage.kind, usage.provider, usage.model, usage.usage.total_tokens
+        ),
+        EntryKind::ContextEdit(edit) => {
+            let target = edit.target_id.as_ref().map_or("?", EntryId::as_str);
+            match &edit.replacement {
+                Some(serde_json::Value::Null) => format!("context edit: {target} omitted"),
+                _ => format!("context edit: {target} replaced"),
+            }
+        }
         EntryKind::Custom { custom_type, .. } => format!("custom: {custom_type}"),
         EntryKind::CustomMessage {
             custom_type,
@@ -385,6 +396,7 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_message(message: &AgentMessage) -> String {
     match message {
+        AgentMessage::System(system) => describe_system(system),
         AgentMessage::User(user) => format!("user: {}", one_line(&user.content.joined_text(), 70)),
         AgentMessage::Assistant(assistant) => {
             let text = assistant.text();
@@ -435,6 +447,61 @@ fn describe_message(message: &AgentMessage) -> String {
     }
 }
 
+/// `system: sections a, b; +tools x, y; -tools z` (the names a system message sets).
+fn describe_system(system: &SystemMessage) -> String {
+    let mut parts = Vec::new();
+    if let Some(sections) = &system.sections {
+        let names: Vec<String> = sections
+            .iter()
+            .map(|(name, value)| {
+                if value.is_null() {
+                    format!("-{name}")
+                } else {
+                    name.clone()
+                }
+            })
+            .collect();
+        parts.push(format!("sections {}", names.join(", ")));
+    }
+    if let Some(tools) = system
+        .tools_added
+        .as_ref()
+        .filter(|tools| !tools.is_empty())
+    {
+        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        parts.push(format!("+tools {}", names.join(", ")));
+    }
+    if let Some(tools) = system
+        .tools_removed
+        .as_ref()
+        .filter(|tools| !tools.is_empty())
+    {
+        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        parts.push(format!("-tools {}", names.join(", ")));
+    }
+    if parts.is_empty() {
+        "system".to_owned()
+    } else {
+        format!("system: {}", parts.join("; "))
+    }
+}
+
+/// The prompt text a system message carries (content, then its sections).
+fn system_body(system: &SystemMessage) -> String {
+    let mut parts = vec![system.content_text()];
+    for value in system
+        .sections
+        .iter()
+        .flat_map(|sections| sections.values())
+    {
+        if let Some(text) = value.as_str() {
+            parts.push(text.to_owned());
+        }
+    }
+    parts.retain(|part| !part.is_empty());
+    parts.join("\n\n")
+}
+
 const MAX_BODY_LINES: usize = 12;
 
 fn body_lines(text: &str) -> Vec<String> {
@@ -474,6 +541,7 @@ fn render_message(
         .map(|id| format!("{}  ", style.id(id)))
         .unwrap_or_default();
     let (head, body) = match message {
+        AgentMessage::System(system) => (describe_system(system), system_body(system)),
         AgentMessage::User(user) => ("user".to_owned(), user.content.joined_text()),
         AgentMessage::Assistant(assistant) => {
             let mut body = assistant.text();

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::lenient;
-use crate::model::message::{AgentMessage, UserContent};
+use crate::model::message::{AgentMessage, SystemMessage, Usage, UserContent};
 use crate::support::json;
 
 /// The current session file format version.
@@ -119,6 +119,11 @@ impl SessionHeader {
     }
 }
 
+fn usage_value(usage: &Usage) -> Value {
+    // Serialising a `Usage` into a Value cannot fail: every map key is a string.
+    serde_json::to_value(usage).unwrap_or(Value::Null)
+}
+
 /// A model reference: provider and model id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -140,8 +145,13 @@ pub struct CompactionEntry {
     pub tokens_before: u64,
     /// `{readFiles, modifiedFiles}` for pi-generated summaries, anything for extensions.
     pub details: Option<Value>,
+    /// Usage of the summary request (1.6.0).
+    pub usage: Option<Usage>,
     /// True when an extension supplied the summary.
     pub from_hook: Option<bool>,
+    /// The replayed prompt and tools at the boundary (1.6.0): the leading message of the
+    /// compacted context.
+    pub system_message: Option<SystemMessage>,
 }
 
 /// A `branch_summary` entry's fields.
@@ -153,8 +163,37 @@ pub struct BranchSummaryEntry {
     pub summary: String,
     /// `{readFiles, modifiedFiles}` for pi-generated summaries.
     pub details: Option<Value>,
+    /// Usage of the summary request (1.6.0).
+    pub usage: Option<Usage>,
     /// True when an extension supplied the summary.
     pub from_hook: Option<bool>,
+}
+
+/// A `usage` entry's fields (1.6.0): model-attributed usage that is no message and never in
+/// the context (cache warming, …); it counts in the session's token and cost totals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageEntry {
+    /// What the usage was for (`cache_warm`, …; unknown kinds are ordinary usage).
+    pub kind: String,
+    /// Provider name.
+    pub provider: String,
+    /// Model id.
+    pub model: String,
+    /// Tokens and cost.
+    pub usage: Usage,
+    /// A note, when given.
+    pub note: Option<String>,
+}
+
+/// A `context_edit` entry's fields (1.6.0): an append-only edit of an earlier entry's
+/// contribution to the model context, on the branch it is appended to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextEditEntry {
+    /// The edited entry.
+    pub target_id: Option<EntryId>,
+    /// `Some(Value::Null)`: the target leaves the context; `Some({content})`: its content is
+    /// replaced; `None`: the key is absent.
+    pub replacement: Option<Value>,
 }
 
 /// What an entry is, by its `type`.
@@ -175,6 +214,10 @@ pub enum EntryKind {
     Compaction(CompactionEntry),
     /// `branch_summary`.
     BranchSummary(BranchSummaryEntry),
+    /// `usage` (1.6.0).
+    Usage(UsageEntry),
+    /// `context_edit` (1.6.0).
+    ContextEdit(ContextEditEntry),
     /// `custom`: extension state, never in the context.
     Custom {
         /// Extension identifier.
@@ -221,6 +264,8 @@ impl EntryKind {
             Self::ModelChange(_) => "model_change",
             Self::Compaction(_) => "compaction",
             Self::BranchSummary(_) => "branch_summary",
+            Self::Usage(_) => "usage",
+            Self::ContextEdit(_) => "context_edit",
             Self::Custom { .. } => "custom",
             Self::CustomMessage { .. } => "custom_message",
             Self::Label { .. } => "label",
@@ -257,6 +302,22 @@ fn take_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
 
 fn take_present(map: &mut Map<String, Value>, key: &str) -> Option<Value> {
     map.shift_remove(key)
+}
+
+/// Takes `key` out of the map when `read` accepts its value; otherwise leaves it in place
+/// (then it is written back as an unknown field).
+fn take_typed<T>(
+    map: &mut Map<String, Value>,
+    key: &str,
+    read: impl FnOnce(&Value) -> Option<T>,
+) -> Option<T> {
+    let typed = read(map.get(key)?)?;
+    map.shift_remove(key);
+    Some(typed)
+}
+
+fn usage_of(value: &Value) -> Option<Usage> {
+    Usage::deserialize(value).ok()
 }
 
 fn number_as_u64(value: Option<Value>) -> u64 {
@@ -334,22 +395,52 @@ impl Entry {
                 provider: take_string(map, "provider").unwrap_or_default(),
                 model_id: take_string(map, "modelId").unwrap_or_default(),
             }),
-            "compaction" => EntryKind::Compaction(CompactionEntry {
-                summary: take_string(map, "summary").unwrap_or_default(),
-                first_kept_entry_id: take_string(map, "firstKeptEntryId").map(EntryId::from),
-                tokens_before: number_as_u64(map.shift_remove("tokensBefore")),
-                details: take_present(map, "details"),
-                from_hook: map
-                    .shift_remove("fromHook")
-                    .and_then(|value| value.as_bool()),
+            "compaction" => {
+                // A checkpoint or usage that does not read as one is kept as an unknown field.
+                let system_message =
+                    take_typed(
+                        map,
+                        "systemMessage",
+                        |value| match AgentMessage::from_value(value.clone()) {
+                            AgentMessage::System(system) => Some(system),
+                            _ => None,
+                        },
+                    );
+                let usage = take_typed(map, "usage", usage_of);
+                EntryKind::Compaction(CompactionEntry {
+                    summary: take_string(map, "summary").unwrap_or_default(),
+                    first_kept_entry_id: take_string(map, "firstKeptEntryId").map(EntryId::from),
+                    tokens_before: number_as_u64(map.shift_remove("tokensBefore")),
+                    details: take_present(map, "details"),
+                    usage,
+                    from_hook: map
+                        .shift_remove("fromHook")
+                        .and_then(|value| value.as_bool()),
+                    system_message,
+                })
+            }
+            "branch_summary" => {
+                let usage = take_typed(map, "usage", usage_of);
+                EntryKind::BranchSummary(BranchSummaryEntry {
+                    from_id: take_string(map, "fromId").unwrap_or_default(),
+                    summary: take_string(map, "summary").unwrap_or_default(),
+                    details: take_present(map, "details"),
+                    usage,
+                    from_hook: map
+                        .shift_remove("fromHook")
+                        .and_then(|value| value.as_bool()),
+                })
+            }
+            "usage" => EntryKind::Usage(UsageEntry {
+                kind: take_string(map, "kind").unwrap_or_default(),
+                provider: take_string(map, "provider").unwrap_or_default(),
+                model: take_string(map, "model").unwrap_or_default(),
+                usage: take_typed(map, "usage", usage_of).unwrap_or_default(),
+                note: take_string(map, "note"),
             }),
-            "branch_summary" => EntryKind::BranchSummary(BranchSummaryEntry {
-                from_id: take_string(map, "fromId").unwrap_or_default(),
-                summary: take_string(map, "summary").unwrap_or_default(),
-                details: take_present(map, "details"),
-                from_hook: map
-                    .shift_remove("fromHook")
-                    .and_then(|value| value.as_bool()),
+            "context_edit" => EntryKind::ContextEdit(ContextEditEntry {
+                target_id: take_string(map, "targetId").map(EntryId::from),
+                replacement: take_present(map, "replacement"),
             }),
             "custom" => EntryKind::Custom {
                 custom_type: take_string(map, "customType").unwrap_or_default(),
@@ -392,6 +483,8 @@ impl Entry {
             | EntryKind::ModelChange(_)
             | EntryKind::Compaction(_)
             | EntryKind::BranchSummary(_)
+            | EntryKind::Usage(_)
+            | EntryKind::ContextEdit(_)
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
             | EntryKind::Label { .. }
@@ -462,8 +555,14 @@ impl Entry {
                 if let Some(details) = &compaction.details {
                     put(&mut map, "details", details.clone());
                 }
+                if let Some(usage) = &compaction.usage {
+                    put(&mut map, "usage", usage_value(usage));
+                }
                 if let Some(from_hook) = compaction.from_hook {
                     put(&mut map, "fromHook", Value::from(from_hook));
+                }
+                if let Some(system) = &compaction.system_message {
+                    put(&mut map, "systemMessage", system.to_value());
                 }
             }
             EntryKind::BranchSummary(summary) => {
@@ -473,8 +572,30 @@ impl Entry {
                 if let Some(details) = &summary.details {
                     put(&mut map, "details", details.clone());
                 }
+                if let Some(usage) = &summary.usage {
+                    put(&mut map, "usage", usage_value(usage));
+                }
                 if let Some(from_hook) = summary.from_hook {
                     put(&mut map, "fromHook", Value::from(from_hook));
+                }
+            }
+            EntryKind::Usage(usage) => {
+                base(&mut map);
+                put(&mut map, "kind", Value::from(usage.kind.as_str()));
+                put(&mut map, "provider", Value::from(usage.provider.as_str()));
+                put(&mut map, "model", Value::from(usage.model.as_str()));
+                put(&mut map, "usage", usage_value(&usage.usage));
+                if let Some(note) = &usage.note {
+                    put(&mut map, "note", Value::from(note.as_str()));
+                }
+            }
+            EntryKind::ContextEdit(edit) => {
+                base(&mut map);
+                if let Some(target) = &edit.target_id {
+                    put(&mut map, "targetId", Value::from(target.as_str()));
+                }
+                if let Some(replacement) = &edit.replacement {
+                    put(&mut map, "replacement", replacement.clone());
                 }
             }
             EntryKind::Custom { custom_type, data } => {

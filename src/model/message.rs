@@ -463,6 +463,164 @@ pub struct CustomMessage {
     pub extra: Map<String, Value>,
 }
 
+/// A tool as a system message declares it to the model (`toToolDeclaration`: name,
+/// description, JSON-schema parameters, and `constrainedSampling` when set).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDeclaration {
+    /// Tool name.
+    #[serde(default)]
+    pub name: String,
+    /// What the model reads about the tool.
+    #[serde(default)]
+    pub description: String,
+    /// JSON schema of the arguments.
+    #[serde(default)]
+    pub parameters: Value,
+    /// Fields this version does not know (`constrainedSampling` among them).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A tool a system message removes (`{name}`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolRemoval {
+    /// Tool name.
+    #[serde(default)]
+    pub name: String,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Where a system message writes its `timestamp` relative to its tool fields: 1.6.0's replayed
+/// checkpoint (`getCurrentSystemMessage`) puts the tools first, a request's patch
+/// (`declareToolChanges` on `{role, content, sections?, timestamp}`) puts them last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SystemKeyOrder {
+    /// `content, sections, toolsAdded, toolsRemoved, timestamp`.
+    #[default]
+    ToolsThenTimestamp,
+    /// `content, sections, timestamp, toolsAdded, toolsRemoved`.
+    TimestampThenTools,
+}
+
+/// A system message (1.6.0): the prompt and tool loadout, or a patch of them. Replaying the
+/// system messages of a transcript in order gives the current prompt (`content` appended,
+/// `sections` patched by name, a `null` section removed) and tools (removals, then additions).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SystemMessage {
+    /// Text (string or text blocks); `None` when null or absent.
+    pub content: Option<UserContent>,
+    /// Prompt sections by name; a `null` value removes the section. Key order is kept.
+    pub sections: Option<Map<String, Value>>,
+    /// Tools declared (or redeclared) by this message.
+    pub tools_added: Option<Vec<ToolDeclaration>>,
+    /// Tools removed by this message.
+    pub tools_removed: Option<Vec<ToolRemoval>>,
+    /// Creation time, Unix ms.
+    pub timestamp: i64,
+    /// Where `timestamp` goes when serialised.
+    pub key_order: SystemKeyOrder,
+    /// Fields this version does not know.
+    pub extra: Map<String, Value>,
+}
+
+impl SystemMessage {
+    /// Returns the text of `content` (text blocks joined with newlines, `contentText`).
+    pub fn content_text(&self) -> String {
+        match &self.content {
+            None => String::new(),
+            Some(UserContent::Text(text)) => text.clone(),
+            Some(UserContent::Blocks(blocks)) => blocks
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    fn from_map(mut map: Map<String, Value>) -> Result<Self, serde_json::Error> {
+        let position = |key: &str| map.keys().position(|name| name == key);
+        let timestamp_at = position("timestamp");
+        let tools_at = position("toolsAdded").or(position("toolsRemoved"));
+        let key_order = match (timestamp_at, tools_at) {
+            (Some(timestamp), Some(tools)) if timestamp < tools => {
+                SystemKeyOrder::TimestampThenTools
+            }
+            _ => SystemKeyOrder::ToolsThenTimestamp,
+        };
+        let content = match map.shift_remove("content") {
+            None | Some(Value::Null) => None,
+            Some(content) => Some(serde_json::from_value(content)?),
+        };
+        let sections = match map.shift_remove("sections") {
+            None => None,
+            Some(Value::Object(sections)) => Some(sections),
+            Some(_) => return Err(serde_json::Error::custom("sections is not an object")),
+        };
+        let tools_added = match map.shift_remove("toolsAdded") {
+            None => None,
+            Some(tools) => Some(serde_json::from_value(tools)?),
+        };
+        let tools_removed = match map.shift_remove("toolsRemoved") {
+            None => None,
+            Some(tools) => Some(serde_json::from_value(tools)?),
+        };
+        let timestamp = match map.shift_remove("timestamp") {
+            Some(Value::Number(number)) => lenient::number_to_i64(&number),
+            _ => 0,
+        };
+        Ok(Self {
+            content,
+            sections,
+            tools_added,
+            tools_removed,
+            timestamp,
+            key_order,
+            extra: map,
+        })
+    }
+
+    /// Serialises with `role` first, in this message's key order.
+    pub fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("role".to_owned(), Value::from("system"));
+        if let Some(content) = &self.content {
+            map.insert(
+                "content".to_owned(),
+                serde_json::to_value(content).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(sections) = &self.sections {
+            map.insert("sections".to_owned(), Value::Object(sections.clone()));
+        }
+        let timestamp = Value::from(self.timestamp);
+        if self.key_order == SystemKeyOrder::TimestampThenTools {
+            map.insert("timestamp".to_owned(), timestamp.clone());
+        }
+        if let Some(tools) = &self.tools_added {
+            map.insert(
+                "toolsAdded".to_owned(),
+                serde_json::to_value(tools).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(tools) = &self.tools_removed {
+            map.insert(
+                "toolsRemoved".to_owned(),
+                serde_json::to_value(tools).unwrap_or(Value::Null),
+            );
+        }
+        if self.key_order == SystemKeyOrder::ToolsThenTimestamp {
+            map.insert("timestamp".to_owned(), timestamp);
+        }
+        for (key, value) in &self.extra {
+            map.insert(key.clone(), value.clone());
+        }
+        Value::Object(map)
+    }
+}
+
 /// The in-memory message made from a `branch_summary` entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -496,6 +654,8 @@ pub struct CompactionSummaryMessage {
 /// A message of the agent transcript, tagged by `role`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentMessage {
+    /// `role: "system"` (1.6.0): the prompt and tool loadout, or a patch of them.
+    System(SystemMessage),
     /// `role: "user"`.
     User(UserMessage),
     /// `role: "assistant"`.
@@ -536,6 +696,7 @@ enum TaggedMessage<'a> {
 impl Serialize for AgentMessage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
+            Self::System(msg) => msg.to_value().serialize(serializer),
             Self::User(msg) => TaggedMessage::User(msg).serialize(serializer),
             Self::Assistant(msg) => TaggedMessage::Assistant(msg).serialize(serializer),
             Self::ToolResult(msg) => TaggedMessage::ToolResult(msg).serialize(serializer),
@@ -573,6 +734,10 @@ impl AgentMessage {
         // without copying the whole object first.
         let body = Value::Object(map);
         let parsed = match role.as_str() {
+            "system" => match &body {
+                Value::Object(map) => SystemMessage::from_map(map.clone()).map(Self::System),
+                _ => Err(serde_json::Error::custom("not an object")),
+            },
             "user" => UserMessage::deserialize(&body).map(Self::User),
             "assistant" => AssistantMessage::deserialize(&body).map(Self::Assistant),
             "toolResult" => ToolResultMessage::deserialize(&body).map(Self::ToolResult),
@@ -602,6 +767,7 @@ impl AgentMessage {
     /// Returns the role string as written in JSON.
     pub fn role(&self) -> &str {
         match self {
+            Self::System(_) => "system",
             Self::User(_) => "user",
             Self::Assistant(_) => "assistant",
             Self::ToolResult(_) => "toolResult",
@@ -616,6 +782,7 @@ impl AgentMessage {
     /// Returns the message's timestamp (Unix ms), 0 when unknown.
     pub fn timestamp(&self) -> i64 {
         match self {
+            Self::System(msg) => msg.timestamp,
             Self::User(msg) => msg.timestamp,
             Self::Assistant(msg) => msg.timestamp,
             Self::ToolResult(msg) => msg.timestamp,

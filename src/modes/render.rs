@@ -563,6 +563,8 @@ impl<W: Write> Renderer<W> {
 
     fn history_message(&mut self, message: &AgentMessage) -> io::Result<()> {
         match message {
+            // The prompt and tool loadout are not part of the conversation shown.
+            AgentMessage::System(_) => Ok(()),
             AgentMessage::User(user) => {
                 let text = user_content_text(&user.content);
                 let painted = self.palette.bold(&format!("> {}", text.trim_end()));

@@ -175,6 +175,14 @@ fn display(
         EntryKind::ThinkingLevelChange { thinking_level } => {
             (format!("[thinking: {thinking_level}]"), RowRole::Other)
         }
+        EntryKind::Usage(usage) => (format!("[usage: {}]", usage.kind), RowRole::Other),
+        EntryKind::ContextEdit(edit) => (
+            format!(
+                "[context edit: {}]",
+                edit.target_id.as_ref().map_or("?", |id| id.as_str())
+            ),
+            RowRole::Other,
+        ),
         EntryKind::Custom { custom_type, .. } => {
             (format!("[custom: {custom_type}]"), RowRole::Other)
         }
@@ -196,11 +204,13 @@ fn is_settings_entry(kind: &EntryKind) -> bool {
         | EntryKind::Custom { .. }
         | EntryKind::ModelChange(_)
         | EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::Usage(_)
         | EntryKind::SessionInfo { .. } => true,
         EntryKind::Message(_)
         | EntryKind::CustomMessage { .. }
         | EntryKind::Compaction(_)
         | EntryKind::BranchSummary(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Unknown { .. } => false,
     }
 }

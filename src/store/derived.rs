@@ -6,7 +6,7 @@
 
 use rusqlite::Connection;
 
-use crate::model::entry::{Entry, EntryKind};
+use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind, UsageEntry};
 use crate::model::message::AgentMessage;
 use crate::store::error::StoreError;
 use crate::store::search;
@@ -63,7 +63,8 @@ pub fn apply(
             value.get("role").and_then(serde_json::Value::as_str) == Some("assistant")
         }
         Some(
-            AgentMessage::User(_)
+            AgentMessage::System(_)
+            | AgentMessage::User(_)
             | AgentMessage::ToolResult(_)
             | AgentMessage::BashExecution(_)
             | AgentMessage::Custom(_)
@@ -162,7 +163,8 @@ pub fn apply(
                     first_message = user.content.joined_text();
                     delta.first_message = Some(&first_message);
                 }
-                AgentMessage::ToolResult(_)
+                AgentMessage::System(_)
+                | AgentMessage::ToolResult(_)
                 | AgentMessage::BashExecution(_)
                 | AgentMessage::Custom(_)
                 | AgentMessage::BranchSummary(_)
@@ -174,10 +176,26 @@ pub fn apply(
             trimmed_name = name.as_deref().map(str::trim).unwrap_or("").to_owned();
             delta.name = Some((!trimmed_name.is_empty()).then_some(trimmed_name.as_str()));
         }
+        // 1.6.0: usage entries and the usage of summary requests count in the session's
+        // token and cost totals.
+        EntryKind::Usage(UsageEntry { usage, .. })
+        | EntryKind::Compaction(CompactionEntry {
+            usage: Some(usage), ..
+        })
+        | EntryKind::BranchSummary(BranchSummaryEntry {
+            usage: Some(usage), ..
+        }) => {
+            delta.input = to_i64(usage.input);
+            delta.output = to_i64(usage.output);
+            delta.cache_read = to_i64(usage.cache_read);
+            delta.cache_write = to_i64(usage.cache_write);
+            delta.cost = usage.cost.total;
+        }
         EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
         | EntryKind::Compaction(_)
         | EntryKind::BranchSummary(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::CustomMessage { .. }
         | EntryKind::Label { .. }

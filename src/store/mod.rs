@@ -731,6 +731,7 @@ impl SessionStore {
                 from_id: target.map_or_else(|| "root".to_owned(), |id| id.to_string()),
                 summary,
                 details,
+                usage: None,
                 from_hook,
             });
             Self::append_in(conn, path, sid, &self.inner, kind)

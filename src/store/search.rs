@@ -78,6 +78,8 @@ pub fn docs_for(entry: &Entry) -> Vec<Doc<'_>> {
     let mut out = Vec::new();
     match &entry.kind {
         EntryKind::Message(message) => match message {
+            // The prompt and tool loadout: not conversation.
+            AgentMessage::System(_) => {}
             AgentMessage::User(user) => {
                 out.extend(doc("user", "text", content_text(&user.content)))
             }
@@ -148,6 +150,8 @@ pub fn docs_for(entry: &Entry) -> Vec<Doc<'_>> {
         )),
         EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::Label { .. }
         | EntryKind::Unknown { .. } => {}

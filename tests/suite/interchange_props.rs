@@ -152,6 +152,8 @@ fn build(store: &SessionStore, ops: &[Op]) -> (SessionId, Vec<EntryId>) {
                     tokens_before: 10,
                     details: None,
                     from_hook: Some(false),
+                    usage: None,
+                    system_message: None,
                 },
             ),
             Op::BranchSummary(target) if !ids.is_empty() => store.branch_with_summary(

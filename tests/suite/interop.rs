@@ -283,6 +283,8 @@ fn rich_session(store: &SessionStore) -> (SessionId, Vec<EntryId>) {
                     tokens_before: 1234,
                     details: Some(json!({"readFiles": ["a.rs"], "modifiedFiles": []})),
                     from_hook: Some(false),
+                    usage: None,
+                    system_message: None,
                 },
             )
             .unwrap(),
@@ -352,6 +354,8 @@ fn rich_session(store: &SessionStore) -> (SessionId, Vec<EntryId>) {
                     tokens_before: 99,
                     details: None,
                     from_hook: Some(true),
+                    usage: None,
+                    system_message: None,
                 },
             )
             .unwrap(),

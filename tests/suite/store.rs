@@ -315,6 +315,8 @@ fn model_and_thinking_come_from_the_whole_path_even_past_a_compaction() {
                 tokens_before: 10,
                 details: None,
                 from_hook: Some(false),
+                usage: None,
+                system_message: None,
             },
         )
         .unwrap();

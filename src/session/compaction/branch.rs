@@ -179,6 +179,8 @@ pub fn navigation_target(target: &Entry) -> NavigationTarget {
         | EntryKind::ModelChange(_)
         | EntryKind::Compaction(_)
         | EntryKind::BranchSummary(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::Label { .. }
         | EntryKind::SessionInfo { .. }

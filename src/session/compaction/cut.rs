@@ -47,6 +47,8 @@ fn is_valid_cut_point(kind: &EntryKind) -> bool {
         EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
         | EntryKind::Compaction(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::Label { .. }
         | EntryKind::SessionInfo { .. }
@@ -63,6 +65,8 @@ fn starts_turn(kind: &EntryKind) -> bool {
         EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
         | EntryKind::Compaction(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::Label { .. }
         | EntryKind::SessionInfo { .. }
@@ -138,6 +142,8 @@ pub fn find_cut_point<E: PathEntry>(
             EntryKind::ThinkingLevelChange { .. }
             | EntryKind::ModelChange(_)
             | EntryKind::BranchSummary(_)
+            | EntryKind::Usage(_)
+            | EntryKind::ContextEdit(_)
             | EntryKind::Custom { .. }
             | EntryKind::CustomMessage { .. }
             | EntryKind::Label { .. }

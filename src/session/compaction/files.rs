@@ -146,7 +146,8 @@ pub fn extract_file_ops_from_message(message: &AgentMessage, ops: &mut FileOps) 
                 unknown_tool_call(block, ops);
             }
         }
-        AgentMessage::User(_)
+        AgentMessage::System(_)
+        | AgentMessage::User(_)
         | AgentMessage::ToolResult(_)
         | AgentMessage::BashExecution(_)
         | AgentMessage::Custom(_)

@@ -166,6 +166,8 @@ pub(crate) fn entry_message(entry: &Entry, compaction_too: bool) -> Option<PathM
         EntryKind::Compaction(_)
         | EntryKind::ThinkingLevelChange { .. }
         | EntryKind::ModelChange(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
         | EntryKind::Custom { .. }
         | EntryKind::Label { .. }
         | EntryKind::SessionInfo { .. }

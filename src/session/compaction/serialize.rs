@@ -90,6 +90,8 @@ pub fn serialize_conversation(messages: &[LlmMessage]) -> String {
     let mut parts: Vec<String> = Vec::new();
     for message in messages {
         match message {
+            // The prompt is not conversation (1.6.0 `serializeConversation` skips it).
+            LlmMessage::System(_) => {}
             LlmMessage::User(user) => {
                 let content = match &user.content {
                     UserContent::Text(text) => text.clone(),

@@ -91,7 +91,9 @@ impl CompactionResult {
             first_kept_entry_id: Some(self.first_kept_entry_id.clone()),
             tokens_before: self.tokens_before,
             details: Some(self.details.to_details()),
+            usage: None,
             from_hook: Some(from_hook),
+            system_message: None,
         }
     }
 

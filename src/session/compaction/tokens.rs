@@ -72,6 +72,23 @@ fn unknown_block_chars(value: &Value, count_images: bool) -> u64 {
 /// Returns the estimated tokens of one message (`estimateTokens`): `ceil(chars / 4)`.
 pub fn estimate_tokens(message: &AgentMessage) -> u64 {
     let chars = match message {
+        // 1.6.0: content, the sections' text and the declared tools as JSON.
+        AgentMessage::System(system) => {
+            let content = system.content.as_ref().map_or(0, user_content_chars);
+            let sections: u64 = system
+                .sections
+                .iter()
+                .flat_map(|sections| sections.values())
+                .filter_map(Value::as_str)
+                .map(js_len)
+                .sum();
+            let tools = system.tools_added.as_ref().map_or(0, |tools| {
+                js_len(&json::to_js_string(
+                    &serde_json::to_value(tools).unwrap_or(Value::Null),
+                ))
+            });
+            content + sections + tools
+        }
         AgentMessage::User(user) => user_content_chars(&user.content),
         AgentMessage::Assistant(assistant) => assistant
             .content
@@ -160,7 +177,8 @@ pub fn assistant_usage(message: &AgentMessage) -> Option<&Usage> {
         {
             Some(&assistant.usage)
         }
-        AgentMessage::User(_)
+        AgentMessage::System(_)
+        | AgentMessage::User(_)
         | AgentMessage::Assistant(_)
         | AgentMessage::ToolResult(_)
         | AgentMessage::BashExecution(_)

@@ -656,7 +656,9 @@ impl CompactionOverride {
             )),
             tokens_before: self.tokens_before,
             details: self.details.clone(),
+            usage: None,
             from_hook: Some(true),
+            system_message: None,
         }
     }
 }
