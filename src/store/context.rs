@@ -537,6 +537,15 @@ pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
     }
 }
 
+/// Returns the message of a `message` entry holding a system message, as JSON text (null
+/// content normalised), or `None` for any other entry.
+pub fn system_message_text(row: &PathRow) -> Option<String> {
+    if !is_system_message(row) {
+        return None;
+    }
+    entry_messages(row).into_iter().next()
+}
+
 #[derive(Deserialize)]
 struct RolePeek<'a> {
     #[serde(default, borrow)]

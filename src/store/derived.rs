@@ -57,6 +57,14 @@ pub fn apply(
     };
     // The typed view already knows the role; only a line whose message could not be read
     // at all needs its payload parsed again.
+    let is_system = match entry.message() {
+        Some(AgentMessage::System(_)) => true,
+        Some(AgentMessage::Unknown(value)) => {
+            value.get("role").and_then(serde_json::Value::as_str) == Some("system")
+        }
+        Some(_) => false,
+        None => row.type_name == "message" && message_role_is(row.payload, "system"),
+    };
     let is_assistant = match entry.message() {
         Some(AgentMessage::Assistant(_)) => true,
         Some(AgentMessage::Unknown(value)) => {
@@ -71,7 +79,7 @@ pub fn apply(
             | AgentMessage::BranchSummary(_)
             | AgentMessage::CompactionSummary(_),
         ) => false,
-        None => row.type_name == "message" && assistant_role(row.payload),
+        None => row.type_name == "message" && message_role_is(row.payload, "assistant"),
     };
     let parent_seq = parent_state.and(parent_seq);
     let jump_seq = match (parent_seq, parent_state) {
@@ -97,6 +105,11 @@ pub fn apply(
         } else {
             parent_state.and_then(|state| state.thinking_seq)
         },
+        system_seq: if is_system {
+            Some(seq)
+        } else {
+            parent_state.and_then(|state| state.system_seq)
+        },
     };
     sql::insert_path_state(conn, path, sid, seq, &state)?;
 
@@ -111,6 +124,18 @@ pub fn apply(
             .filter(|text| !text.is_empty())
             .map(|text| (text, row.timestamp));
         sql::apply_label(conn, path, sid, target.as_str(), set, seq)?;
+    }
+
+    // Context edits, by target.
+    if let EntryKind::ContextEdit(edit) = &entry.kind {
+        sql::insert_context_edit(
+            conn,
+            path,
+            sid,
+            seq,
+            edit.target_id.as_ref().map(|id| id.as_str()),
+            matches!(edit.replacement, Some(serde_json::Value::Null)),
+        )?;
     }
 
     // Full-text documents and usage rows.
@@ -281,9 +306,9 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// Whether a `message` line's message has role `assistant` (for shapes the typed view could
-/// not read).
-fn assistant_role(payload: &[u8]) -> bool {
+/// Whether a `message` line's message has this role (for shapes the typed view could not
+/// read).
+fn message_role_is(payload: &[u8], role: &str) -> bool {
     crate::support::json::parse_lenient(payload)
         .ok()
         .and_then(|value| {
@@ -291,7 +316,7 @@ fn assistant_role(payload: &[u8]) -> bool {
                 .get("message")
                 .and_then(|message| message.get("role"))
                 .and_then(serde_json::Value::as_str)
-                .map(|role| role == "assistant")
+                .map(|found| found == role)
         })
         .unwrap_or(false)
 }

@@ -45,8 +45,10 @@ pub enum StatsBy {
 /// A snapshot of one session's derived rows, comparable before and after a rebuild.
 fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<String>, StoreError> {
     let queries = [
-        "SELECT 'path', seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq
+        "SELECT 'path', seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
+                system_seq
            FROM entry_path WHERE sid = ?1 ORDER BY seq",
+        "SELECT 'edit', seq, target_id, omits FROM context_edits WHERE sid = ?1 ORDER BY seq",
         "SELECT 'label', target_id, label, label_ts, order_seq FROM labels WHERE sid = ?1 ORDER BY target_id",
         "SELECT 'stats', next_seq, entries, messages, input, output, cache_read, cache_write, cost,
                 last_activity, name, first_message FROM session_stats WHERE sid = ?1",

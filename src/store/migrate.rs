@@ -48,6 +48,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0004_search_docids.sql"),
         rebuild_derived: true,
     },
+    Migration {
+        version: 6,
+        name: "0006_prompt_state.sql",
+        sql: include_str!("../../migrations/0006_prompt_state.sql"),
+        rebuild_derived: true,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

@@ -1088,6 +1088,63 @@ impl SessionStore {
         Ok(context::build(&rows, settings))
     }
 
+    /// Returns every system message on the branch to the leaf (or the selected entry), root
+    /// first, as JSON text — those before a compaction too (1.6.0 restores the tool loadout
+    /// from them). Follows the chain of `entry_path.system_seq`: the cost is the number of
+    /// system messages, not the length of the branch.
+    pub fn branch_system_messages(
+        &self,
+        session: &SessionId,
+        leaf: &LeafSelector,
+    ) -> Result<Vec<String>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(conn, path, sid, session, leaf)? else {
+                return Ok(Vec::new());
+            };
+            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let mut seqs = Vec::new();
+            if irregular {
+                for seq in Self::plain_walk(conn, path, sid, leaf_seq)? {
+                    seqs.push(seq);
+                }
+            } else {
+                let mut current =
+                    sql::path_state(conn, path, sid, leaf_seq)?.and_then(|state| state.system_seq);
+                while let Some(seq) = current {
+                    seqs.push(seq);
+                    let state = sql::path_state(conn, path, sid, seq)?;
+                    current = match state.and_then(|state| state.parent_seq) {
+                        Some(parent) => {
+                            sql::path_state(conn, path, sid, parent)?.and_then(|s| s.system_seq)
+                        }
+                        None => None,
+                    };
+                }
+                seqs.reverse();
+            }
+            let mut out = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                let Some(row) = sql::entry_by_seq(conn, path, sid, seq)? else {
+                    continue;
+                };
+                if row.type_name != "message" {
+                    continue;
+                }
+                let path_row = context::PathRow {
+                    seq: row.seq,
+                    id: row.id,
+                    type_name: row.type_name,
+                    payload: Some(row.payload),
+                };
+                if let Some(message) = context::system_message_text(&path_row) {
+                    out.push(message);
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Returns the tree flattened in pre-order, with labels.
     pub fn tree(&self, session: &SessionId) -> Result<Vec<TreeNode>> {
         self.read(|conn, path| {

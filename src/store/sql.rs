@@ -248,6 +248,7 @@ pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
     for table in [
         "session_leases",
         "entry_path",
+        "context_edits",
         "labels",
         "usage",
         "session_stats",
@@ -546,13 +547,15 @@ pub struct PathState {
     pub model_seq: Option<i64>,
     /// Last thinking-level entry on the path.
     pub thinking_seq: Option<i64>,
+    /// Last system message on the path (inclusive).
+    pub system_seq: Option<i64>,
 }
 
 /// Returns the path state of an entry.
 pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<PathState>> {
     conn.prepare_cached(
-        "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq FROM entry_path
-         WHERE sid = ?1 AND seq = ?2",
+        "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq, system_seq
+           FROM entry_path WHERE sid = ?1 AND seq = ?2",
     )
     .at(path)?
     .query_row(params![sid, seq], |row| {
@@ -563,10 +566,50 @@ pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<O
             compaction_seq: row.get(3)?,
             model_seq: row.get(4)?,
             thinking_seq: row.get(5)?,
+            system_seq: row.get(6)?,
         })
     })
     .optional()
     .at(path)
+}
+
+/// Stores the row of a `context_edit` entry.
+pub fn insert_context_edit(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    seq: i64,
+    target_id: Option<&str>,
+    omits: bool,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO context_edits (sid, seq, target_id, omits) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .at(path)?
+    .execute(params![sid, seq, target_id, omits])
+    .at(path)?;
+    Ok(())
+}
+
+/// Returns the `context_edit` entries naming `target_id`, newest first: `(seq, omits)`.
+pub fn context_edits_of(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    target_id: &str,
+) -> Result<Vec<(i64, bool)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, omits FROM context_edits WHERE sid = ?1 AND target_id = ?2
+              ORDER BY seq DESC",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![sid, target_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
 /// Stores the path state of an entry.
@@ -579,8 +622,9 @@ pub fn insert_path_state(
 ) -> Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO entry_path
-             (sid, seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             (sid, seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
+              system_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )
     .at(path)?
     .execute(params![
@@ -591,7 +635,8 @@ pub fn insert_path_state(
         state.jump_seq,
         state.compaction_seq,
         state.model_seq,
-        state.thinking_seq
+        state.thinking_seq,
+        state.system_seq
     ])
     .at(path)?;
     Ok(())
@@ -718,6 +763,8 @@ pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) 
     conn.execute("DELETE FROM entry_path WHERE sid = ?1", params![sid])
         .at(path)?;
     conn.execute("DELETE FROM labels WHERE sid = ?1", params![sid])
+        .at(path)?;
+    conn.execute("DELETE FROM context_edits WHERE sid = ?1", params![sid])
         .at(path)?;
     conn.execute("DELETE FROM usage WHERE sid = ?1", params![sid])
         .at(path)?;
@@ -1526,7 +1573,8 @@ pub fn usage_stats(
 /// Empties every derived table (before a full rebuild).
 pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
     conn.execute_batch(
-        "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM usage; DELETE FROM search_docs;
+        "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM context_edits; DELETE FROM usage;
+         DELETE FROM search_docs;
          INSERT INTO search_fts (search_fts) VALUES ('delete-all');",
     )
     .at(path)

@@ -1,0 +1,21 @@
+-- 0006: derived path state for 1.6.0 sessions (rebuilt from the entries after this migration).
+--
+-- `entry_path.system_seq`: the last `message` entry with a system message on the path
+-- (inclusive). The system messages of a branch form a chain — a system message's previous one
+-- is its parent's `system_seq` — so the branch's prompt and tool loadout replay in
+-- O(system messages), however long the history.
+--
+-- `context_edits`: one row per `context_edit` entry (its target id), so that a search hit can
+-- say whether an edit on the active branch removed or replaced it in the model context.
+ALTER TABLE entry_path ADD COLUMN system_seq INTEGER;
+
+CREATE TABLE context_edits (
+    sid       INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    target_id TEXT,
+    -- 1: `replacement: null` (the target leaves the context); 0: its content is replaced.
+    omits     INTEGER NOT NULL,
+    PRIMARY KEY (sid, seq)
+) WITHOUT ROWID;
+
+CREATE INDEX context_edits_target ON context_edits (sid, target_id, seq);
