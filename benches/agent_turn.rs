@@ -462,6 +462,7 @@ fn session_config(
         credentials,
         resources: Arc::new(Mutex::new(resources)),
         tools,
+        tools_from_transcript: false,
         shell,
         cwd: workspace.to_path_buf(),
         settings: SessionSettings::default(),

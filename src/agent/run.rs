@@ -30,7 +30,12 @@ use crate::ai::convert::{self, LlmMessage};
 use crate::ai::{AiClient, AiError, Model, Request, StreamEvent, StreamOptions, ToolDefinition};
 use crate::model::ToolCallId;
 use crate::model::message::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, SystemKeyOrder, SystemMessage,
+    ToolCall, ToolDeclaration, ToolResultMessage, UserContent,
+};
+use crate::model::system::{
+    current_system_message, current_tools, system_message_text, to_tool_declaration,
+    tool_state_changes,
 };
 use crate::support::clock::Clock;
 
@@ -120,6 +125,99 @@ pub trait LoopHooks: Send + Sync {
     fn follow_up_messages(&self) -> Vec<AgentMessage> {
         Vec::new()
     }
+
+    /// Returns the messages to add before the next model call of a run, after a turn ended
+    /// (1.6.0 `prepareNextTurn`: a system message patching the prompt when it changed);
+    /// default: none.
+    fn prepare_next_turn<'a>(
+        &'a self,
+        _context: &'a [AgentMessage],
+    ) -> BoxFuture<'a, Vec<AgentMessage>> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
+/// Declares tool loadout changes to the model (1.6.0 `declareToolChanges`).
+///
+/// The tools are what the run can execute; the transcript's system messages declare what the
+/// model may call. Before each request their difference becomes `toolsAdded`/`toolsRemoved`
+/// of a system message: the last pending system message's tool fields are replaced by the
+/// difference between the committed transcript and the executable set (so that replay always
+/// gives exactly `tools`), or, without one, a new system message goes before the first pending
+/// message that is not a system message.
+pub fn declare_tool_changes(
+    context: &[AgentMessage],
+    mut pending: Vec<AgentMessage>,
+    tools: &[ToolDeclaration],
+    now_ms: i64,
+) -> Vec<AgentMessage> {
+    let system_index = pending
+        .iter()
+        .rposition(|message| matches!(message, AgentMessage::System(_)));
+    let pending_declares = match system_index.map(|idx| &pending[idx]) {
+        Some(AgentMessage::System(system)) => {
+            system
+                .tools_added
+                .as_ref()
+                .is_some_and(|tools| !tools.is_empty())
+                || system
+                    .tools_removed
+                    .as_ref()
+                    .is_some_and(|tools| !tools.is_empty())
+        }
+        _ => false,
+    };
+    let mut baseline = pending.clone();
+    if let Some(idx) = system_index
+        && let AgentMessage::System(system) = &mut baseline[idx]
+    {
+        system.tools_added = None;
+        system.tools_removed = None;
+    }
+    let systems = context
+        .iter()
+        .chain(baseline.iter())
+        .filter_map(|message| match message {
+            AgentMessage::System(system) => Some(system),
+            _ => None,
+        });
+    let declared = current_tools(systems);
+    let executable: Vec<ToolDeclaration> = tools.iter().map(to_tool_declaration).collect();
+    let (added, removed) = tool_state_changes(&declared, &executable);
+    let unchanged = added.is_empty() && removed.is_empty();
+    let with_changes = |system: &mut crate::model::message::SystemMessage| {
+        system.tools_added = (!added.is_empty()).then(|| added.clone());
+        system.tools_removed = (!removed.is_empty()).then(|| removed.clone());
+    };
+    match system_index {
+        Some(idx) => {
+            if unchanged && !pending_declares {
+                return pending;
+            }
+            if let AgentMessage::System(system) = &mut baseline[idx] {
+                with_changes(system);
+            }
+            baseline
+        }
+        None => {
+            if unchanged {
+                return pending;
+            }
+            let mut update = SystemMessage {
+                content: Some(UserContent::Text(String::new())),
+                timestamp: now_ms,
+                key_order: SystemKeyOrder::TimestampThenTools,
+                ..SystemMessage::default()
+            };
+            with_changes(&mut update);
+            let at = pending
+                .iter()
+                .position(|message| !matches!(message, AgentMessage::System(_)))
+                .unwrap_or(pending.len());
+            pending.insert(at, AgentMessage::System(update));
+            pending
+        }
+    }
 }
 
 /// What one run needs besides the transcript.
@@ -129,10 +227,12 @@ pub struct RunConfig {
     pub client: AiClient,
     /// The model to call.
     pub model: Model,
-    /// The system prompt.
-    pub system_prompt: String,
-    /// The active tools.
+    /// The active tools: what the run can execute, declared to the model through the
+    /// transcript's system messages ([`declare_tool_changes`]).
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The thinking level the calls are made with, recorded on each assistant message
+    /// (`thinkingLevel`; `off` when off).
+    pub thinking_level: String,
     /// Working directory of the tools.
     pub cwd: PathBuf,
     /// Stamps tool-result messages.
@@ -201,6 +301,12 @@ pub async fn run(
 ) -> Vec<AgentMessage> {
     let mut context = transcript;
     let mut added = Vec::new();
+    let prompts = declare_tool_changes(
+        &context,
+        prompts,
+        &declarations(config),
+        config.clock.now_ms(),
+    );
     hooks.emit(AgentEvent::AgentStart).await;
     hooks.emit(AgentEvent::TurnStart).await;
     for prompt in prompts {
@@ -247,14 +353,20 @@ async fn run_loop(
 ) {
     let mut first_turn = true;
     let mut pending = hooks.steering_messages();
+    let declared = declarations(config);
     loop {
         let mut more_tool_calls = true;
         while more_tool_calls || !pending.is_empty() {
+            let mut prepared = Vec::new();
             if !first_turn {
+                prepared = hooks.prepare_next_turn(context).await;
                 hooks.emit(AgentEvent::TurnStart).await;
             }
             first_turn = false;
-            for message in std::mem::take(&mut pending) {
+            prepared.append(&mut pending);
+            let messages =
+                declare_tool_changes(context, prepared, &declared, config.clock.now_ms());
+            for message in messages {
                 hooks
                     .emit(AgentEvent::MessageStart {
                         message: message.clone(),
@@ -316,6 +428,22 @@ async fn run_loop(
         .await;
 }
 
+/// The declarations of the run's tools, in order.
+fn declarations(config: &RunConfig) -> Vec<ToolDeclaration> {
+    config.tools.iter().map(|tool| tool.declaration()).collect()
+}
+
+/// Records the requested thinking level on a finished assistant message (1.6.0 sets
+/// `thinkingLevel` on every response, appended last unless present).
+fn with_thinking_level(mut message: AssistantMessage, level: &str) -> AssistantMessage {
+    if !message.extra.contains_key("thinkingLevel") {
+        message
+            .extra
+            .insert("thinkingLevel".to_owned(), Value::from(level));
+    }
+    message
+}
+
 /// Streams one assistant message, emitting start / updates / end.
 async fn stream_assistant(
     config: &RunConfig,
@@ -337,6 +465,7 @@ async fn stream_assistant(
                 StopReason::Error
             };
             message.error_message = Some(error.to_string());
+            let message = with_thinking_level(message, &config.thinking_level);
             hooks
                 .emit(AgentEvent::MessageStart {
                     message: AgentMessage::Assistant(message.clone()),
@@ -345,22 +474,7 @@ async fn stream_assistant(
             return end_assistant(hooks, message).await;
         }
     };
-    let request = Request {
-        system_prompt: config.system_prompt.clone(),
-        messages: llm_messages,
-        tools: config
-            .tools
-            .iter()
-            .map(|tool| {
-                let definition = tool.definition();
-                ToolDefinition {
-                    name: definition.name.clone(),
-                    description: definition.description.clone(),
-                    parameters: definition.parameters.clone(),
-                }
-            })
-            .collect(),
-    };
+    let request = transcript_request(llm_messages);
     let mut stream = config
         .client
         .stream(&config.model, request, options, cancel.clone());
@@ -377,6 +491,7 @@ async fn stream_assistant(
                     .await;
             }
             StreamEvent::Done { message, .. } | StreamEvent::Error { message, .. } => {
+                let message = with_thinking_level(message, &config.thinking_level);
                 if !started {
                     hooks
                         .emit(AgentEvent::MessageStart {
@@ -402,7 +517,7 @@ async fn stream_assistant(
         }
     }
     // The stream always ends with Done or Error; this is the reference's fallback.
-    let message = stream.result().await;
+    let message = with_thinking_level(stream.result().await, &config.thinking_level);
     if !started {
         hooks
             .emit(AgentEvent::MessageStart {
@@ -411,6 +526,35 @@ async fn stream_assistant(
             .await;
     }
     end_assistant(hooks, message).await
+}
+
+/// The request for a transcript whose system messages carry the prompt and tools: the system
+/// messages replayed into the system prompt and the tool list, the rest as they are.
+fn transcript_request(messages: Vec<LlmMessage>) -> Request {
+    let systems = messages.iter().filter_map(|message| match message {
+        LlmMessage::System(system) => Some(system),
+        _ => None,
+    });
+    let current = current_system_message(systems);
+    let system_prompt = current
+        .as_ref()
+        .map(system_message_text)
+        .unwrap_or_default();
+    let tools = current
+        .and_then(|system| system.tools_added)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|tool| ToolDefinition {
+            name: tool.name,
+            description: tool.description,
+            parameters: tool.parameters,
+        })
+        .collect();
+    Request {
+        system_prompt,
+        messages,
+        tools,
+    }
 }
 
 /// A tool call with its outcome.

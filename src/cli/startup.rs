@@ -611,6 +611,7 @@ pub fn prepare(
         credentials: Arc::new(credentials),
         resources: Arc::new(Mutex::new(resources)),
         tools,
+        tools_from_transcript: args.tools.is_none() && !args.no_tools,
         shell,
         cwd: env.cwd().to_path_buf(),
         settings: session_settings,

@@ -35,11 +35,11 @@ use crate::ai::auth::{self, Credentials};
 use crate::ai::convert::{self, LlmMessage};
 use crate::ai::models::{clamp_thinking_level, supported_thinking_levels};
 use crate::ai::{AiClient, AiError, Model, ModelRegistry, StreamOptions, ThinkingLevel};
-use crate::model::entry::{EntryKind, ModelRef, SessionHeader};
+use crate::model::entry::{ContextEditEntry, EntryKind, ModelRef, SessionHeader};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{
     AgentMessage, AssistantMessage, BashExecutionMessage, ContentBlock, CustomMessage,
-    ImageContent, StopReason, ToolCall, UserContent, UserMessage,
+    ImageContent, StopReason, SystemKeyOrder, SystemMessage, ToolCall, UserContent, UserMessage,
 };
 use crate::session::events::{NoticeLevel, SessionEvent};
 use crate::session::extensions::context::ToolInfo;
@@ -115,6 +115,9 @@ pub struct SessionConfig {
     pub resources: Arc<Mutex<Resources>>,
     /// The tools (active set included).
     pub tools: ToolSet,
+    /// Whether the active tools follow the loaded branch's system messages (1.6.0
+    /// `usesDefaultTools`: no `--tools` list of names and no `--no-tools`).
+    pub tools_from_transcript: bool,
     /// The shell for `!cmd`.
     pub shell: ShellConfig,
     /// The working directory.
@@ -326,6 +329,10 @@ struct State {
     transcript: Vec<AgentMessage>,
     model: Option<Model>,
     thinking: ThinkingLevel,
+    /// The prompt sections for the active tools (what the next request should carry; the
+    /// transcript's system messages are patched to them at the start of each turn).
+    prompt_sections: Map<String, Value>,
+    /// The prompt as one text (`prompt_sections` rendered).
     system_prompt: String,
     tools: ToolSet,
     steering: Queue,
@@ -341,6 +348,10 @@ struct State {
     compaction_cancel: Option<CancellationToken>,
     retry_attempt: u32,
     last_assistant: Option<AssistantMessage>,
+    /// The entry of the last assistant message stored, and of the tool results stored after
+    /// it (by tool call id): the targets of a `context_edit` that omits a failed attempt.
+    last_assistant_entry: Option<EntryId>,
+    tool_result_entries: Vec<(String, EntryId)>,
     overflow_recovery_attempted: bool,
     auto_retry: bool,
     auto_compaction: bool,
@@ -505,6 +516,7 @@ impl AgentSession {
             transcript: Vec::new(),
             model: None,
             thinking: ThinkingLevel::Off,
+            prompt_sections: Map::new(),
             system_prompt: String::new(),
             tools: config.tools.clone(),
             steering: Queue::default(),
@@ -519,6 +531,8 @@ impl AgentSession {
             bash_cancel: None,
             compaction_cancel: None,
             retry_attempt: 0,
+            last_assistant_entry: None,
+            tool_result_entries: Vec::new(),
             last_assistant: None,
             overflow_recovery_attempted: false,
             auto_retry: config.settings.retry.enabled,
@@ -715,16 +729,11 @@ impl AgentSession {
             Persistence::Pending { .. } => None,
         };
         let bus = self.start_extensions().await;
-        let system_prompt = {
-            let tools = self.state().tools.clone();
-            self.build_system_prompt(&tools)
-        };
         {
             let mut state = self.state();
             state.transcript = transcript;
             state.model = model.clone();
             state.thinking = thinking;
-            state.system_prompt = system_prompt;
             state.name = name;
             state.steering = Queue::default();
             state.follow_up = Queue::default();
@@ -732,11 +741,17 @@ impl AgentSession {
             state.pending_next_turn.clear();
             state.retry_attempt = 0;
             state.last_assistant = None;
+            state.last_assistant_entry = None;
+            state.tool_result_entries.clear();
             state.overflow_recovery_attempted = false;
             state.turn_system_prompt = None;
         }
         *self.inner.persistence.lock().await = persistence;
         self.install_claim(claim);
+        if self.config().tools_from_transcript {
+            self.restore_tools_from_transcript().await;
+        }
+        self.rebuild_system_prompt();
 
         // Entries written at load (context-building §4).
         let thinking_entry = EntryKind::ThinkingLevelChange {
@@ -792,11 +807,78 @@ impl AgentSession {
         *lock(&self.inner.bus) = bus;
     }
 
-    /// Rebuilds the system prompt from the resources and the active tools.
+    /// Rebuilds the prompt sections from the resources and the active tools.
     pub(crate) fn rebuild_system_prompt(&self) {
         let tools = self.state().tools.clone();
-        let prompt = self.build_system_prompt(&tools);
-        self.state().system_prompt = prompt;
+        let sections = self.build_prompt_sections(&tools);
+        let text = sections_text(&sections);
+        let mut state = self.state();
+        state.prompt_sections = sections;
+        state.system_prompt = text;
+    }
+
+    /// Activates the tool loadout the branch's system messages declare (1.6.0
+    /// `_restoreToolsFromTranscript`): the recorded tools that are registered, plus extension
+    /// tools the branch never mentioned; a branch without system messages keeps the tools.
+    async fn restore_tools_from_transcript(&self) {
+        let Persistence::Stored { id, .. } = &*self.inner.persistence.lock().await else {
+            return;
+        };
+        let store = self.config().store.clone();
+        let id = id.clone();
+        let texts =
+            match blocking(move || store.branch_system_messages(&id, &LeafSelector::Current)).await
+            {
+                Ok(texts) => texts,
+                Err(error) => {
+                    self.notice_error(format!("could not read the recorded tools: {error}"));
+                    return;
+                }
+            };
+        let systems: Vec<SystemMessage> = texts
+            .iter()
+            .filter_map(
+                |text| match crate::support::json::parse_lenient(text.as_bytes()) {
+                    Ok(value) => match AgentMessage::from_value(value) {
+                        AgentMessage::System(system) => Some(system),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                },
+            )
+            .collect();
+        if systems.is_empty() {
+            return;
+        }
+        let mentioned: std::collections::HashSet<String> = systems
+            .iter()
+            .flat_map(|system| {
+                let added = system
+                    .tools_added
+                    .iter()
+                    .flatten()
+                    .map(|tool| tool.name.clone());
+                let removed = system
+                    .tools_removed
+                    .iter()
+                    .flatten()
+                    .map(|tool| tool.name.clone());
+                added.chain(removed).collect::<Vec<_>>()
+            })
+            .collect();
+        let mut names: Vec<String> = crate::model::system::current_tools(systems.iter())
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect();
+        let mut state = self.state();
+        let new_extension_tools: Vec<String> = state
+            .tools
+            .custom_names()
+            .into_iter()
+            .filter(|name| !mentioned.contains(name))
+            .collect();
+        names.extend(new_extension_tools);
+        state.tools.set_active(&names);
     }
 
     /// Restarts the extensions' turn count (`agent_start`).
@@ -867,14 +949,39 @@ impl AgentSession {
             .collect()
     }
 
-    fn build_system_prompt(&self, tools: &ToolSet) -> String {
+    /// The prompt sections for these tools' active set.
+    fn build_prompt_sections(&self, tools: &ToolSet) -> Map<String, Value> {
         let infos = tool_prompt_infos(&tools.active_tools());
         let resources = lock(&self.config().resources);
-        resources.system_prompt(
+        let text = resources.system_prompt(
             &infos,
             self.config().local_date,
             &self.config().harness_docs,
-        )
+        );
+        let mut sections = Map::new();
+        sections.insert("preamble".to_owned(), Value::from(text));
+        sections
+    }
+
+    /// The system message that patches the transcript's prompt to the current sections
+    /// (1.6.0 `_preparePromptAndToolLoadout`), or `None` when it already has them.
+    fn prompt_patch(&self, transcript: &[AgentMessage]) -> Option<AgentMessage> {
+        let systems = transcript.iter().filter_map(|message| match message {
+            AgentMessage::System(system) => Some(system),
+            _ => None,
+        });
+        let previous = crate::model::system::current_system_message(systems)
+            .and_then(|system| system.sections)
+            .unwrap_or_default();
+        let current = self.state().prompt_sections.clone();
+        let patch = diff_sections(&previous, &current)?;
+        Some(AgentMessage::System(SystemMessage {
+            content: Some(UserContent::Text(String::new())),
+            sections: Some(patch),
+            timestamp: self.config().clock.now_ms(),
+            key_order: SystemKeyOrder::TimestampThenTools,
+            ..SystemMessage::default()
+        }))
     }
 
     /// Subscribes to the session's events (every event, in order; never lossy).
@@ -915,7 +1022,7 @@ impl AgentSession {
     /// in memory and retried with the next append. One notice when entries start being kept
     /// (with the store's message), one when they were written later; a lost lease turns the
     /// session read-only (where entries are kept without asking the store).
-    async fn persist(&self, kind: EntryKind) {
+    async fn persist(&self, kind: EntryKind) -> Option<EntryId> {
         let attempt = self.read_only().is_none();
         let mut persistence = self.inner.persistence.lock().await;
         let before = persistence.unsaved().len();
@@ -926,18 +1033,25 @@ impl AgentSession {
             .await;
         let unsaved = persistence.unsaved().len();
         match result {
-            Ok(Appended::Flushed(count)) => {
+            Ok((Appended::Flushed(count), id)) => {
                 drop(persistence);
                 self.notice(
                     NoticeLevel::Info,
                     format!("saved the {} kept in memory", entries_text(count)),
                 );
+                id
             }
-            Ok(Appended::Saved) => {
+            Ok((Appended::Saved, id)) => {
                 self.lease_new_session(&persistence).await;
+                id
             }
-            Ok(Appended::Kept) => {}
+            Ok((Appended::Kept, id)) => id,
             Err(error) => {
+                // The entry is kept as the last unsaved line, with the id it will be stored as.
+                let kept = persistence
+                    .unsaved()
+                    .last()
+                    .and_then(|raw| raw.entry.id.clone());
                 drop(persistence);
                 self.check_lease_error(&error);
                 if before == 0 && self.read_only().is_none() {
@@ -949,6 +1063,7 @@ impl AgentSession {
                         ),
                     );
                 }
+                kept
             }
         }
     }
@@ -1411,6 +1526,10 @@ impl AgentSession {
             turn_prompt = changes.system_prompt;
         }
         self.state().turn_system_prompt = turn_prompt;
+        let transcript = self.state().transcript.clone();
+        if let Some(patch) = self.prompt_patch(&transcript) {
+            messages.insert(0, patch);
+        }
         if let Some(accepted) = accepted {
             // Streaming from here on, so a command handled after the acceptance sees the run.
             self.state().streaming = true;
@@ -1533,11 +1652,8 @@ impl AgentSession {
                 let config = RunConfig {
                     client: self.config().client.clone(),
                     model,
-                    system_prompt: state
-                        .turn_system_prompt
-                        .clone()
-                        .unwrap_or_else(|| state.system_prompt.clone()),
                     tools: state.tools.active_tools(),
+                    thinking_level: state.thinking.as_str().to_owned(),
                     cwd: self.cwd(),
                     clock: self.config().clock.clone(),
                     emit_partials: self.config().emit_partials
@@ -1627,15 +1743,10 @@ impl AgentSession {
                 .clone()
                 .unwrap_or_else(|| "Unknown error".to_owned()),
         });
+        // The failed attempt stays in the history and leaves the model context for good.
+        self.omit_recovery_attempt(last).await;
         let cancel = CancellationToken::new();
-        {
-            let mut state = self.state();
-            // The failed message leaves the transcript (it stays in the store).
-            if matches!(state.transcript.last(), Some(AgentMessage::Assistant(_))) {
-                state.transcript.pop();
-            }
-            state.retry_cancel = Some(cancel.clone());
-        }
+        self.state().retry_cancel = Some(cancel.clone());
         let cancelled = tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(delay_ms)) => false,
             () = cancel.cancelled() => true,
@@ -1651,6 +1762,44 @@ impl AgentSession {
             return false;
         }
         true
+    }
+
+    /// Omits a failed attempt from the model context (1.6.0 `_omitRecoveryAttempt`): a
+    /// `context_edit` with `replacement: null` for its assistant message and for each stored
+    /// tool result answering one of its tool calls; the transcript drops them too.
+    pub(crate) async fn omit_recovery_attempt(&self, failed: &AssistantMessage) {
+        let call_ids: std::collections::HashSet<String> =
+            failed.tool_calls().map(|call| call.id.clone()).collect();
+        let targets: Vec<EntryId> = {
+            let mut state = self.state();
+            let mut targets: Vec<EntryId> = state.last_assistant_entry.take().into_iter().collect();
+            targets.extend(
+                state
+                    .tool_result_entries
+                    .drain(..)
+                    .filter(|(call_id, _)| call_ids.contains(call_id))
+                    .map(|(_, id)| id),
+            );
+            // The projected context loses the attempt as the edits say.
+            if let Some(pos) = state
+                .transcript
+                .iter()
+                .rposition(|message| matches!(message, AgentMessage::Assistant(_)))
+            {
+                let tail: Vec<AgentMessage> = state.transcript.split_off(pos);
+                state.transcript.extend(tail.into_iter().skip(1).filter(|message| {
+                    !matches!(message, AgentMessage::ToolResult(result) if call_ids.contains(&result.tool_call_id))
+                }));
+            }
+            targets
+        };
+        for target in targets {
+            self.persist(EntryKind::ContextEdit(ContextEditEntry {
+                target_id: Some(target),
+                replacement: Some(Value::Null),
+            }))
+            .await;
+        }
     }
 
     async fn flush_pending_bash(&self) {
@@ -1707,14 +1856,30 @@ impl AgentSession {
                         display: custom.display,
                         details: custom.details.clone(),
                     }),
-                    AgentMessage::User(_)
+                    AgentMessage::System(_)
+                    | AgentMessage::User(_)
                     | AgentMessage::Assistant(_)
                     | AgentMessage::ToolResult(_) => Some(EntryKind::Message(message.clone())),
                     _ => None,
                 };
                 self.state().transcript.push(message.clone());
                 if let Some(kind) = kind {
-                    self.persist(kind).await;
+                    let id = self.persist(kind).await;
+                    let mut state = self.state();
+                    match message {
+                        AgentMessage::Assistant(_) => {
+                            state.last_assistant_entry = id;
+                            state.tool_result_entries.clear();
+                        }
+                        AgentMessage::ToolResult(result) => {
+                            if let Some(id) = id {
+                                state
+                                    .tool_result_entries
+                                    .push((result.tool_call_id.clone(), id));
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 if let AgentMessage::Assistant(assistant) = message {
                     let finished_retry = {
@@ -1990,12 +2155,8 @@ impl AgentSession {
 
     /// Sets the active tools (unknown names are ignored) and rebuilds the system prompt.
     pub fn set_active_tools(&self, names: &[String]) {
-        let mut state = self.state();
-        state.tools.set_active(names);
-        let tools = state.tools.clone();
-        drop(state);
-        let prompt = self.build_system_prompt(&tools);
-        self.state().system_prompt = prompt;
+        self.state().tools.set_active(names);
+        self.rebuild_system_prompt();
     }
 
     /// `/reload` (the reference's `AgentSession.reload`): `session_shutdown` (reason `reload`)
@@ -2367,6 +2528,62 @@ fn unreachable_continue() -> (Persistence, Option<crate::store::SessionContext>)
     )
 }
 
+/// `diffSystemPromptSections`: every section whose text is new or changed, and `null` for every
+/// section gone; `None` when nothing changed.
+fn diff_sections(
+    previous: &Map<String, Value>,
+    current: &Map<String, Value>,
+) -> Option<Map<String, Value>> {
+    let mut patch = Map::new();
+    for (name, text) in current {
+        if previous.get(name) != Some(text) {
+            patch.insert(name.clone(), text.clone());
+        }
+    }
+    for name in previous.keys() {
+        if !current.contains_key(name) {
+            patch.insert(name.clone(), Value::Null);
+        }
+    }
+    (!patch.is_empty()).then_some(patch)
+}
+
+/// The prompt sections as one text (`getSystemMessageText` of `{content: "", sections}`).
+fn sections_text(sections: &Map<String, Value>) -> String {
+    crate::model::system::system_message_text(&SystemMessage {
+        sections: Some(sections.clone()),
+        ..SystemMessage::default()
+    })
+}
+
+/// The transcript with its system messages replaced by one leading message holding `forced`
+/// and the current tools.
+fn force_prompt(messages: &[AgentMessage], forced: String, now_ms: i64) -> Vec<AgentMessage> {
+    let systems = messages.iter().filter_map(|message| match message {
+        AgentMessage::System(system) => Some(system),
+        _ => None,
+    });
+    let current = crate::model::system::current_system_message(systems);
+    let head = SystemMessage {
+        content: Some(UserContent::Text(forced)),
+        tools_added: current
+            .as_ref()
+            .and_then(|system| system.tools_added.clone()),
+        timestamp: current.as_ref().map_or(now_ms, |system| system.timestamp),
+        key_order: SystemKeyOrder::ToolsThenTimestamp,
+        ..SystemMessage::default()
+    };
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    out.push(AgentMessage::System(head));
+    out.extend(
+        messages
+            .iter()
+            .filter(|message| !matches!(message, AgentMessage::System(_)))
+            .cloned(),
+    );
+    out
+}
+
 /// The loop's hooks for one run of a session.
 struct RunHooks<'a> {
     session: &'a AgentSession,
@@ -2399,11 +2616,34 @@ impl LoopHooks for RunHooks<'_> {
     ) -> BoxFuture<'a, Option<Vec<AgentMessage>>> {
         Box::pin(async move {
             let bus = self.session.bus();
-            if bus.has_handlers("context") {
+            let transformed = if bus.has_handlers("context") {
                 Some(bus.emit_context(messages.to_vec()).await)
             } else {
                 None
+            };
+            // A prompt a `before_agent_start` handler forced leads the request in place of the
+            // transcript's system messages, with the current tools (1.6.0
+            // `_installAgentForcedPromptProjection`); the transcript keeps its sections.
+            let forced = self.session.state().turn_system_prompt.clone();
+            match forced {
+                Some(forced) => Some(force_prompt(
+                    transformed.as_deref().unwrap_or(messages),
+                    forced,
+                    self.session.config().clock.now_ms(),
+                )),
+                None => transformed,
             }
+        })
+    }
+
+    fn prepare_next_turn<'a>(
+        &'a self,
+        context: &'a [AgentMessage],
+    ) -> BoxFuture<'a, Vec<AgentMessage>> {
+        Box::pin(async move {
+            // Extensions may have changed the active tools during the turn.
+            self.session.rebuild_system_prompt();
+            self.session.prompt_patch(context).into_iter().collect()
         })
     }
 

@@ -1,6 +1,7 @@
-//! Where a session's entries go: the store, or — for a new session that has no assistant
-//! message yet — an in-memory buffer, as the reference defers creating a session file until
-//! the first assistant message (so starting pi and quitting leaves nothing behind).
+//! Where a session's entries go: the store, or — for a new session that has no conversation
+//! yet — an in-memory buffer, as the reference (1.6.0) defers creating a session file until
+//! the first user or assistant message (so starting pi and quitting leaves nothing behind,
+//! and a prompt whose first turn never completes is still kept).
 //!
 //! Invariants: entries reach the store in the order they were appended, each append one
 //! transaction; an append the store refuses (disk full, database locked, a lost writer
@@ -30,8 +31,8 @@ pub enum Persistence {
         /// it was refused.
         unsaved: Vec<RawEntry>,
     },
-    /// A new session not yet written: header and entries wait for the first assistant
-    /// message.
+    /// A new session not yet written: header and entries wait for the first user or
+    /// assistant message.
     Pending {
         /// The header the session will get.
         header: SessionHeader,
@@ -115,7 +116,7 @@ pub struct Writer {
 
 impl Writer {
     /// Appends one entry (child of the leaf); a pending session is written to the store when
-    /// the entry is an assistant message. Returns the error of a refused append (the entry is
+    /// the entry is a user or assistant message. Returns the error of a refused append (the entry is
     /// then kept as a line to be retried with the next append).
     ///
     /// With `attempt == false` (a read-only session) a stored session's entry is kept without
@@ -125,10 +126,13 @@ impl Writer {
         persistence: &mut Persistence,
         kind: EntryKind,
         attempt: bool,
-    ) -> Result<Appended, StoreError> {
+    ) -> Result<(Appended, Option<EntryId>), StoreError> {
         match persistence {
             Persistence::Pending { entries, leaf, .. } => {
-                let materialize = matches!(&kind, EntryKind::Message(AgentMessage::Assistant(_)));
+                let materialize = matches!(
+                    &kind,
+                    EntryKind::Message(AgentMessage::User(_) | AgentMessage::Assistant(_))
+                );
                 let taken: HashSet<String> = entries
                     .iter()
                     .filter_map(|raw| raw.entry.id.as_ref().map(ToString::to_string))
@@ -145,11 +149,11 @@ impl Writer {
                     payload: entry.to_line().into_bytes(),
                     entry,
                 });
-                *leaf = Some(id);
+                *leaf = Some(id.clone());
                 if materialize {
                     self.materialize(persistence).await?;
                 }
-                Ok(Appended::Saved)
+                Ok((Appended::Saved, Some(id)))
             }
             Persistence::Stored { id, unsaved } => {
                 let store = self.store.clone();
@@ -159,7 +163,7 @@ impl Writer {
                     if batch.is_empty() && attempt {
                         // The usual case: one append, the store assigns id and parent.
                         return match store.append(&session, kind.clone()) {
-                            Ok(_) => Ok((Ok(Appended::Saved), Vec::new())),
+                            Ok(stored) => Ok((Ok((Appended::Saved, stored.entry.id)), Vec::new())),
                             Err(error) => {
                                 let parent = store
                                     .leaf(&session)
@@ -180,12 +184,16 @@ impl Writer {
                             .and_then(|leaf| leaf.entry.id),
                     };
                     let kept = kept_line(&store, &session, &batch, parent, kind);
+                    let kept_id = kept.entry.id.clone();
                     batch.push(kept);
                     if !attempt {
-                        return Ok((Ok(Appended::Kept), batch));
+                        return Ok((Ok((Appended::Kept, kept_id)), batch));
                     }
                     match store.append_raw(&session, &batch) {
-                        Ok(_) => Ok((Ok(Appended::Flushed(batch.len() - 1)), Vec::new())),
+                        Ok(_) => Ok((
+                            Ok((Appended::Flushed(batch.len() - 1), kept_id)),
+                            Vec::new(),
+                        )),
                         Err(error) => Ok((Err(error), batch)),
                     }
                 })

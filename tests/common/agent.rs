@@ -124,6 +124,7 @@ impl Harness {
             credentials,
             resources: Arc::new(Mutex::new(resources)),
             tools,
+            tools_from_transcript: false,
             shell,
             cwd: self.env.workspace.clone(),
             settings: self.settings.clone(),

@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolCallId;
-use crate::model::message::ContentBlock;
+use crate::model::message::{ContentBlock, ToolDeclaration};
 
 pub use arguments::{prepare_call, validate_arguments};
 
@@ -200,6 +200,18 @@ pub fn tool_not_found_message(name: &str) -> String {
 pub trait Tool: Send + Sync {
     /// Returns the definition sent to the model.
     fn definition(&self) -> &ToolDefinition;
+
+    /// Returns the declaration a system message records for the tool (1.6.0 `toolsAdded`):
+    /// by default its definition's name, description and parameters.
+    fn declaration(&self) -> ToolDeclaration {
+        let definition = self.definition();
+        ToolDeclaration {
+            name: definition.name.clone(),
+            description: definition.description.clone(),
+            parameters: definition.parameters.clone(),
+            extra: serde_json::Map::new(),
+        }
+    }
 
     /// Returns true when the tool may change the workspace (files, processes).
     fn mutates_workspace(&self) -> bool;

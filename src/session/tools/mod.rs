@@ -215,6 +215,14 @@ impl ToolSet {
         set
     }
 
+    /// Returns the names of the registered tools that are not built-in (extension tools).
+    pub fn custom_names(&self) -> Vec<String> {
+        self.registry_names()
+            .into_iter()
+            .filter(|name| !BUILTIN_TOOL_NAMES.contains(&name.as_str()))
+            .collect()
+    }
+
     /// Returns every registered tool.
     pub fn registry(&self) -> &[Arc<dyn Tool>] {
         &self.registry
