@@ -158,8 +158,11 @@ impl Builder {
                 tool_name: name.to_owned(),
                 content: vec![ContentBlock::text(output)],
                 details: None,
+                usage: None,
                 is_error: false,
+                duration_ms: None,
                 timestamp: ts,
+                nested_calls: None,
                 extra: Map::new(),
             },
         )));

@@ -213,8 +213,11 @@ fn session_lines(
                     tool_name: "bash".into(),
                     content: vec![ContentBlock::text(text)],
                     details: None,
+                    usage: None,
                     is_error: false,
+                    duration_ms: None,
                     timestamp: ts,
+                    nested_calls: None,
                     extra: Map::new(),
                 })
             }

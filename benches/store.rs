@@ -135,8 +135,11 @@ fn tool_result(rng: &mut Rng, ts: i64, id: &str) -> AgentMessage {
         tool_name: "bash".to_owned(),
         content: vec![ContentBlock::text(text(rng, size))],
         details: None,
+        usage: None,
         is_error: false,
+        duration_ms: None,
         timestamp: ts,
+        nested_calls: None,
         extra: Map::new(),
     })
 }

@@ -9,6 +9,13 @@
 -- say whether an edit on the active branch removed or replaced it in the model context.
 ALTER TABLE entry_path ADD COLUMN system_seq INTEGER;
 
+-- `usage` rows now also stand for entries that carry usage without being messages (1.6.0:
+-- `usage` entries, compaction and branch summaries with the usage of their summary request;
+-- `role` is then the entry type, `is_message` 0), and count an assistant message's tool calls.
+-- The session's totals add up every row, as 1.6.0's `getSessionStats` adds up every entry.
+ALTER TABLE usage ADD COLUMN is_message INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE usage ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0;
+
 CREATE TABLE context_edits (
     sid       INTEGER NOT NULL,
     seq       INTEGER NOT NULL,

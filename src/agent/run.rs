@@ -561,6 +561,8 @@ fn transcript_request(messages: Vec<LlmMessage>) -> Request {
 struct Finalized {
     output: ToolOutput,
     is_error: bool,
+    /// How long the tool ran (`None` when it never ran).
+    duration_ms: Option<u64>,
 }
 
 enum Prepared {
@@ -626,6 +628,7 @@ async fn execute_tool_calls(
                 finalized[idx] = Some(Finalized {
                     output,
                     is_error: true,
+                    duration_ms: None,
                 });
             }
             Prepared::Ready { tool, args } => {
@@ -643,9 +646,13 @@ async fn execute_tool_calls(
                     id: ToolCallId::new(call.id.as_str()),
                     arguments: args.clone(),
                 };
+                let clock = config.clock.clone();
                 running.push(async move {
+                    let started = clock.now_ms();
                     let result = tool.execute(input, ctx).await;
-                    (idx, args, result)
+                    let duration =
+                        u64::try_from(clock.now_ms().saturating_sub(started)).unwrap_or(0);
+                    (idx, args, result, duration)
                 });
             }
         }
@@ -665,7 +672,7 @@ async fn execute_tool_calls(
                     })
                     .await;
             }
-            Some((idx, args, result)) = running.next() => {
+            Some((idx, args, result, duration)) = running.next() => {
                 let call = &calls[idx];
                 // Updates sent before the result go out first.
                 while let Ok((update_idx, partial)) = update_rx.try_recv() {
@@ -702,7 +709,11 @@ async fn execute_tool_calls(
                         is_error,
                     })
                     .await;
-                finalized[idx] = Some(Finalized { output, is_error });
+                finalized[idx] = Some(Finalized {
+                    output,
+                    is_error,
+                    duration_ms: Some(duration),
+                });
             }
         }
     }
@@ -711,14 +722,18 @@ async fn execute_tool_calls(
         let outcome = outcome.unwrap_or_else(|| Finalized {
             output: ToolOutput::error("Tool call did not complete"),
             is_error: true,
+            duration_ms: None,
         });
         let message = AgentMessage::ToolResult(ToolResultMessage {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
             content: outcome.output.content,
             details: outcome.output.details,
+            usage: None,
             is_error: outcome.is_error,
+            duration_ms: outcome.duration_ms,
             timestamp: config.clock.now_ms(),
+            nested_calls: None,
             extra: Map::new(),
         });
         hooks

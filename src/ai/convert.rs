@@ -277,8 +277,11 @@ pub fn transform_messages<'a>(
                     tool_name: name,
                     content: vec![ContentBlock::text("No result provided")],
                     details: None,
+                    usage: None,
                     is_error: true,
+                    duration_ms: None,
                     timestamp: 0,
+                    nested_calls: None,
                     extra: Map::new(),
                 })));
             }

@@ -387,12 +387,29 @@ pub struct ToolResultMessage {
         skip_serializing_if = "Option::is_none"
     )]
     pub details: Option<Value>,
+    /// Usage of the model calls the tool made (1.6.0); counts in the session's totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     /// True when the tool failed.
     #[serde(default, deserialize_with = "lenient::bool_any")]
     pub is_error: bool,
+    /// How long the tool ran, in ms (1.6.0; absent for calls that never ran).
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt_u64_any",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ms: Option<u64>,
     /// Creation time, Unix ms.
     #[serde(default, deserialize_with = "lenient::i64_any")]
     pub timestamp: i64,
+    /// The tool calls the tool made itself (1.6.0 `nestedCalls`), kept as they are.
+    #[serde(
+        default,
+        deserialize_with = "lenient::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nested_calls: Option<Value>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

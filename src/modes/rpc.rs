@@ -828,7 +828,7 @@ impl Server {
 
     async fn stats(&self) -> Value {
         let session = &self.session;
-        let stats = session.stats();
+        let stats = session.stats().await;
         let mut data = Map::new();
         if let Some(file) = self.session_file().await {
             data.insert("sessionFile".into(), Value::from(file));

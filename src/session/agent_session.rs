@@ -1359,8 +1359,34 @@ impl AgentSession {
             })
     }
 
-    /// Returns transcript statistics.
-    pub fn stats(&self) -> SessionStats {
+    /// Returns the session's message counts and token and cost totals over all its entries (1.6.0
+    /// `getSessionStats`: every branch, compacted history included; a session not yet stored
+    /// counts its transcript).
+    pub async fn stats(&self) -> SessionStats {
+        let stored = match &*self.inner.persistence.lock().await {
+            Persistence::Stored { id, unsaved } if unsaved.is_empty() => Some(id.clone()),
+            _ => None,
+        };
+        if let Some(id) = stored {
+            let store = self.config().store.clone();
+            if let Ok(totals) = blocking(move || store.session_totals(&id)).await {
+                let count = |value: i64| usize::try_from(value).unwrap_or(0);
+                let tokens = |value: i64| u64::try_from(value).unwrap_or(0);
+                return SessionStats {
+                    user_messages: count(totals.user),
+                    assistant_messages: count(totals.assistant),
+                    tool_calls: count(totals.tool_calls),
+                    tool_results: count(totals.tool_results),
+                    total_messages: count(totals.messages),
+                    input: tokens(totals.input),
+                    output: tokens(totals.output),
+                    cache_read: tokens(totals.cache_read),
+                    cache_write: tokens(totals.cache_write),
+                    cost: totals.cost,
+                };
+            }
+        }
+        // A session not (fully) stored yet: its transcript is all it has.
         let state = self.state();
         let mut stats = SessionStats {
             total_messages: state.transcript.len(),
@@ -1378,7 +1404,16 @@ impl AgentSession {
                     stats.cache_write += assistant.usage.cache_write;
                     stats.cost += assistant.usage.cost.total;
                 }
-                AgentMessage::ToolResult(_) => stats.tool_results += 1,
+                AgentMessage::ToolResult(result) => {
+                    stats.tool_results += 1;
+                    if let Some(usage) = &result.usage {
+                        stats.input += usage.input;
+                        stats.output += usage.output;
+                        stats.cache_read += usage.cache_read;
+                        stats.cache_write += usage.cache_write;
+                        stats.cost += usage.cost.total;
+                    }
+                }
                 _ => {}
             }
         }
@@ -1734,6 +1769,8 @@ impl AgentSession {
         }
         let base = self.with_settings(|settings| settings.retry.base_delay_ms);
         let delay_ms = base.saturating_mul(1u64 << (attempt - 1).min(30));
+        let cancel = CancellationToken::new();
+        self.state().retry_cancel = Some(cancel.clone());
         self.emit(SessionEvent::AutoRetryStart {
             attempt,
             max_attempts: max,
@@ -1743,10 +1780,10 @@ impl AgentSession {
                 .clone()
                 .unwrap_or_else(|| "Unknown error".to_owned()),
         });
-        // The failed attempt stays in the history and leaves the model context for good.
+        // The failed attempt stays in the history and leaves the model context for good (the
+        // reference does this synchronously: an abort_retry sent after auto_retry_start finds
+        // the wait already cancellable).
         self.omit_recovery_attempt(last).await;
-        let cancel = CancellationToken::new();
-        self.state().retry_cancel = Some(cancel.clone());
         let cancelled = tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(delay_ms)) => false,
             () = cancel.cancelled() => true,

@@ -6,8 +6,8 @@
 
 use rusqlite::Connection;
 
-use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind, UsageEntry};
-use crate::model::message::AgentMessage;
+use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind};
+use crate::model::message::{AgentMessage, Usage};
 use crate::store::error::StoreError;
 use crate::store::search;
 use crate::store::sql::{self, EntryInsert, PathState, StatsDelta, UsageRow};
@@ -143,90 +143,125 @@ pub fn apply(
     for doc in search::docs_for(entry) {
         sql::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
     }
-    if let EntryKind::Message(message) = &entry.kind {
+    let accounted = accounting(entry);
+    if let Some(accounted) = &accounted {
         let (day, week) = day_and_week(ts);
         let mut usage = UsageRow {
             ts,
             day: &day,
             week: &week,
-            role: message.role(),
+            role: accounted.role,
+            provider: accounted.provider,
+            model: accounted.model,
+            is_message: accounted.is_message,
+            tool_calls: accounted.tool_calls,
             ..UsageRow::default()
         };
-        if let AgentMessage::Assistant(assistant) = message {
-            usage.provider = Some(&assistant.provider);
-            usage.model = Some(&assistant.model);
-            usage.input = to_i64(assistant.usage.input);
-            usage.output = to_i64(assistant.usage.output);
-            usage.cache_read = to_i64(assistant.usage.cache_read);
-            usage.cache_write = to_i64(assistant.usage.cache_write);
-            usage.cost = assistant.usage.cost.total;
+        if let Some(tokens) = accounted.usage {
+            usage.input = to_i64(tokens.input);
+            usage.output = to_i64(tokens.output);
+            usage.cache_read = to_i64(tokens.cache_read);
+            usage.cache_write = to_i64(tokens.cache_write);
+            usage.cost = tokens.cost.total;
         }
         sql::insert_usage(conn, path, sid, seq, &usage)?;
     }
 
-    // Statistics.
+    // Statistics: every `message` entry counts as a message (system messages too); tokens and
+    // cost add up every entry that carries usage (1.6.0 `getSessionStats`).
     let mut delta = StatsDelta {
         seq,
         last_activity: (!row.timestamp.is_empty()).then_some(row.timestamp),
         ..StatsDelta::default()
     };
-    let first_message;
-    let trimmed_name;
-    match &entry.kind {
-        EntryKind::Message(message) => {
-            delta.messages = 1;
-            match message {
-                AgentMessage::Assistant(assistant) => {
-                    let usage = &assistant.usage;
-                    delta.input = to_i64(usage.input);
-                    delta.output = to_i64(usage.output);
-                    delta.cache_read = to_i64(usage.cache_read);
-                    delta.cache_write = to_i64(usage.cache_write);
-                    delta.cost = usage.cost.total;
-                }
-                AgentMessage::User(user) => {
-                    first_message = user.content.joined_text();
-                    delta.first_message = Some(&first_message);
-                }
-                AgentMessage::System(_)
-                | AgentMessage::ToolResult(_)
-                | AgentMessage::BashExecution(_)
-                | AgentMessage::Custom(_)
-                | AgentMessage::BranchSummary(_)
-                | AgentMessage::CompactionSummary(_)
-                | AgentMessage::Unknown(_) => {}
-            }
-        }
-        EntryKind::SessionInfo { name } => {
-            trimmed_name = name.as_deref().map(str::trim).unwrap_or("").to_owned();
-            delta.name = Some((!trimmed_name.is_empty()).then_some(trimmed_name.as_str()));
-        }
-        // 1.6.0: usage entries and the usage of summary requests count in the session's
-        // token and cost totals.
-        EntryKind::Usage(UsageEntry { usage, .. })
-        | EntryKind::Compaction(CompactionEntry {
-            usage: Some(usage), ..
-        })
-        | EntryKind::BranchSummary(BranchSummaryEntry {
-            usage: Some(usage), ..
-        }) => {
+    if let Some(accounted) = &accounted {
+        delta.messages = i64::from(accounted.is_message);
+        if let Some(usage) = accounted.usage {
             delta.input = to_i64(usage.input);
             delta.output = to_i64(usage.output);
             delta.cache_read = to_i64(usage.cache_read);
             delta.cache_write = to_i64(usage.cache_write);
             delta.cost = usage.cost.total;
         }
-        EntryKind::ThinkingLevelChange { .. }
-        | EntryKind::ModelChange(_)
-        | EntryKind::Compaction(_)
-        | EntryKind::BranchSummary(_)
-        | EntryKind::ContextEdit(_)
-        | EntryKind::Custom { .. }
-        | EntryKind::CustomMessage { .. }
-        | EntryKind::Label { .. }
-        | EntryKind::Unknown { .. } => {}
+    }
+    let first_message;
+    let trimmed_name;
+    match &entry.kind {
+        EntryKind::Message(AgentMessage::User(user)) => {
+            first_message = user.content.joined_text();
+            delta.first_message = Some(&first_message);
+        }
+        EntryKind::SessionInfo { name } => {
+            trimmed_name = name.as_deref().map(str::trim).unwrap_or("").to_owned();
+            delta.name = Some((!trimmed_name.is_empty()).then_some(trimmed_name.as_str()));
+        }
+        _ => {}
     }
     sql::apply_stats(conn, path, sid, &delta)
+}
+
+/// What an entry contributes to the session's accounting.
+struct Accounted<'e> {
+    /// The message role, or the entry type for an entry that only carries usage.
+    role: &'e str,
+    /// Whether it is a `message` entry.
+    is_message: bool,
+    /// The provider and model the usage is attributed to (assistant messages and `usage`
+    /// entries; tool and summary usage is not attributed).
+    provider: Option<&'e str>,
+    model: Option<&'e str>,
+    usage: Option<&'e Usage>,
+    tool_calls: i64,
+}
+
+/// The accounting of an entry: every `message` entry, and the entries that carry usage
+/// (`usage`, and compaction and branch summaries with their summary's usage).
+fn accounting(entry: &Entry) -> Option<Accounted<'_>> {
+    let plain = |role, usage| Accounted {
+        role,
+        is_message: false,
+        provider: None,
+        model: None,
+        usage,
+        tool_calls: 0,
+    };
+    match &entry.kind {
+        EntryKind::Message(message) => {
+            let mut accounted = Accounted {
+                is_message: true,
+                ..plain(message.role(), None)
+            };
+            match message {
+                AgentMessage::Assistant(assistant) => {
+                    accounted.provider = Some(&assistant.provider);
+                    accounted.model = Some(
+                        assistant
+                            .response_model
+                            .as_deref()
+                            .unwrap_or(&assistant.model),
+                    );
+                    accounted.usage = Some(&assistant.usage);
+                    accounted.tool_calls =
+                        i64::try_from(assistant.tool_calls().count()).unwrap_or(i64::MAX);
+                }
+                AgentMessage::ToolResult(result) => accounted.usage = result.usage.as_ref(),
+                _ => {}
+            }
+            Some(accounted)
+        }
+        EntryKind::Usage(usage) => Some(Accounted {
+            provider: Some(&usage.provider),
+            model: Some(&usage.model),
+            ..plain("usage", Some(&usage.usage))
+        }),
+        EntryKind::Compaction(CompactionEntry {
+            usage: Some(usage), ..
+        }) => Some(plain("compaction", Some(usage))),
+        EntryKind::BranchSummary(BranchSummaryEntry {
+            usage: Some(usage), ..
+        }) => Some(plain("branch_summary", Some(usage))),
+        _ => None,
+    }
 }
 
 /// The jump pointer of a new child of `parent` (Myers, "An applicative random-access stack"):

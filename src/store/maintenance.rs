@@ -54,7 +54,7 @@ fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<Strin
                 last_activity, name, first_message FROM session_stats WHERE sid = ?1",
         "SELECT 'doc', seq, role, kind, ts FROM search_docs WHERE sid = ?1 ORDER BY seq, role, kind, ts",
         "SELECT 'usage', seq, ts, day, week, role, provider, model, input, output, cache_read,
-                cache_write, cost FROM usage WHERE sid = ?1 ORDER BY seq",
+                cache_write, cost, is_message, tool_calls FROM usage WHERE sid = ?1 ORDER BY seq",
         "SELECT 'irregular', irregular FROM sessions WHERE sid = ?1",
     ];
     let mut out = Vec::new();

@@ -1088,6 +1088,16 @@ impl SessionStore {
         Ok(context::build(&rows, settings))
     }
 
+    /// Returns a session's message counts and token and cost totals over all its entries (the
+    /// reference's `getSessionStats`: every branch, compacted history and omitted attempts
+    /// included).
+    pub fn session_totals(&self, session: &SessionId) -> Result<sql::SessionTotals> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            sql::session_totals(conn, path, sid)
+        })
+    }
+
     /// Returns every system message on the branch to the leaf (or the selected entry), root
     /// first, as JSON text — those before a compaction too (1.6.0 restores the tool loadout
     /// from them). Follows the chain of `entry_path.system_seq`: the cost is the number of

@@ -949,9 +949,13 @@ pub struct UsageRow<'a> {
     pub cache_write: i64,
     /// Cost in USD.
     pub cost: f64,
+    /// Whether the row is a `message` entry (else an entry that only carries usage).
+    pub is_message: bool,
+    /// Tool calls of an assistant message.
+    pub tool_calls: i64,
 }
 
-/// Stores the usage row of a `message` entry.
+/// Stores the usage row of an entry.
 pub fn insert_usage(
     conn: &Connection,
     path: &str,
@@ -961,8 +965,9 @@ pub fn insert_usage(
 ) -> Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO usage
-             (sid, seq, ts, day, week, role, provider, model, input, output, cache_read, cache_write, cost)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             (sid, seq, ts, day, week, role, provider, model, input, output, cache_read, cache_write, cost,
+              is_message, tool_calls)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )
     .at(path)?
     .execute(params![
@@ -978,7 +983,9 @@ pub fn insert_usage(
         row.output,
         row.cache_read,
         row.cache_write,
-        row.cost
+        row.cost,
+        row.is_message,
+        row.tool_calls
     ])
     .at(path)?;
     Ok(())
@@ -1529,6 +1536,62 @@ pub struct StatsRow {
     pub cost: f64,
 }
 
+/// A session's totals over all its entries (every branch, compacted history included).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SessionTotals {
+    /// `message` entries of any role.
+    pub messages: i64,
+    /// User messages.
+    pub user: i64,
+    /// Assistant messages.
+    pub assistant: i64,
+    /// Tool results.
+    pub tool_results: i64,
+    /// Tool calls in assistant messages.
+    pub tool_calls: i64,
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// Cost in USD.
+    pub cost: f64,
+}
+
+/// Returns a session's totals from its usage rows.
+pub fn session_totals(conn: &Connection, path: &str, sid: i64) -> Result<SessionTotals> {
+    conn.prepare_cached(
+        "SELECT COALESCE(SUM(is_message), 0),
+                COALESCE(SUM(is_message AND role = 'user'), 0),
+                COALESCE(SUM(is_message AND role = 'assistant'), 0),
+                COALESCE(SUM(is_message AND role = 'toolResult'), 0),
+                COALESCE(SUM(tool_calls), 0),
+                COALESCE(SUM(input), 0), COALESCE(SUM(output), 0),
+                COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0),
+                COALESCE(SUM(cost), 0.0)
+           FROM usage WHERE sid = ?1",
+    )
+    .at(path)?
+    .query_row(params![sid], |row| {
+        Ok(SessionTotals {
+            messages: row.get(0)?,
+            user: row.get(1)?,
+            assistant: row.get(2)?,
+            tool_results: row.get(3)?,
+            tool_calls: row.get(4)?,
+            input: row.get(5)?,
+            output: row.get(6)?,
+            cache_read: row.get(7)?,
+            cache_write: row.get(8)?,
+            cost: row.get(9)?,
+        })
+    })
+    .at(path)
+}
+
 /// Groups usage rows by an SQL key expression.
 pub fn usage_stats(
     conn: &Connection,
@@ -1539,7 +1602,7 @@ pub fn usage_stats(
     order_by_key: bool,
 ) -> Result<Vec<StatsRow>> {
     let mut sql = format!(
-        "SELECT {key_sql} AS key, COUNT(DISTINCT u.sid), COUNT(*), SUM(u.input), SUM(u.output),
+        "SELECT {key_sql} AS key, COUNT(DISTINCT u.sid), SUM(u.is_message), SUM(u.input), SUM(u.output),
                 SUM(u.cache_read), SUM(u.cache_write), SUM(u.cost)
            FROM usage u JOIN sessions s ON s.sid = u.sid WHERE u.ts >= ?1"
     );

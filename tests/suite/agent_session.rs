@@ -83,6 +83,7 @@ async fn a_prompt_with_bash_read_edit_and_write_stores_the_conversation_and_resu
         [
             "model_change",
             "thinking_level_change",
+            "message:system",
             "message:user",
             "message:assistant",
             "message:toolResult",
@@ -192,7 +193,7 @@ async fn a_prompt_with_bash_read_edit_and_write_stores_the_conversation_and_resu
     assert_eq!(resumed.messages(), transcript);
     assert_eq!(resumed.model().unwrap().id, "mock-model");
     // A resumed session with a thinking entry gets no new entries.
-    assert_eq!(harness.store.entries(&id).unwrap().len(), 12);
+    assert_eq!(harness.store.entries(&id).unwrap().len(), 13);
     let continued = harness.open(SessionTarget::ContinueRecent).await;
     assert_eq!(continued.session_id().await, id);
 }
@@ -238,6 +239,7 @@ async fn a_429_then_success_leaves_one_assistant_message() {
         [
             "model_change",
             "thinking_level_change",
+            "message:system",
             "message:user",
             "message:assistant"
         ]
@@ -293,9 +295,21 @@ async fn a_stream_cut_midway_is_kept_and_retried_as_its_child() {
             .contains("connection lost"),
         "{failed:?}"
     );
+    // 1.6.0: the failed attempt stays in the history and a `context_edit` (its child) omits it
+    // from the model context; the retried answer follows the edit.
+    let edit = entries
+        .iter()
+        .find(|stored| matches!(&stored.entry.kind, EntryKind::ContextEdit(_)))
+        .expect("a context_edit omits the failed attempt");
+    let EntryKind::ContextEdit(edit_fields) = &edit.entry.kind else {
+        unreachable!()
+    };
+    assert_eq!(edit_fields.target_id, assistants[0].entry.id);
+    assert_eq!(edit_fields.replacement, Some(serde_json::Value::Null));
+    assert_eq!(edit.entry.parent_id, assistants[0].entry.id);
     assert_eq!(
-        assistants[1].entry.parent_id, assistants[0].entry.id,
-        "the retried answer is the error's child"
+        assistants[1].entry.parent_id, edit.entry.id,
+        "the retried answer is the edit's child"
     );
     // The error is absent from the retried request and from the transcript.
     let retried = harness.server.requests()[1].json();

@@ -486,8 +486,11 @@ async fn builders_script_a_whole_tool_conversation() {
             tool_name: call.name.clone(),
             content: vec![ContentBlock::text("main.rs\nlib.rs")],
             details: None,
+            usage: None,
             is_error: false,
+            duration_ms: None,
             timestamp: 3,
+            nested_calls: None,
             extra: Map::new(),
         },
     ));

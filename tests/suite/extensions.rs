@@ -702,8 +702,9 @@ async fn tree_navigation_can_be_cancelled_or_get_its_branch_summary_from_an_exte
         .iter()
         .map(|stored| stored.entry.id.as_ref().unwrap().to_string())
         .collect();
-    // model_change, thinking_level_change, user 1, assistant 1, user 2, assistant 2.
-    let (first_answer, second_question, leaf) = (&ids[3], &ids[4], &ids[5]);
+    // model_change, thinking_level_change, the system message, user 1, assistant 1, user 2,
+    // assistant 2.
+    let (first_answer, second_question, leaf) = (&ids[4], &ids[5], &ids[6]);
     let target = pi::model::ids::EntryId::new(second_question.as_str());
     let options = pi::session::NavigateOptions {
         summarize: true,
@@ -980,6 +981,7 @@ async fn an_in_process_extension_shapes_the_request_and_the_stored_answer() {
         [
             "model_change",
             "thinking_level_change",
+            "message:system",
             "message:user",
             "custom_message:note",
             "message:assistant"
@@ -1052,6 +1054,7 @@ async fn check_fault(fault: Fault) -> Vec<(String, bool, String)> {
     assert_eq!(
         roles,
         [
+            "system",
             "user",
             "assistant",
             "toolResult",
@@ -1152,7 +1155,7 @@ async fn an_extension_that_stops_reading_its_input_cannot_block_the_session() {
         .iter()
         .map(|message| message.role().to_owned())
         .collect();
-    assert_eq!(roles, ["user", "assistant"]);
+    assert_eq!(roles, ["system", "user", "assistant"]);
     session.shutdown().await;
 }
 

@@ -306,6 +306,9 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
         [
             "agent_start",
             "turn_start",
+            // the system message with the prompt and tools, the user message, the answer
+            "message_start",
+            "message_end",
             "message_start",
             "message_end",
             "message_start",
@@ -326,17 +329,18 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
         "events carry no id and the partial message"
     );
     let end = records.last().unwrap();
-    assert_eq!(end["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(end["messages"].as_array().unwrap().len(), 3);
 
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
-    assert_eq!(messages.as_array().unwrap().len(), 2);
-    assert_eq!(messages[0]["role"], "user");
-    assert_eq!(message_text(&messages[0]), "Hi");
+    assert_eq!(messages.as_array().unwrap().len(), 3);
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages[1]["role"], "user");
+    assert_eq!(message_text(&messages[1]), "Hi");
     assert_eq!(
-        messages[1]["content"],
+        messages[2]["content"],
         json!([{"type": "text", "text": "Hello there."}])
     );
-    assert_eq!(messages[1]["usage"]["input"], 100);
+    assert_eq!(messages[2]["usage"]["input"], 100);
     assert_eq!(
         rpc.ok(json!({"type": "get_last_assistant_text"})),
         json!({"text": "Hello there."})
@@ -389,7 +393,7 @@ fn get_state_reports_the_session_the_model_and_the_queues() {
     assert_eq!(state["messageCount"], 0);
     rpc.prompt_and_wait("Hi");
     let state = rpc.ok(json!({"type": "get_state"}));
-    assert_eq!(state["messageCount"], 2);
+    assert_eq!(state["messageCount"], 3);
     assert_eq!(state["sessionId"], session_id.as_str());
     let stored = env.store().session(&pi::model::SessionId::new(&session_id));
     assert!(stored.is_ok(), "the session is in the database");
@@ -505,6 +509,7 @@ fn steer_with_an_image_and_follow_up_mode_all() {
     assert_eq!(
         roles,
         [
+            "system",
             "user",
             "assistant",
             "toolResult",
@@ -515,7 +520,7 @@ fn steer_with_an_image_and_follow_up_mode_all() {
         "mode all delivers both steering messages at once"
     );
     assert_eq!(
-        messages[3]["content"],
+        messages[4]["content"],
         json!([{"type": "text", "text": "Look"}, image]),
         "the image follows the text, as the reference builds it"
     );
@@ -747,7 +752,7 @@ fn new_session_switch_session_fork_and_clone() {
     let state = rpc.ok(json!({"type": "get_state"}));
     let fork_id = state["sessionId"].as_str().unwrap().to_owned();
     assert_ne!(fork_id, first_id);
-    assert_eq!(state["messageCount"], 2);
+    assert_eq!(state["messageCount"], 3);
     assert_eq!(
         rpc.ok(json!({"type": "get_last_assistant_text"}))["text"],
         "One."
@@ -763,7 +768,7 @@ fn new_session_switch_session_fork_and_clone() {
     let state = rpc.ok(json!({"type": "get_state"}));
     let clone_id = state["sessionId"].as_str().unwrap().to_owned();
     assert!(clone_id != fork_id && clone_id != first_id);
-    assert_eq!(state["messageCount"], 2);
+    assert_eq!(state["messageCount"], 3);
 
     // A new session, then back to the first by a prefix of its id.
     assert_eq!(
@@ -792,7 +797,7 @@ fn new_session_switch_session_fork_and_clone() {
     );
     let state = rpc.ok(json!({"type": "get_state"}));
     assert_eq!(state["sessionId"], first_id.as_str());
-    assert_eq!(state["messageCount"], 4);
+    assert_eq!(state["messageCount"], 5);
     let error = rpc.err(json!({"type": "switch_session", "sessionPath": "no-such-session"}));
     assert!(error.contains("no-such-session"), "{error}");
 
@@ -873,7 +878,7 @@ fn session_name_stats_and_commands() {
     assert_eq!(
         stats,
         json!({"sessionFile": format!("{}#{session_id}", env.db().display()), "sessionId": session_id,
-               "userMessages": 1, "assistantMessages": 2, "toolCalls": 1, "toolResults": 1, "totalMessages": 4,
+               "userMessages": 1, "assistantMessages": 2, "toolCalls": 1, "toolResults": 1, "totalMessages": 5,
                "tokens": {"input": 200, "output": 40, "cacheRead": 0, "cacheWrite": 0, "total": 240},
                "cost": 0.00028,
                "contextUsage": {"tokens": 120, "contextWindow": 128000, "percent": 0.09375}})
@@ -908,7 +913,8 @@ fn framing_is_lf_only_and_keeps_unicode_separators() {
     assert_eq!(rpc.response("b")["success"], true);
     rpc.collect_until("agent_end");
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
-    assert_eq!(message_text(&messages[0]), text);
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(message_text(&messages[1]), text);
     let body = server.requests()[0].json();
     assert_eq!(
         body["messages"][1]["content"],
@@ -1031,7 +1037,7 @@ fn sigterm_ends_a_running_turn_with_143() {
         .collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "toolResult", "assistant"],
+        ["system", "user", "assistant", "toolResult", "assistant"],
         "the cancelled tool call got its result and the turn its aborted message"
     );
 }

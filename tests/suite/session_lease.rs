@@ -628,7 +628,11 @@ async fn the_session_layer_holds_refuses_opens_read_only_and_takes_over() {
         .await
         .unwrap();
     assert!(reader.read_only().is_some());
-    assert_eq!(reader.messages().len(), 2, "the history is there");
+    assert_eq!(
+        reader.messages().len(),
+        3,
+        "the history is there (system, user, assistant)"
+    );
     assert!(matches!(
         reader.prompt("may I?", PromptOptions::default()).await,
         Err(SessionError::ReadOnly { .. })

@@ -437,8 +437,8 @@ impl Repl {
         while let Some(Some(())) = self.sigint.recv().now_or_never() {}
     }
 
-    fn status(&mut self) -> io::Result<()> {
-        let stats = self.session.stats();
+    async fn status(&mut self) -> io::Result<()> {
+        let stats = self.session.stats().await;
         let model = self.session.model();
         let status = Status {
             model: model
@@ -497,7 +497,7 @@ impl Repl {
         if !messages.is_empty() {
             self.out.line("")?;
             self.out.transcript(&messages)?;
-            self.status()?;
+            self.status().await?;
         }
         Ok(())
     }
@@ -777,7 +777,7 @@ impl Repl {
             }
             Err(error) => self.error(&error.to_string())?,
         }
-        self.status()?;
+        self.status().await?;
         Ok(())
     }
 
@@ -801,7 +801,7 @@ impl Repl {
             }
             Err(error) => self.error(&error.to_string())?,
         }
-        self.status()?;
+        self.status().await?;
         Ok(())
     }
 
@@ -1132,7 +1132,7 @@ impl Repl {
     }
 
     async fn session_info(&mut self) -> Result<()> {
-        let stats = self.session.stats();
+        let stats = self.session.stats().await;
         let palette = self.palette();
         let mut lines = vec![palette.bold("Session Info"), String::new()];
         if let Some(name) = self.session.session_name() {
