@@ -1309,6 +1309,28 @@ pub struct SearchHit {
     pub first_message: Option<String>,
     /// Whether the entry is on the session's active path (root → leaf).
     pub on_active_path: bool,
+    /// How a `context_edit` on the active path changed the entry's contribution to the model
+    /// context (the latest such edit): the text is history and stays searchable.
+    pub context_edit: Option<ContextEditKind>,
+}
+
+/// What a `context_edit` did to an entry's contribution to the model context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextEditKind {
+    /// `replacement: null`: the entry is not sent to the model any more.
+    Omitted,
+    /// The entry's content is replaced in what the model sees.
+    Replaced,
+}
+
+impl ContextEditKind {
+    /// `omitted` or `replaced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Omitted => "omitted",
+            Self::Replaced => "replaced",
+        }
+    }
 }
 
 struct Scored {
@@ -2228,6 +2250,23 @@ impl SessionStore {
                     .map(|found| found.text.into_owned())
                     .unwrap_or_default();
                 let on_active_path = active.contains(conn, path, doc.sid, doc.seq)?;
+                let context_edit = match (&row.id, on_active_path) {
+                    (Some(id), true) => {
+                        let mut found = None;
+                        for (edit_seq, omits) in sql::context_edits_of(conn, path, doc.sid, id)? {
+                            if active.contains(conn, path, doc.sid, edit_seq)? {
+                                found = Some(if omits {
+                                    ContextEditKind::Omitted
+                                } else {
+                                    ContextEditKind::Replaced
+                                });
+                                break;
+                            }
+                        }
+                        found
+                    }
+                    _ => None,
+                };
                 hits.push(SearchHit {
                     session: SessionId::new(session.id.clone()),
                     entry: row.id.map(EntryId::new),
@@ -2247,6 +2286,7 @@ impl SessionStore {
                     name: session.name.clone(),
                     first_message: session.first_message.clone(),
                     on_active_path,
+                    context_edit,
                 });
             }
             Ok(hits)
