@@ -106,6 +106,23 @@ pub enum StoreError {
         /// What went wrong on the reading side.
         reason: String,
     },
+    /// The file a backup was asked to create already exists; nothing was written.
+    #[error(
+        "{}: the file exists; `pi db backup` never overwrites a file — remove it or choose another name",
+        path.display()
+    )]
+    BackupExists {
+        /// The backup file named.
+        path: PathBuf,
+    },
+    /// Writing a backup failed; nothing was left under the backup's name.
+    #[error("cannot write the backup {}: {detail}; no backup file was left", path.display())]
+    Backup {
+        /// The backup file named.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// Writing an export failed (a closed pipe included).
     #[error("cannot write the export: {source}")]
     Output {

@@ -1,4 +1,5 @@
-//! Leaf helpers shared by every layer: time, randomness, JSON text in the reference's style.
+//! Leaf helpers shared by every layer: time, randomness, JSON text in the reference's style,
+//! text made safe for a terminal.
 //!
 //! Invariant: `support` imports nothing from the crate; it owns no policy, only mechanisms
 //! (a clock, an id source, a serializer) that higher layers configure and pass down.
@@ -6,4 +7,5 @@
 pub mod clock;
 pub mod ids;
 pub mod json;
+pub mod term;
 pub mod truncate;

@@ -706,6 +706,119 @@ fn kill_during_a_large_import_leaves_all_or_nothing() {
     );
 }
 
+// ----- kills during a backup ------------------------------------------------------------------
+
+/// Files in `dir` other than the ones named in `keep`.
+fn other_files(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| !keep.iter().any(|kept| kept == path))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A `pi db backup FILE` killed at any moment leaves either no FILE or a complete backup —
+/// never a partial one that `db check` would pass — and the rerun either makes the backup or
+/// says in one line that FILE exists; a temporary the kill left is removed by the rerun.
+#[test]
+fn kill_during_a_backup_leaves_no_partial_backup() {
+    const ROUNDS: u64 = 12;
+    let env = TestEnv::new();
+    let dir = env.dir.path();
+    let file = dir.join("large.jsonl");
+    write_session_file(&file, &large_reference_session(MERGED_SESSION, 5, 2027));
+    let source = dir.join("source.db");
+    let (status, lines) = pi_import(&env, &source, &file).finish();
+    assert!(status.success(), "{lines:?}");
+    let expected = open_store(&source, 1)
+        .entries(&SessionId::new(MERGED_SESSION))
+        .unwrap()
+        .len();
+    let backups = dir.join("backups");
+    std::fs::create_dir(&backups).unwrap();
+    let backup = |target: &Path| {
+        let mut command = pi_child(&env, &source);
+        command.args(["db", "backup"]).arg(target);
+        Writer::spawn_pi(command)
+    };
+    // A finished backup holds every entry (and is the measure for the kill moments).
+    let complete = |target: &Path, context: &str| {
+        assert_db_check(&env, target, context);
+        let store = open_store(target, 1);
+        let stored = store
+            .entries(&SessionId::new(MERGED_SESSION))
+            .unwrap_or_else(|error| panic!("{context}: a partial backup ({error})"));
+        assert_eq!(stored.len(), expected, "{context}: a partial backup");
+    };
+    let measured = backups.join("measured.db");
+    let started = Instant::now();
+    let (status, lines) = backup(&measured).finish();
+    let duration = elapsed_ms(started);
+    assert!(status.success(), "{lines:?}");
+    complete(&measured, "uninterrupted");
+    remove_db(&measured);
+
+    let rng = Rng::new(78);
+    let mut absent = 0;
+    for round in 0..ROUNDS {
+        let target = backups.join(format!("round-{round}.db"));
+        let child = backup(&target);
+        std::thread::sleep(Duration::from_millis(rng.spread(
+            duration * 2,
+            round,
+            ROUNDS,
+        )));
+        let printed = child.kill();
+        let context = format!("backup round {round}");
+        let existed = target.exists();
+        if existed {
+            complete(&target, &context);
+        } else {
+            assert!(
+                printed.is_empty(),
+                "{context}: reported {printed:?} but no file"
+            );
+            absent += 1;
+        }
+        // The rerun: a backup, or one line saying the file exists.
+        let rerun = env
+            .pi()
+            .args(["--db", source.to_str().unwrap(), "db", "backup"])
+            .arg(&target)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&rerun.stderr);
+        if existed {
+            assert_eq!(rerun.status.code(), Some(1), "{context}: {stderr}");
+            assert!(
+                stderr.lines().count() == 1 && stderr.contains("exists"),
+                "{context}: {stderr}"
+            );
+        } else {
+            assert!(rerun.status.success(), "{context}: {stderr}");
+        }
+        complete(&target, &format!("{context}, rerun"));
+        let target_files: Vec<PathBuf> = ["", "-wal", "-shm"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{}{suffix}", target.display())))
+            .collect();
+        let keep: Vec<&Path> = target_files.iter().map(PathBuf::as_path).collect();
+        assert_eq!(
+            other_files(&backups, &keep),
+            Vec::<PathBuf>::new(),
+            "{context}: files left beside the backup"
+        );
+        remove_db(&target);
+    }
+    assert!(absent > 0, "no kill landed before a backup was complete");
+    eprintln!(
+        "backup kills: {ROUNDS} kills of `pi db backup` over a {duration} ms backup: {absent} left no file, {} a complete backup",
+        ROUNDS - absent
+    );
+}
+
 // ----- kills during compaction ----------------------------------------------------------------
 
 /// What the mock summariser answers (no file operations, so the stored summary is exactly this).

@@ -51,6 +51,7 @@ use crate::session::{
 };
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
+use crate::support::term;
 use command::{COMMANDS, Command, Input};
 use editor::{EditorConfig, LineEditor, Reply};
 use typeahead::{Typeahead, Typed};
@@ -1563,7 +1564,10 @@ impl Repl {
                 .context("the export task failed")?;
         match written {
             Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
-            Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,
+            Err(error) => self.error(&format!(
+                "Failed to export session: {}",
+                term::error_line(error.chain())
+            ))?,
         }
         Ok(())
     }
@@ -1590,7 +1594,10 @@ impl Repl {
         let imported = match imported {
             Ok(imported) => imported,
             Err(error) => {
-                self.error(&format!("Failed to import session: {error:#}"))?;
+                self.error(&format!(
+                    "Failed to import session: {}",
+                    term::error_line(error.chain())
+                ))?;
                 return Ok(());
             }
         };
