@@ -142,3 +142,141 @@ fn failing_commands_print_one_line_without_repeating_themselves() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+// ----- item 4: export --all with odd ids -----------------------------------------------------
+
+/// A session file whose header has this id and cwd, with one user message.
+fn session_lines(id: &str, cwd: &str, text: &str) -> Vec<String> {
+    let header = serde_json::json!({
+        "type": "session", "version": 3, "id": id,
+        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": cwd,
+    });
+    let message = serde_json::json!({
+        "type": "message", "id": "a1", "parentId": null,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1},
+    });
+    vec![header.to_string(), message.to_string()]
+}
+
+/// Every regular file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Sessions whose ids (or cwds) make bad file names — 5,000 characters, `/`, `..`, ids that
+/// the old replacement made equal (`a/b` and `a-b`), control characters, a NUL in the cwd —
+/// are all exported by `export --jsonl --all`, each to its own bounded name inside DIR; a
+/// session whose file cannot be written is reported in one line naming it, the others are
+/// still written, and the exit is 1. (A 5,000-character id stopped the export with "File
+/// name too long", the rest not written.)
+#[test]
+fn export_all_writes_every_session_under_a_safe_bounded_name() {
+    let env = TestEnv::new();
+    let long_id = "x".repeat(5_000);
+    let long_cwd = format!("/{}", "deep/".repeat(1_000));
+    let sessions: Vec<(String, String)> = vec![
+        (
+            "0196a3c2-7d1e-7c44-9b0e-2f6a1d3c9e55".into(),
+            "/home/u/app".into(),
+        ),
+        (long_id.clone(), "/w".into()),
+        ("a/b".into(), "/w".into()),
+        ("a-b".into(), "/w".into()),
+        ("..".into(), "/w".into()),
+        ("../../escaped".into(), "/w".into()),
+        ("tab\tbell\u{7}esc\u{1b}[2J".into(), "/w".into()),
+        ("tilde~0123".into(), "/w".into()),
+        ("nul-cwd".into(), "/w/\u{0}/x".into()),
+        ("long-cwd".into(), long_cwd),
+        ("dots".into(), "..".into()),
+    ];
+    for (idx, (id, cwd)) in sessions.iter().enumerate() {
+        let file = env.dir.path().join(format!("in-{idx}.jsonl"));
+        write_lines(&file, &session_lines(id, cwd, &format!("message {idx}")));
+        succeeded(env.pi().args(["import"]).arg(&file));
+    }
+    let out = env.dir.path().join("out");
+    let exported = env
+        .pi()
+        .args(["export", "--jsonl", "--all", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    let files = files_under(&out);
+    assert_eq!(files.len(), sessions.len(), "{files:#?}");
+    let mut ids = Vec::new();
+    for file in &files {
+        assert!(file.starts_with(&out), "{} escaped DIR", file.display());
+        for component in file.strip_prefix(&out).unwrap().components() {
+            let name = component.as_os_str().to_str().unwrap();
+            assert!(name.len() <= 255, "a {}-byte name", name.len());
+            assert!(!name.chars().any(char::is_control), "{name:?}");
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        ids.push(header["id"].as_str().unwrap().to_owned());
+    }
+    ids.sort();
+    let mut expected: Vec<String> = sessions.iter().map(|(id, _)| id.clone()).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    // The reference's own layout where the id and cwd make a good name.
+    assert!(
+        out.join("--home-u-app--")
+            .join("2026-01-01T00-00-00-000Z_0196a3c2-7d1e-7c44-9b0e-2f6a1d3c9e55.jsonl")
+            .is_file()
+    );
+    // Names are the same on every run: a second export without --force keeps them all.
+    let again = env
+        .pi()
+        .args(["export", "--jsonl", "--all", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(files_under(&out), files);
+
+    // One session that cannot be written (a directory where its file goes): reported by id,
+    // every other session still written, exit 1.
+    let blocked = files
+        .iter()
+        .find(|file| std::fs::read_to_string(file).unwrap().contains("\"a-b\""))
+        .unwrap()
+        .clone();
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&blocked).unwrap();
+    let partial = env
+        .pi()
+        .args(["export", "--jsonl", "--all", "--force", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(partial.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&partial.stderr);
+    let failures: Vec<&str> = stderr.lines().filter(|line| line.contains("a-b")).collect();
+    assert_eq!(failures.len(), 1, "{stderr}");
+    assert_eq!(
+        files_under(&out).len(),
+        sessions.len() - 1,
+        "the others are written: {stderr}"
+    );
+}
