@@ -406,7 +406,8 @@ fn import_summary(report: &FileReport) -> String {
 /// returns its session; says so on stderr in one line.
 fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<SessionId> {
     let path = env.absolute(&env.expand_tilde(value));
-    if !path.is_file() {
+    // A FIFO or a device is refused by the import, naming what it is.
+    if !path.exists() {
         bail!(
             "{}: no such session file (a SESSION argument containing `/` or ending in .jsonl is a file)",
             path.display()

@@ -38,6 +38,15 @@ pub use reader::{
 };
 pub use value::{JsObject, JsString, JsValue};
 
+/// The longest line pi reads from a session file: 256 MiB. The reference reads a file line by
+/// line into JavaScript strings, whose longest is 2^29 − 24 UTF-16 units (≈ 512 Mi
+/// characters, V8 on 64 bits): it fails on a longer line. pi refuses a file at half that —
+/// no session line comes near it (a long coding session's lines are kilobytes; an inlined
+/// image a few megabytes), and parsing a line takes several times its size in memory. A
+/// longer line refuses the file, naming it and the line, before more of it is read
+/// (`support::files::read_regular`).
+pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+
 /// What can go wrong reading or re-serialising session lines.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonlError {

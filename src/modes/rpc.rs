@@ -1035,8 +1035,8 @@ impl Server {
 /// already stored is merged by union); a refused file is an error naming the reason.
 fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport, String> {
     let shown = path.display();
-    let bytes =
-        std::fs::read(path).map_err(|error| format!("{shown}: cannot read the file: {error}"))?;
+    let bytes = crate::support::files::read_regular(path, crate::jsonl::MAX_LINE_BYTES)
+        .map_err(|error| format!("{shown}: {error}; nothing was imported"))?;
     let reader = SessionReader::new(&bytes)
         .map_err(|error| format!("{shown}: {error}; the file was left as it is"))?;
     let header = reader.header().clone();

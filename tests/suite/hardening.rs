@@ -280,3 +280,189 @@ fn export_all_writes_every_session_under_a_safe_bounded_name() {
         "the others are written: {stderr}"
     );
 }
+
+// ----- item 9: what import reads -------------------------------------------------------------
+
+/// How a measured child ended.
+struct Measured {
+    output: std::process::Output,
+    /// The child's peak resident set (`VmHWM` of `/proc/<pid>/status`), in KiB.
+    peak_kib: u64,
+    elapsed: std::time::Duration,
+}
+
+/// Runs `command`, sampling its peak resident set every millisecond; kills it (and fails)
+/// when it takes longer than `timeout` or grows past `limit_kib`.
+fn run_measured(
+    mut command: std::process::Command,
+    timeout: std::time::Duration,
+    limit_kib: u64,
+) -> Measured {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::Instant;
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file)
+            && let Some(line) = text.lines().find(|line| line.starts_with("VmHWM:"))
+        {
+            let kib: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(0);
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if peak_kib > limit_kib || started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{command:?}: killed after {:?} at a peak of {} MiB",
+                started.elapsed(),
+                peak_kib / 1024
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    Measured {
+        output: std::process::Output {
+            status,
+            stdout: out_reader.join().unwrap(),
+            stderr: err_reader.join().unwrap(),
+        },
+        peak_kib,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// `pi import` of a FIFO, a character device (`/dev/zero`, `/dev/null`) and a socket ends at
+/// once with one refusal line per file naming it and what it is, without reading (a FIFO
+/// blocked forever, `/dev/zero` grew to 8 GB); a FIFO named `*.jsonl` in a directory is
+/// refused the same way; a symlink to a regular file imports.
+#[test]
+fn import_refuses_fifos_devices_and_sockets_at_once() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("in");
+    std::fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("fifo.jsonl");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let socket = env.dir.path().join("socket.jsonl");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let regular = env.dir.path().join("regular.jsonl");
+    write_lines(&regular, &small_session("linked-session"));
+    let link = env.dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&regular, &link).unwrap();
+    let timeout = std::time::Duration::from_secs(20);
+    for target in [
+        fifo.as_path(),
+        Path::new("/dev/zero"),
+        Path::new("/dev/null"),
+        socket.as_path(),
+        dir.as_path(),
+    ] {
+        let mut command = env.pi_process();
+        command.arg("import").arg(target);
+        let run = run_measured(command, timeout, 200 * 1024);
+        let stdout = String::from_utf8_lossy(&run.output.stdout);
+        let stderr = String::from_utf8_lossy(&run.output.stderr);
+        assert_eq!(
+            run.output.status.code(),
+            Some(1),
+            "{target:?}: {stdout}{stderr}"
+        );
+        let refused: Vec<&str> = stdout.lines().collect();
+        let shown = if target == dir {
+            fifo.as_path()
+        } else {
+            target
+        };
+        assert_eq!(refused.len(), 1, "{target:?}: {stdout}");
+        assert!(
+            refused[0].starts_with("refused")
+                && refused[0].contains(shown.to_str().unwrap())
+                && refused[0].contains("not a regular file"),
+            "{target:?}: {stdout}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{target:?}: {stderr}");
+        assert!(
+            run.elapsed < std::time::Duration::from_secs(10),
+            "{target:?}: {:?}",
+            run.elapsed
+        );
+        assert!(
+            run.peak_kib < 100 * 1024,
+            "{target:?}: peak resident set {} MiB",
+            run.peak_kib / 1024
+        );
+    }
+    let linked = succeeded(env.pi().args(["import"]).arg(&link));
+    assert!(String::from_utf8_lossy(&linked.stdout).starts_with("imported"));
+}
+
+/// A line longer than the limit (256 MiB) refuses the file with one line naming the file and
+/// the line, after reading no more than the limit: the process stays far below the file's size.
+#[test]
+fn a_line_longer_than_the_limit_refuses_the_file_with_bounded_memory() {
+    const LIMIT: u64 = 256 * 1024 * 1024;
+    let env = TestEnv::new();
+    let huge = env.dir.path().join("huge.jsonl");
+    write_lines(&huge, &small_session("huge-line"));
+    // One more line of NULs, 1 GiB long (sparse: the disk holds none of it).
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&huge)
+        .unwrap();
+    let start = file.metadata().unwrap().len();
+    file.set_len(start + 4 * LIMIT).unwrap();
+    drop(file);
+    let mut command = env.pi_process();
+    command.args(["import", "--json"]).arg(&huge);
+    let run = run_measured(command, std::time::Duration::from_secs(60), 640 * 1024);
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    let stderr = String::from_utf8_lossy(&run.output.stderr);
+    assert_eq!(run.output.status.code(), Some(1), "{stdout}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["status"], "refused", "{report}");
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        error.contains("line 3") && error.contains("256 MiB"),
+        "{error}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        run.peak_kib * 1024 < LIMIT * 2,
+        "peak resident set {} MiB",
+        run.peak_kib / 1024
+    );
+    eprintln!(
+        "a 1 GiB line: refused after {:?} at a peak resident set of {} MiB",
+        run.elapsed,
+        run.peak_kib / 1024
+    );
+    // Nothing of it was stored.
+    let listed = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
+    assert_eq!(crate::common::stdout_json(&listed), serde_json::json!([]));
+}
