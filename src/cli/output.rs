@@ -92,3 +92,13 @@ pub fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.write_all(text.as_bytes())?;
     out.write_all(b"\n")
 }
+
+/// Returns a timestamp from a session file as the contract's JSON gives it: ISO-8601 UTC with
+/// milliseconds (`2026-01-01T00:00:00.000Z`, whatever form or offset the file used), or null
+/// when the text is not a time.
+pub fn iso_or_null(text: &str) -> serde_json::Value {
+    match crate::support::clock::ms_from_iso(text.trim()) {
+        Some(ms) => serde_json::Value::from(crate::support::clock::iso_from_ms(ms)),
+        None => serde_json::Value::Null,
+    }
+}

@@ -218,7 +218,7 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
                     "snippet": hit.snippet,
                     "score": hit.score,
                     "cwd": hit.cwd,
-                    "timestamp": hit.timestamp,
+                    "timestamp": output::iso_or_null(&hit.timestamp),
                     "name": hit.name,
                     "onActivePath": hit.on_active_path,
                 })

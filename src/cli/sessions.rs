@@ -116,8 +116,8 @@ fn summary_json(summary: &SessionSummary) -> Value {
         "name": summary.name,
         "firstMessage": summary.first_message,
         "cwd": summary.cwd,
-        "created": summary.created,
-        "lastActivity": summary.last_activity,
+        "created": output::iso_or_null(&summary.created),
+        "lastActivity": output::iso_or_null(&summary.last_activity),
         "messages": summary.messages,
         "entries": summary.entries,
         "tokens": {

@@ -53,6 +53,17 @@ pub enum JsonlError {
     /// The file has no valid header; it is refused and left as it is.
     #[error("no valid session header: {0}")]
     NoHeader(NoHeader),
+    /// The header's `version` is not one pi reads (1, 2, 3); the file is refused and left as it
+    /// is (`reader.rs`, "Versions").
+    #[error("{}", describe_version(version, *newer, *line))]
+    UnsupportedVersion {
+        /// The header's 1-based line number.
+        line: usize,
+        /// The `version` value as JSON text (cut to 40 characters).
+        version: String,
+        /// Whether it is a number above 3 (a newer format) rather than no version at all.
+        newer: bool,
+    },
     /// A stored line could not be parsed again for re-serialisation.
     #[error("entry #{idx} cannot be re-serialised: {source}")]
     Reserialize {
@@ -68,4 +79,16 @@ pub enum JsonlError {
         /// Position of the line among those given.
         idx: usize,
     },
+}
+
+fn describe_version(version: &str, newer: bool, line: usize) -> String {
+    if newer {
+        format!(
+            "the session header (line {line}) has format version {version}, newer than the versions this pi reads (1, 2 and 3); upgrade pi to import it"
+        )
+    } else {
+        format!(
+            "the session header (line {line}) has version {version}, which is not a session format version (pi reads versions 1, 2 and 3)"
+        )
+    }
 }

@@ -466,3 +466,160 @@ fn a_line_longer_than_the_limit_refuses_the_file_with_bounded_memory() {
     let listed = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
     assert_eq!(crate::common::stdout_json(&listed), serde_json::json!([]));
 }
+
+// ----- item 11: timestamps and header versions ------------------------------------------------
+
+/// `sessions list --json` and `sessions search --json` give every timestamp as ISO-8601 UTC
+/// with milliseconds, or null when the file's is not a time (they passed `"yesterday"` and
+/// `"2026-13-45"` through).
+#[test]
+fn json_outputs_give_iso_timestamps_or_null() {
+    let env = TestEnv::new();
+    let cases = [
+        ("bad-times", "yesterday", "2026-13-45T99:00:00Z"),
+        (
+            "offset-times",
+            "2026-01-01T01:00:00+01:00",
+            "2026-01-01T00:00:05Z",
+        ),
+    ];
+    for (id, created, entry) in cases {
+        let header = serde_json::json!({
+            "type": "session", "version": 3, "id": id, "timestamp": created, "cwd": "/w",
+        });
+        let message = serde_json::json!({
+            "type": "message", "id": "a1", "parentId": null, "timestamp": entry,
+            "message": {"role": "user", "content": "findable words", "timestamp": 1},
+        });
+        let file = env.dir.path().join(format!("{id}.jsonl"));
+        write_lines(&file, &[header.to_string(), message.to_string()]);
+        succeeded(env.pi().args(["import"]).arg(&file));
+    }
+    let listed = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
+    let listed = crate::common::stdout_json(&listed);
+    let by_id = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["session"] == id)
+            .unwrap()
+            .clone()
+    };
+    let bad = by_id("bad-times");
+    assert_eq!(bad["created"], serde_json::Value::Null, "{bad}");
+    assert_eq!(bad["lastActivity"], serde_json::Value::Null, "{bad}");
+    let offset = by_id("offset-times");
+    assert_eq!(offset["created"], "2026-01-01T00:00:00.000Z", "{offset}");
+    assert_eq!(
+        offset["lastActivity"], "2026-01-01T00:00:05.000Z",
+        "{offset}"
+    );
+    let hits = succeeded(
+        env.pi()
+            .args(["sessions", "search", "findable", "--all", "--json"]),
+    );
+    let hits = crate::common::stdout_json(&hits);
+    let mut stamps: Vec<serde_json::Value> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["timestamp"].clone())
+        .collect();
+    stamps.sort_by_key(|stamp| stamp.to_string());
+    assert_eq!(
+        stamps,
+        [
+            serde_json::json!("2026-01-01T00:00:05.000Z"),
+            serde_json::Value::Null
+        ]
+    );
+}
+
+/// Header versions 1, 2 and 3 (and no version, and `"3"`, which the reference reads exactly
+/// as 3) import; a version above 3 is refused as newer, and a value that is no version (`-1`,
+/// `0`, `2.5`, `"three"`, `true`) is refused too — each naming the file and the version, the
+/// file left as it is. (They were all accepted silently.)
+#[test]
+fn header_versions_pi_would_misread_are_refused_naming_file_and_version() {
+    let env = TestEnv::new();
+    let header = |id: &str, version: Option<serde_json::Value>| {
+        let mut header = serde_json::json!({
+            "type": "session", "id": id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w",
+        });
+        if let Some(version) = version {
+            header["version"] = version;
+        }
+        header.to_string()
+    };
+    let user = r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#;
+    let accepted = [
+        ("v1", None),
+        ("v1n", Some(serde_json::json!(1))),
+        ("v2", Some(serde_json::json!(2))),
+        ("v3", Some(serde_json::json!(3))),
+        ("v3s", Some(serde_json::json!("3"))),
+    ];
+    for (id, version) in accepted {
+        let file = env.dir.path().join(format!("{id}.jsonl"));
+        write_lines(&file, &[header(id, version), user.to_owned()]);
+        let output = succeeded(env.pi().args(["import"]).arg(&file));
+        assert!(
+            String::from_utf8_lossy(&output.stdout).starts_with("imported"),
+            "{id}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+    let refused = [
+        ("v999", serde_json::json!(999), "999", "newer"),
+        ("v4s", serde_json::json!("4"), "\"4\"", "newer"),
+        (
+            "vminus",
+            serde_json::json!(-1),
+            "-1",
+            "not a session format version",
+        ),
+        (
+            "vzero",
+            serde_json::json!(0),
+            "0",
+            "not a session format version",
+        ),
+        (
+            "vhalf",
+            serde_json::json!(2.5),
+            "2.5",
+            "not a session format version",
+        ),
+        (
+            "vword",
+            serde_json::json!("three"),
+            "\"three\"",
+            "not a session format version",
+        ),
+        (
+            "vbool",
+            serde_json::json!(true),
+            "true",
+            "not a session format version",
+        ),
+    ];
+    for (id, version, shown, why) in refused {
+        let file = env.dir.path().join(format!("{id}.jsonl"));
+        write_lines(&file, &[header(id, Some(version)), user.to_owned()]);
+        let before = std::fs::read(&file).unwrap();
+        let output = env.pi().args(["import"]).arg(&file).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{id}: {stdout}");
+        assert!(
+            stdout.starts_with("refused")
+                && stdout.contains(file.to_str().unwrap())
+                && stdout.contains(&format!("version {shown}"))
+                && stdout.contains(why),
+            "{id}: {stdout}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        let shown_session = env.pi().args(["sessions", "show", id]).output().unwrap();
+        assert_eq!(shown_session.status.code(), Some(1), "{id} was stored");
+    }
+}
