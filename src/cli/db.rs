@@ -34,7 +34,11 @@ pub enum DbCommand {
 
 /// Runs a `db` subcommand.
 pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
-    let store = ctx.open_store()?;
+    // A backup only reads (a read-only database can be backed up); check and reindex write.
+    let store = match args.command {
+        DbCommand::Backup { .. } => ctx.open_store_read_only()?,
+        DbCommand::Check | DbCommand::Reindex => ctx.open_store()?,
+    };
     let mut out = output::stdout();
     let style = ctx.style();
     match args.command {

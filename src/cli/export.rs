@@ -214,7 +214,9 @@ pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
         )
         .into());
     }
-    let store = ctx.open_store()?;
+    // Export only reads: the read-only open, which also reads a database this user cannot
+    // write without leaving files behind.
+    let store = ctx.open_store_read_only()?;
     if args.all {
         let Some(dir) = &args.output else {
             return Err(UsageError("--all needs -o DIR".to_owned()).into());

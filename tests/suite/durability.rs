@@ -2011,6 +2011,136 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
     assert_eq!(store.session(&session).unwrap().name, None);
 }
 
+/// The database's `-wal` and `-shm` files.
+fn journals_of(db: &Path) -> [PathBuf; 2] {
+    ["-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+}
+
+/// Checkpoints the WAL into the database and closes it, so that no `-wal`/`-shm` is left (the
+/// state after every pi process has ended cleanly).
+fn close_cleanly(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    drop(conn);
+    for journal in journals_of(db) {
+        assert!(!journal.exists(), "{} left", journal.display());
+    }
+}
+
+/// `chmod 400 pi.db`, every reading command, `chmod 600`: writes work again — the reads left
+/// no `-wal`/`-shm` that this user cannot write (SQLite gave the ones a reader created the
+/// database file's mode, 0400, and every later write failed naming only pi.db). A write that
+/// fails because of a read-only `-wal` or `-shm` names that file and what to do.
+#[test]
+fn reading_a_read_only_database_leaves_nothing_that_breaks_later_writes() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let session = {
+        let store = env.store();
+        let session = new_session(&store, "/ro");
+        store
+            .append_message(
+                &session,
+                pi::model::message::AgentMessage::from_value(
+                    serde_json::json!({"role": "user", "content": "searchable words", "timestamp": 1}),
+                ),
+            )
+            .unwrap();
+        session
+    };
+    close_cleanly(&env.db());
+    let Some(user) = Unprivileged::new(&env) else {
+        eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
+        return;
+    };
+    set_mode(&env.db(), 0o400);
+    let backup = env.agent_dir.join("copy.db");
+    let exported = env.agent_dir.join("copy.jsonl");
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["sessions", "list", "--all", "--json"],
+        vec!["sessions", "show", session.as_str()],
+        vec!["sessions", "show", session.as_str(), "--tree"],
+        vec!["sessions", "search", "searchable", "--all"],
+        vec!["sessions", "stats"],
+        vec![
+            "export",
+            "--jsonl",
+            session.as_str(),
+            "-o",
+            exported.to_str().unwrap(),
+        ],
+        vec!["db", "backup", backup.to_str().unwrap()],
+    ];
+    for args in &reads {
+        let output = user.pi(&env, args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // The writes a read-only database refuses, and their message.
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "x"]);
+    assert_eq!(renamed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&renamed.stderr);
+    assert!(
+        stderr.lines().count() == 1 && stderr.contains("pi.db is not writable"),
+        "{stderr}"
+    );
+    for journal in journals_of(&env.db()) {
+        if let Ok(meta) = std::fs::metadata(&journal) {
+            assert_eq!(
+                meta.permissions().mode() & 0o600,
+                0o600,
+                "{} left as {:o}",
+                journal.display(),
+                meta.permissions().mode()
+            );
+        }
+    }
+    set_mode(&env.db(), 0o600);
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "after"]);
+    assert!(
+        renamed.status.success(),
+        "a write after chmod 600: {}",
+        String::from_utf8_lossy(&renamed.stderr)
+    );
+
+    // A read-only `-wal` (or `-shm`), as another program may leave them: the message names it.
+    close_cleanly(&env.db());
+    for journal in journals_of(&env.db()) {
+        std::fs::write(&journal, b"").unwrap();
+        if let Some(nobody) = nix::unistd::User::from_name("nobody").ok().flatten()
+            && nix::unistd::geteuid().is_root()
+        {
+            nix::unistd::chown(&journal, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        }
+        set_mode(&journal, 0o400);
+    }
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "blocked"]);
+    assert_eq!(renamed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&renamed.stderr);
+    let wal = journals_of(&env.db())[0].display().to_string();
+    assert!(
+        stderr.lines().count() == 1
+            && stderr.contains(&format!("{wal} is not writable"))
+            && stderr.contains("chmod"),
+        "{stderr}"
+    );
+    for journal in journals_of(&env.db()) {
+        set_mode(&journal, 0o600);
+    }
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "last"]);
+    assert!(
+        renamed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&renamed.stderr)
+    );
+    let listed = user.pi(&env, &["sessions", "list", "--all", "--json"]);
+    assert_eq!(stdout_json(&listed)[0]["name"], "last");
+}
+
 /// A directory the user cannot write: no database can be created there, and an existing one
 /// refuses writes — each with one line naming what is not writable. Reading needs the WAL's
 /// `-shm` file, which SQLite cannot create there: a reader either works or says the same.
