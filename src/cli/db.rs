@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::cli::CliContext;
-use crate::cli::output::{self, line};
+use crate::cli::output::{self, field, line};
 
 /// Check, back up or reindex the database
 #[derive(Debug, Args)]
@@ -57,7 +57,7 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                 out.flush()?;
             } else {
                 for problem in &report.problems {
-                    line(&mut out, problem)?;
+                    line(&mut out, &field(problem))?;
                 }
                 out.flush()?;
                 if report.damaged {
@@ -79,7 +79,11 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
             store.backup(&dest)?;
             line(
                 &mut out,
-                &format!("backed up {} to {}", store.display_path(), dest.display()),
+                &format!(
+                    "backed up {} to {}",
+                    field(store.display_path()),
+                    field(&dest.to_string_lossy())
+                ),
             )?;
             out.flush()?;
         }

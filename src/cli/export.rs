@@ -152,7 +152,7 @@ fn export_all(store: &SessionStore, ctx: &CliContext, dir: &Path, force: bool) -
             continue;
         }
         match write_atomically(&target, |file| write_session(store, &summary.id, file)) {
-            Ok(()) => line(&mut out, &target.to_string_lossy())?,
+            Ok(()) => line(&mut out, &term::line(&target.to_string_lossy()))?,
             Err(error) => {
                 // A closed stdout or stderr ends the command; anything else is this session's.
                 if is_broken_pipe(&error) {

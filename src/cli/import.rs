@@ -21,7 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value};
 
 use crate::cli::CliContext;
-use crate::cli::output::{self, line};
+use crate::cli::output::{self, field, json_line, line};
 use crate::cli::settings::Settings;
 use crate::jsonl::{Item, MAX_LINE_BYTES, SessionReader, SkipReason};
 use crate::model::ids::SessionId;
@@ -319,16 +319,16 @@ pub fn reference_sessions_dir(ctx: &CliContext) -> PathBuf {
 }
 
 fn print_human(out: &mut impl Write, report: &FileReport) -> io::Result<()> {
-    let file = report.file.display();
+    let file = field(&report.file.to_string_lossy()).into_owned();
     match (&report.status, &report.error) {
         (ImportStatus::Refused, Some(error)) => {
-            line(out, &format!("refused    {file}: {error}"))?;
+            line(out, &format!("refused    {file}: {}", field(error)))?;
         }
         (status, _) => {
             let session = report
                 .session
                 .as_ref()
-                .map_or_else(String::new, ToString::to_string);
+                .map_or_else(String::new, |id| field(id.as_str()).into_owned());
             line(
                 out,
                 &format!(
@@ -365,7 +365,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
             writeln!(
                 err,
                 "pi: no reference sessions directory at {}",
-                dir.display()
+                field(&dir.to_string_lossy())
             )?;
             return Ok(());
         }
@@ -430,7 +430,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
             refused += 1;
         }
         let printed = if args.json {
-            line(&mut out, &to_js_string(&report.to_json()))
+            json_line(&mut out, &to_js_string(&report.to_json()))
         } else {
             match &bar {
                 Some(bar) => bar.suspend(|| print_human(&mut out, &report)),

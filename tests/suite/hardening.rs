@@ -623,3 +623,223 @@ fn header_versions_pi_would_misread_are_refused_naming_file_and_version() {
         assert_eq!(shown_session.status.code(), Some(1), "{id} was stored");
     }
 }
+
+// ----- item 2: escapes from files never reach the terminal ------------------------------------
+
+/// What an attacker puts in every text of a session file: a window title (OSC 0), a clipboard
+/// write (OSC 52), clear screen, a full reset, C1 CSI and OSC, bold and reset (colour codes pi
+/// writes itself), DEL, backspace, a carriage return, a bell and a bidi override.
+const ESCAPES: &str = "\u{1b}]0;PWNED\u{7}\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}[2J\u{1b}c\u{9b}31m\u{9d}0;T\u{9c}\u{1b}[1mB\u{1b}[0m\u{7f}\u{8}\r\u{202e}";
+
+/// `text` with the escapes in the middle.
+fn evil(text: &str) -> String {
+    format!("{text}{ESCAPES}{text}")
+}
+
+/// A session whose every string a person sees is full of escapes: its id, cwd and name,
+/// entry ids, labels, model and provider names, thinking level, user and assistant text,
+/// thinking, tool calls and their results, a `!cmd` and its output, custom types, summaries.
+fn crafted_session(id: &str) -> Vec<String> {
+    use serde_json::json;
+    let usage = json!({"input": 100, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 120,
+        "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0, "cacheWrite": 0, "total": 0.003}});
+    let user_id = evil("u1");
+    let entries = vec![
+        json!({"type": "session", "version": 3, "id": id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": evil("/w")}),
+        json!({"type": "model_change", "id": evil("m1"), "parentId": null, "timestamp": "2026-01-01T00:00:00.100Z",
+            "provider": evil("prov"), "modelId": evil("model")}),
+        json!({"type": "thinking_level_change", "id": "t1", "parentId": evil("m1"), "timestamp": "2026-01-01T00:00:00.200Z",
+            "thinkingLevel": evil("high")}),
+        json!({"type": "message", "id": user_id, "parentId": "t1", "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": evil("needle question\nsecond line"), "timestamp": 1}}),
+        json!({"type": "message", "id": "a1", "parentId": user_id, "timestamp": "2026-01-01T00:00:02.000Z",
+            "message": {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": evil("needle thinking")},
+                {"type": "text", "text": evil("needle answer")},
+                {"type": "toolCall", "id": "c1", "name": evil("bash"), "arguments": {"command": evil("ls")}},
+            ], "api": "anthropic-messages", "provider": evil("prov"), "model": evil("model"), "usage": usage,
+            "stopReason": "toolUse", "timestamp": 2}}),
+        json!({"type": "message", "id": "r1", "parentId": "a1", "timestamp": "2026-01-01T00:00:03.000Z",
+            "message": {"role": "toolResult", "toolCallId": "c1", "toolName": evil("bash"),
+                "content": [{"type": "text", "text": evil("needle output\nline two")}], "isError": false, "timestamp": 3}}),
+        json!({"type": "message", "id": "b1", "parentId": "r1", "timestamp": "2026-01-01T00:00:04.000Z",
+            "message": {"role": "bashExecution", "command": evil("cat"), "output": evil("needle bash"),
+                "exitCode": 0, "cancelled": false, "truncated": false, "timestamp": 4}}),
+        json!({"type": "custom", "customType": evil("ext"), "data": {}, "id": "x1", "parentId": "b1",
+            "timestamp": "2026-01-01T00:00:05.000Z"}),
+        json!({"type": "custom_message", "customType": evil("note"), "content": evil("needle note"), "display": true,
+            "id": "x2", "parentId": "x1", "timestamp": "2026-01-01T00:00:06.000Z"}),
+        json!({"type": "label", "id": "l1", "parentId": "x2", "timestamp": "2026-01-01T00:00:07.000Z",
+            "targetId": user_id, "label": evil("label")}),
+        json!({"type": "session_info", "id": "n1", "parentId": "l1", "timestamp": "2026-01-01T00:00:08.000Z",
+            "name": evil("name")}),
+        json!({"type": "compaction", "id": "k1", "parentId": "n1", "timestamp": "2026-01-01T00:00:09.000Z",
+            "summary": evil("needle summary"), "firstKeptEntryId": "a1", "tokensBefore": 10}),
+        json!({"type": "branch_summary", "id": "s1", "parentId": "a1", "timestamp": "2026-01-01T00:00:10.000Z",
+            "fromId": "a1", "summary": evil("needle branch")}),
+        json!({"type": "message", "id": "a2", "parentId": "k1", "timestamp": "2026-01-01T00:00:11.000Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": evil("last answer")}],
+                "api": "anthropic-messages", "provider": evil("prov"), "model": evil("model"), "usage": usage,
+                "stopReason": "error", "errorMessage": evil("error"), "timestamp": 11}}),
+    ];
+    entries.iter().map(|value| value.to_string()).collect()
+}
+
+/// Asserts that `bytes` (a command's stdout or stderr) holds no control character but
+/// newline and tab, no DEL and no C1 control: nothing a terminal would obey.
+fn assert_terminal_safe(bytes: &[u8], what: &str) {
+    let text = String::from_utf8_lossy(bytes);
+    for (idx, ch) in text.char_indices() {
+        let bad = (ch.is_control() && ch != '\n' && ch != '\t')
+            || matches!(ch, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        assert!(
+            !bad,
+            "{what}: {ch:?} at byte {idx}: …{}…",
+            text.get(idx.saturating_sub(60)..(idx + 20).min(text.len()))
+                .unwrap_or("")
+                .escape_debug()
+        );
+    }
+}
+
+/// Every human-readable output of a crafted session — `sessions list`, `show` in every form,
+/// `search`, `stats` by every key, the import's reports (imported, refused, skipped) and
+/// errors (not found, ambiguous, a conflict) — shows the escapes as text (`\x1b]0;PWNED…`)
+/// and lets none through; `--json` keeps the exact strings. (They were printed raw: the
+/// terminal's title changed, the screen cleared, the clipboard was written.)
+#[test]
+fn escapes_in_session_files_never_reach_the_terminal_from_the_cli() {
+    let env = TestEnv::new();
+    let session = evil("sess");
+    let other = evil("sess-two");
+    let file = env.dir.path().join("crafted.jsonl");
+    write_lines(&file, &crafted_session(&session));
+    let second = env.dir.path().join("second.jsonl");
+    write_lines(&second, &crafted_session(&other));
+    // A refused file: the same id as the first, its message entry changed (a conflict), and
+    // a line that is skipped.
+    let mut conflicting = crafted_session(&session);
+    conflicting[3] = conflicting[3].replace("needle question", "changed question");
+    conflicting.push(evil("not json"));
+    let refused = env.dir.path().join("conflict.jsonl");
+    write_lines(&refused, &conflicting);
+    let bad_version = env.dir.path().join("version.jsonl");
+    write_lines(
+        &bad_version,
+        &[
+            serde_json::json!({"type": "session", "version": evil("v"), "id": "v", "cwd": "/w"})
+                .to_string(),
+        ],
+    );
+
+    let mut runs: Vec<(Vec<String>, std::process::Output)> = Vec::new();
+    let mut run = |args: Vec<String>| {
+        let output = env.pi().args(&args).output().unwrap();
+        runs.push((args, output));
+    };
+    let s = |text: &str| text.to_owned();
+    run(vec![
+        s("import"),
+        file.to_str().unwrap().to_owned(),
+        second.to_str().unwrap().to_owned(),
+    ]);
+    run(vec![
+        s("import"),
+        refused.to_str().unwrap().to_owned(),
+        bad_version.to_str().unwrap().to_owned(),
+    ]);
+    run(vec![s("sessions"), s("list"), s("--all")]);
+    run(vec![s("sessions"), s("list"), s("--cwd"), evil("/w")]);
+    for form in [
+        vec![],
+        vec![s("--tree")],
+        vec![s("--context")],
+        vec![s("--entry"), s("a1")],
+    ] {
+        let mut args = vec![s("sessions"), s("show"), session.clone()];
+        args.extend(form);
+        run(args);
+    }
+    run(vec![s("sessions"), s("show"), s("sess")]);
+    run(vec![s("sessions"), s("show"), evil("missing")]);
+    run(vec![s("sessions"), s("search"), s("needle"), s("--all")]);
+    run(vec![
+        s("sessions"),
+        s("search"),
+        s("needle"),
+        s("--cwd"),
+        evil("/w"),
+    ]);
+    for by in ["day", "week", "model", "provider", "cwd", "session"] {
+        run(vec![s("sessions"), s("stats"), s("--by"), s(by)]);
+    }
+    run(vec![
+        s("sessions"),
+        s("rename"),
+        session.clone(),
+        evil("renamed"),
+    ]);
+    let out = env.dir.path().join("out");
+    run(vec![
+        s("export"),
+        s("--jsonl"),
+        s("--all"),
+        s("-o"),
+        out.to_str().unwrap().to_owned(),
+    ]);
+    run(vec![
+        s("export"),
+        s("--jsonl"),
+        s("--all"),
+        s("-o"),
+        out.to_str().unwrap().to_owned(),
+    ]);
+
+    for (args, output) in &runs {
+        assert_terminal_safe(&output.stdout, &format!("stdout of {args:?}"));
+        assert_terminal_safe(&output.stderr, &format!("stderr of {args:?}"));
+    }
+    let all_output: String = runs
+        .iter()
+        .map(|(_, output)| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+        .collect();
+    assert!(
+        all_output.contains("\\x1b]0;PWNED\\x07"),
+        "escapes shown visibly"
+    );
+    assert!(all_output.contains("\\u{9b}31m"), "C1 shown visibly");
+    // The refused import and the errors did run.
+    assert!(
+        runs[1].1.status.code() == Some(1),
+        "the conflicting import was refused"
+    );
+    assert_eq!(runs[8].1.status.code(), Some(2), "an ambiguous prefix");
+
+    // JSON keeps the exact strings.
+    let listed = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
+    let listed = crate::common::stdout_json(&listed);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["session"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&session.as_str()) && ids.contains(&other.as_str()),
+        "{ids:?}"
+    );
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["session"] == session.as_str())
+        .unwrap();
+    assert_eq!(row["cwd"], evil("/w"));
+    assert_eq!(row["name"], evil("renamed"));
+}
