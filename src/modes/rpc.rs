@@ -153,7 +153,7 @@ impl OutputInner {
             }
             None => {
                 if let SessionEvent::Notice { message, .. } = event {
-                    eprintln!("{message}");
+                    eprintln!("{}", crate::support::term::text(message));
                 }
             }
         }
@@ -288,7 +288,7 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     };
     let (session, report) = AgentSession::open(config, target).await?;
     for notice in &report.notices {
-        eprintln!("Warning: {notice}");
+        eprintln!("Warning: {}", crate::support::term::line(notice));
     }
     let output = Output::new(session.subscribe(), records_tx);
     let forwarder = {
@@ -915,7 +915,7 @@ impl Server {
         .await
         .map_err(|error| error.to_string())??;
         if let Some(imported) = imported {
-            eprintln!("{imported}");
+            eprintln!("{}", crate::support::term::line(&imported));
         }
         let store = self.session.store().clone();
         let session = id.clone();

@@ -843,3 +843,117 @@ fn escapes_in_session_files_never_reach_the_terminal_from_the_cli() {
     assert_eq!(row["cwd"], evil("/w"));
     assert_eq!(row["name"], evil("renamed"));
 }
+
+/// Whether `haystack` contains `needle`.
+fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// The REPL, in a real terminal, resuming the crafted session (its missing cwd asked about,
+/// the history, `/tree`, `/session`, the `/resume` picker), then a turn whose streamed answer
+/// and tool output (a bash command printing an OSC title) hold escapes, and a `!cmd` doing
+/// the same: the escapes are shown as text (dropped from the `!cmd` output), and of every byte pi wrote to the terminal
+/// (captured with `pipe-pane`) none is an OSC, a reset, a clear screen, a C1 control, a BEL,
+/// a bidi override, or the session's own colour codes; tmux's title stays and no clipboard
+/// buffer appears.
+#[test]
+fn escapes_in_sessions_answers_and_tool_output_never_reach_the_terminal_in_the_repl() {
+    use crate::common::agent::models_json;
+    use crate::common::provider::{MockResponse, ProviderServer, sse};
+    use crate::common::tmux::Tmux;
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            &serde_json::json!({"command": "printf 'tool \\033]0;PWNED\\007 \\033]52;c;cHduZWQ=\\007 out\\n'"})
+                .to_string(),
+        )),
+        MockResponse::sse(sse::openai_text(&evil("streamed answer"))),
+    ]);
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        models_json(&server.url(), 128_000),
+    )
+    .unwrap();
+    let file = env.dir.path().join("crafted.jsonl");
+    write_lines(&file, &crafted_session(&evil("sess")));
+    succeeded(env.pi().args(["import"]).arg(&file));
+
+    let raw = env.dir.path().join("raw-terminal-output");
+    let tmux = Tmux::start_capturing(&env, "escapes", &["--session", "sess"], &[], &raw);
+    let title_before = tmux.format("#{pane_title}");
+    tmux.wait_for("Continue in the current directory?");
+    tmux.line("y");
+    tmux.wait_for("last answer");
+    tmux.wait_for_prompt();
+    tmux.line("/tree");
+    tmux.wait_for("Go to entry");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.line("/session");
+    tmux.wait_for("Session Info");
+    tmux.wait_for_prompt();
+    tmux.line("/resume");
+    tmux.wait_for("Resume (number");
+    tmux.line("all");
+    tmux.wait_for_count("Resume (number", 2);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.line("run the command");
+    tmux.wait_for("streamed answer");
+    tmux.wait_for_count("mock/mock-model • ctx", 1);
+    tmux.wait_for_prompt();
+    tmux.line("!printf 'shell \\033]0;PWNED\\007 \\033c\\033[2J done\\n'");
+    tmux.wait_for("done");
+    tmux.wait_for_prompt();
+    let screen = tmux.screen();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    // Shown as text, everywhere.
+    for shown in [
+        "\\x1b]0;PWNED\\x07",           // the session's texts
+        "label\\x1b]0;PWNED",           // a label
+        "tool \\x1b]0;PWNED\\x07",      // the tool's output
+        "streamed answer\\x1b]0;PWNED", // the streamed answer
+        "\\u{9b}31m",                   // C1
+    ] {
+        assert!(screen.contains(shown), "{shown:?} not shown:\n{screen}");
+    }
+    // The `!cmd` output (its escape sequences are dropped by the shell runner, as the
+    // reference's are).
+    assert!(
+        screen.contains("shell") && screen.contains("done"),
+        "{screen}"
+    );
+    // Nothing obeyed: every byte pi wrote.
+    let bytes = std::fs::read(&raw).unwrap();
+    assert!(bytes.len() > 1_000, "{} bytes captured", bytes.len());
+    for (needle, what) in [
+        (&b"\x1b]"[..], "an OSC (title, clipboard)"),
+        (b"\x1bc", "a terminal reset"),
+        (b"\x1b[2J", "a clear screen"),
+        (b"\x07", "a BEL"),
+        (b"\xe2\x80\xae", "a bidi override"),
+        (b"\x1b[1mB\x1b[0m", "the session's own colour codes"),
+        (b"\x7f", "a DEL"),
+    ] {
+        assert!(
+            !contains_bytes(&bytes, needle),
+            "{what} reached the terminal"
+        );
+    }
+    for second in 0x80..=0x9f_u8 {
+        assert!(
+            !contains_bytes(&bytes, &[0xc2, second]),
+            "C1 control U+00{second:02X} reached the terminal"
+        );
+    }
+    assert_eq!(tmux.format("#{pane_title}"), title_before);
+    assert!(!tmux.format("#{pane_title}").contains("PWNED"));
+    assert_eq!(tmux.buffers(), "", "a clipboard write reached tmux");
+}
