@@ -412,7 +412,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
                 if let Some(bar) = &bar {
                     bar.set_message(
                         path.file_name()
-                            .map(|name| name.to_string_lossy().into_owned())
+                            .map(|name| field(&name.to_string_lossy()).into_owned())
                             .unwrap_or_default(),
                     );
                 }
