@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::cli::CliContext;
-use crate::cli::output::{self, line};
+use crate::cli::output::{self, field, line};
 
 /// Check, back up or reindex the database
 #[derive(Debug, Args)]
@@ -34,7 +34,11 @@ pub enum DbCommand {
 
 /// Runs a `db` subcommand.
 pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
-    let store = ctx.open_store()?;
+    // A backup only reads (a read-only database can be backed up); check and reindex write.
+    let store = match args.command {
+        DbCommand::Backup { .. } => ctx.open_store_read_only()?,
+        DbCommand::Check | DbCommand::Reindex => ctx.open_store()?,
+    };
     let mut out = output::stdout();
     let style = ctx.style();
     match args.command {
@@ -53,7 +57,7 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                 out.flush()?;
             } else {
                 for problem in &report.problems {
-                    line(&mut out, problem)?;
+                    line(&mut out, &field(problem))?;
                 }
                 out.flush()?;
                 if report.damaged {
@@ -75,7 +79,11 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
             store.backup(&dest)?;
             line(
                 &mut out,
-                &format!("backed up {} to {}", store.display_path(), dest.display()),
+                &format!(
+                    "backed up {} to {}",
+                    field(store.display_path()),
+                    field(&dest.to_string_lossy())
+                ),
             )?;
             out.flush()?;
         }

@@ -19,6 +19,7 @@ use crate::jsonl::writer;
 use crate::model::ids::SessionId;
 use crate::store::{LeafSelector, ListScope, SessionStore, StoreError};
 use crate::support::clock::iso_from_ms;
+use crate::support::term;
 
 /// Export stored sessions as reference JSONL files
 #[derive(Debug, Args)]
@@ -127,35 +128,81 @@ fn resolve_session(
     }
 }
 
+/// Writes every session into `dir` in the reference's layout. A session whose file cannot be
+/// written is reported on stderr in one line naming it, and the others are still written; an
+/// existing file is kept unless `force`. Either makes the command fail at the end.
 fn export_all(store: &SessionStore, ctx: &CliContext, dir: &Path, force: bool) -> Result<()> {
     let dir = ctx.env.absolute(dir);
     let sessions = store.list(&ListScope::All)?;
     let mut out = output::stdout();
-    let mut existing = Vec::new();
+    let mut existing = 0usize;
+    let mut failed = 0usize;
     for summary in &sessions {
         let target = dir
             .join(writer::session_dir_name(&summary.cwd))
             .join(writer::session_file_name(&summary.created, &summary.id));
         if target.exists() && !force {
-            existing.push(target);
+            existing += 1;
+            let mut err = io::stderr().lock();
+            writeln!(
+                err,
+                "pi: {} exists; not overwritten",
+                term::line(&target.to_string_lossy())
+            )?;
             continue;
         }
-        write_atomically(&target, |file| write_session(store, &summary.id, file))?;
-        line(&mut out, &target.to_string_lossy())?;
+        match write_atomically(&target, |file| write_session(store, &summary.id, file)) {
+            Ok(()) => line(&mut out, &term::line(&target.to_string_lossy()))?,
+            Err(error) => {
+                // A closed stdout or stderr ends the command; anything else is this session's.
+                if is_broken_pipe(&error) {
+                    return Err(error);
+                }
+                failed += 1;
+                out.flush()?;
+                let mut err = io::stderr().lock();
+                writeln!(
+                    err,
+                    "pi: session {} not exported: {}",
+                    term::line(summary.id.as_str()),
+                    term::error_line(error.chain())
+                )?;
+            }
+        }
     }
     out.flush()?;
-    if !existing.is_empty() {
-        let mut err = io::stderr().lock();
-        for path in &existing {
-            writeln!(err, "pi: {} exists; not overwritten", path.display())?;
-        }
+    let mut problems = Vec::new();
+    if failed > 0 {
+        problems.push(format!("{failed} could not be written (named above)"));
+    }
+    if existing > 0 {
+        problems.push(format!(
+            "{existing} already existed and were kept (--force overwrites them)"
+        ));
+    }
+    if !problems.is_empty() {
         return Err(anyhow!(
-            "{} of {} files already existed and were kept (--force overwrites them)",
-            existing.len(),
-            sessions.len()
+            "{} of {} sessions not exported to {}: {}",
+            failed + existing,
+            sessions.len(),
+            term::line(&dir.to_string_lossy()),
+            problems.join("; ")
         ));
     }
     Ok(())
+}
+
+/// Whether an error comes from a closed pipe.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io_error| io_error.kind() == io::ErrorKind::BrokenPipe)
+            || matches!(
+                cause.downcast_ref::<StoreError>(),
+                Some(StoreError::Output { source }) if source.kind() == io::ErrorKind::BrokenPipe
+            )
+    })
 }
 
 /// Runs `pi export`.
@@ -167,7 +214,9 @@ pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
         )
         .into());
     }
-    let store = ctx.open_store()?;
+    // Export only reads: the read-only open, which also reads a database this user cannot
+    // write without leaving files behind.
+    let store = ctx.open_store_read_only()?;
     if args.all {
         let Some(dir) = &args.output else {
             return Err(UsageError("--all needs -o DIR".to_owned()).into());

@@ -21,11 +21,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value};
 
 use crate::cli::CliContext;
-use crate::cli::output::{self, line};
+use crate::cli::output::{self, field, json_line, line};
 use crate::cli::settings::Settings;
-use crate::jsonl::{Item, SessionReader, SkipReason};
+use crate::jsonl::{Item, MAX_LINE_BYTES, SessionReader, SkipReason};
 use crate::model::ids::SessionId;
 use crate::store::{ImportMode, ImportOptions, ImportStatus, SessionStore, StoreError};
+use crate::support::files;
 use crate::support::json::to_js_string;
 
 /// Import reference JSONL session files (or directories of them) into the database
@@ -124,13 +125,15 @@ pub fn import_file(
     mode: ImportMode,
     progress: &mut dyn FnMut(u64),
 ) -> Result<FileReport> {
-    let bytes = match fs::read(file) {
+    // Only a regular file, and no line longer than the limit (a FIFO blocked forever,
+    // `/dev/zero` grew without end).
+    let bytes = match files::read_regular(file, MAX_LINE_BYTES) {
         Ok(bytes) => bytes,
         Err(error) => {
             return Ok(FileReport::refused(
                 file,
                 None,
-                format!("cannot read the file: {error}"),
+                format!("{error}; nothing was imported"),
             ));
         }
     };
@@ -229,10 +232,21 @@ pub fn import_file(
     })
 }
 
-/// A file to import, or a path that cannot be read.
+/// A file to import, or a path that cannot be read (or is not a regular file).
 enum Target {
     File(PathBuf),
     Unreadable(PathBuf, String),
+}
+
+/// The target for a path named or found: a regular file (or a symlink to one) to import,
+/// anything else refused without being opened.
+fn target_for(path: &Path) -> Target {
+    match files::check_regular(path) {
+        Ok(()) => Target::File(path.to_path_buf()),
+        Err(error) => {
+            Target::Unreadable(path.to_path_buf(), format!("{error}; nothing was imported"))
+        }
+    }
 }
 
 /// Finds `*.jsonl` files under `dir`, sorted, following directory links once.
@@ -244,7 +258,10 @@ fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, out: &mut Vec<Target>) {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) => {
-            out.push(Target::Unreadable(dir.to_path_buf(), error.to_string()));
+            out.push(Target::Unreadable(
+                dir.to_path_buf(),
+                format!("cannot read: {error}"),
+            ));
             return;
         }
     };
@@ -255,15 +272,16 @@ fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, out: &mut Vec<Target>) {
     for path in paths {
         match fs::metadata(&path) {
             Ok(meta) if meta.is_dir() => walk(&path, seen, out),
-            Ok(meta) if meta.is_file() => {
+            // Refused when it is not a regular file: a FIFO named *.jsonl is not skipped
+            // silently, nor waited for.
+            Ok(_) => {
                 if path.extension().is_some_and(|ext| ext == "jsonl") {
-                    out.push(Target::File(path));
+                    out.push(target_for(&path));
                 }
             }
-            Ok(_) => {}
             Err(error) => {
                 if path.extension().is_some_and(|ext| ext == "jsonl") {
-                    out.push(Target::Unreadable(path, error.to_string()));
+                    out.push(Target::Unreadable(path, format!("cannot read: {error}")));
                 }
             }
         }
@@ -276,8 +294,11 @@ fn discover(paths: &[PathBuf]) -> Vec<Target> {
     for path in paths {
         match fs::metadata(path) {
             Ok(meta) if meta.is_dir() => walk(path, &mut seen, &mut out),
-            Ok(_) => out.push(Target::File(path.clone())),
-            Err(error) => out.push(Target::Unreadable(path.clone(), error.to_string())),
+            Ok(_) => out.push(target_for(path)),
+            Err(error) => out.push(Target::Unreadable(
+                path.clone(),
+                format!("cannot read: {error}"),
+            )),
         }
     }
     out
@@ -298,16 +319,16 @@ pub fn reference_sessions_dir(ctx: &CliContext) -> PathBuf {
 }
 
 fn print_human(out: &mut impl Write, report: &FileReport) -> io::Result<()> {
-    let file = report.file.display();
+    let file = field(&report.file.to_string_lossy()).into_owned();
     match (&report.status, &report.error) {
         (ImportStatus::Refused, Some(error)) => {
-            line(out, &format!("refused    {file}: {error}"))?;
+            line(out, &format!("refused    {file}: {}", field(error)))?;
         }
         (status, _) => {
             let session = report
                 .session
                 .as_ref()
-                .map_or_else(String::new, ToString::to_string);
+                .map_or_else(String::new, |id| field(id.as_str()).into_owned());
             line(
                 out,
                 &format!(
@@ -344,7 +365,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
             writeln!(
                 err,
                 "pi: no reference sessions directory at {}",
-                dir.display()
+                field(&dir.to_string_lossy())
             )?;
             return Ok(());
         }
@@ -386,14 +407,12 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
     let mut done_before: u64 = 0;
     for target in &targets {
         let report = match target {
-            Target::Unreadable(path, error) => {
-                FileReport::refused(path, None, format!("cannot read: {error}"))
-            }
+            Target::Unreadable(path, error) => FileReport::refused(path, None, error.clone()),
             Target::File(path) => {
                 if let Some(bar) = &bar {
                     bar.set_message(
                         path.file_name()
-                            .map(|name| name.to_string_lossy().into_owned())
+                            .map(|name| field(&name.to_string_lossy()).into_owned())
                             .unwrap_or_default(),
                     );
                 }
@@ -411,7 +430,7 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
             refused += 1;
         }
         let printed = if args.json {
-            line(&mut out, &to_js_string(&report.to_json()))
+            json_line(&mut out, &to_js_string(&report.to_json()))
         } else {
             match &bar {
                 Some(bar) => bar.suspend(|| print_human(&mut out, &report)),

@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand};
 use crate::cli::config::Env;
 use crate::cli::output::Style;
 use crate::store::{SessionStore, StoreError};
+use crate::support::term;
 
 /// The non-agent commands.
 #[derive(Debug, Parser)]
@@ -123,6 +124,49 @@ fn first_word(args: &[OsString]) -> Option<(usize, String)> {
     None
 }
 
+/// Whether clap's "error" is help or the version, which it prints as they are.
+fn is_help(error: &clap::Error) -> bool {
+    use clap::error::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    )
+}
+
+/// Returns a clap usage error as one line (clap writes it over three to six: the message,
+/// its details indented, a usage paragraph, a tip): the message with its details, then the
+/// usage when clap gave one (every error is one line, CONTRACT "Exit codes").
+fn clap_error_line(error: &clap::Error) -> String {
+    let text = error.to_string();
+    let mut paragraphs = text
+        .split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|paragraph| !paragraph.is_empty());
+    let message = paragraphs.next().unwrap_or_default();
+    let message = message
+        .strip_prefix("error: ")
+        .unwrap_or(&message)
+        .to_owned();
+    let usage = paragraphs.find_map(|paragraph| {
+        paragraph
+            .strip_prefix("Usage: ")
+            .map(|usage| usage.to_owned())
+    });
+    match usage {
+        Some(usage) => format!("{message} (usage: {usage}; --help shows more)"),
+        None => format!("{message} (--help shows the usage)"),
+    }
+}
+
 /// Runs pi with these arguments and returns the exit code.
 pub fn run(args: Vec<OsString>, env: Env) -> ExitCode {
     match dispatch(args, env) {
@@ -136,12 +180,14 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
         if COMMAND_WORDS.contains(&word.as_str()) {
             let cli = match Cli::try_parse_from(&args) {
                 Ok(cli) => cli,
-                Err(error) => {
+                Err(error) if is_help(&error) => {
                     let code = error.exit_code();
-                    // clap prints help and version to stdout, errors to stderr.
+                    // clap prints help and version to stdout (help for a missing subcommand
+                    // to stderr).
                     let _ = error.print();
                     return Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)));
                 }
+                Err(error) => return Err(UsageError(clap_error_line(&error)).into()),
             };
             let ctx = CliContext { env, db: cli.db };
             match cli.command {
@@ -180,7 +226,8 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
     startup::run(rest, env, db)
 }
 
-/// Maps an error to its exit code, printing one line on stderr (nothing for a closed stdout).
+/// Maps an error to its exit code, printing one line on stderr (nothing for a closed stdout):
+/// the error and its causes, each once ([`term::error_line`]).
 fn report(error: &anyhow::Error) -> ExitCode {
     for cause in error.chain() {
         if let Some(io_error) = cause.downcast_ref::<io::Error>()
@@ -191,12 +238,12 @@ fn report(error: &anyhow::Error) -> ExitCode {
     }
     let code = exit_code(error);
     let mut stderr = io::stderr().lock();
-    let _ = writeln!(stderr, "pi: {error:#}");
+    let _ = writeln!(stderr, "pi: {}", term::error_line(error.chain()));
     if let Some(StoreError::AmbiguousSession { candidates, .. }) =
         error.downcast_ref::<StoreError>()
     {
         for candidate in candidates {
-            let _ = writeln!(stderr, "  {candidate}");
+            let _ = writeln!(stderr, "  {}", term::line(candidate.as_str()));
         }
     }
     ExitCode::from(code)

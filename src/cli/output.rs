@@ -1,9 +1,11 @@
 //! Terminal output helpers: colour only on a terminal (and never with `NO_COLOR`), aligned
-//! columns, and writers that turn a closed stdout into a quiet success.
+//! columns, and the writers of human output (control characters from data shown escaped,
+//! `docs/SECURITY.md`, "Terminal output") and of JSON output (exact).
 
 use std::io::{self, IsTerminal, Write};
 
 use crate::modes::render::Palette;
+use crate::support::term;
 
 /// Colours for human output; all no-ops when colour is off. The codes are the REPL's
 /// ([`Palette`]), named for what the listings show.
@@ -73,7 +75,8 @@ pub fn pad(text: &str, width: usize) -> String {
     }
 }
 
-/// Returns the first line of `text`, cut to `max` characters with an ellipsis.
+/// Returns the first line of `text`, cut to `max` characters with an ellipsis, its control
+/// characters shown escaped ([`term::line`]).
 pub fn one_line(text: &str, max: usize) -> String {
     let line = text
         .lines()
@@ -84,11 +87,53 @@ pub fn one_line(text: &str, max: usize) -> String {
     if line.chars().count() > max || text.trim().lines().count() > 1 {
         out.push('…');
     }
-    out
+    term::line(&out).into_owned()
 }
 
-/// Writes `text` and a newline, flushing at the end of a command.
+/// Writes a line of human output and a newline: control characters and escape sequences in
+/// it are shown escaped, except the colours this module writes ([`term::output`]), so that
+/// nothing from a session file reaches the terminal as a command. Fields are escaped where
+/// they are formatted too ([`term::line`]), so that a newline in an id never starts a line.
 pub fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
+    out.write_all(term::output(text).as_bytes())?;
+    out.write_all(b"\n")
+}
+
+/// Writes a line of JSON output exactly as given (`--json` keeps the data; JSON's own escapes
+/// keep control characters out of it, except DEL and C1, which a JSON reader takes as they are).
+pub fn json_line(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.write_all(text.as_bytes())?;
     out.write_all(b"\n")
+}
+
+/// Returns a field (an id, a path, a name) for one line of human output: every control
+/// character shown escaped ([`term::line`]).
+pub fn field(text: &str) -> std::borrow::Cow<'_, str> {
+    term::line(text)
+}
+
+/// Returns a timestamp from a session file as the contract's JSON gives it: ISO-8601 UTC with
+/// milliseconds (`2026-01-01T00:00:00.000Z`, whatever form or offset the file used), or null
+/// when the text is not a time.
+pub fn iso_or_null(text: &str) -> serde_json::Value {
+    match crate::support::clock::ms_from_iso(text.trim()) {
+        Some(ms) => serde_json::Value::from(crate::support::clock::iso_from_ms(ms)),
+        None => serde_json::Value::Null,
+    }
+}
+
+/// Returns a timestamp from a session file for human output, to the minute
+/// (`2026-01-01 10:00`, UTC): normalised when it is a time, else the text itself, escaped and
+/// cut to 16 characters.
+pub fn short_time(text: &str) -> String {
+    match crate::support::clock::ms_from_iso(text.trim()) {
+        Some(ms) => {
+            let iso = crate::support::clock::iso_from_ms(ms);
+            iso.get(..16).unwrap_or(&iso).replace('T', " ")
+        }
+        None => {
+            let cut: String = text.chars().take(16).collect();
+            field(&cut).into_owned()
+        }
+    }
 }

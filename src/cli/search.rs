@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::cli::output::{self, line, one_line, pad};
+use crate::cli::output::{self, field, json_line, line, one_line, pad, short_time};
 use crate::cli::{CliContext, UsageError};
 use crate::store::ListScope;
 use crate::store::maintenance::StatsBy;
@@ -145,6 +145,25 @@ fn check_values(flag: &str, values: &[String], allowed: &[&str]) -> Result<(), U
     Ok(())
 }
 
+/// Marks the start of a match in a snippet for people (a private-use character).
+const MARK_OPEN: char = '\u{e000}';
+/// Marks the end of a match in a snippet for people.
+const MARK_CLOSE: char = '\u{e001}';
+
+/// Returns a snippet for people: its control characters shown escaped, then its matches
+/// marked in bold yellow (`**…**` without colour). A snippet holding the marker characters
+/// itself gets a stray highlight at worst: only pi's own colour codes are ever written.
+fn shown_snippet(snippet: &str, style: crate::cli::output::Style) -> String {
+    let (open, close) = if style.enabled() {
+        ("\x1b[1;33m", "\x1b[0m")
+    } else {
+        ("**", "**")
+    };
+    field(snippet)
+        .replace(MARK_OPEN, open)
+        .replace(MARK_CLOSE, close)
+}
+
 /// Runs `sessions search`.
 pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
     let text = args.query.join(" ");
@@ -182,12 +201,12 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
         ListScope::Cwd(dir.to_string_lossy().into_owned())
     };
     let style = ctx.style();
+    // For people the snippet is marked with two private-use characters, replaced by the
+    // highlight only after the snippet's own control characters were escaped.
     let highlight = if args.json {
         ("**".to_owned(), "**".to_owned())
-    } else if style.enabled() {
-        ("\x1b[1;33m".to_owned(), "\x1b[0m".to_owned())
     } else {
-        ("**".to_owned(), "**".to_owned())
+        (MARK_OPEN.to_string(), MARK_CLOSE.to_string())
     };
     let request = SearchRequest {
         query,
@@ -218,18 +237,20 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
                     "snippet": hit.snippet,
                     "score": hit.score,
                     "cwd": hit.cwd,
-                    "timestamp": hit.timestamp,
+                    "timestamp": output::iso_or_null(&hit.timestamp),
                     "name": hit.name,
                     "onActivePath": hit.on_active_path,
                 })
             })
             .collect();
-        line(&mut out, &to_js_string(&Value::Array(rows)))?;
+        json_line(&mut out, &to_js_string(&Value::Array(rows)))?;
         return Ok(out.flush()?);
     }
     if hits.is_empty() {
         let hint = match scope {
-            ListScope::Cwd(dir) => format!("no matches in the sessions of {dir} (try --all)"),
+            ListScope::Cwd(dir) => {
+                format!("no matches in the sessions of {} (try --all)", field(&dir))
+            }
             ListScope::All => "no matches".to_owned(),
         };
         line(&mut out, &style.dim(&hint))?;
@@ -241,21 +262,18 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
         }
         let title = hit
             .name
-            .clone()
+            .as_deref()
+            .map(|name| field(name).into_owned())
             .or_else(|| hit.first_message.as_deref().map(|text| one_line(text, 60)))
             .unwrap_or_else(|| "(no messages)".to_owned());
-        let date = hit
-            .timestamp
-            .get(..16)
-            .unwrap_or(&hit.timestamp)
-            .replace('T', " ");
+        let date = short_time(&hit.timestamp);
         line(
             &mut out,
             &format!(
                 "{}  {}  {}",
                 style.bold(&title),
                 style.dim(&date),
-                style.id(hit.session.as_str())
+                style.id(&field(hit.session.as_str()))
             ),
         )?;
         let branch = if hit.on_active_path {
@@ -267,14 +285,17 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
             &mut out,
             &format!(
                 "  {}  entry {}  {}/{}{}",
-                style.dim(&hit.cwd),
-                style.id(hit.entry.as_ref().map_or("?", |id| id.as_str())),
+                style.dim(&field(&hit.cwd)),
+                style.id(&field(hit.entry.as_ref().map_or("?", |id| id.as_str()))),
                 hit.role,
                 hit.kind,
                 branch
             ),
         )?;
-        line(&mut out, &format!("  {}", hit.snippet))?;
+        line(
+            &mut out,
+            &format!("  {}", shown_snippet(&hit.snippet, style)),
+        )?;
     }
     Ok(out.flush()?)
 }
@@ -314,7 +335,7 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
                 })
             })
             .collect();
-        line(&mut out, &to_js_string(&Value::Array(values)))?;
+        json_line(&mut out, &to_js_string(&Value::Array(values)))?;
         return Ok(out.flush()?);
     }
     let style = ctx.style();
@@ -327,7 +348,7 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
     }
     let key_width = rows
         .iter()
-        .map(|row| row.key.chars().count())
+        .map(|row| field(&row.key).chars().count())
         .max()
         .unwrap_or(3)
         .max(3);
@@ -357,7 +378,7 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
             &mut out,
             &format!(
                 "{}  {:>8}  {:>9}  {:>12}  {:>10}  {:>12}  {:>11}  {:>10}",
-                pad(&row.key, key_width),
+                pad(&field(&row.key), key_width),
                 row.sessions,
                 row.messages,
                 row.input,

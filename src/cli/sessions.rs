@@ -6,13 +6,14 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::cli::output::{self, Style, line, one_line, pad};
+use crate::cli::output::{self, Style, field, json_line, line, one_line, pad, short_time};
 use crate::cli::{CliContext, UsageError};
 use crate::model::entry::{Entry, EntryKind};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{AgentMessage, ContentBlock, SystemMessage};
 use crate::store::{LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry};
 use crate::support::json::to_js_string;
+use crate::support::term;
 
 /// List, inspect and search stored sessions
 #[derive(Debug, Args)]
@@ -116,8 +117,8 @@ fn summary_json(summary: &SessionSummary) -> Value {
         "name": summary.name,
         "firstMessage": summary.first_message,
         "cwd": summary.cwd,
-        "created": summary.created,
-        "lastActivity": summary.last_activity,
+        "created": output::iso_or_null(&summary.created),
+        "lastActivity": output::iso_or_null(&summary.last_activity),
         "messages": summary.messages,
         "entries": summary.entries,
         "tokens": {
@@ -145,42 +146,29 @@ fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
     let mut out = output::stdout();
     if args.json {
         let array = Value::Array(sessions.iter().map(summary_json).collect());
-        line(&mut out, &to_js_string(&array))?;
+        json_line(&mut out, &to_js_string(&array))?;
         return Ok(out.flush()?);
     }
     let style = ctx.style();
     if sessions.is_empty() {
         let hint = match &scope {
             ListScope::All => "no sessions yet".to_owned(),
-            ListScope::Cwd(dir) => format!("no sessions in {dir} (try --all)"),
+            ListScope::Cwd(dir) => format!("no sessions in {} (try --all)", field(dir)),
         };
         line(&mut out, &style.dim(&hint))?;
         return Ok(out.flush()?);
     }
     let id_width = sessions
         .iter()
-        .map(|summary| summary.id.as_str().chars().count())
+        .map(|summary| field(summary.id.as_str()).chars().count())
         .max()
         .unwrap_or(0);
     for summary in &sessions {
-        let title = summary
-            .name
-            .clone()
-            .or_else(|| {
-                summary
-                    .first_message
-                    .as_deref()
-                    .map(|text| one_line(text, 60))
-            })
-            .unwrap_or_else(|| "(no messages)".to_owned());
-        let when = summary
-            .last_activity
-            .get(..16)
-            .unwrap_or(&summary.last_activity)
-            .replace('T', " ");
+        let title = title_of(summary);
+        let when = short_time(&summary.last_activity);
         let row = format!(
             "{}  {}  {:>5} msgs  {}",
-            style.id(&pad(summary.id.as_str(), id_width)),
+            style.id(&pad(&field(summary.id.as_str()), id_width)),
             style.dim(&when),
             summary.messages,
             style.bold(&title),
@@ -189,11 +177,30 @@ fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
         if matches!(scope, ListScope::All) {
             line(
                 &mut out,
-                &format!("{}  {}", " ".repeat(id_width), style.dim(&summary.cwd)),
+                &format!(
+                    "{}  {}",
+                    " ".repeat(id_width),
+                    style.dim(&field(&summary.cwd))
+                ),
             )?;
         }
     }
     Ok(out.flush()?)
+}
+
+/// A session's title for a listing: its name, else its first message, on one line.
+fn title_of(summary: &SessionSummary) -> String {
+    summary
+        .name
+        .as_deref()
+        .map(|name| field(name).into_owned())
+        .or_else(|| {
+            summary
+                .first_message
+                .as_deref()
+                .map(|text| one_line(text, 60))
+        })
+        .unwrap_or_else(|| "(no messages)".to_owned())
 }
 
 fn resolve(store: &SessionStore, query: &str) -> Result<SessionId> {
@@ -209,7 +216,10 @@ fn run_rename(args: RenameArgs, ctx: &CliContext) -> Result<()> {
     let session = resolve(&store, &args.session)?;
     store.append_session_info(&session, name)?;
     let mut out = output::stdout();
-    line(&mut out, &format!("renamed {session} to \"{name}\""))?;
+    line(
+        &mut out,
+        &format!("renamed {} to \"{}\"", field(session.as_str()), field(name)),
+    )?;
     Ok(out.flush()?)
 }
 
@@ -225,21 +235,14 @@ fn run_rm(args: RmArgs, ctx: &CliContext) -> Result<()> {
             ))
             .into());
         }
-        let title = summary
-            .name
-            .clone()
-            .or_else(|| {
-                summary
-                    .first_message
-                    .as_deref()
-                    .map(|text| one_line(text, 60))
-            })
-            .unwrap_or_else(|| "(no messages)".to_owned());
+        let title = title_of(&summary);
         let mut err = std::io::stderr().lock();
         write!(
             err,
-            "Delete session {session} \"{title}\" ({} entries, {})? [y/N] ",
-            summary.entries, summary.cwd
+            "Delete session {} \"{title}\" ({} entries, {})? [y/N] ",
+            field(session.as_str()),
+            summary.entries,
+            field(&summary.cwd)
         )?;
         err.flush()?;
         let mut answer = String::new();
@@ -254,7 +257,11 @@ fn run_rm(args: RmArgs, ctx: &CliContext) -> Result<()> {
     let mut out = output::stdout();
     line(
         &mut out,
-        &format!("deleted {session} ({} entries)", summary.entries),
+        &format!(
+            "deleted {} ({} entries)",
+            field(session.as_str()),
+            summary.entries
+        ),
     )?;
     Ok(out.flush()?)
 }
@@ -283,15 +290,18 @@ fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
     } else if args.context {
         let context = store.context(&session, &leaf)?;
         if args.json {
-            line(&mut out, &context.to_json())?;
+            json_line(&mut out, &context.to_json())?;
         } else {
             let model = context.model_ref().map_or_else(
                 || "(none)".to_owned(),
-                |model| format!("{}/{}", model.provider, model.model_id),
+                |model| field(&format!("{}/{}", model.provider, model.model_id)).into_owned(),
             );
             line(
                 &mut out,
-                &format!("model: {model}  thinking: {}", context.thinking_level),
+                &format!(
+                    "model: {model}  thinking: {}",
+                    field(&context.thinking_level.to_string())
+                ),
             )?;
             for message in context.agent_messages() {
                 render_message(&mut out, style, None, &message)?;
@@ -301,7 +311,7 @@ fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
         let path = store.branch_path(&session, &leaf)?;
         if args.json {
             let entries: Vec<Value> = path.iter().map(raw_value).collect();
-            line(&mut out, &to_js_string(&Value::Array(entries)))?;
+            json_line(&mut out, &to_js_string(&Value::Array(entries)))?;
         } else {
             let summary = store.session(&session)?;
             print_header(&mut out, style, &summary, path.last())?;
@@ -328,15 +338,15 @@ fn print_header(
         &format!(
             "{} {}",
             style.bold("session"),
-            style.id(summary.id.as_str())
+            style.id(&field(summary.id.as_str()))
         ),
     )?;
     if let Some(name) = &summary.name {
-        line(out, &format!("name      {name}"))?;
+        line(out, &format!("name      {}", field(name)))?;
     }
-    line(out, &format!("cwd       {}", summary.cwd))?;
-    line(out, &format!("created   {}", summary.created))?;
-    line(out, &format!("activity  {}", summary.last_activity))?;
+    line(out, &format!("cwd       {}", field(&summary.cwd)))?;
+    line(out, &format!("created   {}", field(&summary.created)))?;
+    line(out, &format!("activity  {}", field(&summary.last_activity)))?;
     line(
         out,
         &format!(
@@ -346,21 +356,30 @@ fn print_header(
     )?;
     let leaf_id = leaf
         .and_then(|stored| stored.entry.id.as_ref())
-        .map_or_else(|| "(before the first entry)".to_owned(), EntryId::to_string);
+        .map_or_else(
+            || "(before the first entry)".to_owned(),
+            |id| field(id.as_str()).into_owned(),
+        );
     line(out, &format!("leaf      {leaf_id}"))?;
     if let Some(parent) = &summary.parent_session {
-        line(out, &format!("parent    {parent}"))?;
+        line(out, &format!("parent    {}", field(parent)))?;
     }
     line(out, "")?;
     Ok(())
 }
 
-/// Returns a one-line description of an entry for trees and listings.
+/// Returns a one-line description of an entry for trees and listings, every part from the
+/// file shown escaped ([`field`], [`one_line`]).
 pub fn describe(entry: &Entry) -> String {
     match &entry.kind {
         EntryKind::Message(message) => describe_message(message),
-        EntryKind::ThinkingLevelChange { thinking_level } => format!("thinking: {thinking_level}"),
-        EntryKind::ModelChange(model) => format!("model: {}/{}", model.provider, model.model_id),
+        EntryKind::ThinkingLevelChange { thinking_level } => {
+            format!("thinking: {}", field(&thinking_level.to_string()))
+        }
+        EntryKind::ModelChange(model) => format!(
+            "model: {}",
+            field(&format!("{}/{}", model.provider, model.model_id))
+        ),
         EntryKind::Compaction(compaction) => {
             format!("compaction: {}", one_line(&compaction.summary, 60))
         }
@@ -369,28 +388,37 @@ pub fn describe(entry: &Entry) -> String {
         }
         EntryKind::Usage(usage) => format!(
             "usage ({}): {}/{} {} tokens",
-            usage.kind, usage.provider, usage.model, usage.usage.total_tokens
+            field(&usage.kind),
+            field(&usage.provider),
+            field(&usage.model),
+            usage.usage.total_tokens
         ),
         EntryKind::ContextEdit(edit) => {
-            let target = edit.target_id.as_ref().map_or("?", EntryId::as_str);
+            let target = field(edit.target_id.as_ref().map_or("?", EntryId::as_str));
             match &edit.replacement {
                 Some(serde_json::Value::Null) => format!("context edit: {target} omitted"),
                 _ => format!("context edit: {target} replaced"),
             }
         }
-        EntryKind::Custom { custom_type, .. } => format!("custom: {custom_type}"),
+        EntryKind::Custom { custom_type, .. } => format!("custom: {}", field(custom_type)),
         EntryKind::CustomMessage {
             custom_type,
             content,
             ..
-        } => format!("{custom_type}: {}", one_line(&content.joined_text(), 60)),
+        } => format!(
+            "{}: {}",
+            field(custom_type),
+            one_line(&content.joined_text(), 60)
+        ),
         EntryKind::Label { target_id, label } => format!(
             "label {} → {}",
-            target_id.as_ref().map_or("?", EntryId::as_str),
-            label.as_deref().unwrap_or("(cleared)")
+            field(target_id.as_ref().map_or("?", EntryId::as_str)),
+            field(label.as_deref().unwrap_or("(cleared)"))
         ),
-        EntryKind::SessionInfo { name } => format!("name: {}", name.as_deref().unwrap_or("")),
-        EntryKind::Unknown { type_name } => format!("({type_name})"),
+        EntryKind::SessionInfo { name } => {
+            format!("name: {}", field(name.as_deref().unwrap_or("")))
+        }
+        EntryKind::Unknown { type_name } => format!("({})", field(type_name)),
     }
 }
 
@@ -400,9 +428,9 @@ fn describe_message(message: &AgentMessage) -> String {
         AgentMessage::User(user) => format!("user: {}", one_line(&user.content.joined_text(), 70)),
         AgentMessage::Assistant(assistant) => {
             let text = assistant.text();
-            let calls: Vec<&str> = assistant
+            let calls: Vec<String> = assistant
                 .tool_calls()
-                .map(|call| call.name.as_str())
+                .map(|call| field(&call.name).into_owned())
                 .collect();
             let mut out = format!("assistant: {}", one_line(&text, 60));
             if !calls.is_empty() {
@@ -419,7 +447,7 @@ fn describe_message(message: &AgentMessage) -> String {
             let marker = if result.is_error { " (error)" } else { "" };
             format!(
                 "{}{marker}: {}",
-                result.tool_name,
+                field(&result.tool_name),
                 one_line(&text.join("\n"), 60)
             )
         }
@@ -427,7 +455,7 @@ fn describe_message(message: &AgentMessage) -> String {
         AgentMessage::Custom(custom) => {
             format!(
                 "{}: {}",
-                custom.custom_type,
+                field(&custom.custom_type),
                 one_line(&custom.content.joined_text(), 60)
             )
         }
@@ -439,10 +467,12 @@ fn describe_message(message: &AgentMessage) -> String {
         }
         AgentMessage::Unknown(value) => format!(
             "({})",
-            value
-                .get("role")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown message")
+            field(
+                value
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown message")
+            )
         ),
     }
 }
@@ -455,9 +485,9 @@ fn describe_system(system: &SystemMessage) -> String {
             .iter()
             .map(|(name, value)| {
                 if value.is_null() {
-                    format!("-{name}")
+                    format!("-{}", field(name))
                 } else {
-                    name.clone()
+                    field(name).into_owned()
                 }
             })
             .collect();
@@ -468,7 +498,10 @@ fn describe_system(system: &SystemMessage) -> String {
         .as_ref()
         .filter(|tools| !tools.is_empty())
     {
-        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        let names: Vec<String> = tools
+            .iter()
+            .map(|tool| field(&tool.name).into_owned())
+            .collect();
         parts.push(format!("+tools {}", names.join(", ")));
     }
     if let Some(tools) = system
@@ -476,7 +509,10 @@ fn describe_system(system: &SystemMessage) -> String {
         .as_ref()
         .filter(|tools| !tools.is_empty())
     {
-        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        let names: Vec<String> = tools
+            .iter()
+            .map(|tool| field(&tool.name).into_owned())
+            .collect();
         parts.push(format!("-tools {}", names.join(", ")));
     }
     if parts.is_empty() {
@@ -504,12 +540,14 @@ fn system_body(system: &SystemMessage) -> String {
 
 const MAX_BODY_LINES: usize = 12;
 
+/// The body of a message as indented lines, each with its control characters (but tabs)
+/// shown escaped.
 fn body_lines(text: &str) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out: Vec<String> = lines
         .iter()
         .take(MAX_BODY_LINES)
-        .map(|l| format!("  {l}"))
+        .map(|l| format!("  {}", term::text(l)))
         .collect();
     if lines.len() > MAX_BODY_LINES {
         out.push(format!("  … {} more lines", lines.len() - MAX_BODY_LINES));
@@ -518,9 +556,9 @@ fn body_lines(text: &str) -> Vec<String> {
 }
 
 fn render_entry(out: &mut impl Write, style: Style, stored: &StoredEntry) -> Result<()> {
-    let id = stored.entry.id.as_ref().map_or("", EntryId::as_str);
+    let id = field(stored.entry.id.as_ref().map_or("", EntryId::as_str)).into_owned();
     match &stored.entry.kind {
-        EntryKind::Message(message) => render_message(out, style, Some(id), message),
+        EntryKind::Message(message) => render_message(out, style, Some(&id), message),
         _ => {
             line(
                 out,
@@ -531,6 +569,8 @@ fn render_entry(out: &mut impl Write, style: Style, stored: &StoredEntry) -> Res
     }
 }
 
+/// Writes a message: a head line (the role, the model or the tool) and its body; `id` is
+/// already escaped.
 fn render_message(
     out: &mut impl Write,
     style: Style,
@@ -548,12 +588,15 @@ fn render_message(
             for call in assistant.tool_calls() {
                 body.push_str(&format!(
                     "\n→ {} {}",
-                    call.name,
-                    to_js_string(&call.arguments)
+                    field(&call.name),
+                    field(&to_js_string(&call.arguments))
                 ));
             }
             (
-                format!("assistant ({}/{})", assistant.provider, assistant.model),
+                format!(
+                    "assistant ({})",
+                    field(&format!("{}/{}", assistant.provider, assistant.model))
+                ),
                 body,
             )
         }
@@ -564,14 +607,19 @@ fn render_message(
                 .filter_map(ContentBlock::as_text)
                 .collect();
             let head = if result.is_error {
-                format!("{} (error)", result.tool_name)
+                format!("{} (error)", field(&result.tool_name))
             } else {
-                result.tool_name.clone()
+                field(&result.tool_name).into_owned()
             };
             (head, text.join("\n"))
         }
-        AgentMessage::BashExecution(bash) => (format!("!{}", bash.command), bash.output.clone()),
-        AgentMessage::Custom(custom) => (custom.custom_type.clone(), custom.content.joined_text()),
+        AgentMessage::BashExecution(bash) => {
+            (format!("!{}", field(&bash.command)), bash.output.clone())
+        }
+        AgentMessage::Custom(custom) => (
+            field(&custom.custom_type).into_owned(),
+            custom.content.joined_text(),
+        ),
         AgentMessage::BranchSummary(summary) => {
             ("branch summary".to_owned(), summary.summary.clone())
         }
@@ -618,7 +666,7 @@ fn show_tree(
                 Value::Object(map)
             })
             .collect();
-        line(out, &to_js_string(&Value::Array(rows)))?;
+        json_line(out, &to_js_string(&Value::Array(rows)))?;
         return Ok(());
     }
     let leaf_seq = store.leaf(session)?.map(|stored| stored.seq);
@@ -627,17 +675,21 @@ fn show_tree(
         entries.iter().map(|stored| (stored.seq, stored)).collect();
     for drawn in crate::cli::tree_view::layout(&nodes) {
         let node = &nodes[drawn.index];
-        let description = by_seq
-            .get(&node.seq)
-            .map_or_else(|| node.type_name.clone(), |stored| describe(&stored.entry));
+        let description = by_seq.get(&node.seq).map_or_else(
+            || field(&node.type_name).into_owned(),
+            |stored| describe(&stored.entry),
+        );
         let mut text = format!(
             "{}{} {}",
             drawn.prefix,
-            style.id(node.id.as_deref().unwrap_or("?")),
+            style.id(&field(node.id.as_deref().unwrap_or("?"))),
             description
         );
         if let Some(label) = &node.label {
-            text.push_str(&format!(" {}", style.accent(&format!("[{label}]"))));
+            text.push_str(&format!(
+                " {}",
+                style.accent(&format!("[{}]", field(label)))
+            ));
         }
         if Some(node.seq) == leaf_seq {
             text.push_str(&format!(" {}", style.ok("← leaf")));
@@ -687,7 +739,7 @@ fn show_around(
             "target": raw_value(&target),
             "after": after.iter().map(raw_value).collect::<Vec<_>>(),
         });
-        line(out, &to_js_string(&value))?;
+        json_line(out, &to_js_string(&value))?;
         return Ok(());
     }
     for stored in &before {

@@ -36,6 +36,7 @@ use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
 use crate::session::{LeaseSettings, ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
 use crate::store::{ImportMode, ImportStatus};
+use crate::support::term;
 
 pub use crate::modes::Prepared;
 use crate::store::{SessionStore, StoreConfig, StoreLocation};
@@ -376,14 +377,13 @@ fn model_candidates(
 
 /// Returns one line saying what an import did (as `pi import` words it).
 fn import_summary(report: &FileReport) -> String {
-    let file = report.file.display();
+    let file = term::line(&report.file.to_string_lossy()).into_owned();
     match (&report.status, &report.error) {
-        (ImportStatus::Refused, Some(error)) => format!("refused {file}: {error}"),
+        (ImportStatus::Refused, Some(error)) => format!("refused {file}: {}", term::line(error)),
         (status, _) => {
-            let session = report
-                .session
-                .as_ref()
-                .map_or_else(String::new, |id| format!(" as session {id}"));
+            let session = report.session.as_ref().map_or_else(String::new, |id| {
+                format!(" as session {}", term::line(id.as_str()))
+            });
             let mut text = format!(
                 "{} {file}{session} ({} entries, {} added",
                 status.as_str(),
@@ -406,7 +406,8 @@ fn import_summary(report: &FileReport) -> String {
 /// returns its session; says so on stderr in one line.
 fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<SessionId> {
     let path = env.absolute(&env.expand_tilde(value));
-    if !path.is_file() {
+    // A FIFO or a device is refused by the import, naming what it is.
+    if !path.exists() {
         bail!(
             "{}: no such session file (a SESSION argument containing `/` or ending in .jsonl is a file)",
             path.display()
@@ -417,7 +418,7 @@ fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<S
     match (&report.status, &report.session) {
         (ImportStatus::Refused, _) | (_, None) => bail!("{summary}"),
         (_, Some(id)) => {
-            let _ = writeln!(std::io::stderr(), "pi: {summary}");
+            let _ = writeln!(std::io::stderr(), "pi: {}", term::line(&summary));
             Ok(id.clone())
         }
     }
@@ -694,8 +695,8 @@ fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
         .iter()
         .map(|model| {
             [
-                model.provider.clone(),
-                model.id.clone(),
+                term::line(&model.provider).into_owned(),
+                term::line(&model.id).into_owned(),
                 format_tokens(model.context_window),
                 format_tokens(model.max_tokens),
                 if model.reasoning { "yes" } else { "no" }.to_owned(),
@@ -740,7 +741,7 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
     let mut stderr = std::io::stderr();
     for diagnostic in &args.diagnostics {
         match diagnostic {
-            Diagnostic::Warning(message) => writeln!(stderr, "Warning: {message}")?,
+            Diagnostic::Warning(message) => writeln!(stderr, "Warning: {}", term::line(message))?,
             Diagnostic::Error(message) => return Err(UsageError(message.clone()).into()),
         }
     }
@@ -793,7 +794,7 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
     }
     let prepared = prepare(&args, &env, db.as_deref(), stdin_text)?;
     for warning in &prepared.warnings {
-        writeln!(stderr, "Warning: {warning}")?;
+        writeln!(stderr, "Warning: {}", term::line(warning))?;
     }
     // A stored session whose directory is gone: the REPL asks, the other modes refuse.
     if !interactive

@@ -38,12 +38,32 @@ pub use reader::{
 };
 pub use value::{JsObject, JsString, JsValue};
 
+/// The longest line pi reads from a session file: 256 MiB. The reference reads a file line by
+/// line into JavaScript strings, whose longest is 2^29 − 24 UTF-16 units (≈ 512 Mi
+/// characters, V8 on 64 bits): it fails on a longer line. pi refuses a file at half that —
+/// no session line comes near it (a long coding session's lines are kilobytes; an inlined
+/// image a few megabytes), and parsing a line takes several times its size in memory. A
+/// longer line refuses the file, naming it and the line, before more of it is read
+/// (`support::files::read_regular`).
+pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+
 /// What can go wrong reading or re-serialising session lines.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonlError {
     /// The file has no valid header; it is refused and left as it is.
     #[error("no valid session header: {0}")]
     NoHeader(NoHeader),
+    /// The header's `version` is not one pi reads (1, 2, 3); the file is refused and left as it
+    /// is (`reader.rs`, "Versions").
+    #[error("{}", describe_version(version, *newer, *line))]
+    UnsupportedVersion {
+        /// The header's 1-based line number.
+        line: usize,
+        /// The `version` value as JSON text (cut to 40 characters).
+        version: String,
+        /// Whether it is a number above 3 (a newer format) rather than no version at all.
+        newer: bool,
+    },
     /// A stored line could not be parsed again for re-serialisation.
     #[error("entry #{idx} cannot be re-serialised: {source}")]
     Reserialize {
@@ -59,4 +79,16 @@ pub enum JsonlError {
         /// Position of the line among those given.
         idx: usize,
     },
+}
+
+fn describe_version(version: &str, newer: bool, line: usize) -> String {
+    if newer {
+        format!(
+            "the session header (line {line}) has format version {version}, newer than the versions this pi reads (1, 2 and 3); upgrade pi to import it"
+        )
+    } else {
+        format!(
+            "the session header (line {line}) has version {version}, which is not a session format version (pi reads versions 1, 2 and 3)"
+        )
+    }
 }

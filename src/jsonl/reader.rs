@@ -8,7 +8,7 @@
 //! [`SkippedLine`] with its 1-based number, a [`SkipReason`] and its bytes, for the caller to
 //! quarantine. Lines before the header that are blank or not JSON are skipped the same way.
 //!
-//! Version 3 (and later) files are read lazily, line by line, so a large file is never held
+//! Version 3 files are read lazily, line by line, so a large file is never held
 //! as parsed values. Older files are read whole, migrated (`migrate.rs`) and every line is
 //! re-serialised as the reference rewrites it (`value.rs`).
 //!
@@ -382,6 +382,44 @@ fn header_from(line: RawLine<'_>) -> Result<HeaderLine, NoHeader> {
     })
 }
 
+/// Refuses a header whose `version` pi would misread.
+///
+/// The reference takes `version ?? 1` and compares it as JavaScript compares (`>= 3`: no
+/// migration; `< 2`: v1 → v2; `< 3`: v2 → v3). Accepted here: an absent or `null` version
+/// (v1), and a number or string whose JavaScript number is exactly 1, 2 or 3 — `3`, and also
+/// `"3"` or `" 3 "`, which the reference reads exactly as `3`, so both read the file the same
+/// way.
+/// Refused, naming the version:
+/// - a number above 3 (`4`, `999`, `"4"`, `Infinity`): a format newer than pi knows, which
+///   the reference would read as version 3 without a word;
+/// - anything else (`-1`, `0`, `2.5`, `true`, `[3]`, `"three"`, `{}`): no version at all; the
+///   reference would migrate `-1` or `0` as version 1 — giving every entry a new id and
+///   chaining them in file order, which rearranges a tree whose lines carry their own ids —
+///   and rewrite a `"three"` file, so there is no reading of it to agree with.
+fn check_version(version: Option<&JsValue>, line: usize) -> Result<(), JsonlError> {
+    let number = match version {
+        None | Some(JsValue::Null) => return Ok(()),
+        Some(value @ (JsValue::Number(_) | JsValue::String(_))) => migrate::to_number(value),
+        // `true` (1 to JavaScript), `[3]`, `{}`: not a version, whatever they coerce to.
+        Some(_) => f64::NAN,
+    };
+    if [1.0, 2.0, 3.0].contains(&number) {
+        return Ok(());
+    }
+    let text = version
+        .map(|value| String::from_utf8_lossy(&value.to_json()).into_owned())
+        .unwrap_or_default();
+    let mut shown: String = text.chars().take(40).collect();
+    if text.chars().count() > 40 {
+        shown.push('…');
+    }
+    Err(JsonlError::UnsupportedVersion {
+        line,
+        version: shown,
+        newer: number > 3.0,
+    })
+}
+
 /// Reads a session file: the header up front, then the other lines as [`Item`]s in file
 /// order (an iterator).
 #[derive(Debug)]
@@ -425,12 +463,12 @@ impl<'a> SessionReader<'a> {
                 Err(other) => return Err(JsonlError::NoHeader(other)),
             }
         };
-        let migration = Migration::for_version(
-            header
-                .js
-                .as_object()
-                .and_then(|object| object.get("version")),
-        );
+        let version = header
+            .js
+            .as_object()
+            .and_then(|object| object.get("version"));
+        check_version(version, header.line)?;
+        let migration = Migration::for_version(version);
         let offset = usize::from(bom) * 3;
         let mut reader = Self {
             header: header.typed.clone(),

@@ -101,8 +101,55 @@ pub fn header_with_id(header_bytes: &[u8], id: &SessionId) -> Result<Vec<u8>, Js
     Ok(header.to_json())
 }
 
+/// The longest file name (in bytes) pi makes from session data: below Linux's `NAME_MAX`
+/// (255) with room for the `.<name>.<pid>.tmp` an atomic write puts beside it.
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// Hex digits of the SHA-256 suffix of a name made from odd data (96 bits: two distinct
+/// values never share it, however they were chosen).
+const HASH_HEX_DIGITS: usize = 24;
+
+/// Whether `ch` cannot stand in a file name pi makes: a path separator, NUL, or a control
+/// character (a name that would rewrite the terminal when listed).
+fn bad_in_name(ch: char) -> bool {
+    matches!(ch, '/' | '\\' | '\0') || ch.is_control()
+}
+
+/// The first [`HASH_HEX_DIGITS`] hex digits of the SHA-256 of `text`.
+fn hash_suffix(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    let mut out = String::with_capacity(HASH_HEX_DIGITS);
+    for byte in digest.as_ref().iter().take(HASH_HEX_DIGITS / 2) {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// `text` with every character [`bad_in_name`] names (and `~`) replaced by `-`, cut to at
+/// most `max` bytes on a character boundary.
+fn name_part(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for ch in text.chars() {
+        let ch = if bad_in_name(ch) || ch == '~' {
+            '-'
+        } else {
+            ch
+        };
+        if out.len() + ch.len_utf8() > max {
+            break;
+        }
+        out.push(ch);
+    }
+    out
+}
+
 /// Returns the reference's per-project directory name for a cwd: one leading `/` or `\`
 /// removed, then every `/`, `\` and `:` replaced by `-`, wrapped in `--…--`.
+///
+/// When that name would hold a NUL or a control character, or be longer than
+/// [`MAX_NAME_BYTES`], those characters become `-`, the name is cut, and `~` plus a hash of
+/// the cwd is added (`--<cut>~<24 hex>--`). Distinct cwds may share a directory (as in the
+/// reference: `/a-b` and `/a/b`); the file names inside keep their sessions apart.
 pub fn session_dir_name(cwd: &str) -> String {
     let trimmed = cwd
         .strip_prefix('/')
@@ -118,29 +165,63 @@ pub fn session_dir_name(cwd: &str) -> String {
             }
         })
         .collect();
-    format!("--{encoded}--")
+    let plain = format!("--{encoded}--");
+    if plain.len() <= MAX_NAME_BYTES && !encoded.chars().any(bad_in_name) {
+        return plain;
+    }
+    let budget = MAX_NAME_BYTES - "----~".len() - HASH_HEX_DIGITS;
+    format!("--{}~{}--", name_part(&encoded, budget), hash_suffix(cwd))
 }
 
 /// Returns the reference's file name for a session: `<timestamp>_<id>.jsonl`, the header
-/// timestamp with `:` and `.` replaced by `-`. Characters a file name cannot hold (`/`, `\`,
-/// NUL) in an imported id are replaced by `-` as well.
+/// timestamp with `:` and `.` replaced by `-`.
+///
+/// When the timestamp or the id holds a character that cannot stand in a name (`/`, `\`,
+/// NUL, a control character) or a `~`, or the name would be longer than
+/// [`MAX_NAME_BYTES`], the name is `<timestamp>_<id>~<24 hex>.jsonl`: both parts with those
+/// characters replaced by `-` and cut (the timestamp to 40 bytes, the id to what is left),
+/// and the hex digits the SHA-256 of the exact id. So distinct ids never share a name: a name
+/// without `~` is the reference's exact one (one id), a name with `~` carries its id's hash.
 pub fn session_file_name(timestamp: &str, id: &SessionId) -> String {
     let stamp: String = timestamp
         .chars()
         .map(|ch| match ch {
-            ':' | '.' | '/' | '\\' | '\0' => '-',
+            ':' | '.' => '-',
             other => other,
         })
         .collect();
-    let safe_id: String = id
-        .as_str()
-        .chars()
-        .map(|ch| match ch {
-            '/' | '\\' | '\0' => '-',
-            other => other,
-        })
-        .collect();
-    format!("{stamp}_{safe_id}.jsonl")
+    let id = id.as_str();
+    let plain = format!("{stamp}_{id}.jsonl");
+    let odd = |text: &str| text.chars().any(|ch| bad_in_name(ch) || ch == '~');
+    if plain.len() <= MAX_NAME_BYTES && !odd(&stamp) && !odd(id) {
+        return plain;
+    }
+    let stamp = name_part(&stamp, 40);
+    let budget = MAX_NAME_BYTES - stamp.len() - "_~.jsonl".len() - HASH_HEX_DIGITS;
+    format!(
+        "{stamp}_{}~{}.jsonl",
+        name_part(id, budget),
+        hash_suffix(id)
+    )
+}
+
+/// Returns a session id as the start of a file name pi makes (the REPL's rescue files): the
+/// id itself when it makes a good name of at most 120 bytes, otherwise as
+/// [`session_file_name`] shortens one (`<cut id>~<24 hex>`).
+pub fn session_file_stem(id: &SessionId) -> String {
+    let id = id.as_str();
+    if id.len() <= 120
+        && !id.chars().any(|ch| bad_in_name(ch) || ch == '~')
+        && id != ".."
+        && id != "."
+    {
+        return id.to_owned();
+    }
+    format!(
+        "{}~{}",
+        name_part(id, 120 - 1 - HASH_HEX_DIGITS),
+        hash_suffix(id)
+    )
 }
 
 #[cfg(test)]
@@ -158,10 +239,45 @@ mod tests {
             ),
             "2026-05-07T09-15-02-481Z_0196a3c2-7d1e-7c44-9b0e-2f6a1d3c9e55.jsonl"
         );
-        assert_eq!(
-            session_file_name("t", &SessionId::new("../x")),
-            "t_..-x.jsonl"
+        // A `/` cannot stand in a name: replaced, and the id's hash added.
+        let odd = session_file_name("t", &SessionId::new("../x"));
+        assert!(
+            odd.starts_with("t_..-x~") && odd.ends_with(".jsonl"),
+            "{odd}"
         );
+        assert_ne!(odd, session_file_name("t", &SessionId::new("..-x")));
+    }
+
+    #[test]
+    fn odd_ids_and_cwds_make_bounded_names_that_never_collide() {
+        let ids = ["a/b", "a-b", "a\\b", "a\u{0}b", "a\u{1b}b", "a~b", "..", ""];
+        let long = "x".repeat(5_000);
+        let mut names: Vec<String> = ids
+            .iter()
+            .copied()
+            .chain([long.as_str(), &long[1..]])
+            .map(|id| session_file_name("2026-01-01T00:00:00.000Z", &SessionId::new(id)))
+            .collect();
+        for name in &names {
+            assert!(name.len() <= MAX_NAME_BYTES, "{name}");
+            assert!(
+                !name.chars().any(|ch| ch.is_control() || ch == '/'),
+                "{name:?}"
+            );
+        }
+        assert_eq!(names[1], "2026-01-01T00-00-00-000Z_a-b.jsonl");
+        assert_eq!(names[6], "2026-01-01T00-00-00-000Z_...jsonl");
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "names collided");
+        let dir = session_dir_name(&format!("/{}", "d/".repeat(1_000)));
+        assert!(dir.len() <= MAX_NAME_BYTES && dir.starts_with("--d-d-") && dir.ends_with("--"));
+        assert!(session_dir_name("/a/\u{0}").contains('~'));
+        assert_eq!(session_dir_name("/home/u/~tmp"), "--home-u-~tmp--");
+        assert_eq!(session_file_stem(&SessionId::new("0196a3c2")), "0196a3c2");
+        assert!(session_file_stem(&SessionId::new("../../x")).starts_with("..-..-x~"));
+        assert!(session_file_stem(&SessionId::new("..")).starts_with("..~"));
     }
 
     #[test]

@@ -207,8 +207,8 @@ impl MissingCwd {
     pub fn question(&self) -> String {
         format!(
             "cwd from session file does not exist\n{}\n\ncontinue in current cwd\n{}",
-            self.session_cwd,
-            self.fallback.display()
+            crate::support::term::line(&self.session_cwd),
+            crate::support::term::line(&self.fallback.to_string_lossy())
         )
     }
 }

@@ -6,6 +6,10 @@
 //! Extension errors go to stderr as `Extension error (<path>): <error>` (both modes, as in the
 //! reference); before exiting the extensions get `session_shutdown`.
 //!
+//! What goes to stderr (notices, errors) is shown with its control characters escaped
+//! (`support::term`); so is the answer on stdout when stdout is a terminal. Redirected, the
+//! answer is written exactly (it is the command's data, as `--json` output is; `docs/SECURITY.md`).
+//!
 //! Exit codes (CONTRACT.md): 0 on success; 1 when the last answer is an error or the run
 //! failed; 130 after Ctrl+C (143 after SIGTERM, 129 after SIGHUP, as the reference); a
 //! closed stdout ends quietly with 0.
@@ -22,6 +26,7 @@ use crate::model::message::{AgentMessage, ContentBlock, StopReason};
 use crate::modes::{Prepared, setup_help};
 use crate::session::{AgentSession, PromptOptions, SessionError, SessionEvent};
 use crate::support::json::to_js_string;
+use crate::support::term;
 
 fn is_broken_pipe(error: &std::io::Error) -> bool {
     error.kind() == std::io::ErrorKind::BrokenPipe
@@ -38,7 +43,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
     } = prepared;
     let (session, report) = AgentSession::open(config, target).await?;
     for notice in &report.notices {
-        eprintln!("Warning: {notice}");
+        eprintln!("Warning: {}", term::line(notice));
     }
     let mut events = session.subscribe();
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
@@ -63,7 +68,11 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
                     ..
                 } = &event
                 {
-                    eprintln!("Extension error ({extension_path}): {error}");
+                    eprintln!(
+                        "Extension error ({}): {}",
+                        term::line(extension_path),
+                        term::text(error)
+                    );
                 }
             }
             Some(value) if json && !*broken => {
@@ -79,7 +88,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
             Some(_) => {}
             None => {
                 if let SessionEvent::Notice { message, .. } = &event {
-                    eprintln!("{message}");
+                    eprintln!("{}", term::text(message));
                 }
             }
         };
@@ -152,7 +161,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::from(code));
     }
     if let Some(message) = failure {
-        eprintln!("{message}");
+        eprintln!("{}", term::text(&message));
         return Ok(ExitCode::from(1));
     }
     let Some(AgentMessage::Assistant(last)) = transcript.last() else {
@@ -168,17 +177,21 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
             .error_message
             .clone()
             .unwrap_or_else(|| format!("request {reason}"));
-        eprintln!("{message}");
+        eprintln!("{}", term::text(&message));
         return Ok(ExitCode::from(1));
     }
     if json {
         return Ok(ExitCode::SUCCESS);
     }
+    let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut stdout = std::io::stdout().lock();
     for block in &last.content {
-        if let ContentBlock::Text(text) = block
-            && let Err(error) = writeln!(stdout, "{}", text.text)
-        {
+        let shown = match block {
+            ContentBlock::Text(text) if to_terminal => term::text(&text.text),
+            ContentBlock::Text(text) => std::borrow::Cow::Borrowed(text.text.as_str()),
+            _ => continue,
+        };
+        if let Err(error) = writeln!(stdout, "{shown}") {
             if is_broken_pipe(&error) {
                 return Ok(ExitCode::SUCCESS);
             }

@@ -3,6 +3,11 @@
 //! visible marker, errors and retries, the status line after each turn, and a stored
 //! transcript (the history shown when a session is resumed).
 //!
+//! Text from the session, the model and tools is shown with its control characters escaped
+//! (`support::term`, `docs/SECURITY.md`, "Terminal output"): fields on one line, text with its
+//! lines; and every line is passed through `term::output` as it is written, which lets only
+//! the palette's own colour codes through.
+//!
 //! Invariant: the renderer only writes to the writer it was given (no terminal queries), so
 //! every decision here is tested against a `Vec<u8>`; colour is decided once by the caller
 //! (a terminal, and `NO_COLOR` unset).
@@ -17,6 +22,7 @@ use crate::agent::tool::ToolOutput;
 use crate::ai::StreamEvent;
 use crate::model::message::{AgentMessage, ContentBlock, StopReason, UserContent};
 use crate::session::{NoticeLevel, SessionEvent};
+use crate::support::term;
 
 /// Lines of a tool result shown before the marker.
 pub const RESULT_HEAD_LINES: usize = 4;
@@ -120,10 +126,10 @@ pub fn format_tokens(count: u64) -> String {
 /// Returns the status line text (without colour).
 pub fn status_text(status: &Status) -> String {
     let mut parts = Vec::new();
-    let model = status.model.as_deref().unwrap_or("no model");
+    let model = term::line(status.model.as_deref().unwrap_or("no model"));
     match &status.thinking {
-        Some(level) => parts.push(format!("{model} • {level}")),
-        None => parts.push(model.to_owned()),
+        Some(level) => parts.push(format!("{model} • {}", term::line(level))),
+        None => parts.push(model.into_owned()),
     }
     let window = format_tokens(status.context_window);
     match status.context_tokens {
@@ -147,7 +153,7 @@ pub fn status_text(status: &Status) -> String {
     usage.push(format!("${:.4}", status.cost));
     parts.push(usage.join(" "));
     if let Some(name) = &status.name {
-        parts.push(name.clone());
+        parts.push(term::line(name).into_owned());
     }
     parts.join(" • ")
 }
@@ -163,8 +169,10 @@ pub fn shorten_path(path: &str, home: Option<&Path>) -> String {
     path.to_owned()
 }
 
+/// `text` on one line: line breaks and tabs become spaces, other control characters are
+/// shown escaped.
 fn one_line(text: &str) -> String {
-    text.replace(['\n', '\t', '\r'], " ").trim().to_owned()
+    term::line(text.replace(['\n', '\t', '\r'], " ").trim()).into_owned()
 }
 
 fn cut(text: &str, max: usize) -> String {
@@ -184,8 +192,13 @@ fn arg_str<'a>(args: &'a Value, keys: &[&str]) -> Option<&'a str> {
 }
 
 /// Formats a tool call on one line, as the reference's tree and transcript do
-/// (`[read: src/main.rs:10-29]`, `[bash: ls -la]`, `[grep: /foo/ in src]`, …).
+/// (`[read: src/main.rs:10-29]`, `[bash: ls -la]`, `[grep: /foo/ in src]`, …), control
+/// characters of the name and arguments shown escaped.
 pub fn format_tool_call(name: &str, args: &Value, home: Option<&Path>) -> String {
+    term::line(&tool_call_text(name, args, home)).into_owned()
+}
+
+fn tool_call_text(name: &str, args: &Value, home: Option<&Path>) -> String {
     let path = |default: &str| {
         shorten_path(
             arg_str(args, &["path", "file_path"]).unwrap_or(default),
@@ -237,7 +250,8 @@ pub fn truncate_output(text: &str, head: usize, tail: usize) -> Vec<String> {
         return Vec::new();
     }
     let lines: Vec<&str> = trimmed.split('\n').collect();
-    let shorten = |line: &str| cut(line.trim_end_matches('\r'), RESULT_LINE_CHARS);
+    let shorten =
+        |line: &str| term::text(&cut(line.trim_end_matches('\r'), RESULT_LINE_CHARS)).into_owned();
     if lines.len() <= head + tail + 1 {
         return lines.iter().map(|line| shorten(line)).collect();
     }
@@ -330,15 +344,18 @@ impl<W: Write> Renderer<W> {
         self.out.flush()
     }
 
-    /// Writes one full line (after ending a partly written one).
+    /// Writes one full line (after ending a partly written one); control characters in it
+    /// are shown escaped, except the palette's colours ([`term::output`]).
     pub fn line(&mut self, text: &str) -> io::Result<()> {
         self.finish_line()?;
-        writeln!(self.out, "{text}")?;
+        writeln!(self.out, "{}", term::output(text))?;
         self.out.flush()
     }
 
     /// Writes a notice (`Warning:` / `Error:` lines in colour).
     pub fn notice(&mut self, level: NoticeLevel, message: &str) -> io::Result<()> {
+        let message = term::text(message);
+        let message = message.as_ref();
         let text = match level {
             NoticeLevel::Info => self.palette.dim(message),
             NoticeLevel::Warning => self.palette.warning(&format!("Warning: {message}")),
@@ -360,9 +377,12 @@ impl<W: Write> Renderer<W> {
         if self.column != column && self.column != Column::Start {
             writeln!(self.out)?;
         }
+        // A delta is text from the model: its control characters are shown escaped (each
+        // one is, whatever the deltas' boundaries: the escaping is per character).
+        let escaped = term::text(delta);
         let shown = match column {
-            Column::Thinking => self.palette.dim(delta),
-            Column::Text | Column::Start => delta.to_owned(),
+            Column::Thinking => self.palette.dim(&escaped),
+            Column::Text | Column::Start => escaped.into_owned(),
         };
         write!(self.out, "{shown}")?;
         self.column = if delta.ends_with('\n') {
@@ -402,7 +422,7 @@ impl<W: Write> Renderer<W> {
         match message.stop_reason {
             StopReason::Error => {
                 let error = message.error_message.as_deref().unwrap_or("request error");
-                let painted = self.palette.error(&format!("Error: {error}"));
+                let painted = self.palette.error(&format!("Error: {}", term::text(error)));
                 self.line(&painted)?;
             }
             StopReason::Aborted => {
@@ -414,7 +434,7 @@ impl<W: Write> Renderer<W> {
                 if !self.streamed {
                     let text = message.text();
                     if !text.trim().is_empty() {
-                        self.line(text.trim_end())?;
+                        self.line(&term::text(text.trim_end()))?;
                     }
                 }
                 if message.stop_reason == StopReason::Length {
@@ -439,9 +459,11 @@ impl<W: Write> Renderer<W> {
                     && custom.display
                 {
                     let text = user_content_text(&custom.content);
-                    let painted =
-                        self.palette
-                            .dim(&format!("[{}] {}", custom.custom_type, one_line(&text)));
+                    let painted = self.palette.dim(&format!(
+                        "[{}] {}",
+                        term::line(&custom.custom_type),
+                        one_line(&text)
+                    ));
                     self.line(&painted)?;
                 }
                 Ok(())
@@ -502,7 +524,7 @@ impl<W: Write> Renderer<W> {
                 let painted = self.palette.error(&format!(
                     "Retry failed after {attempt} attempt{}: {}",
                     if *attempt == 1 { "" } else { "s" },
-                    final_error.as_deref().unwrap_or("unknown error")
+                    one_line(final_error.as_deref().unwrap_or("unknown error"))
                 ));
                 self.line(&painted)
             }
@@ -521,7 +543,8 @@ impl<W: Write> Renderer<W> {
                 let text = if *aborted {
                     self.palette.warning("Compaction aborted")
                 } else if let Some(error) = error_message {
-                    self.palette.error(&format!("Compaction failed: {error}"))
+                    self.palette
+                        .error(&format!("Compaction failed: {}", one_line(error)))
                 } else {
                     let before = result
                         .as_ref()
@@ -541,9 +564,11 @@ impl<W: Write> Renderer<W> {
                 error,
                 ..
             } => {
-                let painted = self
-                    .palette
-                    .error(&format!("Extension error ({extension_path}): {error}"));
+                let painted = self.palette.error(&format!(
+                    "Extension error ({}): {}",
+                    term::line(extension_path),
+                    term::text(error)
+                ));
                 self.line(&painted)
             }
             // Shown by the command that caused them, or not at all.
@@ -567,14 +592,16 @@ impl<W: Write> Renderer<W> {
             AgentMessage::System(_) => Ok(()),
             AgentMessage::User(user) => {
                 let text = user_content_text(&user.content);
-                let painted = self.palette.bold(&format!("> {}", text.trim_end()));
+                let painted = self
+                    .palette
+                    .bold(&format!("> {}", term::text(text.trim_end())));
                 self.line(&painted)
             }
             AgentMessage::Assistant(assistant) => {
                 for block in &assistant.content {
                     match block {
                         ContentBlock::Text(text) if !text.text.trim().is_empty() => {
-                            self.line(text.text.trim_end())?;
+                            self.line(&term::text(text.text.trim_end()))?;
                         }
                         ContentBlock::Thinking(thinking)
                             if !thinking.thinking.trim().is_empty() =>
@@ -595,7 +622,7 @@ impl<W: Write> Renderer<W> {
                             .error_message
                             .as_deref()
                             .unwrap_or("request error");
-                        let painted = self.palette.error(&format!("Error: {error}"));
+                        let painted = self.palette.error(&format!("Error: {}", term::text(error)));
                         self.line(&painted)
                     }
                     StopReason::Aborted => {
@@ -612,7 +639,9 @@ impl<W: Write> Renderer<W> {
                 } else {
                     "!"
                 };
-                let painted = self.palette.bold(&format!("{marker}{}", bash.command));
+                let painted = self
+                    .palette
+                    .bold(&format!("{marker}{}", term::line(&bash.command)));
                 self.line(&painted)?;
                 for line in truncate_output(&bash.output, RESULT_HEAD_LINES, RESULT_TAIL_LINES) {
                     let painted = self.palette.dim(&format!("  {line}"));
@@ -625,9 +654,11 @@ impl<W: Write> Renderer<W> {
                     return Ok(());
                 }
                 let text = user_content_text(&custom.content);
-                let painted =
-                    self.palette
-                        .dim(&format!("[{}] {}", custom.custom_type, one_line(&text)));
+                let painted = self.palette.dim(&format!(
+                    "[{}] {}",
+                    term::line(&custom.custom_type),
+                    one_line(&text)
+                ));
                 self.line(&painted)
             }
             AgentMessage::BranchSummary(summary) => {
@@ -731,6 +762,23 @@ mod tests {
         assert_eq!(
             String::from_utf8(renderer.out).unwrap(),
             "\x1b[2mhmm\x1b[0m\n"
+        );
+    }
+
+    #[test]
+    fn escapes_in_streamed_text_tool_output_and_notices_are_shown_as_text() {
+        let mut renderer = Renderer::new(Vec::new(), Palette::new(true), None);
+        renderer.event(&delta("a\x1b]0;title\x07")).unwrap();
+        renderer.event(&thinking("\u{9b}2J")).unwrap();
+        renderer
+            .notice(NoticeLevel::Info, "n\x1b[8mhidden")
+            .unwrap();
+        renderer.line("\x1b[1mpi's own\x1b[0m \x1bc").unwrap();
+        renderer.finish_line().unwrap();
+        let out = String::from_utf8(renderer.out).unwrap();
+        assert_eq!(
+            out,
+            "a\\x1b]0;title\\x07\n\x1b[2m\\u{9b}2J\x1b[0m\n\x1b[2mn\\x1b[8mhidden\x1b[0m\n\x1b[1mpi's own\x1b[0m \\x1bc\n"
         );
     }
 

@@ -153,7 +153,7 @@ impl OutputInner {
             }
             None => {
                 if let SessionEvent::Notice { message, .. } = event {
-                    eprintln!("{message}");
+                    eprintln!("{}", crate::support::term::text(message));
                 }
             }
         }
@@ -288,7 +288,7 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     };
     let (session, report) = AgentSession::open(config, target).await?;
     for notice in &report.notices {
-        eprintln!("Warning: {notice}");
+        eprintln!("Warning: {}", crate::support::term::line(notice));
     }
     let output = Output::new(session.subscribe(), records_tx);
     let forwarder = {
@@ -915,7 +915,7 @@ impl Server {
         .await
         .map_err(|error| error.to_string())??;
         if let Some(imported) = imported {
-            eprintln!("{imported}");
+            eprintln!("{}", crate::support::term::line(&imported));
         }
         let store = self.session.store().clone();
         let session = id.clone();
@@ -1035,8 +1035,8 @@ impl Server {
 /// already stored is merged by union); a refused file is an error naming the reason.
 fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport, String> {
     let shown = path.display();
-    let bytes =
-        std::fs::read(path).map_err(|error| format!("{shown}: cannot read the file: {error}"))?;
+    let bytes = crate::support::files::read_regular(path, crate::jsonl::MAX_LINE_BYTES)
+        .map_err(|error| format!("{shown}: {error}; nothing was imported"))?;
     let reader = SessionReader::new(&bytes)
         .map_err(|error| format!("{shown}: {error}; the file was left as it is"))?;
     let header = reader.header().clone();

@@ -106,6 +106,23 @@ pub enum StoreError {
         /// What went wrong on the reading side.
         reason: String,
     },
+    /// The file a backup was asked to create already exists; nothing was written.
+    #[error(
+        "{}: the file exists; `pi db backup` never overwrites a file — remove it or choose another name",
+        path.display()
+    )]
+    BackupExists {
+        /// The backup file named.
+        path: PathBuf,
+    },
+    /// Writing a backup failed; nothing was left under the backup's name.
+    #[error("cannot write the backup {}: {detail}; no backup file was left", path.display())]
+    Backup {
+        /// The backup file named.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// Writing an export failed (a closed pipe included).
     #[error("cannot write the export: {source}")]
     Output {
@@ -327,15 +344,30 @@ fn read_only_detail(path: &str, extended_code: i32) -> String {
     }
 }
 
-/// Returns what is not writable for this user: the file, or its directory.
-fn not_writable(path: &str) -> Option<String> {
+/// Returns what is not writable for this user: the file, its `-wal` or `-shm` file (which
+/// SQLite must write too, and which another program may have left read-only), or its
+/// directory.
+pub(crate) fn not_writable(path: &str) -> Option<String> {
     use nix::unistd::{AccessFlags, access};
     let file = Path::new(path);
     if file.exists() && access(file, AccessFlags::W_OK).is_err() {
         return Some(format!("{path} is not writable"));
     }
+    for suffix in ["-wal", "-shm"] {
+        let journal = format!("{path}{suffix}");
+        if Path::new(&journal).exists() && access(Path::new(&journal), AccessFlags::W_OK).is_err() {
+            return Some(format!(
+                "{journal} is not writable for this user, and SQLite writes it with the database: `chmod 600 {journal}` (a program that read the database while it was read-only may have left it so)"
+            ));
+        }
+    }
+    // The directory matters when SQLite must create a file in it: the database, or its
+    // `-wal`/`-shm` (absent after every clean close).
+    let creates = [String::new(), "-wal".to_owned(), "-shm".to_owned()]
+        .iter()
+        .any(|suffix| !Path::new(&format!("{path}{suffix}")).exists());
     let dir = directory_of(path);
-    if access(&dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+    if creates && access(&dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
         return Some(format!("the directory {} is not writable", dir.display()));
     }
     None

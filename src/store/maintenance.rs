@@ -4,7 +4,7 @@
 //! Invariant: `check` changes nothing — its rebuild comparison runs inside a savepoint that
 //! is always rolled back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, params};
 
@@ -261,29 +261,88 @@ impl SessionStore {
         Ok(report)
     }
 
-    /// Writes a consistent copy of the database to `dest` (created with mode 0600; it must not
-    /// exist), while other processes may keep writing.
+    /// Writes a consistent copy of the database to `dest` (mode 0600; it must not exist),
+    /// while other processes may keep writing.
+    ///
+    /// The copy is written to a temporary file beside `dest` (`.<name>.<pid>.pi-backup`),
+    /// synced, and renamed to `dest` only when complete (a rename that refuses to replace a
+    /// file, so a file created meanwhile is kept), then the directory is synced: whatever
+    /// happens, `dest` is either absent or a whole backup. The temporary is removed when the
+    /// backup fails; one a killed backup left behind is removed by the next backup to the same
+    /// name (only when its process is gone).
     pub fn backup(&self, dest: &Path) -> Result<(), StoreError> {
+        let failed = |detail: String| StoreError::Backup {
+            path: dest.to_path_buf(),
+            detail,
+        };
+        if std::fs::symlink_metadata(dest).is_ok() {
+            return Err(StoreError::BackupExists {
+                path: dest.to_path_buf(),
+            });
+        }
+        let name = dest
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .ok_or_else(|| failed("it does not name a file".to_owned()))?;
+        let dir = match dest.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(failed(format!(
+                "the directory {} does not exist",
+                dir.display()
+            )));
+        }
+        remove_stale_backups(&dir, &name);
+        let temp = dir.join(format!(".{name}.{}.pi-backup", std::process::id()));
+        let result = self.backup_through(&temp, dest, &dir);
+        if result.is_err() {
+            remove_backup_files(&temp);
+        }
+        result.map_err(|error| match error {
+            BackupFailure::Exists => StoreError::BackupExists {
+                path: dest.to_path_buf(),
+            },
+            BackupFailure::Io(what, at, source) => failed(match source.kind() {
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+                    format!("the directory {} is not writable ({source})", dir.display())
+                }
+                _ => format!("{what} {}: {source}", at.display()),
+            }),
+            BackupFailure::Store(error) => error,
+        })
+    }
+
+    /// Writes the copy to `temp`, syncs it and renames it to `dest`.
+    fn backup_through(&self, temp: &Path, dest: &Path, dir: &Path) -> Result<(), BackupFailure> {
         use std::os::unix::fs::OpenOptionsExt;
+        let io = |what: &'static str, at: &Path| {
+            let at = at.to_path_buf();
+            move |source| BackupFailure::Io(what, at, source)
+        };
+        // Created here, empty, with mode 0600: VACUUM INTO fills an empty file.
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(dest)
-            .map_err(|source| StoreError::Io {
-                path: dest.to_path_buf(),
-                source,
-            })?;
-        let dest_text = dest.to_string_lossy().into_owned();
-        let result = self.with_reader(|conn, path| {
-            conn.execute("VACUUM INTO ?1", params![dest_text])
+            .open(temp)
+            .map_err(io("cannot create", temp))?;
+        let temp_text = temp.to_string_lossy().into_owned();
+        self.with_reader(|conn, path| {
+            conn.execute("VACUUM INTO ?1", params![temp_text])
                 .at(path)?;
             Ok(())
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_file(dest);
-        }
-        result
+        })
+        .map_err(BackupFailure::Store)?;
+        // VACUUM INTO does not sync what it wrote.
+        std::fs::File::open(temp)
+            .and_then(|file| file.sync_all())
+            .map_err(io("cannot sync", temp))?;
+        rename_no_replace(temp, dest)?;
+        std::fs::File::open(dir)
+            .and_then(|handle| handle.sync_all())
+            .map_err(io("cannot sync the directory", dir))
     }
 
     /// Token and cost totals grouped by day, week, model, provider, cwd or session.
@@ -301,5 +360,72 @@ impl SessionStore {
             StatsBy::Session => ("s.id", false, false),
         };
         self.read(|conn, path| sql::usage_stats(conn, path, key, assistant_only, since_ms, by_key))
+    }
+}
+
+/// Why a backup stopped, before it becomes a [`StoreError`] naming the backup.
+enum BackupFailure {
+    /// The backup's name appeared while it was written.
+    Exists,
+    /// A file-system step failed: what, on which file.
+    Io(&'static str, PathBuf, std::io::Error),
+    /// Copying the database failed.
+    Store(StoreError),
+}
+
+/// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`; on a file
+/// system without it, a check just before a plain rename).
+fn rename_no_replace(from: &Path, to: &Path) -> Result<(), BackupFailure> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => Err(BackupFailure::Exists),
+        Err(Errno::EINVAL | Errno::ENOSYS) => {
+            if std::fs::symlink_metadata(to).is_ok() {
+                return Err(BackupFailure::Exists);
+            }
+            std::fs::rename(from, to)
+                .map_err(|source| BackupFailure::Io("cannot rename to", to.to_path_buf(), source))
+        }
+        Err(errno) => Err(BackupFailure::Io(
+            "cannot rename to",
+            to.to_path_buf(),
+            std::io::Error::from(errno),
+        )),
+    }
+}
+
+/// Removes a backup's temporary file and the journal files SQLite may have made beside it.
+fn remove_backup_files(temp: &Path) {
+    for suffix in ["", "-journal", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", temp.display()));
+    }
+}
+
+/// Removes the temporaries of backups to `name` in `dir` whose process is gone (a killed
+/// backup's); only files of exactly that shape, `.<name>.<pid>.pi-backup` (and its journals).
+fn remove_stale_backups(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        let Some(rest) = file_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let Some(pid) = rest.strip_suffix(".pi-backup") else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            remove_backup_files(&entry.path());
+        }
     }
 }

@@ -103,6 +103,15 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
         fs::set_permissions(path, fs::Permissions::from_mode(0o600))
             .map_err(|source| io_error(path, source))?;
     }
+    // A database file this user cannot write is refused before SQLite opens it: SQLite would
+    // fall back to reading it, and its readers would create the `-wal`/`-shm` files with the
+    // file's read-only mode, which then break every write once the file is writable again.
+    if let Some(detail) = crate::store::error::not_writable(&display) {
+        return Err(StoreError::ReadOnly {
+            path: display,
+            detail,
+        });
+    }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -167,8 +176,15 @@ pub(crate) fn open_read_only(
         return Ok(None);
     }
     let display = path.display().to_string();
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags).at(&display)?;
+    let conn = if read_as_immutable(path) {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        Connection::open_with_flags(immutable_uri(path), flags).at(&display)?
+    } else {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Connection::open_with_flags(path, flags).at(&display)?
+    };
     init_connection(&conn, busy_timeout).at(&display)?;
     conn.execute_batch(&format!("PRAGMA cache_size = {READ_ONLY_CACHE_PAGES};"))
         .at(&display)?;
@@ -183,6 +199,34 @@ pub(crate) fn open_read_only(
         readers: None,
         needs_rebuild: false,
     }))
+}
+
+/// Whether a read-only open reads the file as immutable: when this user cannot write the
+/// database file and no `-wal` file exists. Then nothing this user can write holds a newer
+/// state than the file, and a WAL reader would create the `-wal` and `-shm` files — SQLite
+/// gives them the database file's mode, so a read of a `chmod 400` database left them 0400,
+/// and every write failed once the file was writable again. Read as immutable, SQLite
+/// creates no file and takes no lock (a write by another user with the right to make one,
+/// during this read, could give this read a torn view: `docs/RELIABILITY.md`).
+fn read_as_immutable(path: &Path) -> bool {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    !wal.exists() && nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_err()
+}
+
+/// The `file:` URI of `path` with `immutable=1`, the path percent-encoded where a URI needs
+/// it.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-_.~".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {

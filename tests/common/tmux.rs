@@ -33,6 +33,29 @@ impl Tmux {
     /// Starts `pi args…` in the test environment's workspace (its own tmux server), with the
     /// environment `TestEnv::pi` uses plus `extra_env`.
     pub fn start(env: &TestEnv, name: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Self {
+        Self::start_with(env, name, args, extra_env, None)
+    }
+
+    /// [`Tmux::start`], also copying every byte `pi` writes to the terminal into `raw` from
+    /// its first one (`pipe-pane`; the pane waits for the pipe before it starts `pi`), and
+    /// with `set-clipboard on`, so that a clipboard write (OSC 52) would make a tmux buffer.
+    pub fn start_capturing(
+        env: &TestEnv,
+        name: &str,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+        raw: &Path,
+    ) -> Self {
+        Self::start_with(env, name, args, extra_env, Some(raw))
+    }
+
+    fn start_with(
+        env: &TestEnv,
+        name: &str,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+        raw: Option<&Path>,
+    ) -> Self {
         let dir = env.dir.path();
         let socket = dir.join(format!("tmux-{name}.sock"));
         let script = dir.join(format!("run-{name}.sh"));
@@ -58,8 +81,18 @@ impl Tmux {
             .collect();
         let quoted_args: Vec<String> = args.iter().map(|arg| shell_quote(arg)).collect();
         let status = dir.join(format!("status-{name}"));
+        let go = dir.join(format!("go-{name}"));
+        // With a capture, the pane waits until the pipe is in place.
+        let wait = if raw.is_some() {
+            format!(
+                "while [ ! -e {} ]; do sleep 0.02; done\n",
+                shell_quote(&go.display().to_string())
+            )
+        } else {
+            String::new()
+        };
         let body = format!(
-            "#!/bin/sh\ntrap : INT\ncd {}\nenv -i TERM=\"$TERM\" {} {} {}\necho $? > {}.tmp\nmv {}.tmp {}\n",
+            "#!/bin/sh\ntrap : INT\n{wait}cd {}\nenv -i TERM=\"$TERM\" {} {} {}\necho $? > {}.tmp\nmv {}.tmp {}\n",
             shell_quote(&env.workspace.display().to_string()),
             assignments.join(" "),
             shell_quote(&binary.display().to_string()),
@@ -70,7 +103,12 @@ impl Tmux {
         );
         std::fs::write(&script, body).expect("write the pane script");
         let config = dir.join(format!("tmux-{name}.conf"));
-        std::fs::write(&config, "set -g remain-on-exit on\n").expect("write the tmux config");
+        let settings = if raw.is_some() {
+            "set -g remain-on-exit on\nset -g set-clipboard on\n"
+        } else {
+            "set -g remain-on-exit on\n"
+        };
+        std::fs::write(&config, settings).expect("write the tmux config");
         let tmux = Self { socket, status };
         tmux.run(&[
             "-f",
@@ -85,7 +123,29 @@ impl Tmux {
             "pi",
             &format!("sh {}", shell_quote(&script.display().to_string())),
         ]);
+        if let Some(raw) = raw {
+            tmux.run(&[
+                "pipe-pane",
+                "-o",
+                "-t",
+                "pi",
+                &format!("cat >> {}", shell_quote(&raw.display().to_string())),
+            ]);
+            std::fs::write(&go, b"").expect("start the pane");
+        }
         tmux
+    }
+
+    /// Returns a tmux format for the pane (`#{pane_title}`, …).
+    pub fn format(&self, format: &str) -> String {
+        self.run(&["display-message", "-p", "-t", "pi", format])
+            .trim_end()
+            .to_owned()
+    }
+
+    /// Returns the names of tmux's paste buffers (a clipboard write by the program makes one).
+    pub fn buffers(&self) -> String {
+        self.run(&["list-buffers", "-F", "#{buffer_name}"])
     }
 
     fn run(&self, args: &[&str]) -> String {

@@ -142,3 +142,30 @@ fn lower_layers_never_import_higher_ones() {
         problems.join("\n")
     );
 }
+
+/// The `pi` executable is position-independent (ELF type `ET_DYN`, with an interpreter or as
+/// a static PIE), so the kernel randomises where its code and data are loaded; an `ET_EXEC`
+/// image (linked with `-no-pie`) always loads at the same address.
+#[test]
+fn the_pi_executable_is_position_independent() {
+    let binary = assert_cmd::cargo::cargo_bin("pi");
+    let bytes = std::fs::read(&binary).unwrap();
+    assert_eq!(
+        &bytes[..4],
+        b"\x7fELF",
+        "{} is not an ELF file",
+        binary.display()
+    );
+    // e_type: 2 bytes at offset 16, little-endian on x86-64 (EI_DATA = 1 is checked).
+    assert_eq!(bytes[5], 1, "a little-endian ELF file");
+    let e_type = u16::from_le_bytes([bytes[16], bytes[17]]);
+    const ET_EXEC: u16 = 2;
+    const ET_DYN: u16 = 3;
+    assert_ne!(
+        e_type,
+        ET_EXEC,
+        "{} was linked without PIE",
+        binary.display()
+    );
+    assert_eq!(e_type, ET_DYN, "ELF type of {}", binary.display());
+}

@@ -706,6 +706,119 @@ fn kill_during_a_large_import_leaves_all_or_nothing() {
     );
 }
 
+// ----- kills during a backup ------------------------------------------------------------------
+
+/// Files in `dir` other than the ones named in `keep`.
+fn other_files(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| !keep.iter().any(|kept| kept == path))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A `pi db backup FILE` killed at any moment leaves either no FILE or a complete backup —
+/// never a partial one that `db check` would pass — and the rerun either makes the backup or
+/// says in one line that FILE exists; a temporary the kill left is removed by the rerun.
+#[test]
+fn kill_during_a_backup_leaves_no_partial_backup() {
+    const ROUNDS: u64 = 12;
+    let env = TestEnv::new();
+    let dir = env.dir.path();
+    let file = dir.join("large.jsonl");
+    write_session_file(&file, &large_reference_session(MERGED_SESSION, 5, 2027));
+    let source = dir.join("source.db");
+    let (status, lines) = pi_import(&env, &source, &file).finish();
+    assert!(status.success(), "{lines:?}");
+    let expected = open_store(&source, 1)
+        .entries(&SessionId::new(MERGED_SESSION))
+        .unwrap()
+        .len();
+    let backups = dir.join("backups");
+    std::fs::create_dir(&backups).unwrap();
+    let backup = |target: &Path| {
+        let mut command = pi_child(&env, &source);
+        command.args(["db", "backup"]).arg(target);
+        Writer::spawn_pi(command)
+    };
+    // A finished backup holds every entry (and is the measure for the kill moments).
+    let complete = |target: &Path, context: &str| {
+        assert_db_check(&env, target, context);
+        let store = open_store(target, 1);
+        let stored = store
+            .entries(&SessionId::new(MERGED_SESSION))
+            .unwrap_or_else(|error| panic!("{context}: a partial backup ({error})"));
+        assert_eq!(stored.len(), expected, "{context}: a partial backup");
+    };
+    let measured = backups.join("measured.db");
+    let started = Instant::now();
+    let (status, lines) = backup(&measured).finish();
+    let duration = elapsed_ms(started);
+    assert!(status.success(), "{lines:?}");
+    complete(&measured, "uninterrupted");
+    remove_db(&measured);
+
+    let rng = Rng::new(78);
+    let mut absent = 0;
+    for round in 0..ROUNDS {
+        let target = backups.join(format!("round-{round}.db"));
+        let child = backup(&target);
+        std::thread::sleep(Duration::from_millis(rng.spread(
+            duration * 2,
+            round,
+            ROUNDS,
+        )));
+        let printed = child.kill();
+        let context = format!("backup round {round}");
+        let existed = target.exists();
+        if existed {
+            complete(&target, &context);
+        } else {
+            assert!(
+                printed.is_empty(),
+                "{context}: reported {printed:?} but no file"
+            );
+            absent += 1;
+        }
+        // The rerun: a backup, or one line saying the file exists.
+        let rerun = env
+            .pi()
+            .args(["--db", source.to_str().unwrap(), "db", "backup"])
+            .arg(&target)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&rerun.stderr);
+        if existed {
+            assert_eq!(rerun.status.code(), Some(1), "{context}: {stderr}");
+            assert!(
+                stderr.lines().count() == 1 && stderr.contains("exists"),
+                "{context}: {stderr}"
+            );
+        } else {
+            assert!(rerun.status.success(), "{context}: {stderr}");
+        }
+        complete(&target, &format!("{context}, rerun"));
+        let target_files: Vec<PathBuf> = ["", "-wal", "-shm"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{}{suffix}", target.display())))
+            .collect();
+        let keep: Vec<&Path> = target_files.iter().map(PathBuf::as_path).collect();
+        assert_eq!(
+            other_files(&backups, &keep),
+            Vec::<PathBuf>::new(),
+            "{context}: files left beside the backup"
+        );
+        remove_db(&target);
+    }
+    assert!(absent > 0, "no kill landed before a backup was complete");
+    eprintln!(
+        "backup kills: {ROUNDS} kills of `pi db backup` over a {duration} ms backup: {absent} left no file, {} a complete backup",
+        ROUNDS - absent
+    );
+}
+
 // ----- kills during compaction ----------------------------------------------------------------
 
 /// What the mock summariser answers (no file operations, so the stored summary is exactly this).
@@ -1896,6 +2009,136 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
     let store = env.store();
     assert_eq!(store.entries(&session).unwrap().len(), 1);
     assert_eq!(store.session(&session).unwrap().name, None);
+}
+
+/// The database's `-wal` and `-shm` files.
+fn journals_of(db: &Path) -> [PathBuf; 2] {
+    ["-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+}
+
+/// Checkpoints the WAL into the database and closes it, so that no `-wal`/`-shm` is left (the
+/// state after every pi process has ended cleanly).
+fn close_cleanly(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    drop(conn);
+    for journal in journals_of(db) {
+        assert!(!journal.exists(), "{} left", journal.display());
+    }
+}
+
+/// `chmod 400 pi.db`, every reading command, `chmod 600`: writes work again — the reads left
+/// no `-wal`/`-shm` that this user cannot write (SQLite gave the ones a reader created the
+/// database file's mode, 0400, and every later write failed naming only pi.db). A write that
+/// fails because of a read-only `-wal` or `-shm` names that file and what to do.
+#[test]
+fn reading_a_read_only_database_leaves_nothing_that_breaks_later_writes() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let session = {
+        let store = env.store();
+        let session = new_session(&store, "/ro");
+        store
+            .append_message(
+                &session,
+                pi::model::message::AgentMessage::from_value(
+                    serde_json::json!({"role": "user", "content": "searchable words", "timestamp": 1}),
+                ),
+            )
+            .unwrap();
+        session
+    };
+    close_cleanly(&env.db());
+    let Some(user) = Unprivileged::new(&env) else {
+        eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
+        return;
+    };
+    set_mode(&env.db(), 0o400);
+    let backup = env.agent_dir.join("copy.db");
+    let exported = env.agent_dir.join("copy.jsonl");
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["sessions", "list", "--all", "--json"],
+        vec!["sessions", "show", session.as_str()],
+        vec!["sessions", "show", session.as_str(), "--tree"],
+        vec!["sessions", "search", "searchable", "--all"],
+        vec!["sessions", "stats"],
+        vec![
+            "export",
+            "--jsonl",
+            session.as_str(),
+            "-o",
+            exported.to_str().unwrap(),
+        ],
+        vec!["db", "backup", backup.to_str().unwrap()],
+    ];
+    for args in &reads {
+        let output = user.pi(&env, args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // The writes a read-only database refuses, and their message.
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "x"]);
+    assert_eq!(renamed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&renamed.stderr);
+    assert!(
+        stderr.lines().count() == 1 && stderr.contains("pi.db is not writable"),
+        "{stderr}"
+    );
+    for journal in journals_of(&env.db()) {
+        if let Ok(meta) = std::fs::metadata(&journal) {
+            assert_eq!(
+                meta.permissions().mode() & 0o600,
+                0o600,
+                "{} left as {:o}",
+                journal.display(),
+                meta.permissions().mode()
+            );
+        }
+    }
+    set_mode(&env.db(), 0o600);
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "after"]);
+    assert!(
+        renamed.status.success(),
+        "a write after chmod 600: {}",
+        String::from_utf8_lossy(&renamed.stderr)
+    );
+
+    // A read-only `-wal` (or `-shm`), as another program may leave them: the message names it.
+    close_cleanly(&env.db());
+    for journal in journals_of(&env.db()) {
+        std::fs::write(&journal, b"").unwrap();
+        if let Some(nobody) = nix::unistd::User::from_name("nobody").ok().flatten()
+            && nix::unistd::geteuid().is_root()
+        {
+            nix::unistd::chown(&journal, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        }
+        set_mode(&journal, 0o400);
+    }
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "blocked"]);
+    assert_eq!(renamed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&renamed.stderr);
+    let wal = journals_of(&env.db())[0].display().to_string();
+    assert!(
+        stderr.lines().count() == 1
+            && stderr.contains(&format!("{wal} is not writable"))
+            && stderr.contains("chmod"),
+        "{stderr}"
+    );
+    for journal in journals_of(&env.db()) {
+        set_mode(&journal, 0o600);
+    }
+    let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "last"]);
+    assert!(
+        renamed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&renamed.stderr)
+    );
+    let listed = user.pi(&env, &["sessions", "list", "--all", "--json"]);
+    assert_eq!(stdout_json(&listed)[0]["name"], "last");
 }
 
 /// A directory the user cannot write: no database can be created there, and an existing one

@@ -495,6 +495,12 @@ fn check_damaged(bytes: &[u8]) -> Result<(), String> {
                 return Err("a refusal without a reason".into());
             }
         }
+        // A damaged `version` (a digit changed) refuses the file, naming the version.
+        Err(JsonlError::UnsupportedVersion { version, .. }) => {
+            if version.is_empty() {
+                return Err("a version refusal without the version".into());
+            }
+        }
         Err(other) => return Err(format!("unexpected error {other}")),
         Ok(reader) => {
             let migration = reader.migration();

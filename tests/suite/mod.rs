@@ -10,6 +10,7 @@ mod cli_sessions;
 mod compaction;
 mod durability;
 mod extensions;
+mod hardening;
 mod interchange;
 mod interchange_props;
 mod interop;

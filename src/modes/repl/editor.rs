@@ -83,15 +83,19 @@ impl LineEditor {
 
     /// Reads one line with `prompt`, the editor pre-filled with `initial`; the line goes to
     /// the history when `history` is set.
+    ///
+    /// Both are shown with their control characters escaped (`support::term`): a prompt can
+    /// quote an extension or a file, and the pre-filled text is a stored message.
     pub async fn read(&mut self, prompt: &str, initial: &str, history: bool) -> Reply {
+        let prompt = crate::support::term::line(prompt);
         let prompt = if self.color {
             format!("\x1b[1;36m{prompt}\x1b[0m")
         } else {
-            prompt.to_owned()
+            prompt.into_owned()
         };
         let request = Request {
             prompt,
-            initial: initial.to_owned(),
+            initial: crate::support::term::text(initial).into_owned(),
             history,
         };
         let sent = self

@@ -81,12 +81,15 @@ pub(super) struct Asker<'a> {
 
 impl Asker<'_> {
     fn warn(&mut self, text: &str) -> io::Result<()> {
-        let painted = self.out.palette().warning(text);
+        let painted = self
+            .out
+            .palette()
+            .warning(&crate::support::term::text(text));
         self.out.line(&painted)
     }
 
     fn info(&mut self, text: &str) -> io::Result<()> {
-        let painted = self.out.palette().dim(text);
+        let painted = self.out.palette().dim(&crate::support::term::text(text));
         self.out.line(&painted)
     }
 

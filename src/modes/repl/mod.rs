@@ -51,6 +51,7 @@ use crate::session::{
 };
 use crate::store::search::{Query, SearchRequest};
 use crate::store::{ListScope, SessionStore, SessionSummary, StoreError, StoredEntry, TreeNode};
+use crate::support::term;
 use command::{COMMANDS, Command, Input};
 use editor::{EditorConfig, LineEditor, Reply};
 use typeahead::{Typeahead, Typed};
@@ -288,15 +289,18 @@ fn short_time(iso: &str) -> String {
     text.replace('T', " ")
 }
 
+/// `text` on one line of at most `max` characters (whitespace runs become one space), its
+/// control characters shown escaped.
 fn one_line(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > max {
+    let line = if line.chars().count() > max {
         let mut cut: String = line.chars().take(max).collect();
         cut.push('…');
         cut
     } else {
         line
-    }
+    };
+    term::line(&line).into_owned()
 }
 
 /// Returns a session as one picker row.
@@ -308,13 +312,13 @@ fn session_row(summary: &SessionSummary, show_cwd: bool) -> String {
         .unwrap_or_else(|| "(no messages)".to_owned());
     let mut row = format!(
         "{}  {}  ({} messages)  {}",
-        short_time(&summary.last_activity),
+        term::line(&short_time(&summary.last_activity)),
         one_line(&title, 60),
         summary.messages,
-        summary.id.as_str()
+        term::line(summary.id.as_str())
     );
     if show_cwd {
-        row.push_str(&format!("  {}", summary.cwd));
+        row.push_str(&format!("  {}", term::line(&summary.cwd)));
     }
     row
 }
@@ -377,18 +381,22 @@ impl Repl {
         self.out.palette()
     }
 
+    /// Shows a message (its control characters escaped; a field in it that must stay on one
+    /// line is escaped where it is formatted).
     fn info(&mut self, text: &str) -> io::Result<()> {
-        let painted = self.palette().dim(text);
+        let painted = self.palette().dim(&term::text(text));
         self.out.line(&painted)
     }
 
     fn warn(&mut self, text: &str) -> io::Result<()> {
-        let painted = self.palette().warning(text);
+        let painted = self.palette().warning(&term::text(text));
         self.out.line(&painted)
     }
 
     fn error(&mut self, text: &str) -> io::Result<()> {
-        let painted = self.palette().error(&format!("Error: {text}"));
+        let painted = self
+            .palette()
+            .error(&format!("Error: {}", term::text(text)));
         self.out.line(&painted)
     }
 
@@ -460,7 +468,7 @@ impl Repl {
             let line = self
                 .statuses
                 .values()
-                .map(String::as_str)
+                .map(|text| term::line(text))
                 .collect::<Vec<_>>()
                 .join(" • ");
             let line = self.palette().dim(&line);
@@ -472,13 +480,13 @@ impl Repl {
     async fn banner(&mut self) -> Result<()> {
         let model = self.session.model();
         let model_text = model.as_ref().map_or("no model".to_owned(), |model| {
-            format!("{}/{}", model.provider, model.id)
+            term::line(&format!("{}/{}", model.provider, model.id)).into_owned()
         });
         let messages = self.session.messages();
         let session_text = if self.session.is_persisted().await && !messages.is_empty() {
             format!(
                 "session {} ({} messages)",
-                self.session.session_id().await.as_str(),
+                term::line(self.session.session_id().await.as_str()),
                 messages.len()
             )
         } else {
@@ -660,7 +668,7 @@ impl Repl {
                 message,
                 reply,
             } => {
-                let title = self.palette().bold(&title);
+                let title = self.palette().bold(&term::line(&title));
                 self.out.line(&title)?;
                 let answer = self.ask(&format!("{message} [y/N] ")).await;
                 let yes = matches!(
@@ -675,13 +683,14 @@ impl Repl {
                 options,
                 reply,
             } => {
-                let title = self.palette().bold(&title);
+                let title = self.palette().bold(&term::line(&title));
                 self.out.line(&title)?;
                 let width = options.len().to_string().len();
                 for (idx, option) in options.iter().enumerate() {
                     let line = format!(
-                        "{} {option}",
-                        self.palette().dim(&format!("{:>width$}", idx + 1))
+                        "{} {}",
+                        self.palette().dim(&format!("{:>width$}", idx + 1)),
+                        term::line(option)
                     );
                     self.out.line(&line)?;
                 }
@@ -700,7 +709,7 @@ impl Repl {
             }
             UiRequest::Widget { key: _, lines } => {
                 for line in lines.unwrap_or_default() {
-                    let line = self.palette().dim(&line);
+                    let line = self.palette().dim(&term::line(&line));
                     self.out.line(&line)?;
                 }
             }
@@ -818,7 +827,8 @@ impl Repl {
                     return;
                 }
                 let mut stdout = io::stdout().lock();
-                let _ = write!(stdout, "{}", palette.dim(chunk));
+                // The command's output may hold anything a file does: shown escaped.
+                let _ = write!(stdout, "{}", palette.dim(&term::text(chunk)));
                 let _ = stdout.flush();
                 at_line_start.store(chunk.ends_with('\n'), Ordering::SeqCst);
             })
@@ -1065,13 +1075,14 @@ impl Repl {
             let label = row
                 .label
                 .as_ref()
-                .map(|label| palette.warning(&format!("[{label}] ")))
+                .map(|label| palette.warning(&format!("[{}] ", term::line(label))))
                 .unwrap_or_default();
+            let row_text = term::line(&row.text);
             let text = match row.role {
-                RowRole::User => palette.bold(&row.text),
-                RowRole::Assistant => row.text.clone(),
-                RowRole::Failed => palette.error(&row.text),
-                RowRole::Other => palette.dim(&row.text),
+                RowRole::User => palette.bold(&row_text),
+                RowRole::Assistant => row_text.into_owned(),
+                RowRole::Failed => palette.error(&row_text),
+                RowRole::Other => palette.dim(&row_text),
             };
             let leaf = if row.is_leaf {
                 palette.accent("  ← current")
@@ -1109,8 +1120,12 @@ impl Repl {
         };
         self.session.set_label(&target, text).await?;
         match text {
-            Some(text) => self.info(&format!("Label set on {}: {text}", target.as_str()))?,
-            None => self.info(&format!("Label cleared on {}", target.as_str()))?,
+            Some(text) => self.info(&format!(
+                "Label set on {}: {}",
+                term::line(target.as_str()),
+                term::line(text)
+            ))?,
+            None => self.info(&format!("Label cleared on {}", term::line(target.as_str())))?,
         }
         Ok(())
     }
@@ -1120,12 +1135,12 @@ impl Repl {
     async fn name(&mut self, name: Option<&str>) -> Result<()> {
         match name {
             None => match self.session.session_name() {
-                Some(current) => self.info(&format!("Session name: {current}"))?,
+                Some(current) => self.info(&format!("Session name: {}", term::line(&current)))?,
                 None => self.warn("Usage: /name <name>")?,
             },
             Some(name) => {
                 self.session.set_session_name(name).await?;
-                self.info(&format!("Session name set: {}", name.trim()))?;
+                self.info(&format!("Session name set: {}", term::line(name.trim())))?;
             }
         }
         Ok(())
@@ -1136,7 +1151,7 @@ impl Repl {
         let palette = self.palette();
         let mut lines = vec![palette.bold("Session Info"), String::new()];
         if let Some(name) = self.session.session_name() {
-            lines.push(format!("{} {name}", palette.dim("Name:")));
+            lines.push(format!("{} {}", palette.dim("Name:"), term::line(&name)));
         }
         let stored = self.session.is_persisted().await;
         let database = if stored {
@@ -1144,11 +1159,15 @@ impl Repl {
         } else {
             format!("{} (not written yet)", self.terminal.database)
         };
-        lines.push(format!("{} {database}", palette.dim("Database:")));
+        lines.push(format!(
+            "{} {}",
+            palette.dim("Database:"),
+            term::line(&database)
+        ));
         lines.push(format!(
             "{} {}",
             palette.dim("ID:"),
-            self.session.session_id().await.as_str()
+            term::line(self.session.session_id().await.as_str())
         ));
         let unsaved = self.session.unsaved_lines().await.len();
         if unsaved > 0 {
@@ -1296,11 +1315,12 @@ impl Repl {
                 },
             };
             let shown: Vec<SessionSummary> = listed.into_iter().take(PICKER_SESSIONS).collect();
+            let shown_cwd = term::line(&cwd);
             let heading = match (&query, all) {
                 (Some(words), true) => format!("Sessions matching {words:?} (all projects):"),
-                (Some(words), false) => format!("Sessions matching {words:?} in {cwd}:"),
+                (Some(words), false) => format!("Sessions matching {words:?} in {shown_cwd}:"),
                 (None, true) => "Recent sessions (all projects):".to_owned(),
-                (None, false) => format!("Recent sessions in {cwd}:"),
+                (None, false) => format!("Recent sessions in {shown_cwd}:"),
             };
             let heading = self.palette().bold(&heading);
             self.out.line(&heading)?;
@@ -1440,10 +1460,9 @@ impl Repl {
                         .as_ref()
                         .is_some_and(|c| c.provider == model.provider && c.id == model.id);
                     let line = format!(
-                        "{} {}/{}{}",
+                        "{} {}{}",
                         self.palette().dim(&format!("{:>width$}", idx + 1)),
-                        model.provider,
-                        model.id,
+                        term::line(&format!("{}/{}", model.provider, model.id)),
                         if is_current { "  ← current" } else { "" }
                     );
                     self.out.line(&line)?;
@@ -1467,7 +1486,10 @@ impl Repl {
         let session = self.session.clone();
         self.with_events(session.set_model(chosen.clone()), || {})
             .await??;
-        let mut text = format!("Model: {}/{}", chosen.provider, chosen.id);
+        let mut text = format!(
+            "Model: {}",
+            term::line(&format!("{}/{}", chosen.provider, chosen.id))
+        );
         if chosen.reasoning {
             text.push_str(&format!(
                 " • thinking {}",
@@ -1563,7 +1585,10 @@ impl Repl {
                 .context("the export task failed")?;
         match written {
             Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
-            Err(error) => self.error(&format!("Failed to export session: {error:#}"))?,
+            Err(error) => self.error(&format!(
+                "Failed to export session: {}",
+                term::error_line(error.chain())
+            ))?,
         }
         Ok(())
     }
@@ -1590,7 +1615,10 @@ impl Repl {
         let imported = match imported {
             Ok(imported) => imported,
             Err(error) => {
-                self.error(&format!("Failed to import session: {error:#}"))?;
+                self.error(&format!(
+                    "Failed to import session: {}",
+                    term::error_line(error.chain())
+                ))?;
                 return Ok(());
             }
         };

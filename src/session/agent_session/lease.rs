@@ -410,7 +410,9 @@ impl AgentSession {
                 file.extend_from_slice(&line);
                 file.push(b'\n');
             }
-            let path = dir.join(format!("{session}-{stamp}.jsonl"));
+            // The id comes from the session's file: made a safe name, never a path.
+            let stem = crate::jsonl::writer::session_file_stem(&session);
+            let path = dir.join(format!("{stem}-{stamp}.jsonl"));
             write_private(&dir, &path, &file)
                 .map_err(|error| format!("{}: {error}", path.display()))?;
             Ok(path)
