@@ -12,7 +12,7 @@ use crate::cli::output::{self, field, json_line, line, one_line, pad, short_time
 use crate::cli::{CliContext, UsageError};
 use crate::store::ListScope;
 use crate::store::maintenance::StatsBy;
-use crate::store::search::{Query, SearchRequest};
+use crate::store::search::{ContextEditKind, Query, SearchRequest};
 use crate::support::clock::{iso_from_ms, ms_from_iso};
 use crate::support::json::to_js_string;
 
@@ -240,6 +240,7 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
                     "timestamp": output::iso_or_null(&hit.timestamp),
                     "name": hit.name,
                     "onActivePath": hit.on_active_path,
+                    "contextEdit": hit.context_edit.map(|edit| edit.as_str()),
                 })
             })
             .collect();
@@ -276,10 +277,11 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
                 style.id(&field(hit.session.as_str()))
             ),
         )?;
-        let branch = if hit.on_active_path {
-            ""
-        } else {
-            "  (other branch)"
+        let branch = match (hit.on_active_path, hit.context_edit) {
+            (false, _) => "  (other branch)",
+            (true, Some(ContextEditKind::Omitted)) => "  (history: omitted from the context)",
+            (true, Some(ContextEditKind::Replaced)) => "  (history: replaced in the context)",
+            (true, None) => "",
         };
         line(
             &mut out,

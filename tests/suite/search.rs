@@ -1199,3 +1199,64 @@ fn reading_the_index_itself_finds_and_ranks_as_fts5_does() {
     succeeded(env.pi().args(["sessions", "rm", "other-session", "--yes"]));
     compare(&store, "a removed session's tombstones");
 }
+
+/// A 1.6.0 session: a system message whose sections hold a word no conversation holds, a failed
+/// attempt omitted by a `context_edit`, a tool log replaced by one, and an edit on a branch the
+/// leaf left.
+const EDITED_SESSION: &str = concat!(
+    r#"{"type":"session","version":3,"id":"edited-1","timestamp":"2026-10-01T10:00:00.000Z","cwd":"/w"}"#,
+    "\n",
+    r#"{"type":"message","id":"s1","parentId":null,"timestamp":"2026-10-01T10:00:00.000Z","message":{"role":"system","content":"","sections":{"preamble":"You are zanzibarquux, a helper."},"timestamp":1,"toolsAdded":[{"name":"read","description":"Read a file","parameters":{}}]}}"#,
+    "\n",
+    r#"{"type":"message","id":"u1","parentId":"s1","timestamp":"2026-10-01T10:00:01.000Z","message":{"role":"user","content":"find the velociraptor","timestamp":2}}"#,
+    "\n",
+    r#"{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-10-01T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"broken pterodactyl answer"}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"error","timestamp":3,"errorMessage":"Connection closed."}}"#,
+    "\n",
+    r#"{"type":"context_edit","id":"e1","parentId":"a1","timestamp":"2026-10-01T10:00:03.000Z","targetId":"a1","replacement":null}"#,
+    "\n",
+    r#"{"type":"message","id":"a2","parentId":"e1","timestamp":"2026-10-01T10:00:04.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"x"}}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":5}}"#,
+    "\n",
+    r#"{"type":"message","id":"t1","parentId":"a2","timestamp":"2026-10-01T10:00:05.000Z","message":{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"text","text":"a long brontosaurus log"}],"isError":false,"timestamp":6}}"#,
+    "\n",
+    r#"{"type":"context_edit","id":"e2","parentId":"t1","timestamp":"2026-10-01T10:00:06.000Z","targetId":"t1","replacement":{"content":"[elided]"}}"#,
+    "\n",
+    r#"{"type":"message","id":"a3","parentId":"e2","timestamp":"2026-10-01T10:00:07.000Z","message":{"role":"assistant","content":[{"type":"text","text":"the triceratops is found"}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":8}}"#,
+    "\n",
+    r#"{"type":"context_edit","id":"e3","parentId":"t1","timestamp":"2026-10-01T10:00:08.000Z","targetId":"a3","replacement":null}"#,
+    "\n",
+    r#"{"type":"message","id":"u2","parentId":"a3","timestamp":"2026-10-01T10:00:09.000Z","message":{"role":"user","content":"thanks","timestamp":9}}"#,
+    "\n",
+);
+
+#[test]
+fn text_an_edit_removed_from_the_context_stays_searchable_and_says_so() {
+    let env = TestEnv::new();
+    let file = env.workspace.join("edited.jsonl");
+    std::fs::write(&file, EDITED_SESSION).unwrap();
+    succeeded(env.pi().arg("import").arg(&file));
+
+    // The prompt is not conversation.
+    assert!(hits(&env, &["zanzibarquux"]).is_empty());
+    // The omitted attempt is history: found, and marked.
+    let found = hits(&env, &["pterodactyl"]);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0]["entry"], "a1");
+    assert_eq!(found[0]["contextEdit"], "omitted");
+    let found = hits(&env, &["brontosaurus"]);
+    assert_eq!(found[0]["entry"], "t1");
+    assert_eq!(found[0]["contextEdit"], "replaced");
+    // An edit on a branch the leaf does not follow (e3 hangs off t1, the leaf is u2 after a3)
+    // does not mark its target.
+    let found = hits(&env, &["triceratops"]);
+    assert_eq!(found[0]["entry"], "a3");
+    assert_eq!(found[0]["contextEdit"], Value::Null);
+    assert_eq!(found[0]["onActivePath"], true);
+    // The conversation as sent is unedited where no edit applies.
+    let found = hits(&env, &["velociraptor"]);
+    assert_eq!(found[0]["contextEdit"], Value::Null);
+
+    // Text output says it too.
+    let out = succeeded(env.pi().args(["sessions", "search", "--all", "pterodactyl"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("omitted from the context"), "{text}");
+}
