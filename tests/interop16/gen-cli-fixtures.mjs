@@ -52,9 +52,10 @@ const VERBOSE = args.includes("--verbose");
 // ---------------------------------------------------------------------------------------
 
 const MODEL = "scripted-coder-1";
-function modelsJson(baseUrl, extraModels = []) {
+function modelsJson(baseUrl, extraModels = [], extraProviders = {}) {
 	return {
 		providers: {
+			...Object.fromEntries(Object.entries(extraProviders).map(([id, p]) => [id, { ...p, baseUrl: p.baseUrl.replace("BASE", baseUrl) }])),
 			scripted: {
 				baseUrl: `${baseUrl}/v1`,
 				api: "openai-completions",
@@ -295,6 +296,67 @@ const SCENARIOS = [
 		leaves: (entries) => entries.filter((e) => e.type === "message" && e.message.role === "system").map((e) => e.parentId).slice(1),
 	},
 	{
+		name: "anthropic-midconvo",
+		what: "the anthropic-messages API on a model that accepts mid-conversation system messages, tool changes and effort changes (compat flags): two runs, the second with --append-system-prompt, -t +ls and another thinking level; shows how 1.6.0 sends later system messages and tool additions in place instead of folding them into the top-level system prompt",
+		requestPath: "/v1/messages?beta=true",
+		extraProviders: {
+			"scripted-anthropic": {
+				baseUrl: "BASE",
+				api: "anthropic-messages",
+				apiKey: "scripted-key",
+				models: [
+					{
+						id: "scripted-claude-1",
+						name: "Scripted Claude",
+						reasoning: true,
+						contextWindow: 200000,
+						maxTokens: 4096,
+						cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
+						compat: {
+							supportsMidConvoSystemMessages: true,
+							supportsMidConvoToolChanges: true,
+							supportsMidConvoEffort: true,
+							forceAdaptiveThinking: true,
+						},
+					},
+				],
+			},
+		},
+		runs: [
+			{
+				args: ["--model", "scripted-anthropic/scripted-claude-1", "--thinking", "medium", "-p", "Read notes.txt."],
+				responses: [
+					{
+						reasoning: "Read the file.",
+						text: "Reading notes.txt.",
+						toolCalls: [{ id: "toolu_01Scripted0001", name: "read", arguments: { path: "notes.txt" } }],
+						usage: { input_tokens: 2100, output_tokens: 35, cache_read_input_tokens: 0, cache_creation_input_tokens: 1800, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 1800 } },
+						model: "scripted-claude-1-20261101",
+					},
+					{
+						text: "Two open tasks: a --name flag and tests for greet().",
+						usage: { input_tokens: 60, output_tokens: 18, cache_read_input_tokens: 2100, cache_creation_input_tokens: 0 },
+						model: "scripted-claude-1-20261101",
+					},
+				],
+			},
+			{
+				args: ["-c", "--model", "scripted-anthropic/scripted-claude-1", "--thinking", "high", "--append-system-prompt", "Answer in one line.", "-t", "+ls", "-p", "List the files."],
+				responses: [
+					{
+						toolCalls: [{ id: "toolu_01Scripted0002", name: "ls", arguments: {} }],
+						usage: { input_tokens: 400, output_tokens: 12, cache_read_input_tokens: 2200, cache_creation_input_tokens: 0 },
+					},
+					{ text: "main.py, notes.txt, README.md", usage: { input_tokens: 30, output_tokens: 10, cache_read_input_tokens: 2600, cache_creation_input_tokens: 0 } },
+				],
+			},
+		],
+		leaves: (entries) => {
+			const sys = entries.filter((e) => e.type === "message" && e.message.role === "system");
+			return [sys[1]?.parentId, sys[1]?.id];
+		},
+	},
+	{
 		name: "continue-0731",
 		what: "a session written by the 0.73.1 CLI (same scripted server, same cwd), continued by the 1.6.0 CLI with --session FILE -p: 1.6.0 appends its system message mid-session before the new user message",
 		before073: {
@@ -402,17 +464,20 @@ function oracle(specs) {
 
 const pretty = (v) => `${JSON.stringify(v, null, 2)}\n`;
 
-async function runScenario(sc, index) {
+async function runScenario(sc) {
 	resetRoot();
 	const settings = { ...BASE_SETTINGS, ...(sc.settings ?? {}) };
 	writeFileSync(join(AGENT, "settings.json"), pretty(settings));
 	const responses = [...(sc.before073?.responses ?? []), ...sc.runs.flatMap((r) => r.responses)];
 	const server = await startScriptedServer(responses, { log: VERBOSE ? (m) => console.error(`  ${m}`) : undefined });
-	const models = modelsJson("http://127.0.0.1:PORT", sc.extraModels);
-	writeFileSync(join(AGENT, "models.json"), pretty(modelsJson(server.baseUrl, sc.extraModels)));
+	const models = modelsJson("http://127.0.0.1:PORT", sc.extraModels, sc.extraProviders);
+	writeFileSync(join(AGENT, "models.json"), pretty(modelsJson(server.baseUrl, sc.extraModels, sc.extraProviders)));
 	const sessionPath = join(SESSIONS, `cli-${sc.name}.jsonl`);
 	const runsRecord = [];
-	const seedBase = (index + 1) * 100;
+	// seeds from the scenario's name, so adding a scenario does not change the others
+	let seedBase = 2166136261;
+	for (const c of sc.name) seedBase = Math.imul(seedBase ^ c.charCodeAt(0), 16777619) >>> 0;
+	seedBase = (seedBase % 100000) * 100;
 	try {
 		if (sc.before073) {
 			// The 0.73.1 CLI (Node 20, the machine's node) writes the start of the session.
@@ -440,7 +505,7 @@ async function runScenario(sc, index) {
 		// for debugging a failed scenario
 		writeFileSync(join(ROOT, "last-requests.json"), pretty(server.requests));
 	}
-	const bad = server.requests.filter((r) => r.method !== "POST" || r.path !== "/v1/chat/completions");
+	const bad = server.requests.filter((r) => r.method !== "POST" || r.path !== (sc.requestPath ?? "/v1/chat/completions"));
 	if (bad.length > 0) throw new Error(`unexpected requests: ${JSON.stringify(bad.map((r) => [r.method, r.path]))}`);
 
 	const files = sc.before073 ? [sessionPath] : sessionFiles();
@@ -478,5 +543,5 @@ mkdirSync(OUT, { recursive: true });
 for (let i = 0; i < SCENARIOS.length; i++) {
 	const sc = SCENARIOS[i];
 	if (ONLY && !ONLY.has(sc.name)) continue;
-	await runScenario(sc, i);
+	await runScenario(sc);
 }
