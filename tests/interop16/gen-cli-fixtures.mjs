@@ -177,6 +177,7 @@ const SCENARIOS = [
 				],
 			},
 		],
+		leaves: (entries) => [entries.find((e) => e.type === "message" && e.message.role === "user")?.id],
 	},
 	{
 		name: "retry",
@@ -510,6 +511,8 @@ async function runScenario(sc) {
 
 	const files = sc.before073 ? [sessionPath] : sessionFiles();
 	if (files.length !== 1) throw new Error(`expected one session file, found ${JSON.stringify(files)}`);
+	// remove what an earlier run wrote for this scenario (leaf files are named by entry id)
+	for (const f of readdirSync(OUT)) if (f.startsWith(`cli-${sc.name}.`)) rmSync(join(OUT, f));
 	const out = join(OUT, `cli-${sc.name}.jsonl`);
 	copyFileSync(files[0], out);
 	writeFileSync(join(OUT, `cli-${sc.name}.requests.json`), pretty(server.requests.map((r) => r.body)));

@@ -17,7 +17,7 @@
 // runs across the whole run).
 
 import crypto from "node:crypto";
-import { copyFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, appendFileSync, existsSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, appendFileSync, existsSync } from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { spawnSync } from "node:child_process";
@@ -1228,6 +1228,8 @@ handwrittenMalformed();
 const specs = [];
 for (const fx of manifest) {
 	if (!existsSync(fx.file)) throw new Error(`${fx.name}: no file written at ${fx.file}`);
+	// remove what an earlier run wrote for this fixture (leaf files are named by entry id)
+	for (const f of readdirSync(OUT)) if (f.startsWith(`${fx.name}.`)) rmSync(join(OUT, f));
 	const out = join(OUT, `${fx.name}.jsonl`);
 	copyFileSync(fx.file, out);
 	fx.out = out;
