@@ -13,6 +13,7 @@
 //                             and the scripted responses it was answered with, in order
 //   cli-NAME.expected.json    tests/interop16/oracle.mjs at the file's leaf
 //   cli-NAME.leaf-ID.expected.json   the same at other interesting entries
+//   cli.manifest.json         per scenario: file, what it shows, leaves with the reason for each
 //
 // Everything happens under the fixed directory /tmp/pi16-fixture (wiped per scenario: agent/,
 // work/, home/, sessions/; pkg is a symlink to the installed package, so that the prompt's
@@ -143,7 +144,7 @@ const SCENARIOS = [
 				],
 			},
 		],
-		leaves: (entries) => [entries.find((e) => e.type === "message" && e.message.role === "toolResult")?.id],
+		leaves: (entries) => [[entries.find((e) => e.type === "message" && e.message.role === "toolResult")?.id, "at the tool result, before the answer"]],
 	},
 	{
 		name: "ls-named",
@@ -177,7 +178,7 @@ const SCENARIOS = [
 				],
 			},
 		],
-		leaves: (entries) => [entries.find((e) => e.type === "message" && e.message.role === "user")?.id],
+		leaves: (entries) => [[entries.find((e) => e.type === "message" && e.message.role === "user")?.id, "at the user message (after session_info, model, thinking max, system)"]],
 	},
 	{
 		name: "retry",
@@ -204,7 +205,10 @@ const SCENARIOS = [
 		],
 		leaves: (entries) => {
 			const firstEdit = entries.find((e) => e.type === "context_edit");
-			return [firstEdit?.parentId, firstEdit?.id];
+			return [
+				[firstEdit?.parentId, "at the cut attempt, before its omission: the partial answer is in the context"],
+				[firstEdit?.id, "at the first context_edit: the cut attempt omitted"],
+			];
 		},
 	},
 	{
@@ -267,7 +271,11 @@ const SCENARIOS = [
 		],
 		leaves: (entries) => {
 			const compactions = entries.filter((e) => e.type === "compaction");
-			return compactions.map((c) => c.parentId).concat(compactions[0]?.id);
+			return [
+				[compactions[0]?.parentId, "just before the first compaction"],
+				[compactions[0]?.id, "at the first compaction (cut at a user message)"],
+				[compactions[1]?.parentId, "just before the second compaction"],
+			];
 		},
 	},
 	{
@@ -294,7 +302,11 @@ const SCENARIOS = [
 				responses: [{ text: "You're welcome.", usage: u(1560, 5, 1408) }],
 			},
 		],
-		leaves: (entries) => entries.filter((e) => e.type === "message" && e.message.role === "system").map((e) => e.parentId).slice(1),
+		leaves: (entries) =>
+			entries
+				.filter((e) => e.type === "message" && e.message.role === "system")
+				.slice(1)
+				.map((e, i) => [e.parentId, `just before system patch ${i + 1} (${Object.keys(e.message.sections ?? {}).join(", ")}${e.message.toolsAdded ? ", toolsAdded" : ""}${e.message.toolsRemoved ? ", toolsRemoved" : ""})`]),
 	},
 	{
 		name: "anthropic-midconvo",
@@ -354,7 +366,10 @@ const SCENARIOS = [
 		],
 		leaves: (entries) => {
 			const sys = entries.filter((e) => e.type === "message" && e.message.role === "system");
-			return [sys[1]?.parentId, sys[1]?.id];
+			return [
+				[sys[1]?.parentId, "the thinking_level_change of run 2, before its system patch"],
+				[sys[1]?.id, "at the system patch of run 2 (tools, rules, addendum, toolsAdded ls)"],
+			];
 		},
 	},
 	{
@@ -388,7 +403,10 @@ const SCENARIOS = [
 		],
 		leaves: (entries) => {
 			const sys = entries.find((e) => e.type === "message" && e.message.role === "system");
-			return [sys?.parentId, sys?.id];
+			return [
+				[sys?.parentId, "the last entry 0.73.1 wrote: no system message on the path"],
+				[sys?.id, "at the system message 1.6.0 inserted mid-session"],
+			];
 		},
 	},
 ];
@@ -534,7 +552,10 @@ async function runScenario(sc) {
 		.filter((l) => l.trim())
 		.map((l) => JSON.parse(l))
 		.filter((e) => e.type !== "session");
-	const leaves = [...new Set((sc.leaves?.(entries) ?? []).filter(Boolean))];
+	const leafRows = (sc.leaves?.(entries) ?? []).filter(([id]) => id);
+	const leaves = leafRows.map(([id]) => id);
+	if (new Set(leaves).size !== leaves.length) throw new Error(`cli-${sc.name}: duplicate leaves`);
+	manifest[`cli-${sc.name}`] = { file: `cli-${sc.name}.jsonl`, what: sc.what, leaves: leafRows.map(([id, why]) => ({ id, why })) };
 	const answers = oracle([{ file: out }, ...leaves.map((leaf) => ({ file: out, leaf }))]);
 	writeFileSync(join(OUT, `cli-${sc.name}.expected.json`), pretty(answers[0]));
 	leaves.forEach((leaf, i) => writeFileSync(join(OUT, `cli-${sc.name}.leaf-${leaf}.expected.json`), pretty(answers[i + 1])));
@@ -543,8 +564,14 @@ async function runScenario(sc) {
 }
 
 mkdirSync(OUT, { recursive: true });
+const manifestFile = join(OUT, "cli.manifest.json");
+const manifest = Object.fromEntries(
+	(existsSync(manifestFile) ? JSON.parse(readFileSync(manifestFile, "utf8")) : []).map((m) => [m.file.replace(/\.jsonl$/, ""), m]),
+);
 for (let i = 0; i < SCENARIOS.length; i++) {
 	const sc = SCENARIOS[i];
 	if (ONLY && !ONLY.has(sc.name)) continue;
 	await runScenario(sc);
 }
+// cli.manifest.json: every scenario's file, what it shows, and its leaf expectations with the reason
+writeFileSync(manifestFile, pretty(SCENARIOS.map((sc) => manifest[`cli-${sc.name}`]).filter(Boolean)));
