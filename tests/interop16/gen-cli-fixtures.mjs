@@ -499,10 +499,10 @@ async function runScenario(sc) {
 	seedBase = (seedBase % 100000) * 100;
 	try {
 		if (sc.before073) {
-			// The 0.73.1 CLI (Node 20, the machine's node) writes the start of the session.
+			// The 0.73.1 CLI (run with the same pinned Node 22: it supports Node >= 20) writes the start of the session.
 			const env = { ...cliEnv(0, seedBase), PI_PACKAGE_DIR: PKG073_LINK };
 			const a = ["--offline", "--model", `scripted/${MODEL}`, "--session", sessionPath, ...sc.before073.args];
-			const r = await runCli({ node: process.execPath, cli: join(PKG073_LINK, "dist/cli.js"), args: a, env, cwd: WORK });
+			const r = await runCli({ node: NODE22, cli: join(PKG073_LINK, "dist/cli.js"), args: a, env, cwd: WORK });
 			if (r.code !== 0) throw new Error(`0.73.1 CLI failed (${r.code}): ${r.stderr}${r.stdout}`);
 			runsRecord.push({ cli: "0.73.1", args: a, clockStart: env.PI16_CLOCK_START, seed: Number(env.PI16_SEED), responses: sc.before073.responses, stdout: r.stdout, exitCode: r.code });
 		}
