@@ -48,6 +48,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0004_search_docids.sql"),
         rebuild_derived: true,
     },
+    Migration {
+        version: 5,
+        name: "0005_imported_files.sql",
+        sql: include_str!("../../migrations/0005_imported_files.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

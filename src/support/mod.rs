@@ -4,6 +4,7 @@
 //! (a clock, an id source, a serializer) that higher layers configure and pass down.
 
 pub mod clock;
+pub mod hash;
 pub mod ids;
 pub mod json;
 pub mod truncate;
