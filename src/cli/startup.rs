@@ -17,6 +17,7 @@ use crate::ai::models::ThinkingLevel;
 use crate::ai::resolve::{self, resolve_cli_model, resolve_model_scope};
 use crate::ai::{AiClient, CacheRetention, ModelRegistry, ThinkingBudgets, TransportConfig};
 use crate::cli::agent_args::{self, AgentArgs, Diagnostic, ListModels, Mode};
+use crate::cli::autoimport::AutoImport;
 use crate::cli::config::Env;
 use crate::cli::export::{write_atomically, write_branch};
 use crate::cli::import::{FileReport, import_file};
@@ -423,9 +424,14 @@ fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<S
     }
 }
 
-/// The import and export that the REPL's `/import` and `/export` borrow from `cli`.
-fn interchange() -> Interchange {
+/// The import and export that the REPL's `/import` and `/export` borrow from `cli`, and the
+/// automatic import of `/resume`, `-r` and RPC `switch_session`.
+fn interchange(auto_import: AutoImport) -> Interchange {
     Interchange {
+        refresh: Arc::new(move |store| {
+            let writer = store.clone();
+            auto_import.run(store, &|| Ok(writer.clone())).warnings
+        }),
         import: Arc::new(|store, path| {
             let report = import_file(store, path, ImportMode::Merge, &mut |_| {})?;
             let session = match report.status {
@@ -445,9 +451,28 @@ fn interchange() -> Interchange {
     }
 }
 
-/// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target.
-fn session_target(args: &AgentArgs, store: &SessionStore, env: &Env) -> Result<SessionTarget> {
+/// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target; before a
+/// session is looked up in the database (`-c`, a session id or prefix), what the reference
+/// wrote since the last look is imported (`cli/autoimport.rs`; its problems go to `warnings`).
+fn session_target(
+    args: &AgentArgs,
+    store: &SessionStore,
+    env: &Env,
+    auto_import: &AutoImport,
+    warnings: &mut Vec<String>,
+) -> Result<SessionTarget> {
     let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
+    let looks_up = !args.no_session
+        && (args.continue_session
+            || args.fork.as_deref().is_some_and(|fork| !is_file(fork))
+            || args
+                .session
+                .as_deref()
+                .is_some_and(|session| !is_file(session)));
+    if looks_up {
+        let writer = store.clone();
+        warnings.extend(auto_import.run(store, &|| Ok(writer.clone())).warnings);
+    }
     if let Some(source) = &args.fork {
         if args.session.is_some() || args.continue_session || args.resume || args.no_session {
             return Err(UsageError(
@@ -503,7 +528,10 @@ pub fn prepare(
     let mut credentials = keys::load_credentials(env, clock.clone());
     let models = model_candidates(args, &settings, &registry, &mut credentials, &mut warnings)?;
     let store = open_store(env, db, args.no_session, settings.busy_timeout_ms())?;
-    let target = session_target(args, &store, env)?;
+    let mut auto_import = AutoImport::new(env, &settings, args.session_dir.as_deref());
+    // An in-memory session store keeps nothing: importing into it would only cost time.
+    auto_import.enabled &= !args.no_session;
+    let target = session_target(args, &store, env, &auto_import, &mut warnings)?;
 
     let shell = ShellConfig {
         shell_path: settings.shell_path().map(str::to_owned),
@@ -639,7 +667,7 @@ pub fn prepare(
         prompts,
         warnings,
         terminal,
-        interchange: interchange(),
+        interchange: interchange(auto_import),
     })
 }
 
