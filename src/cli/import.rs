@@ -583,6 +583,10 @@ fn import_whole(
         }
     };
     let record = mode == ImportMode::Merge;
+    // A refused file is recorded as such (so that the automatic import leaves it alone until
+    // it changes) unless an earlier import stored it: that record stays, and the file keeps
+    // looking changed until it merges again.
+    let record_refusal = record && !matches!(read, ReadKind::Changed(_));
     let mut reader = match SessionReader::new(&bytes) {
         Ok(reader) => reader,
         Err(error) => {
@@ -598,7 +602,7 @@ fn import_whole(
                     ..FileReport::refused(file, None, String::new())
                 });
             }
-            if record {
+            if record_refusal {
                 let (mark, _) = mark_after(&candidate.key, stat, &[], None, true);
                 store.record_unstored_file(&mark)?;
             }
@@ -679,7 +683,7 @@ fn import_whole(
     });
     let report = report?;
     let (skipped, pending) = read_side?;
-    if report.status == ImportStatus::Refused && record {
+    if report.status == ImportStatus::Refused && record_refusal {
         let (mark, _) = mark_after(&candidate.key, stat, &[], None, true);
         store.record_unstored_file(&mark)?;
     }
