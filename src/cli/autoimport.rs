@@ -20,11 +20,12 @@
 //! command goes on with what is stored. `PI_AUTO_IMPORT=0` or the setting
 //! `{"database": {"autoImport": false}}` turns it off.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::cli::config::Env;
-use crate::cli::import::{self, Candidate, FileStat, Records, Tally, Trigger};
+use crate::cli::import::{self, Candidate, FileStat, Tally, Trigger, dir_key};
 use crate::cli::settings::Settings;
 use crate::store::{ImportMode, ImportStatus, SessionStore, StoreError};
 
@@ -147,8 +148,13 @@ impl AutoImport {
             &mut outcome.warnings,
         );
         outcome.found = found.len();
-        let records = match Records::under(store, std::slice::from_ref(&root)) {
-            Ok(records) => records,
+        // One query for every recorded file: a file with the size and mtime it had when it
+        // was read needs nothing (whatever became of it: stored, or refused and left alone).
+        let recorded: HashMap<Vec<u8>, (u64, i64)> = match store.file_stats_under(&dir_key(&root)) {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|(key, size, mtime_ns)| (key, (size, mtime_ns)))
+                .collect(),
             Err(error) => {
                 outcome.warnings.push(warning(&format!(
                     "reference sessions were not imported: {error:#}"
@@ -158,7 +164,12 @@ impl AutoImport {
         };
         let mut work = Vec::new();
         for candidate in found {
-            match records.get(store, &candidate.key) {
+            let stat = (candidate.stat.size, candidate.stat.mtime_ns);
+            if recorded.get(&candidate.key) == Some(&stat) {
+                continue;
+            }
+            // Changed or new: its whole record (one lookup) decides how to read it.
+            match store.file_record(&candidate.key) {
                 Ok(record) => {
                     if import::needs_import(record.as_ref(), candidate.stat) {
                         work.push((candidate, record));

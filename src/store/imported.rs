@@ -138,6 +138,18 @@ impl SessionStore {
         })
     }
 
+    /// Returns `(canonical path, size, mtime_ns)` of every file recorded under a directory
+    /// (`dir` with a trailing `/`): the one query of the check at start, on the records'
+    /// table alone.
+    pub fn file_stats_under(&self, dir: &[u8]) -> Result<Vec<(Vec<u8>, u64, i64)>> {
+        self.read(|conn, path| {
+            Ok(sql::imported_stats_under(conn, path, dir)?
+                .into_iter()
+                .map(|(file, size, mtime_ns)| (file, u64::try_from(size).unwrap_or(0), mtime_ns))
+                .collect())
+        })
+    }
+
     /// Records a file of which nothing was stored (it was refused), so that an unchanged
     /// file is not read again by the automatic import.
     pub fn record_unstored_file(&self, mark: &FileMark) -> Result<()> {

@@ -1895,8 +1895,7 @@ pub fn imported_file(
 }
 
 /// Returns the recorded files whose path starts with `prefix`, in path order: one range scan
-/// of the primary key, from `prefix` to `prefix` with its last byte raised by one (for a
-/// directory's `…/`, that is `…0`: every path under it sorts in between).
+/// of the primary key (from `prefix` to [`range_end`]).
 pub fn imported_files_under(
     conn: &Connection,
     path: &str,
@@ -1906,6 +1905,39 @@ pub fn imported_files_under(
         "SELECT {IMPORTED_FILE_COLUMNS} FROM {IMPORTED_FILE_FROM}
           WHERE f.path >= ?1 AND f.path < ?2 ORDER BY f.path"
     );
+    let end = range_end(prefix);
+    let mut stmt = conn.prepare_cached(&sql).at(path)?;
+    let rows = stmt
+        .query_map(params![prefix, end], imported_file_row)
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns `(path, size, mtime_ns)` of the recorded files whose path starts with `prefix`:
+/// the same range scan as [`imported_files_under`], on the table alone (what the check at
+/// start compares; the rest of a record is read for the files that changed).
+pub fn imported_stats_under(
+    conn: &Connection,
+    path: &str,
+    prefix: &[u8],
+) -> Result<Vec<(Vec<u8>, i64, i64)>> {
+    let end = range_end(prefix);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT path, size, mtime_ns FROM imported_files WHERE path >= ?1 AND path < ?2",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![prefix, end], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// The first key after every key that starts with `prefix` (`prefix` with its last byte
+/// raised by one; for a directory's `…/`, that is `…0`).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {
@@ -1913,11 +1945,7 @@ pub fn imported_files_under(
             break;
         }
     }
-    let mut stmt = conn.prepare_cached(&sql).at(path)?;
-    let rows = stmt
-        .query_map(params![prefix, end], imported_file_row)
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    end
 }
 
 /// The columns an import writes into `imported_files`.
