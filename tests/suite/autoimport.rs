@@ -2,7 +2,8 @@
 //! (`cli/autoimport.rs`, `cli/import.rs`, `store/imported.rs`), through the real binary on
 //! real files: sessions written by the pinned reference 1.6.0 (`tests/interop16/`, its own
 //! `SessionManager`, run with the Node 22 installed there) show up in `pi sessions list`,
-//! `pi -c` and RPC `switch_session` without `pi import`; an appended file is read from where
+//! `pi -c`, the REPL's `-r` and `/resume` picker and RPC `switch_session` without
+//! `pi import`; an appended file is read from where
 //! the last import stopped; a torn last line waits for its end; a rewritten file is read whole;
 //! an unchanged directory is not read; problems are one warning and never fail the command;
 //! a killed import leaves a consistent database that the next run completes.
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::common::agent::models_json;
 use crate::common::provider::{MockResponse, ProviderServer, sse};
+use crate::common::tmux::{Tmux, row_number};
 use crate::common::{TestEnv, fixtures, open_store, stdout_json, succeeded};
 
 fn interop16_dir() -> PathBuf {
@@ -666,6 +668,47 @@ fn rpc_switch_session_finds_a_session_the_reference_wrote_after_pi_started() {
     assert_eq!(response("2")["success"], true, "{records:?}");
     assert_eq!(response("3")["data"]["sessionId"], id);
     assert_eq!(response("3")["data"]["messageCount"], 2);
+}
+
+#[test]
+fn the_repl_picker_lists_what_the_reference_wrote_meanwhile() {
+    let server = ProviderServer::start(Vec::new());
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        models_json(&server.url(), 128_000),
+    )
+    .unwrap();
+    reference(
+        &env,
+        json!({"op": "create", "cwd": env.workspace,
+               "turns": [["first question from the reference", "An answer."]]}),
+    );
+    // `pi -r`: the picker lists the reference's session, not yet imported.
+    let tmux = Tmux::start(&env, "autoimport-resume", &["-r"], &[]);
+    let screen = tmux.wait_for("Resume (number or id");
+    let row = row_number(&screen, "first question from the reference");
+    tmux.line(&row.to_string());
+    let screen = tmux.wait_for_prompt();
+    assert!(screen.contains("An answer."), "{screen}");
+    // The reference writes another session while pi runs: `/resume` lists it.
+    reference(
+        &env,
+        json!({"op": "create", "cwd": env.workspace,
+               "turns": [["second question from the reference", "Another answer."]]}),
+    );
+    tmux.line("/resume");
+    tmux.wait_for_count("Resume (number or id", 2);
+    let screen = tmux.screen();
+    let listing = screen.rsplit("> /resume").next().unwrap();
+    let row = row_number(listing, "second question from the reference");
+    tmux.line(&row.to_string());
+    let screen = tmux.wait_for("Another answer.");
+    assert!(!screen.contains("Warning"), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
 }
 
 /// Kills `pi import` of a large appended file at seeded moments spread over twice the length
