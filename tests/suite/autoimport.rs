@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use pi::jsonl::TailReader;
 use pi::model::SessionId;
-use pi::store::{LeaseAttempt, LeaseConfig};
+use pi::store::{AppendOutcome, FileMark, ImportMode, LeaseAttempt, LeaseConfig};
 use serde_json::{Value, json};
 
 use crate::common::agent::models_json;
@@ -202,12 +203,26 @@ fn a_session_the_reference_wrote_is_continued_and_listed_without_import() {
         [id.as_str()],
         "continued, not a new session"
     );
+    let entries_after_pi = stdout_json(&listed)[0]["entries"].as_i64().unwrap();
+    assert!(entries_after_pi > 2);
     // The reference's file is only read.
     assert_eq!(
         std::fs::read_to_string(&file).unwrap().lines().count(),
         3,
         "the file is untouched"
     );
+
+    // The reference goes on with the same session in its file: its new lines join the
+    // session pi went on with (merged with what pi appended meanwhile, nothing doubled).
+    reference(
+        &env,
+        json!({"op": "append", "file": file, "turns": [["Back in the reference?", "Yes."]]}),
+    );
+    let listed = succeeded(env.pi().args(["sessions", "list", "--json"]));
+    assert!(listed.stderr.is_empty(), "{listed:?}");
+    assert_eq!(stdout_json(&listed)[0]["entries"], entries_after_pi + 2);
+    let (_, reports) = import_json(&env, &[&file]);
+    assert_eq!(reports[0]["read"], "none");
 
     // A second session the reference writes later (the reference going on in its own
     // directory) is found too, without `pi import`.
@@ -709,6 +724,52 @@ fn the_repl_picker_lists_what_the_reference_wrote_meanwhile() {
     tmux.wait_for_prompt();
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
+}
+
+#[test]
+fn an_append_from_a_record_another_import_moved_writes_nothing() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("s.jsonl");
+    let lines = session_lines("0196ce07-aaaa-7000-8000-0000000000bb", &env.workspace, 6);
+    write_lines(&file, &lines[..4]);
+    let store = open_store(&env.db(), 9);
+    let report =
+        pi::cli::import::import_file(&store, &file, ImportMode::Merge, &mut |_| {}).unwrap();
+    assert_eq!(report.added, 3);
+    let key = std::fs::canonicalize(&file)
+        .unwrap()
+        .into_os_string()
+        .into_encoded_bytes();
+    let before = store.file_record(&key).unwrap().unwrap();
+    assert_eq!((before.mark.lines, before.next_seq), (4, 3));
+
+    let mut rest = lines[4..].join("\n").into_bytes();
+    rest.push(b'\n');
+    append(&file, &rest);
+    // Another import takes the new lines first ...
+    let report =
+        pi::cli::import::import_file(&store, &file, ImportMode::Merge, &mut |_| {}).unwrap();
+    assert_eq!((report.read.as_str(), report.added), ("appended", 3));
+    // ... so an append planned from the old record is refused whole.
+    let mark = FileMark {
+        size: before.mark.size + rest.len() as u64,
+        read_to: before.mark.read_to + rest.len() as u64,
+        lines: 7,
+        ..before.mark.clone()
+    };
+    let items = TailReader::new(&rest, 4).map(Ok);
+    let outcome = store
+        .append_file_lines(&before, items, "s.jsonl", &mark)
+        .unwrap();
+    assert_eq!(outcome, AppendOutcome::Stale);
+    let session = SessionId::new("0196ce07-aaaa-7000-8000-0000000000bb");
+    assert_eq!(store.session(&session).unwrap().entries, 6);
+    // Planned from the current record it goes through (nothing new: the record moves on).
+    let current = store.file_record(&key).unwrap().unwrap();
+    let outcome = store
+        .append_file_lines(&current, std::iter::empty(), "s.jsonl", &current.mark)
+        .unwrap();
+    assert!(matches!(outcome, AppendOutcome::Done(report) if report.added == 0));
 }
 
 /// Kills `pi import` of a large appended file at seeded moments spread over twice the length
