@@ -104,7 +104,11 @@ fn main() {
             .unwrap_or(0);
         // Warm the page cache for both.
         run(Command::new(pi).arg("--db").arg(&db).args([
-            "sessions", "show", &id, "--context", "--json",
+            "sessions",
+            "show",
+            &id,
+            "--context",
+            "--json",
         ]));
         run(Command::new(node22())
             .arg(interop16().join("open16.mjs"))

@@ -6,6 +6,7 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod agent_args;
+pub mod autoimport;
 pub mod config;
 pub mod db;
 pub mod export;

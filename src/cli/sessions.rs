@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use crate::cli::autoimport::AutoImport;
 use crate::cli::output::{self, Style, field, json_line, line, one_line, pad, short_time};
 use crate::cli::{CliContext, UsageError};
 use crate::model::entry::{Entry, EntryKind};
@@ -133,6 +134,15 @@ fn summary_json(summary: &SessionSummary) -> Value {
 
 fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
     let store = ctx.open_store_read_only()?;
+    // What the reference wrote since the last look is listed too (a writer is opened only
+    // when a file needs importing).
+    let imported = AutoImport::for_command(&ctx.env).run(&store, &|| ctx.open_store());
+    {
+        let mut err = std::io::stderr().lock();
+        for warning in &imported.warnings {
+            writeln!(err, "pi: warning: {warning}")?;
+        }
+    }
     let scope = if args.all {
         ListScope::All
     } else {

@@ -603,6 +603,15 @@ impl Settings {
         int(self.get_nested("database", "busyTimeoutMs")).and_then(|ms| u64::try_from(ms).ok())
     }
 
+    /// `database.autoImport` (pi's own key, default true): whether `pi -c`, `-r`, `/resume`,
+    /// `pi sessions list` and RPC `switch_session` first import what the reference wrote
+    /// (`cli/autoimport.rs`).
+    pub fn auto_import(&self) -> bool {
+        self.get_nested("database", "autoImport")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
     /// `retry.*`.
     pub fn retry(&self) -> RetrySettings {
         RetrySettings {

@@ -17,6 +17,7 @@ use crate::ai::models::ThinkingLevel;
 use crate::ai::resolve::{self, resolve_cli_model, resolve_model_scope};
 use crate::ai::{AiClient, CacheRetention, ModelRegistry, ThinkingBudgets, TransportConfig};
 use crate::cli::agent_args::{self, AgentArgs, Diagnostic, ListModels, Mode};
+use crate::cli::autoimport::AutoImport;
 use crate::cli::config::Env;
 use crate::cli::export::{write_atomically, write_branch};
 use crate::cli::import::{FileReport, import_file};
@@ -424,9 +425,14 @@ fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<S
     }
 }
 
-/// The import and export that the REPL's `/import` and `/export` borrow from `cli`.
-fn interchange() -> Interchange {
+/// The import and export that the REPL's `/import` and `/export` borrow from `cli`, and the
+/// automatic import of `/resume`, `-r` and RPC `switch_session`.
+fn interchange(auto_import: AutoImport) -> Interchange {
     Interchange {
+        refresh: Arc::new(move |store| {
+            let writer = store.clone();
+            auto_import.run(store, &|| Ok(writer.clone())).warnings
+        }),
         import: Arc::new(|store, path| {
             let report = import_file(store, path, ImportMode::Merge, &mut |_| {})?;
             let session = match report.status {
@@ -446,9 +452,28 @@ fn interchange() -> Interchange {
     }
 }
 
-/// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target.
-fn session_target(args: &AgentArgs, store: &SessionStore, env: &Env) -> Result<SessionTarget> {
+/// Resolves `--session`, `--fork`, `-c` and `--no-session` to a session target; before a
+/// session is looked up in the database (`-c`, a session id or prefix), what the reference
+/// wrote since the last look is imported (`cli/autoimport.rs`; its problems go to `warnings`).
+fn session_target(
+    args: &AgentArgs,
+    store: &SessionStore,
+    env: &Env,
+    auto_import: &AutoImport,
+    warnings: &mut Vec<String>,
+) -> Result<SessionTarget> {
     let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
+    let looks_up = !args.no_session
+        && (args.continue_session
+            || args.fork.as_deref().is_some_and(|fork| !is_file(fork))
+            || args
+                .session
+                .as_deref()
+                .is_some_and(|session| !is_file(session)));
+    if looks_up {
+        let writer = store.clone();
+        warnings.extend(auto_import.run(store, &|| Ok(writer.clone())).warnings);
+    }
     if let Some(source) = &args.fork {
         if args.session.is_some() || args.continue_session || args.resume || args.no_session {
             return Err(UsageError(
@@ -504,7 +529,10 @@ pub fn prepare(
     let mut credentials = keys::load_credentials(env, clock.clone());
     let models = model_candidates(args, &settings, &registry, &mut credentials, &mut warnings)?;
     let store = open_store(env, db, args.no_session, settings.busy_timeout_ms())?;
-    let target = session_target(args, &store, env)?;
+    let mut auto_import = AutoImport::new(env, &settings, args.session_dir.as_deref());
+    // An in-memory session store keeps nothing: importing into it would only cost time.
+    auto_import.enabled &= !args.no_session;
+    let target = session_target(args, &store, env, &auto_import, &mut warnings)?;
 
     let shell = ShellConfig {
         shell_path: settings.shell_path().map(str::to_owned),
@@ -641,7 +669,7 @@ pub fn prepare(
         prompts,
         warnings,
         terminal,
-        interchange: interchange(),
+        interchange: interchange(auto_import),
     })
 }
 
@@ -649,8 +677,8 @@ fn help_text() -> String {
     format!(
         "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
 Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export --jsonl [SESSION]\n  pi db check|backup FILE|reindex\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
-Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  PI_CODING_AGENT_SESSION_DIR  The reference's sessions directory (default <agent dir>/sessions)\n  PI_AUTO_IMPORT=0             Do not import the reference's new sessions before -c, -r, /resume\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
         env!("CARGO_PKG_VERSION")
     )
 }

@@ -34,7 +34,8 @@ pub mod writer;
 
 pub use migrate::Migration;
 pub use reader::{
-    FileEntry, Item, NoHeader, Repairs, SessionFile, SessionReader, SkipReason, SkippedLine,
+    CompleteLines, FileEntry, Item, NoHeader, Repairs, SessionFile, SessionReader, SkipReason,
+    SkippedLine, TailReader, is_torn,
 };
 pub use value::{JsObject, JsString, JsValue};
 

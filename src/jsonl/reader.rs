@@ -297,6 +297,23 @@ fn classify(line: RawLine<'_>) -> Item {
     }
 }
 
+/// Whether the bytes after a file's last LF would be reported as a torn line
+/// ([`SkipReason::Torn`]: not JSON, no final newline) — a line its writer has not finished.
+pub fn is_torn(remainder: &[u8]) -> bool {
+    let line = RawLine {
+        number: 1,
+        content: remainder,
+        terminated: false,
+    };
+    matches!(
+        classify(line),
+        Item::Skipped(SkippedLine {
+            reason: SkipReason::Torn,
+            ..
+        })
+    )
+}
+
 /// Why a file has no valid header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoHeader {
@@ -628,6 +645,74 @@ impl Iterator for SessionReader<'_> {
     }
 }
 
+/// Reads the lines of a version-3 file that follow its first `lines_before` lines (the part
+/// a file grew by since an import read up to there): each line is classified exactly as
+/// [`SessionReader`] classifies it, numbered from the file's start.
+///
+/// Only for files whose header said version 3 (their lines are read one by one, without
+/// migration); `bytes` starts right after an LF of the file.
+#[derive(Debug, Clone)]
+pub struct TailReader<'a> {
+    lines: Lines<'a>,
+}
+
+impl<'a> TailReader<'a> {
+    /// Reads `bytes`, numbering its first line `lines_before + 1`.
+    pub fn new(bytes: &'a [u8], lines_before: usize) -> Self {
+        let mut lines = Lines::new(bytes);
+        lines.number = lines_before;
+        Self { lines }
+    }
+
+    /// Returns how many bytes have been read (for progress).
+    pub fn bytes_read(&self) -> usize {
+        self.lines.pos
+    }
+}
+
+impl Iterator for TailReader<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        self.lines.next().map(classify)
+    }
+}
+
+/// Where the complete (LF-terminated) lines of some bytes end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompleteLines {
+    /// Bytes up to and including the last LF (0 when there is none).
+    pub len: usize,
+    /// The number of LFs, that is of complete lines.
+    pub count: usize,
+    /// The last complete line, its LF included (empty when there is none).
+    pub last: std::ops::Range<usize>,
+}
+
+impl CompleteLines {
+    /// Finds the complete lines of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        let Some(end) = memchr::memrchr(b'\n', bytes) else {
+            return Self {
+                len: 0,
+                count: 0,
+                last: 0..0,
+            };
+        };
+        let start = memchr::memrchr(b'\n', &bytes[..end]).map_or(0, |before| before + 1);
+        Self {
+            len: end + 1,
+            count: memchr::memchr_iter(b'\n', &bytes[..=end]).count(),
+            last: start..end + 1,
+        }
+    }
+
+    /// Whether bytes follow the last LF (a line without its LF yet).
+    pub fn has_remainder(&self, bytes: &[u8]) -> bool {
+        bytes.len() > self.len
+    }
+}
+
 /// A whole file read into memory (for tests and small files).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionFile {
@@ -778,6 +863,45 @@ mod tests {
             reasons(&file),
             [(2, SkipReason::Unsupported), (3, SkipReason::Unsupported)]
         );
+    }
+
+    #[test]
+    fn a_tail_reads_as_the_whole_file_reads_the_same_lines() {
+        let text = format!(
+            "{HEADER}\n{}\nnot json\n{}\n\n{{\"type\":\"message\",\"id\":\"x",
+            entry("a1", None),
+            entry("b2", Some("a1")),
+        );
+        let whole = SessionFile::read(text.as_bytes()).unwrap();
+        // The tail after the first three lines (header, a1, "not json").
+        let cut = text.match_indices('\n').nth(2).unwrap().0 + 1;
+        let tail: Vec<Item> = TailReader::new(&text.as_bytes()[cut..], 3).collect();
+        assert_eq!(tail.as_slice(), &whole.items[2..]);
+        assert_eq!(
+            tail.iter()
+                .map(|item| match item {
+                    Item::Entry(entry) => entry.line,
+                    Item::Skipped(line) => line.line,
+                })
+                .collect::<Vec<_>>(),
+            [4, 5, 6]
+        );
+    }
+
+    #[test]
+    fn complete_lines_end_at_the_last_lf() {
+        let none = CompleteLines::of(b"no newline");
+        assert_eq!((none.len, none.count, none.last.clone()), (0, 0, 0..0));
+        assert!(none.has_remainder(b"no newline"));
+        let one = CompleteLines::of(b"a\n");
+        assert_eq!((one.len, one.count, one.last), (2, 1, 0..2));
+        let bytes = b"a\nbb\r\n\nccc";
+        let lines = CompleteLines::of(bytes);
+        assert_eq!((lines.len, lines.count, lines.last.clone()), (7, 3, 6..7));
+        assert!(lines.has_remainder(bytes));
+        let ended = CompleteLines::of(b"a\nbb\n");
+        assert_eq!((ended.len, ended.count, ended.last.clone()), (5, 2, 2..5));
+        assert!(!ended.has_remainder(b"a\nbb\n"));
     }
 
     #[test]

@@ -59,14 +59,21 @@ pub type ImportFn = Arc<dyn Fn(&SessionStore, &Path) -> anyhow::Result<ImportedF
 pub type ExportBranchFn =
     Arc<dyn Fn(&SessionStore, &SessionId, &[Vec<u8>], &Path) -> anyhow::Result<()> + Send + Sync>;
 
-/// The file operations `cli` lends the REPL, so that `/import` and `/export` run the same code
-/// as the commands (a higher layer hands a lower one callbacks).
+/// Imports what the reference wrote since the last look (`cli/autoimport.rs`) before a
+/// session list or lookup; never fails, returns one printable warning line per problem.
+pub type RefreshFn = Arc<dyn Fn(&SessionStore) -> Vec<String> + Send + Sync>;
+
+/// The file operations `cli` lends the REPL and RPC mode, so that `/import`, `/export` and the
+/// automatic import run the same code as the commands (a higher layer hands a lower one
+/// callbacks).
 #[derive(Clone)]
 pub struct Interchange {
     /// `/import FILE`.
     pub import: ImportFn,
     /// `/export FILE.jsonl`.
     pub export_branch: ExportBranchFn,
+    /// The automatic import before `/resume`, `-r` and RPC `switch_session`.
+    pub refresh: RefreshFn,
 }
 
 impl std::fmt::Debug for Interchange {

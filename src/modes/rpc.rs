@@ -268,7 +268,10 @@ fn spawn_stdin_reader(lines: mpsc::UnboundedSender<String>) {
 /// Runs RPC mode until stdin ends or a termination signal arrives.
 pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     let Prepared {
-        mut config, target, ..
+        mut config,
+        target,
+        interchange,
+        ..
     } = prepared;
     let (records_tx, records_rx) = mpsc::unbounded_channel();
     let writer_done = CancellationToken::new();
@@ -301,6 +304,7 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
         ui,
         tasks: Arc::new(Mutex::new(Vec::new())),
         extensions: Arc::new(extensions),
+        refresh: interchange.refresh,
     };
     let (lines_tx, lines_rx) = mpsc::unbounded_channel();
     spawn_stdin_reader(lines_tx);
@@ -414,6 +418,9 @@ struct Server {
     ui: RpcUi,
     tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     extensions: Arc<ExtensionSources>,
+    /// The automatic import of the reference's new sessions, before `switch_session` looks
+    /// a session up.
+    refresh: super::RefreshFn,
 }
 
 impl Server {
@@ -897,7 +904,14 @@ impl Server {
         let target = command.string("sessionPath")?;
         let store = self.session.store().clone();
         let cwd = self.session.cwd().to_path_buf();
+        let refresh = self.refresh.clone();
         let (id, imported) = tokio::task::spawn_blocking(move || {
+            if !(target.contains('/') || target.ends_with(".jsonl")) {
+                // A session the reference wrote since the last look can be switched to.
+                for warning in refresh(&store) {
+                    eprintln!("Warning: {warning}");
+                }
+            }
             if target.contains('/') || target.ends_with(".jsonl") {
                 let path = cwd.join(&target);
                 let report = import_session_file(&store, &path)?;

@@ -26,6 +26,7 @@ use crate::jsonl::writer::{self, LeafFacts};
 use crate::model::entry::SessionHeader;
 use crate::model::ids::{EntryId, SessionId};
 use crate::store::error::StoreError;
+use crate::store::imported::{self, FileMark, FileRecord};
 use crate::store::sql::{self, EntryInsert};
 use crate::store::{Result, SessionStore, derived};
 use crate::support::clock::ms_from_iso;
@@ -97,6 +98,17 @@ pub struct ImportReport {
     pub conflict: Option<ImportConflict>,
 }
 
+/// How an append of a file's new lines ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The lines were stored (or there was nothing new) and the record moved on.
+    Done(ImportReport),
+    /// The file's record or its session changed since the caller read the record (another
+    /// import got there first, or the session was removed): nothing was written; compare the
+    /// file with its record again.
+    Stale,
+}
+
 /// A quarantined input line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuarantinedLine {
@@ -149,10 +161,25 @@ impl SessionStore {
         items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
     ) -> Result<ImportReport> {
+        self.import_lines_marked(header, header_bytes, items, options, None)
+    }
+
+    /// Imports the lines of one file as [`Self::import_lines`] does and, in the same
+    /// transaction, records `mark` as where the file was read to (`imported_files`), so that
+    /// the record never claims lines the database does not hold. A refused file is not
+    /// recorded here ([`Self::record_unstored_file`] does that).
+    pub fn import_lines_marked(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        mark: Option<&FileMark>,
+    ) -> Result<ImportReport> {
         let imported_at = self.clock().now_iso();
         let outcome = self.write_bulk(|conn, path| {
             let existing = sql::sid_of(conn, path, header.id.as_str())?;
-            match (existing, options.mode) {
+            let report = match (existing, options.mode) {
                 (None, _) => Self::import_new(
                     conn,
                     path,
@@ -187,7 +214,12 @@ impl SessionStore {
                         &guard,
                     )
                 }
+            }?;
+            if let Some(mark) = mark {
+                let sid = sql::sid_of(conn, path, report.session.as_str())?;
+                imported::put_record(conn, path, mark, sid, &imported_at)?;
             }
+            Ok(report)
         });
         match outcome {
             Err(StoreError::ImportConflict { session, line, id }) => {
@@ -374,6 +406,138 @@ impl SessionStore {
                     last = Some((line.entry.id, seq));
                     seq += 1;
                     added += 1;
+                }
+            }
+        }
+        let status = if added > 0 {
+            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
+            sql::set_leaf(conn, path, sid, leaf)?;
+            ImportStatus::Updated
+        } else {
+            ImportStatus::Unchanged
+        };
+        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        Ok(ImportReport {
+            session: session.clone(),
+            status,
+            entries,
+            added,
+            conflict: None,
+        })
+    }
+
+    /// Appends the lines a file grew by since `record` was read (`items`, numbered from the
+    /// file's start) to the record's session in one transaction, and moves the record to
+    /// `mark`.
+    ///
+    /// When nothing else appended to the session since that import (its next sequence is the
+    /// recorded one), every line is stored as a first import of the whole file would store it
+    /// (a repeated line included); otherwise the lines are merged as a re-import merges them
+    /// (a line already stored is skipped, a conflicting one refuses the append). Skipped lines
+    /// are quarantined; the leaf moves to the last new entry. The record is read again inside
+    /// the transaction: if it or the session changed since the caller read it, nothing is
+    /// written and [`AppendOutcome::Stale`] is returned.
+    pub fn append_file_lines(
+        &self,
+        record: &FileRecord,
+        items: impl Iterator<Item = Result<Item>>,
+        source: &str,
+        mark: &FileMark,
+    ) -> Result<AppendOutcome> {
+        let imported_at = self.clock().now_iso();
+        let outcome = self.write_bulk(|conn, path| {
+            let current = imported::record_in(conn, path, &record.mark.path)?;
+            let (Some(current), Some(sid), Some(session)) =
+                (current, record.sid, record.session.as_ref())
+            else {
+                return Ok(AppendOutcome::Stale);
+            };
+            if current.mark != record.mark
+                || current.sid != record.sid
+                || current.next_seq != record.next_seq
+                || sql::sid_of(conn, path, session.as_str())? != Some(sid)
+            {
+                return Ok(AppendOutcome::Stale);
+            }
+            let options = ImportOptions {
+                source,
+                mode: ImportMode::Merge,
+            };
+            let guard =
+                |conn: &Connection, path: &str| self.guard_session_write(conn, path, sid, session);
+            let report = if sql::next_seq(conn, path, sid)? == record.next_seq {
+                Self::append_new_lines(
+                    conn,
+                    path,
+                    sid,
+                    session,
+                    items,
+                    &options,
+                    &imported_at,
+                    &guard,
+                )?
+            } else {
+                Self::merge(
+                    conn,
+                    path,
+                    sid,
+                    session,
+                    items,
+                    &options,
+                    &imported_at,
+                    &guard,
+                )?
+            };
+            imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+            Ok(AppendOutcome::Done(report))
+        });
+        match outcome {
+            Err(StoreError::ImportConflict { session, line, id }) => {
+                let entries = self.session(&session)?.entries;
+                Ok(AppendOutcome::Done(ImportReport {
+                    session,
+                    status: ImportStatus::Refused,
+                    entries,
+                    added: 0,
+                    conflict: Some(ImportConflict { line, id }),
+                }))
+            }
+            other => other,
+        }
+    }
+
+    /// Stores every line after the session's last entry, as [`Self::import_new`] stores a
+    /// file's lines; the lease is checked once, before the first write.
+    #[allow(clippy::too_many_arguments)]
+    fn append_new_lines(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        session: &SessionId,
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        imported_at: &str,
+        guard: &dyn Fn(&Connection, &str) -> Result<()>,
+    ) -> Result<ImportReport> {
+        let mut guarded = false;
+        let mut seq = sql::next_seq(conn, path, sid)?;
+        let mut added: u64 = 0;
+        let mut last = None;
+        for item in items {
+            let item = item?;
+            if !guarded {
+                guard(conn, path)?;
+                guarded = true;
+            }
+            match item {
+                Item::Entry(line) => {
+                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    last = Some((line.entry.id, seq));
+                    seq += 1;
+                    added += 1;
+                }
+                Item::Skipped(line) => {
+                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
                 }
             }
         }

@@ -132,6 +132,11 @@ fn check_snapshot(
             "leases of missing sessions",
             "SELECT COUNT(*) FROM session_leases WHERE sid NOT IN (SELECT sid FROM sessions)",
         ),
+        (
+            "imported files recorded for missing sessions",
+            "SELECT COUNT(*) FROM imported_files
+               WHERE sid IS NOT NULL AND sid NOT IN (SELECT sid FROM sessions)",
+        ),
     ];
     for (what, query) in orphan_checks {
         let found = count(conn, path, query)?;

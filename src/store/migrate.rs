@@ -49,6 +49,12 @@ pub const MIGRATIONS: &[Migration] = &[
         rebuild_derived: true,
     },
     Migration {
+        version: 5,
+        name: "0005_imported_files.sql",
+        sql: include_str!("../../migrations/0005_imported_files.sql"),
+        rebuild_derived: false,
+    },
+    Migration {
         version: 6,
         name: "0006_prompt_state.sql",
         sql: include_str!("../../migrations/0006_prompt_state.sql"),

@@ -17,6 +17,7 @@ pub mod context;
 pub mod derived;
 mod error;
 pub mod fts_index;
+pub mod imported;
 pub mod interchange;
 pub mod lease;
 pub mod maintenance;
@@ -42,9 +43,10 @@ use crate::support::ids::IdSource;
 
 pub use context::SessionContext;
 pub use error::StoreError;
+pub use imported::{FileMark, FileRecord};
 pub use interchange::{
-    ExportSummary, ImportConflict, ImportMode, ImportOptions, ImportReport, ImportStatus,
-    QuarantinedLine,
+    AppendOutcome, ExportSummary, ImportConflict, ImportMode, ImportOptions, ImportReport,
+    ImportStatus, QuarantinedLine,
 };
 pub use lease::{
     Heartbeat, HeartbeatStatus, Lease, LeaseAttempt, LeaseConfig, LeaseHolder, spawn_heartbeat,

@@ -245,6 +245,13 @@ pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
     )
     .at(path)?;
     delete_search_rows(conn, path, sid)?;
+    // The files it came from stay recorded, with no session: an unchanged file is not brought
+    // back by the next automatic import (`imported_files`, migration 0005).
+    conn.execute(
+        "UPDATE imported_files SET sid = NULL WHERE sid = ?1",
+        params![sid],
+    )
+    .at(path)?;
     for table in [
         "session_leases",
         "entry_path",
@@ -1926,4 +1933,185 @@ pub fn delete_lease(conn: &Connection, path: &str, sid: i64, token: &str) -> Res
         .execute(params![sid, token])
         .at(path)?;
     Ok(changed > 0)
+}
+
+/// A row of `imported_files` (migration 0005), with its session's id and entry count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedFileRow {
+    /// The file's canonical path (its bytes: file names need not be UTF-8).
+    pub path: Vec<u8>,
+    /// Its size when it was read.
+    pub size: i64,
+    /// Its modification time (ns since the epoch) when it was read.
+    pub mtime_ns: i64,
+    /// The byte offset after the last complete line read.
+    pub offset: i64,
+    /// Lines before `offset`.
+    pub lines: i64,
+    /// Length of the last complete line before `offset`, LF included.
+    pub tail_len: i64,
+    /// FNV-1a 64 of that line (stored as its two's-complement `i64`).
+    pub tail_hash: i64,
+    /// Whether the lines after `offset` can be read on their own.
+    pub appendable: bool,
+    /// The session the file went into (`None`: refused, or the session was removed).
+    pub sid: Option<i64>,
+    /// That session's id.
+    pub session: Option<String>,
+    /// That session's entry count now.
+    pub entries: i64,
+    /// The session's next append sequence after the import.
+    pub next_seq: i64,
+    /// When it was read (ISO-8601).
+    pub imported_at: String,
+}
+
+const IMPORTED_FILE_COLUMNS: &str = "f.path, f.size, f.mtime_ns, f.read_to, f.lines, f.tail_len,
+     f.tail_hash, f.appendable, f.sid, s.id, COALESCE(st.entries, 0), f.next_seq, f.imported_at";
+
+const IMPORTED_FILE_FROM: &str = "imported_files f
+     LEFT JOIN sessions s ON s.sid = f.sid
+     LEFT JOIN session_stats st ON st.sid = f.sid";
+
+fn imported_file_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ImportedFileRow> {
+    Ok(ImportedFileRow {
+        path: row.get(0)?,
+        size: row.get(1)?,
+        mtime_ns: row.get(2)?,
+        offset: row.get(3)?,
+        lines: row.get(4)?,
+        tail_len: row.get(5)?,
+        tail_hash: row.get(6)?,
+        appendable: row.get::<_, i64>(7)? != 0,
+        sid: row.get(8)?,
+        session: row.get(9)?,
+        entries: row.get(10)?,
+        next_seq: row.get(11)?,
+        imported_at: row.get(12)?,
+    })
+}
+
+/// Returns the recorded file at `file` (a canonical path).
+pub fn imported_file(
+    conn: &Connection,
+    path: &str,
+    file: &[u8],
+) -> Result<Option<ImportedFileRow>> {
+    let sql = format!("SELECT {IMPORTED_FILE_COLUMNS} FROM {IMPORTED_FILE_FROM} WHERE f.path = ?1");
+    conn.prepare_cached(&sql)
+        .at(path)?
+        .query_row(params![file], imported_file_row)
+        .optional()
+        .at(path)
+}
+
+/// Returns the recorded files whose path starts with `prefix`, in path order: one range scan
+/// of the primary key (from `prefix` to [`range_end`]).
+pub fn imported_files_under(
+    conn: &Connection,
+    path: &str,
+    prefix: &[u8],
+) -> Result<Vec<ImportedFileRow>> {
+    let sql = format!(
+        "SELECT {IMPORTED_FILE_COLUMNS} FROM {IMPORTED_FILE_FROM}
+          WHERE f.path >= ?1 AND f.path < ?2 ORDER BY f.path"
+    );
+    let end = range_end(prefix);
+    let mut stmt = conn.prepare_cached(&sql).at(path)?;
+    let rows = stmt
+        .query_map(params![prefix, end], imported_file_row)
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// Returns `(path, size, mtime_ns)` of the recorded files whose path starts with `prefix`:
+/// the same range scan as [`imported_files_under`], on the table alone (what the check at
+/// start compares; the rest of a record is read for the files that changed).
+pub fn imported_stats_under(
+    conn: &Connection,
+    path: &str,
+    prefix: &[u8],
+) -> Result<Vec<(Vec<u8>, i64, i64)>> {
+    let end = range_end(prefix);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT path, size, mtime_ns FROM imported_files WHERE path >= ?1 AND path < ?2",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![prefix, end], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .at(path)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+}
+
+/// The first key after every key that starts with `prefix` (`prefix` with its last byte
+/// raised by one; for a directory's `…/`, that is `…0`).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            break;
+        }
+    }
+    end
+}
+
+/// The columns an import writes into `imported_files`.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportedFileUpsert<'a> {
+    /// Canonical path (bytes).
+    pub path: &'a [u8],
+    /// Size.
+    pub size: i64,
+    /// Modification time (ns).
+    pub mtime_ns: i64,
+    /// Offset after the last complete line read.
+    pub offset: i64,
+    /// Lines before `offset`.
+    pub lines: i64,
+    /// Length of the last complete line.
+    pub tail_len: i64,
+    /// Its hash.
+    pub tail_hash: i64,
+    /// Whether the lines after `offset` can be read on their own.
+    pub appendable: bool,
+    /// The session (`None`: nothing stored).
+    pub sid: Option<i64>,
+    /// The session's next append sequence.
+    pub next_seq: i64,
+    /// When.
+    pub imported_at: &'a str,
+}
+
+/// Records (or replaces the record of) an imported file.
+pub fn put_imported_file(
+    conn: &Connection,
+    path: &str,
+    row: &ImportedFileUpsert<'_>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO imported_files
+             (path, size, mtime_ns, read_to, lines, tail_len, tail_hash, appendable, sid, next_seq,
+              imported_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .at(path)?
+    .execute(params![
+        row.path,
+        row.size,
+        row.mtime_ns,
+        row.offset,
+        row.lines,
+        row.tail_len,
+        row.tail_hash,
+        i64::from(row.appendable),
+        row.sid,
+        row.next_seq,
+        row.imported_at
+    ])
+    .at(path)?;
+    Ok(())
 }

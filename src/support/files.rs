@@ -79,8 +79,15 @@ const CHUNK: usize = 1 << 20;
 /// the last one) longer than `max_line_bytes`: memory never holds more than the lines before
 /// it plus `max_line_bytes`.
 pub fn read_regular(path: &Path, max_line_bytes: usize) -> Result<Vec<u8>, ReadError> {
+    let mut file = open_regular(path)?;
+    read_lines_bounded_from(&mut file, 1, max_line_bytes)
+}
+
+/// Opens the regular file at `path` for reading, refusing anything else before and after
+/// opening (opened without blocking: a FIFO swapped in between is not waited for).
+pub fn open_regular(path: &Path) -> Result<File, ReadError> {
     check_regular(path)?;
-    let mut file = OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
         .open(path)?;
@@ -90,10 +97,17 @@ pub fn read_regular(path: &Path, max_line_bytes: usize) -> Result<Vec<u8>, ReadE
             kind: kind_of(file_type),
         });
     }
-    read_lines_bounded(&mut file, max_line_bytes)
+    Ok(file)
 }
 
-fn read_lines_bounded(file: &mut File, max_line_bytes: usize) -> Result<Vec<u8>, ReadError> {
+/// Reads `file` from its position to its end, refusing it at the first line longer than
+/// `max_line_bytes` (lines numbered from `first_line`, the number of the line at the
+/// position).
+pub fn read_lines_bounded_from(
+    file: &mut File,
+    first_line: usize,
+    max_line_bytes: usize,
+) -> Result<Vec<u8>, ReadError> {
     let expected = file
         .metadata()
         .map(|meta| usize::try_from(meta.len()).unwrap_or(usize::MAX))
@@ -102,7 +116,7 @@ fn read_lines_bounded(file: &mut File, max_line_bytes: usize) -> Result<Vec<u8>,
     let mut bytes = Vec::with_capacity(expected.min(max_line_bytes.saturating_add(CHUNK)));
     let mut chunk = vec![0u8; CHUNK];
     let mut line_start = 0usize;
-    let mut line = 1usize;
+    let mut line = first_line;
     loop {
         let read = match file.read(&mut chunk) {
             Ok(0) => break,

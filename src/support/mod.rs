@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod files;
+pub mod hash;
 pub mod ids;
 pub mod json;
 pub mod term;

@@ -52,8 +52,11 @@ fn import_json_reports_every_file_and_a_refusal_exits_1() {
         .collect();
     assert_eq!(
         keys,
-        ["file", "session", "status", "entries", "added", "skipped"]
+        [
+            "file", "session", "status", "entries", "added", "skipped", "read"
+        ]
     );
+    assert_eq!(reports[0]["read"], "whole");
     assert_eq!(reports[0]["file"], damaged.to_str().unwrap());
     assert_eq!(
         reports[0]["session"],

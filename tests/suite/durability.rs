@@ -1981,6 +1981,15 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
             .unwrap();
         session
     };
+    // A session the reference wrote meanwhile: the automatic import before the listing cannot
+    // store it, which is one warning, not a failure.
+    let project = env.agent_dir.join("sessions").join("--ro--");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        crate::common::fixtures::dir().join("basic-chat.jsonl"),
+        project.join("basic-chat.jsonl"),
+    )
+    .unwrap();
     let Some(user) = Unprivileged::new(&env) else {
         eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
         return;
@@ -1994,6 +2003,14 @@ fn a_read_only_database_reads_and_refuses_writes_clearly() {
         String::from_utf8_lossy(&listed.stderr)
     );
     assert_eq!(stdout_json(&listed)[0]["entries"], 1);
+    assert_eq!(stdout_json(&listed).as_array().unwrap().len(), 1);
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(
+        stderr.trim().lines().count() == 1
+            && stderr.contains("1 reference session file was not imported")
+            && stderr.contains("not writable"),
+        "{stderr}"
+    );
     let renamed = user.pi(&env, &["sessions", "rename", session.as_str(), "x"]);
     assert_eq!(renamed.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&renamed.stderr);

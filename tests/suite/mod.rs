@@ -5,6 +5,7 @@ mod ai_models_json;
 mod ai_providers;
 mod ai_stream;
 mod architecture;
+mod autoimport;
 mod cli_interchange;
 mod cli_sessions;
 mod compaction;

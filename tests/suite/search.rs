@@ -1256,7 +1256,10 @@ fn text_an_edit_removed_from_the_context_stays_searchable_and_says_so() {
     assert_eq!(found[0]["contextEdit"], Value::Null);
 
     // Text output says it too.
-    let out = succeeded(env.pi().args(["sessions", "search", "--all", "pterodactyl"]));
+    let out = succeeded(
+        env.pi()
+            .args(["sessions", "search", "--all", "pterodactyl"]),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("omitted from the context"), "{text}");
 }

@@ -1260,6 +1260,17 @@ impl Repl {
     /// The session picker of `/resume` and `-r`: recent sessions of this directory, `all`
     /// for every project, words to search; returns the chosen session.
     async fn pick_session(&mut self, words: Option<&str>) -> Result<Option<SessionId>> {
+        // Sessions the reference wrote since the last look are listed too.
+        let warnings = {
+            let (refresh, store) = (
+                self.interchange.refresh.clone(),
+                self.session.store().clone(),
+            );
+            blocking(move || Ok(refresh(&store))).await?
+        };
+        for warning in &warnings {
+            self.warn(warning)?;
+        }
         let cwd = self.session.cwd().to_string_lossy().into_owned();
         let mut all = false;
         let mut query = words.map(str::to_owned);
