@@ -85,7 +85,8 @@ fn known_phrases_are_found_in_the_right_session_and_entry_with_a_snippet() {
             "cwd",
             "timestamp",
             "name",
-            "onActivePath"
+            "onActivePath",
+            "contextEdit"
         ]
     );
 
