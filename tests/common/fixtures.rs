@@ -14,9 +14,21 @@ pub fn dir() -> PathBuf {
         .join("pi")
 }
 
+/// The 1.6.0 fixtures directory (`fixtures/pi16/`, written by 1.6.0 itself).
+pub fn dir16() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("pi16")
+}
+
 /// Every fixture name (`X` of `X.jsonl`, migrated files excluded), sorted.
 pub fn names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir())
+    names_in(&dir())
+}
+
+/// Every fixture name in `dir`, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|entry| {
             let name = entry.ok()?.file_name().into_string().ok()?;
@@ -30,14 +42,24 @@ pub fn names() -> Vec<String> {
 
 /// Reads `X.expected.json` (lenient: the unicode fixture holds lone surrogates).
 pub fn expected(name: &str) -> Value {
-    let bytes = std::fs::read(dir().join(format!("{name}.expected.json"))).unwrap();
+    expected_in(&dir(), name)
+}
+
+/// Reads `X.expected.json` of `dir`.
+pub fn expected_in(dir: &std::path::Path, name: &str) -> Value {
+    let bytes = std::fs::read(dir.join(format!("{name}.expected.json"))).unwrap();
     pi::support::json::parse_lenient(&bytes).unwrap()
 }
 
 /// The `X.leaf-ID.expected.json` variants: `(leaf id, expectation)`.
 pub fn leaf_variants(name: &str) -> Vec<(String, Value)> {
+    leaf_variants_in(&dir(), name)
+}
+
+/// The `X.leaf-ID.expected.json` variants of `dir`.
+pub fn leaf_variants_in(dir: &std::path::Path, name: &str) -> Vec<(String, Value)> {
     let prefix = format!("{name}.leaf-");
-    let mut out: Vec<(String, Value)> = std::fs::read_dir(dir())
+    let mut out: Vec<(String, Value)> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|entry| {
             let file = entry.ok()?.file_name().into_string().ok()?;
@@ -45,7 +67,7 @@ pub fn leaf_variants(name: &str) -> Vec<(String, Value)> {
                 .strip_prefix(&prefix)?
                 .strip_suffix(".expected.json")?
                 .to_owned();
-            let bytes = std::fs::read(dir().join(&file)).ok()?;
+            let bytes = std::fs::read(dir.join(&file)).ok()?;
             Some((id, pi::support::json::parse_lenient(&bytes).ok()?))
         })
         .collect();

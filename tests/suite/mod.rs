@@ -15,6 +15,7 @@ mod hardening;
 mod interchange;
 mod interchange_props;
 mod interop;
+mod interop16;
 mod migrations;
 mod print_mode;
 mod quickstart;
