@@ -9,6 +9,11 @@
 -- say whether an edit on the active branch removed or replaced it in the model context.
 ALTER TABLE entry_path ADD COLUMN system_seq INTEGER;
 
+-- `entry_path.flags`: what a context rebuild would otherwise parse each message for — bit 0:
+-- a system message; bit 1: a message without content (null or absent), which the context
+-- gives `""` or `[]`. The rebuild then reads each message's bytes once.
+ALTER TABLE entry_path ADD COLUMN flags INTEGER NOT NULL DEFAULT 0;
+
 -- `usage` rows now also stand for entries that carry usage without being messages (1.6.0:
 -- `usage` entries, compaction and branch summaries with the usage of their summary request;
 -- `role` is then the entry type, `is_message` 0), and count an assistant message's tool calls.

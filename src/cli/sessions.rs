@@ -300,7 +300,8 @@ fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
     } else if args.context {
         let context = store.context(&session, &leaf)?;
         if args.json {
-            json_line(&mut out, &context.to_json())?;
+            context.write_json(&mut out)?;
+            out.write_all(b"\n")?;
         } else {
             let model = context.model_ref().map_or_else(
                 || "(none)".to_owned(),

@@ -30,6 +30,30 @@ pub struct PathRow {
     pub type_name: String,
     /// The stored line; fetched only for the types that contribute to the context.
     pub payload: Option<Vec<u8>>,
+    /// What the derived path state knows of the entry (`FLAG_*`), or `None` to read it from
+    /// the payload.
+    pub flags: Option<i64>,
+}
+
+/// `entry_path.flags` bit: a `message` entry holding a system message.
+pub const FLAG_SYSTEM: i64 = 1;
+/// `entry_path.flags` bit: a `message` entry whose message has no content (null or absent).
+pub const FLAG_NO_CONTENT: i64 = 2;
+
+/// The `entry_path.flags` of an entry, from its type and payload.
+pub fn flags_of(type_name: &str, payload: &[u8]) -> i64 {
+    if type_name != "message" {
+        return 0;
+    }
+    let view = MessageView::of(payload);
+    let mut flags = 0;
+    if view.is_system() {
+        flags |= FLAG_SYSTEM;
+    }
+    if view.no_content {
+        flags |= FLAG_NO_CONTENT;
+    }
+    flags
 }
 
 /// Whether the context needs the payload of an entry of this type for its messages.
@@ -95,6 +119,27 @@ impl SessionContext {
             provider: model.get("provider")?.as_str()?.to_owned(),
             model_id: model.get("modelId")?.as_str()?.to_owned(),
         })
+    }
+
+    /// Writes the JSON of `{messages, thinkingLevel, model}` (as [`Self::to_json`]) without
+    /// building it in memory first.
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(b"{\"messages\":[")?;
+        for (idx, message) in self.messages.iter().enumerate() {
+            if idx > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(message.as_bytes())?;
+        }
+        let mut tail = String::from("],\"thinkingLevel\":");
+        json::write_string(&mut tail, &self.thinking_level);
+        tail.push_str(",\"model\":");
+        match &self.model {
+            Some(model) => json::write_value(&mut tail, model),
+            None => tail.push_str("null"),
+        }
+        tail.push('}');
+        out.write_all(tail.as_bytes())
     }
 
     /// Returns the JSON text of `{messages, thinkingLevel, model}` (the reference shape).
@@ -193,9 +238,18 @@ struct MessageField<'a> {
     message: Option<&'a RawValue>,
 }
 
+/// The payload as text: borrowed when it is UTF-8 (checked quickly), else with replacement
+/// characters.
+fn utf8(payload: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(payload) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(payload),
+    }
+}
+
 /// Returns the JSON text of a `message` entry's `message` field, byte for byte.
 fn message_text(payload: &[u8]) -> String {
-    let text = String::from_utf8_lossy(payload);
+    let text = utf8(payload);
     match serde_json::from_str::<MessageField<'_>>(&text) {
         Ok(MessageField { message: Some(raw) }) => raw.get().to_owned(),
         Ok(MessageField { message: None }) => "null".to_owned(),
@@ -203,6 +257,31 @@ fn message_text(payload: &[u8]) -> String {
             Some(value) => json::to_js_string(value.get("message").unwrap_or(&Value::Null)),
             None => "null".to_owned(),
         },
+    }
+}
+
+/// [`message_text`] of a payload the caller gives up: the message's bytes are cut out of the
+/// payload's own buffer (a context of megabytes is not copied once more).
+fn message_text_owned(payload: Vec<u8>) -> String {
+    let range = std::str::from_utf8(&payload).ok().and_then(|text| {
+        match serde_json::from_str::<MessageField<'_>>(text) {
+            Ok(MessageField { message: Some(raw) }) => {
+                let start = (raw.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+                let end = start.checked_add(raw.get().len())?;
+                (end <= text.len()).then_some(start..end)
+            }
+            _ => None,
+        }
+    });
+    match range {
+        Some(range) => {
+            let mut bytes = payload;
+            bytes.truncate(range.end);
+            bytes.drain(..range.start);
+            String::from_utf8(bytes)
+                .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
+        }
+        None => message_text(&payload),
     }
 }
 
@@ -229,18 +308,80 @@ struct MessagePeek<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// The `content` a message gets when it has none (`content == null`: null or absent): `""`
-/// for a system message, `[]` for user, assistant and tool-result messages (1.6.0
-/// `sessionEntryToContextMessages`); `None` when the message keeps its content.
-fn missing_content(message: &str) -> Option<Value> {
-    let peek: MessagePeek<'_> = serde_json::from_str(message).ok()?;
-    if peek.content.is_some_and(|raw| raw.get() != "null") {
-        return None;
+/// A `message` entry's message: its JSON text (byte for byte), its role, and whether it has
+/// no content (`content == null`: null or absent).
+struct MessageView {
+    text: String,
+    role: Option<String>,
+    no_content: bool,
+}
+
+impl MessageView {
+    /// Reads a `message` entry's payload, with what the path state knows of it: the payload is
+    /// scanned once; without flags, the message is scanned a second time for its role.
+    fn of_row(payload: &[u8], flags: Option<i64>) -> Self {
+        let Some(flags) = flags else {
+            return Self::of(payload);
+        };
+        let system = flags & FLAG_SYSTEM != 0;
+        let no_content = flags & FLAG_NO_CONTENT != 0;
+        let text = message_text(payload);
+        if no_content && !system {
+            // The role decides what a missing content becomes: read it.
+            return Self::of(payload);
+        }
+        Self {
+            text,
+            role: system.then(|| "system".to_owned()),
+            no_content,
+        }
     }
-    match peek.role.as_deref()? {
-        "system" => Some(Value::from("")),
-        "user" | "assistant" | "toolResult" => Some(Value::Array(Vec::new())),
-        _ => None,
+
+    /// [`Self::of_row`] of a payload the caller gives up (its buffer becomes the text).
+    fn of_owned(payload: Vec<u8>, flags: Option<i64>) -> Self {
+        match flags {
+            Some(flags) if flags & FLAG_NO_CONTENT == 0 => Self {
+                role: (flags & FLAG_SYSTEM != 0).then(|| "system".to_owned()),
+                text: message_text_owned(payload),
+                no_content: false,
+            },
+            _ => Self::of_row(&payload, flags),
+        }
+    }
+
+    /// Reads a `message` entry's payload (the payload once, then the message once).
+    fn of(payload: &[u8]) -> Self {
+        let text = message_text(payload);
+        let (role, no_content) = match serde_json::from_str::<MessagePeek<'_>>(&text) {
+            Ok(peek) => (
+                peek.role.map(std::borrow::Cow::into_owned),
+                peek.content.is_none_or(|raw| raw.get() == "null"),
+            ),
+            Err(_) => (None, false),
+        };
+        Self {
+            text,
+            role,
+            no_content,
+        }
+    }
+
+    fn is_system(&self) -> bool {
+        self.role.as_deref() == Some("system")
+    }
+
+    /// The message as the context has it (1.6.0 `sessionEntryToContextMessages`): a message
+    /// without content gets `""` (system) or `[]` (user, assistant, tool result).
+    fn into_message(self) -> String {
+        if !self.no_content {
+            return self.text;
+        }
+        let content = match self.role.as_deref() {
+            Some("system") => Value::from(""),
+            Some("user" | "assistant" | "toolResult") => Value::Array(Vec::new()),
+            _ => return self.text,
+        };
+        with_content(&self.text, content)
     }
 }
 
@@ -264,13 +405,7 @@ pub fn entry_messages(row: &PathRow) -> Vec<String> {
         return Vec::new();
     };
     match row.type_name.as_str() {
-        "message" => {
-            let text = message_text(payload);
-            match missing_content(&text) {
-                Some(content) => vec![with_content(&text, content)],
-                None => vec![text],
-            }
-        }
+        "message" => vec![MessageView::of_row(payload, row.flags).into_message()],
         "custom_message" => {
             let Some(entry) = parse_value(payload) else {
                 return Vec::new();
@@ -363,7 +498,7 @@ fn compaction_fields(payload: &[u8]) -> CompactionFields {
         .get("systemMessage")
         .filter(|value| truthy(value))
         .map(|value| {
-            let text = String::from_utf8_lossy(payload);
+            let text = utf8(payload);
             match serde_json::from_str::<CheckpointField<'_>>(&text) {
                 Ok(CheckpointField {
                     system_message: Some(raw),
@@ -457,9 +592,11 @@ fn apply_edit(messages: Vec<String>, edit: &ContextEdit) -> Vec<String> {
 ///    nothing before it is kept.
 /// 2. The latest `context_edit` among those entries, per target, is applied to the target's
 ///    messages; edits elsewhere (other branches, the summarised part) do nothing.
-pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
-    // The selected entries: indexes into `path`, the leading compaction first.
+pub fn build(mut path: Vec<PathRow>, settings: PathSettings) -> SessionContext {
+    // The selected entries: indexes into `path`, the leading compaction first. Messages of the
+    // kept range are read while selecting (to drop system messages) and kept for the output.
     let mut selected: Vec<usize> = Vec::with_capacity(path.len());
+    let mut read_views: HashMap<usize, MessageView> = HashMap::new();
     let mut head_compaction = None;
     match path.iter().rposition(|row| row.type_name == "compaction") {
         Some(last_idx) => {
@@ -481,9 +618,25 @@ pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
                 if row.id == first_kept {
                     found_first_kept = true;
                 }
-                if found_first_kept && !is_system_message(row) {
-                    selected.push(row_idx);
+                if !found_first_kept {
+                    continue;
                 }
+                if row.type_name == "message" {
+                    match row.flags {
+                        Some(flags) if flags & FLAG_SYSTEM != 0 => continue,
+                        Some(_) => {}
+                        None => {
+                            if let Some(payload) = row.payload.as_deref() {
+                                let view = MessageView::of(payload);
+                                if view.is_system() {
+                                    continue;
+                                }
+                                read_views.insert(row_idx, view);
+                            }
+                        }
+                    }
+                }
+                selected.push(row_idx);
             }
             selected.extend(idx + 1..path.len());
         }
@@ -507,7 +660,7 @@ pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
     let mut messages = Vec::new();
     let mut sources = Vec::new();
     for (position, &idx) in selected.iter().enumerate() {
-        let row = &path[idx];
+        let row = &mut path[idx];
         let produced = match &head_compaction {
             Some((head_idx, fields)) if position == 0 && *head_idx == idx => {
                 let mut out = Vec::with_capacity(2);
@@ -517,7 +670,14 @@ pub fn build(path: &[PathRow], settings: PathSettings) -> SessionContext {
             }
             // An older compaction inside the kept range contributes nothing.
             _ if row.type_name == "compaction" => Vec::new(),
-            _ => entry_messages(row),
+            _ => match read_views.remove(&idx) {
+                Some(view) => vec![view.into_message()],
+                None if row.type_name == "message" => match row.payload.take() {
+                    Some(payload) => vec![MessageView::of_owned(payload, row.flags).into_message()],
+                    None => Vec::new(),
+                },
+                None => entry_messages(row),
+            },
         };
         let produced = match edits.get(&row.id) {
             Some(edit) if !produced.is_empty() => apply_edit(produced, edit),
@@ -566,7 +726,7 @@ fn is_system_message(row: &PathRow) -> bool {
     let Some(payload) = row.payload.as_deref() else {
         return false;
     };
-    let text = String::from_utf8_lossy(payload);
+    let text = utf8(payload);
     serde_json::from_str::<RolePeek<'_>>(&text)
         .ok()
         .and_then(|peek| peek.message)
@@ -584,6 +744,7 @@ mod tests {
             id: Some(id.to_owned()),
             type_name: type_name.to_owned(),
             payload: Some(payload.as_bytes().to_vec()),
+            flags: None,
         }
     }
 
@@ -618,7 +779,7 @@ mod tests {
             ),
             user(5, "u4", "four"),
         ];
-        let context = build(&path, PathSettings::default());
+        let context = build(path, PathSettings::default());
         assert_eq!(
             context.messages,
             vec![
@@ -644,7 +805,7 @@ mod tests {
             ),
             user(2, "u2", "two"),
         ];
-        let context = build(&path, PathSettings::default());
+        let context = build(path, PathSettings::default());
         assert_eq!(context.messages.len(), 2);
         assert!(context.messages[0].contains(r#""timestamp":null"#));
     }
@@ -690,7 +851,7 @@ mod tests {
                 r#"{"summary":"s","fromId":"root","timestamp":"2025-01-01T00:00:00.000Z"}"#,
             ),
         ];
-        let context = build(&path, PathSettings::default());
+        let context = build(path, PathSettings::default());
         assert_eq!(
             context.messages,
             vec![r#"{"role":"branchSummary","summary":"s","fromId":"root","timestamp":1735689600000}"#.to_owned()]

@@ -110,6 +110,7 @@ pub fn apply(
         } else {
             parent_state.and_then(|state| state.system_seq)
         },
+        flags: crate::store::context::flags_of(row.type_name, row.payload),
     };
     sql::insert_path_state(conn, path, sid, seq, &state)?;
 

@@ -46,7 +46,7 @@ pub enum StatsBy {
 fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<String>, StoreError> {
     let queries = [
         "SELECT 'path', seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
-                system_seq
+                system_seq, flags
            FROM entry_path WHERE sid = ?1 ORDER BY seq",
         "SELECT 'edit', seq, target_id, omits FROM context_edits WHERE sid = ?1 ORDER BY seq",
         "SELECT 'label', target_id, label, label_ts, order_seq FROM labels WHERE sid = ?1 ORDER BY target_id",

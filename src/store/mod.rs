@@ -1049,6 +1049,7 @@ impl SessionStore {
                 id: row.id,
                 type_name: row.type_name,
                 payload: row.payload,
+                flags: Some(row.flags),
             })
             .collect();
         let mut settings = context::PathSettings::default();
@@ -1062,7 +1063,7 @@ impl SessionStore {
         {
             settings.thinking_level = context::thinking_of(&payload);
         }
-        Ok(context::build(&path_rows, settings))
+        Ok(context::build(path_rows, settings))
     }
 
     fn context_plain(
@@ -1084,10 +1085,11 @@ impl SessionStore {
                 id: row.id,
                 type_name: row.type_name,
                 payload: wanted.then_some(row.payload),
+                flags: None,
             });
         }
         let settings = context::scan_settings(&rows);
-        Ok(context::build(&rows, settings))
+        Ok(context::build(rows, settings))
     }
 
     /// Returns a session's message counts and token and cost totals over all its entries (the
@@ -1148,6 +1150,7 @@ impl SessionStore {
                     id: row.id,
                     type_name: row.type_name,
                     payload: Some(row.payload),
+                    flags: None,
                 };
                 if let Some(message) = context::system_message_text(&path_row) {
                     out.push(message);

@@ -556,12 +556,15 @@ pub struct PathState {
     pub thinking_seq: Option<i64>,
     /// Last system message on the path (inclusive).
     pub system_seq: Option<i64>,
+    /// What the entry is, for the context rebuild (`context::FLAG_*`).
+    pub flags: i64,
 }
 
 /// Returns the path state of an entry.
 pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<PathState>> {
     conn.prepare_cached(
-        "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq, system_seq
+        "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq, system_seq,
+                flags
            FROM entry_path WHERE sid = ?1 AND seq = ?2",
     )
     .at(path)?
@@ -574,6 +577,7 @@ pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<O
             model_seq: row.get(4)?,
             thinking_seq: row.get(5)?,
             system_seq: row.get(6)?,
+            flags: row.get(7)?,
         })
     })
     .optional()
@@ -630,8 +634,8 @@ pub fn insert_path_state(
     conn.prepare_cached(
         "INSERT OR REPLACE INTO entry_path
              (sid, seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
-              system_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+              system_seq, flags)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )
     .at(path)?
     .execute(params![
@@ -643,7 +647,8 @@ pub fn insert_path_state(
         state.compaction_seq,
         state.model_seq,
         state.thinking_seq,
-        state.system_seq
+        state.system_seq,
+        state.flags
     ])
     .at(path)?;
     Ok(())
@@ -662,6 +667,8 @@ pub struct WalkRow {
     pub depth: i64,
     /// Payload, for the types the caller asked for.
     pub payload: Option<Vec<u8>>,
+    /// The entry's `entry_path.flags`.
+    pub flags: i64,
 }
 
 /// Walks the stored path state from `leaf_seq` towards the root, stopping below `min_depth`,
@@ -676,16 +683,16 @@ pub fn walk_path(
 ) -> Result<Vec<WalkRow>> {
     let mut stmt = conn
         .prepare_cached(
-            "WITH RECURSIVE walk(seq, parent_seq, depth) AS (
-                 SELECT seq, parent_seq, depth FROM entry_path WHERE sid = ?1 AND seq = ?2
+            "WITH RECURSIVE walk(seq, parent_seq, depth, flags) AS (
+                 SELECT seq, parent_seq, depth, flags FROM entry_path WHERE sid = ?1 AND seq = ?2
                  UNION ALL
-                 SELECT p.seq, p.parent_seq, p.depth
+                 SELECT p.seq, p.parent_seq, p.depth, p.flags
                    FROM walk w CROSS JOIN entry_path p ON p.sid = ?1 AND p.seq = w.parent_seq
                   WHERE w.depth > ?3
              )
              SELECT e.seq, e.id, e.type, walk.depth,
                     CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction', 'context_edit')
-                         THEN e.payload END
+                         THEN e.payload END, walk.flags
                FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
               ORDER BY walk.depth",
         )
@@ -698,6 +705,7 @@ pub fn walk_path(
                 type_name: row.get(2)?,
                 depth: row.get(3)?,
                 payload: row.get(4)?,
+                flags: row.get(5)?,
             })
         })
         .at(path)?;
