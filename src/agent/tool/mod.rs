@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolCallId;
-use crate::model::message::ContentBlock;
+use crate::model::message::{ContentBlock, ToolDeclaration};
 
 pub use arguments::{prepare_call, validate_arguments};
 
@@ -58,6 +58,28 @@ pub struct ToolDefinition {
     pub prompt_snippet: Option<String>,
     /// Bullets added to the system prompt's guidelines while the tool is active.
     pub prompt_guidelines: Vec<String>,
+    /// 1.6.0's `constrainedSampling` (`{"type": "json_schema", "strict": "prefer"}` for the
+    /// built-in read/bash/edit/write): recorded in the declaration, decides strict mode on
+    /// the wire.
+    pub constrained_sampling: Option<Value>,
+}
+
+impl ToolDefinition {
+    /// Returns the declaration a system message records and a request carries (pi-ai's
+    /// `toToolDeclaration`): `name, description, parameters`, then `constrainedSampling`
+    /// when set.
+    pub fn declaration(&self) -> ToolDeclaration {
+        let mut extra = Map::new();
+        if let Some(constrained) = &self.constrained_sampling {
+            extra.insert("constrainedSampling".to_owned(), constrained.clone());
+        }
+        ToolDeclaration {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+            extra,
+        }
+    }
 }
 
 /// One tool call as the loop hands it to [`Tool::execute`]: the provider's call id and the
@@ -200,6 +222,11 @@ pub fn tool_not_found_message(name: &str) -> String {
 pub trait Tool: Send + Sync {
     /// Returns the definition sent to the model.
     fn definition(&self) -> &ToolDefinition;
+
+    /// Returns the tool's declaration (`toolsAdded` of a system message).
+    fn declaration(&self) -> ToolDeclaration {
+        self.definition().declaration()
+    }
 
     /// Returns true when the tool may change the workspace (files, processes).
     fn mutates_workspace(&self) -> bool;
