@@ -132,7 +132,7 @@ pub struct SessionConfig {
     pub ids: Arc<IdSource>,
     /// Startup model candidates.
     pub models: ModelCandidates,
-    /// The local date for the system prompt.
+    /// The local date (no longer part of the 1.6.0 system prompt).
     pub local_date: chrono::NaiveDate,
     /// Documentation paths for the system prompt.
     pub harness_docs: HarnessDocs,
@@ -869,12 +869,10 @@ impl AgentSession {
 
     fn build_system_prompt(&self, tools: &ToolSet) -> String {
         let infos = tool_prompt_infos(&tools.active_tools());
+        let cwd = self.cwd();
         let resources = lock(&self.config().resources);
-        resources.system_prompt(
-            &infos,
-            self.config().local_date,
-            &self.config().harness_docs,
-        )
+        // 1.6.0's sections rendered as one text (the collapsed leading system prompt).
+        resources.system_prompt(&infos, &cwd, &self.config().harness_docs)
     }
 
     /// Subscribes to the session's events (every event, in order; never lossy).
