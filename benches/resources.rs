@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
 use pi::session::resources::templates::{parse_command_args, substitute_args};
 use pi::session::resources::{HarnessDocs, ResourceConfig, Resources, ToolPromptInfo};
 
@@ -95,9 +94,8 @@ fn main() {
         .iter()
         .map(|name| ToolPromptInfo::new(name, Some("Does things"), &["Use it well."]))
         .collect();
-    let date = NaiveDate::from_ymd_opt(2026, 1, 1).expect("valid date");
     let docs = HarnessDocs::in_dir(Path::new("/opt/pi"));
-    let (build, prompt) = time(RUNS * 10, || resources.system_prompt(&tools, date, &docs));
+    let (build, prompt) = time(RUNS * 10, || resources.system_prompt(&tools, &cwd, &docs));
     println!(
         "system prompt ({} KB): {:.1} µs",
         prompt.len() / 1024,

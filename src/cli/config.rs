@@ -19,6 +19,7 @@ pub struct Env {
     vars: HashMap<String, String>,
     cwd: PathBuf,
     home: Option<PathBuf>,
+    executable: Option<PathBuf>,
 }
 
 impl Env {
@@ -33,12 +34,23 @@ impl Env {
             .filter(|home| !home.is_empty())
             .map(PathBuf::from)
             .or_else(std::env::home_dir);
-        Self { vars, cwd, home }
+        let executable = std::env::current_exe().ok();
+        Self {
+            vars,
+            cwd,
+            home,
+            executable,
+        }
     }
 
     /// Builds an environment from explicit values (for tests).
     pub fn from_parts(vars: HashMap<String, String>, cwd: PathBuf, home: Option<PathBuf>) -> Self {
-        Self { vars, cwd, home }
+        Self {
+            vars,
+            cwd,
+            home,
+            executable: None,
+        }
     }
 
     /// Returns a variable's value when it is set and not empty.
@@ -58,6 +70,11 @@ impl Env {
     /// Returns the working directory pi was started in.
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// Returns the path of the running executable, when known (not for [`Self::from_parts`]).
+    pub fn executable(&self) -> Option<&Path> {
+        self.executable.as_deref()
     }
 
     /// Returns the home directory.

@@ -578,10 +578,14 @@ pub fn prepare(
     for diagnostic in resources.diagnostics() {
         warnings.push(diagnostic.to_string());
     }
-    let docs_dir = env
+    // pi's own README/docs/examples for the prompt's <docs> section.
+    let package_dir = env
         .var("PI_PACKAGE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| agent_dir.join("docs"));
+        .map(|dir| env.absolute(&env.expand_tilde(dir)));
+    let harness_docs = match env.executable() {
+        Some(executable) => HarnessDocs::locate(package_dir.as_deref(), executable),
+        None => HarnessDocs::in_dir(package_dir.as_deref().unwrap_or(&agent_dir)),
+    };
 
     let mode = args.mode.unwrap_or(Mode::Text);
     let print = mode == Mode::Text && (args.print || stdin_text.is_some());
@@ -652,7 +656,7 @@ pub fn prepare(
         ids,
         models,
         local_date: local_date(env),
-        harness_docs: HarnessDocs::in_dir(&docs_dir),
+        harness_docs,
         emit_partials: mode != Mode::Text,
         extensions,
     };

@@ -135,7 +135,7 @@ pub struct SessionConfig {
     pub ids: Arc<IdSource>,
     /// Startup model candidates.
     pub models: ModelCandidates,
-    /// The local date for the system prompt.
+    /// The local date (no longer part of the 1.6.0 system prompt).
     pub local_date: chrono::NaiveDate,
     /// Documentation paths for the system prompt.
     pub harness_docs: HarnessDocs,
@@ -811,7 +811,7 @@ impl AgentSession {
     pub(crate) fn rebuild_system_prompt(&self) {
         let tools = self.state().tools.clone();
         let sections = self.build_prompt_sections(&tools);
-        let text = sections_text(&sections);
+        let text = crate::session::resources::system_prompt::render_system_prompt("", &sections);
         let mut state = self.state();
         state.prompt_sections = sections;
         state.system_prompt = text;
@@ -952,15 +952,17 @@ impl AgentSession {
     /// The prompt sections for these tools' active set.
     fn build_prompt_sections(&self, tools: &ToolSet) -> Map<String, Value> {
         let infos = tool_prompt_infos(&tools.active_tools());
+        let cwd = self.cwd();
         let resources = lock(&self.config().resources);
-        let text = resources.system_prompt(
-            &infos,
-            self.config().local_date,
-            &self.config().harness_docs,
-        );
-        let mut sections = Map::new();
-        sections.insert("preamble".to_owned(), Value::from(text));
-        sections
+        let options = resources.system_prompt_options(&infos, &cwd, &self.config().harness_docs);
+        drop(resources);
+        match crate::session::resources::system_prompt::build_system_prompt_sections(&options) {
+            Ok(sections) => sections,
+            Err(error) => {
+                self.notice_error(error.to_string());
+                self.state().prompt_sections.clone()
+            }
+        }
     }
 
     /// The system message that patches the transcript's prompt to the current sections
@@ -974,7 +976,9 @@ impl AgentSession {
             .and_then(|system| system.sections)
             .unwrap_or_default();
         let current = self.state().prompt_sections.clone();
-        let patch = diff_sections(&previous, &current)?;
+        let patch = crate::session::resources::system_prompt::diff_system_prompt_sections(
+            &previous, &current,
+        )?;
         Some(AgentMessage::System(SystemMessage {
             content: Some(UserContent::Text(String::new())),
             sections: Some(patch),
@@ -2563,34 +2567,6 @@ fn unreachable_continue() -> (Persistence, Option<crate::store::SessionContext>)
         },
         None,
     )
-}
-
-/// `diffSystemPromptSections`: every section whose text is new or changed, and `null` for every
-/// section gone; `None` when nothing changed.
-fn diff_sections(
-    previous: &Map<String, Value>,
-    current: &Map<String, Value>,
-) -> Option<Map<String, Value>> {
-    let mut patch = Map::new();
-    for (name, text) in current {
-        if previous.get(name) != Some(text) {
-            patch.insert(name.clone(), text.clone());
-        }
-    }
-    for name in previous.keys() {
-        if !current.contains_key(name) {
-            patch.insert(name.clone(), Value::Null);
-        }
-    }
-    (!patch.is_empty()).then_some(patch)
-}
-
-/// The prompt sections as one text (`getSystemMessageText` of `{content: "", sections}`).
-fn sections_text(sections: &Map<String, Value>) -> String {
-    crate::model::system::system_message_text(&SystemMessage {
-        sections: Some(sections.clone()),
-        ..SystemMessage::default()
-    })
 }
 
 /// The transcript with its system messages replaced by one leading message holding `forced`

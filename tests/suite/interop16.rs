@@ -212,7 +212,10 @@ fn the_reference_1_6_reopens_our_exports_at_the_same_leaf_with_the_same_context(
     }
     let answers = ask_reference16(&asks, scratch.path());
     for ((name, leaf), answer) in cases.iter().zip(&answers) {
-        assert_eq!(answer["fileRewritten"], false, "{name}: 1.6.0 rewrote our file");
+        assert_eq!(
+            answer["fileRewritten"], false,
+            "{name}: 1.6.0 rewrote our file"
+        );
         let loaded = load16(name);
         let ours_value = ours(&loaded.store, &loaded.session, leaf.as_deref());
         assert_same(answer, &ours_value, &format!("{name} at {leaf:?}"));
@@ -243,7 +246,12 @@ fn every_0_73_file_rebuilds_as_1_6_rebuilds_it() {
                 file: file.clone(),
                 leaf: leaf.clone(),
             });
-            cases.push((name.clone(), leaf, store.clone(), imported.report.session.clone()));
+            cases.push((
+                name.clone(),
+                leaf,
+                store.clone(),
+                imported.report.session.clone(),
+            ));
         }
     }
     let answers = ask_reference16(&asks, scratch.path());

@@ -1,7 +1,10 @@
 //! The built-in tools against real files and real processes (`spec/tools.md`): one table of
 //! cases per tool, run through the same pipeline as the agent loop (`prepare_call`, then
 //! `execute`, failures turned into error results). Expected texts were checked against the
-//! reference implementation 0.73.1 (`pi-coding-agent` tools run on the same inputs).
+//! reference implementation 0.73.1 (`pi-coding-agent` tools run on the same inputs); the
+//! declarations (name, description, schema with its key order, `constrainedSampling`), prompt
+//! snippets and guidelines against 1.6.0 (`fixtures/resources/golden16/tools.json`, written by
+//! `fixtures/resources/oracle16.mjs` through pi-ai's `toToolDeclaration`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,10 @@ use pi::session::tools::read::ReadConfig;
 use pi::session::tools::shell::ShellConfig;
 use pi::session::tools::user_shell::{parse_user_shell_input, run_user_shell};
 use pi::session::tools::workspace::Workspace;
-use pi::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
+use pi::session::tools::{
+    BUILTIN_TOOL_NAMES, DEFAULT_ACTIVE_TOOL_NAMES, ToolSelection, ToolSet, ToolsConfig,
+    builtin_tools,
+};
 use pi::support::ids::IdSource;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -233,16 +239,15 @@ async fn arguments_are_coerced_and_validated_with_the_reference_text() {
         &ws,
         "edit",
         &[
+            // 1.6.0's edit schema allows additional properties (the call reaches the file).
             (
                 json!({"path": "a", "edits": [{"oldText": "a", "newText": "b", "z": 1}]}),
-                Expect::Err(
-                    "Validation failed for tool \"edit\":\n  - edits.0.z: schema is false\n  - edits.0: must not have additional properties\n\nReceived arguments:\n{\n  \"path\": \"a\",\n  \"edits\": [\n    {\n      \"oldText\": \"a\",\n      \"newText\": \"b\",\n      \"z\": 1\n    }\n  ]\n}",
-                ),
+                Expect::Err("Could not edit file: a. Error code: ENOENT."),
             ),
             (
                 json!({"path": "a", "oldText": "x"}),
                 Expect::Err(
-                    "Validation failed for tool \"edit\":\n  - edits: must have required properties edits\n  - oldText: schema is false\n  - root: must not have additional properties\n\nReceived arguments:\n{\n  \"path\": \"a\",\n  \"oldText\": \"x\"\n}",
+                    "Validation failed for tool \"edit\":\n  - edits: must have required properties edits\n\nReceived arguments:\n{\n  \"path\": \"a\",\n  \"oldText\": \"x\"\n}",
                 ),
             ),
             (
@@ -271,6 +276,51 @@ async fn arguments_are_coerced_and_validated_with_the_reference_text() {
         )],
     )
     .await;
+}
+
+#[test]
+fn declarations_snippets_and_guidelines_match_1_6_0() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/resources/golden16/tools.json");
+    let golden: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let ws = Ws::new(&[]);
+    let expected = golden["tools"].as_array().unwrap();
+    let names: Vec<&str> = ws
+        .tools
+        .iter()
+        .map(|tool| tool.definition().name.as_str())
+        .collect();
+    assert_eq!(names, BUILTIN_TOOL_NAMES);
+    assert_eq!(ws.tools.len(), expected.len());
+    for (tool, expected) in ws.tools.iter().zip(expected) {
+        let name = &tool.definition().name;
+        // Byte for byte, key order included: this is what `toolsAdded` records.
+        assert_eq!(
+            serde_json::to_string(&tool.declaration()).unwrap(),
+            serde_json::to_string(&expected["declaration"]).unwrap(),
+            "declaration of {name}"
+        );
+        assert_eq!(
+            json!(tool.definition().prompt_snippet),
+            expected["promptSnippet"],
+            "snippet of {name}"
+        );
+        assert_eq!(
+            json!(tool.definition().prompt_guidelines),
+            expected["promptGuidelines"],
+            "guidelines of {name}"
+        );
+    }
+    assert_eq!(
+        json!(DEFAULT_ACTIVE_TOOL_NAMES),
+        golden["defaultActiveTools"]
+    );
+    let set = ToolSet::new(ws.tools.clone(), Vec::new(), &ToolSelection::Default);
+    let declared: Vec<String> = set
+        .active_declarations()
+        .into_iter()
+        .map(|declaration| declaration.name)
+        .collect();
+    assert_eq!(declared, DEFAULT_ACTIVE_TOOL_NAMES);
 }
 
 #[test]

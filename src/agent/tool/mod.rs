@@ -58,6 +58,28 @@ pub struct ToolDefinition {
     pub prompt_snippet: Option<String>,
     /// Bullets added to the system prompt's guidelines while the tool is active.
     pub prompt_guidelines: Vec<String>,
+    /// 1.6.0's `constrainedSampling` (`{"type": "json_schema", "strict": "prefer"}` for the
+    /// built-in read/bash/edit/write): recorded in the declaration, decides strict mode on
+    /// the wire.
+    pub constrained_sampling: Option<Value>,
+}
+
+impl ToolDefinition {
+    /// Returns the declaration a system message records and a request carries (pi-ai's
+    /// `toToolDeclaration`): `name, description, parameters`, then `constrainedSampling`
+    /// when set.
+    pub fn declaration(&self) -> ToolDeclaration {
+        let mut extra = Map::new();
+        if let Some(constrained) = &self.constrained_sampling {
+            extra.insert("constrainedSampling".to_owned(), constrained.clone());
+        }
+        ToolDeclaration {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+            extra,
+        }
+    }
 }
 
 /// One tool call as the loop hands it to [`Tool::execute`]: the provider's call id and the
@@ -201,16 +223,9 @@ pub trait Tool: Send + Sync {
     /// Returns the definition sent to the model.
     fn definition(&self) -> &ToolDefinition;
 
-    /// Returns the declaration a system message records for the tool (1.6.0 `toolsAdded`):
-    /// by default its definition's name, description and parameters.
+    /// Returns the tool's declaration (`toolsAdded` of a system message).
     fn declaration(&self) -> ToolDeclaration {
-        let definition = self.definition();
-        ToolDeclaration {
-            name: definition.name.clone(),
-            description: definition.description.clone(),
-            parameters: definition.parameters.clone(),
-            extra: serde_json::Map::new(),
-        }
+        self.definition().declaration()
     }
 
     /// Returns true when the tool may change the workspace (files, processes).

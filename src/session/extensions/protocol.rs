@@ -210,6 +210,7 @@ pub fn parse_registration(line: &[u8]) -> Result<Registration, ProtocolError> {
                     parameters,
                     prompt_snippet: text("promptSnippet"),
                     prompt_guidelines: guidelines,
+                    constrained_sampling: None,
                 },
             });
         }

@@ -56,6 +56,10 @@ pub struct DiscoveryInput<'a> {
     pub user_entries: &'a [String],
     /// The command-line paths for this kind, as typed.
     pub cli_paths: &'a [String],
+    /// Whether the project is trusted: otherwise its settings entries and auto-discovered
+    /// files (`.pi/skills`, `.agents/skills` up to the repository root, `.pi/prompts`) are
+    /// left out, as 1.6.0 does.
+    pub project_trusted: bool,
 }
 
 struct Candidate {
@@ -307,11 +311,16 @@ pub fn resolve_resource_paths(
     let project_base = input.cwd.join(".pi");
     let user_base = input.agent_dir.to_path_buf();
     let mut resolved: Vec<(PathBuf, ResourceOrigin)> = Vec::new();
+    let project_entries: &[String] = if input.project_trusted {
+        input.project_entries
+    } else {
+        &[]
+    };
     if input.discover {
         let mut candidates = Candidates::default();
         add_settings_entries(
             &mut candidates,
-            input.project_entries,
+            project_entries,
             &project_base,
             input.home,
             kind,
@@ -330,16 +339,19 @@ pub fn resolve_resource_paths(
                 let user_agents = input
                     .home
                     .map(|home| normalize(&home.join(".agents").join("skills")));
-                let mut project_files = collect_skill_files(&project_base.join("skills"), true);
-                for dir in ancestor_agents_skill_dirs(input.cwd) {
-                    if Some(normalize(&dir)) != user_agents {
-                        project_files.extend(collect_skill_files(&dir, false));
+                let mut project_files = Vec::new();
+                if input.project_trusted {
+                    project_files = collect_skill_files(&project_base.join("skills"), true);
+                    for dir in ancestor_agents_skill_dirs(input.cwd) {
+                        if Some(normalize(&dir)) != user_agents {
+                            project_files.extend(collect_skill_files(&dir, false));
+                        }
                     }
                 }
                 add_auto(
                     &mut candidates,
                     project_files,
-                    input.project_entries,
+                    project_entries,
                     &project_base,
                     ResourceOrigin::ProjectAuto,
                 );
@@ -356,10 +368,15 @@ pub fn resolve_resource_paths(
                 );
             }
             Kind::Prompts => {
+                let project_files = if input.project_trusted {
+                    collect_prompt_files(&project_base.join("prompts"))
+                } else {
+                    Vec::new()
+                };
                 add_auto(
                     &mut candidates,
-                    collect_prompt_files(&project_base.join("prompts")),
-                    input.project_entries,
+                    project_files,
+                    project_entries,
                     &project_base,
                     ResourceOrigin::ProjectAuto,
                 );

@@ -4,12 +4,13 @@
 //!
 //! `Resources::load` discovers and reads everything once (call it from `spawn_blocking`: it
 //! reads files); `reload` repeats that for `/reload`. Loading never fails: problems are kept
-//! as `Diagnostic`s for the mode to show. `system_prompt` and `expand_input` then work from
-//! the loaded values; the pure assembly and expansion functions live in the submodules and
-//! are tested without a file system.
+//! as `Diagnostic`s for the mode to show. `system_prompt_options` (1.6.0's prompt options for
+//! the active tools, from which `system_prompt::build_system_prompt_sections` builds the named
+//! sections) and `expand_input` then work from the loaded values; the pure assembly and
+//! expansion functions live in the submodules and are tested without a file system.
 //!
 //! Invariant: reads no environment variable and no clock — the working directory, agent
-//! directory, home directory, options, settings entries and today's date are all inputs.
+//! directory, home directory, options, settings entries and project trust are all inputs.
 
 pub mod context_files;
 pub mod diagnostics;
@@ -26,21 +27,21 @@ pub mod text;
 
 use std::path::{Path, PathBuf};
 
-use chrono::NaiveDate;
-
 pub use crate::session::resources::context_files::ContextFile;
 pub use crate::session::resources::diagnostics::{Diagnostic, ResourceKind, Severity};
 pub use crate::session::resources::expand::{Expanded, SkillExpansionError};
 pub use crate::session::resources::origin::ResourceOrigin;
 pub use crate::session::resources::skills::Skill;
 pub use crate::session::resources::system_prompt::{
-    HarnessDocs, SystemPromptInput, ToolPromptInfo,
+    HarnessDocs, SkillReader, SystemPromptError, SystemPromptOptions, SystemPromptState,
+    ToolPromptInfo,
 };
 pub use crate::session::resources::templates::PromptTemplate;
 
 use crate::session::resources::discovery::{DiscoveryInput, Kind, resolve_resource_paths};
-use crate::session::resources::paths::resolve;
+use crate::session::resources::paths::{normalize, resolve};
 use crate::session::resources::templates::{TemplateLoadError, load_template_file};
+use crate::session::resources::text::strip_bom;
 
 /// The `skills` and `prompts` entries of one settings file (user or project).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -95,6 +96,11 @@ pub struct ResourceConfig {
     pub append_system_prompt: Option<Vec<String>>,
     /// `--no-context-files`.
     pub no_context_files: bool,
+    /// Whether the project is trusted (1.6.0). Only then are `<cwd>/.pi/SYSTEM.md`,
+    /// `<cwd>/.pi/APPEND_SYSTEM.md`, the project settings entries and the project's
+    /// auto-discovered skills and templates used; context files load either way. Defaults to
+    /// `true`.
+    pub project_trusted: bool,
     /// `--skill` paths, as typed (relative to `cwd`).
     pub skill_paths: Vec<String>,
     /// `--no-skills`: no settings entries and no auto-discovery; `--skill` still counts.
@@ -123,6 +129,7 @@ impl ResourceConfig {
             system_prompt: None,
             append_system_prompt: None,
             no_context_files: false,
+            project_trusted: true,
             skill_paths: Vec::new(),
             no_skills: false,
             prompt_template_paths: Vec::new(),
@@ -132,6 +139,30 @@ impl ResourceConfig {
             extension_skill_paths: Vec::new(),
             extension_prompt_paths: Vec::new(),
         }
+    }
+}
+
+impl HarnessDocs {
+    /// Finds pi's own documentation for the `<docs>` section. pi is no npm package, so the
+    /// reference's package directory is replaced by, in order:
+    ///
+    /// 1. `package_dir` (`$PI_PACKAGE_DIR`, as for the reference): its `README.md`, `docs/`,
+    ///    `examples/`;
+    /// 2. the nearest ancestor of the executable's directory (itself included) holding a
+    ///    `README.md` file and a `docs/` directory — the repository root for a binary built in
+    ///    a checkout (`target/<profile>/pi`), or an install that copies `README.md`, `docs/`
+    ///    and `examples/` next to the binary (or one level up, `<prefix>/bin/pi`);
+    /// 3. the executable's directory itself (the reference's Bun-binary rule), whether or not
+    ///    the files exist.
+    pub fn locate(package_dir: Option<&Path>, executable: &Path) -> Self {
+        if let Some(dir) = package_dir {
+            return Self::in_dir(&normalize(dir));
+        }
+        let exe_dir = executable.parent().unwrap_or(executable);
+        let found = exe_dir
+            .ancestors()
+            .find(|dir| dir.join("README.md").is_file() && dir.join("docs").is_dir());
+        Self::in_dir(found.unwrap_or(exe_dir))
     }
 }
 
@@ -171,8 +202,8 @@ pub struct Resources {
     diagnostics: Vec<Diagnostic>,
 }
 
-/// Resolves `--system-prompt`-style input: an existing file's contents, else the text itself
-/// (`None` for an empty value).
+/// Resolves `--system-prompt`-style input: an existing file's contents (a leading byte-order
+/// mark dropped), else the text itself (`None` for an empty value).
 fn resolve_prompt_input(
     value: &str,
     cwd: &Path,
@@ -186,7 +217,7 @@ fn resolve_prompt_input(
         return Some(value.to_string());
     }
     match std::fs::read(&path) {
-        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(bytes) => Some(strip_bom(&String::from_utf8_lossy(&bytes)).to_owned()),
         Err(err) => {
             diagnostics.push(Diagnostic::warning(
                 ResourceKind::SystemPrompt,
@@ -198,14 +229,13 @@ fn resolve_prompt_input(
     }
 }
 
-/// The first existing of `<cwd>/.pi/<name>` and `<agent dir>/<name>`.
+/// The first existing of `<cwd>/.pi/<name>` (trusted projects only) and `<agent dir>/<name>`.
 fn discover_prompt_file(config: &ResourceConfig, name: &str) -> Option<PathBuf> {
-    [
-        config.cwd.join(".pi").join(name),
-        config.agent_dir.join(name),
-    ]
-    .into_iter()
-    .find(|path| path.exists())
+    let project = config.cwd.join(".pi").join(name);
+    if config.project_trusted && project.exists() {
+        return Some(project);
+    }
+    Some(config.agent_dir.join(name)).filter(|path| path.exists())
 }
 
 fn load_templates(
@@ -225,6 +255,7 @@ fn load_templates(
                 config.extension_prompt_paths.as_slice(),
             ]
             .concat(),
+            project_trusted: config.project_trusted,
         },
         Kind::Prompts,
     );
@@ -300,6 +331,7 @@ impl Resources {
                     config.extension_skill_paths.as_slice(),
                 ]
                 .concat(),
+                project_trusted: config.project_trusted,
             },
             Kind::Skills,
         );
@@ -440,24 +472,39 @@ impl Resources {
         &self.diagnostics
     }
 
-    /// Builds the system prompt for the active tools, today's date and the documentation
-    /// paths.
+    /// Returns 1.6.0's prompt options for the active tools (`_rebuildSystemPrompt`): the custom
+    /// prompt, the append texts joined with a blank line, the context files, the skills, the
+    /// tools' normalised snippets and guidelines, `cwd` and pi's documentation paths. No tool
+    /// is hidden and there are no extension sections or guidelines; a `before_agent_start`
+    /// handler may add them to the returned value. Build the sections with
+    /// [`system_prompt::build_system_prompt_sections`].
+    pub fn system_prompt_options(
+        &self,
+        tools: &[ToolPromptInfo],
+        cwd: &Path,
+        docs: &HarnessDocs,
+    ) -> SystemPromptOptions {
+        let mut options = SystemPromptOptions::new(cwd, docs.clone());
+        options.set_tools(tools);
+        options.custom_prompt = self.custom_prompt.clone();
+        options.append_system_prompt = self.append_prompt.join("\n\n");
+        options.context_files = self.context_files.clone();
+        options.skills = self.skills.clone();
+        options
+    }
+
+    /// Returns the prompt text for the active tools as a 1.6.0 system message renders it
+    /// (content empty, the sections joined by blank lines): what a model without
+    /// mid-conversation system messages receives as its leading system prompt.
     pub fn system_prompt(
         &self,
         tools: &[ToolPromptInfo],
-        date: NaiveDate,
+        cwd: &Path,
         docs: &HarnessDocs,
     ) -> String {
-        system_prompt::build_system_prompt(&SystemPromptInput {
-            custom_prompt: self.custom_prompt.as_deref(),
-            append: &self.append_prompt,
-            tools,
-            context_files: &self.context_files,
-            skills: &self.skills,
-            cwd: &self.config.cwd,
-            date,
-            docs,
-        })
+        let options = self.system_prompt_options(tools, cwd, docs);
+        // The options carry no extension sections, so no section name can be invalid.
+        system_prompt::build_system_prompt(&options).unwrap_or_default()
     }
 
     /// Expands `/skill:name args` and then `/template args` in typed input (step 3 of the

@@ -71,6 +71,11 @@ pub fn collapse_whitespace(s: &str) -> String {
     res
 }
 
+/// Returns `s` without one leading byte-order mark (U+FEFF), as the reference's `stripBom`.
+pub fn strip_bom(s: &str) -> &str {
+    s.strip_prefix('\u{FEFF}').unwrap_or(s)
+}
+
 /// Escapes `& < > " '` as XML entities, in the reference's order.
 pub fn escape_xml(s: &str) -> String {
     let mut res = String::with_capacity(s.len());

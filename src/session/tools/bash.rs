@@ -34,7 +34,7 @@ use crate::agent::tool::{
 use crate::model::message::ContentBlock;
 use crate::session::tools::output::{OutputAccumulator, OutputSnapshot};
 use crate::session::tools::shell::{CommandEnd, CommandEvent, RunningCommand, ShellConfig};
-use crate::session::tools::{arg_f64, arg_str, js_number};
+use crate::session::tools::{arg_f64, arg_str, js_number, prefer_strict_json_schema};
 use crate::support::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size};
 
 /// Minimum time between two streamed updates.
@@ -69,12 +69,16 @@ fn definition() -> ToolDefinition {
             "type": "object",
             "required": ["command"],
             "properties": {
-                "command": {"type": "string", "description": "Bash command to execute"},
+                "command": {"type": "string", "description": "Shell command to execute"},
                 "timeout": {"type": "number", "description": "Timeout in seconds (optional, no default timeout)"}
             }
         }),
         prompt_snippet: Some("Execute bash commands (ls, grep, find, etc.)".to_owned()),
-        prompt_guidelines: Vec::new(),
+        prompt_guidelines: vec![
+            "You can inspect PI_* environment variables for current model and session details."
+                .to_owned(),
+        ],
+        constrained_sampling: prefer_strict_json_schema(),
     }
 }
 

@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::tool::{
     BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
 };
-use crate::session::tools::arg_str;
 use crate::session::tools::edit_diff::{
     Replacement, apply_edits, detect_line_ending, generate_diff, normalize_to_lf,
     restore_line_endings, strip_bom,
 };
 use crate::session::tools::mutation::lock_file;
 use crate::session::tools::workspace::{Workspace, blocking, errno_code};
+use crate::session::tools::{arg_str, prefer_strict_json_schema};
 
 /// The `edit` tool.
 #[derive(Debug)]
@@ -65,21 +65,18 @@ fn definition() -> ToolDefinition {
                         "properties": {
                             "oldText": {"type": "string", "description": "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call."},
                             "newText": {"type": "string", "description": "Replacement text for this targeted edit."}
-                        },
-                        "additionalProperties": false
+                        }
                     },
                     "description": "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead."
                 }
-            },
-            "additionalProperties": false
+            }
         }),
         prompt_snippet: Some("Make precise file edits with exact text replacement, including multiple disjoint edits in one call".to_owned()),
         prompt_guidelines: vec![
-            "Use edit for precise changes (edits[].oldText must match exactly)".to_owned(),
-            "When changing multiple separate locations in one file, use one edit call with multiple entries in edits[] instead of multiple edit calls".to_owned(),
-            "Each edits[].oldText is matched against the original file, not after earlier edits are applied. Do not emit overlapping or nested edits. Merge nearby changes into one edit.".to_owned(),
-            "Keep edits[].oldText as small as possible while still being unique in the file. Do not pad with large unchanged regions.".to_owned(),
+            "Use edit for targeted changes. Batch changes to one file in a single call.".to_owned(),
+            "Each edits[].oldText must exactly and uniquely match the original file. Keep matches short and non-overlapping; merge nearby changes without including large unchanged regions.".to_owned(),
         ],
+        constrained_sampling: prefer_strict_json_schema(),
     }
 }
 

@@ -63,13 +63,14 @@ fn definition() -> ToolDefinition {
             "type": "object",
             "required": ["pattern"],
             "properties": {
-                "pattern": {"type": "string", "description": "Glob pattern to match files, e.g. '*.ts', '**/*.json', or 'src/**/*.spec.ts'"},
+                "pattern": {"type": "string", "description": "Glob pattern relative to the search directory, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
                 "path": {"type": "string", "description": "Directory to search in (default: current directory)"},
                 "limit": {"type": "number", "description": "Maximum number of results (default: 1000)"}
             }
         }),
         prompt_snippet: Some("Find files by glob pattern (respects .gitignore)".to_owned()),
         prompt_guidelines: Vec::new(),
+        constrained_sampling: None,
     }
 }
 

@@ -72,7 +72,7 @@ fn definition() -> ToolDefinition {
             "properties": {
                 "pattern": {"type": "string", "description": "Search pattern (regex or literal string)"},
                 "path": {"type": "string", "description": "Directory or file to search (default: current directory)"},
-                "glob": {"type": "string", "description": "Filter files by glob pattern, e.g. '*.ts' or '**/*.spec.ts'"},
+                "glob": {"type": "string", "description": "Filter files by glob pattern relative to path, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
                 "ignoreCase": {"type": "boolean", "description": "Case-insensitive search (default: false)"},
                 "literal": {"type": "boolean", "description": "Treat pattern as literal string instead of regex (default: false)"},
                 "context": {"type": "number", "description": "Number of lines to show before and after each match (default: 0)"},
@@ -81,6 +81,7 @@ fn definition() -> ToolDefinition {
         }),
         prompt_snippet: Some("Search file contents for patterns (respects .gitignore)".to_owned()),
         prompt_guidelines: Vec::new(),
+        constrained_sampling: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn definition() -> ToolDefinition {
         }),
         prompt_snippet: Some("List directory contents".to_owned()),
         prompt_guidelines: Vec::new(),
+        constrained_sampling: None,
     }
 }
 

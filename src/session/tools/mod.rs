@@ -37,6 +37,7 @@ use std::sync::Arc;
 use serde_json::{Number, Value};
 
 use crate::agent::tool::Tool;
+use crate::model::message::ToolDeclaration;
 use crate::session::tools::bash::BashTool;
 use crate::session::tools::edit::EditTool;
 use crate::session::tools::find::FindTool;
@@ -249,6 +250,16 @@ impl ToolSet {
             .collect()
     }
 
+    /// Returns the active tools' declarations in order, as a system message's `toolsAdded`
+    /// and a request's tools carry them (1.6.0: `name, description, parameters`, then
+    /// `constrainedSampling` where the tool has one).
+    pub fn active_declarations(&self) -> Vec<ToolDeclaration> {
+        self.active_tools()
+            .iter()
+            .map(|tool| tool.declaration())
+            .collect()
+    }
+
     /// Returns the registered tool called `name`.
     pub fn registered(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.registry
@@ -283,6 +294,11 @@ impl ToolSet {
     pub fn is_allowed(&self, name: &str) -> bool {
         self.allowlist.as_ref().is_none_or(|set| set.contains(name))
     }
+}
+
+/// 1.6.0's `constrainedSampling` of the built-in read, bash, edit and write.
+pub(crate) fn prefer_strict_json_schema() -> Option<Value> {
+    Some(serde_json::json!({"type": "json_schema", "strict": "prefer"}))
 }
 
 /// Reads a string argument.

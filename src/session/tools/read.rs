@@ -29,7 +29,7 @@ use crate::agent::tool::{
 use crate::model::message::{ContentBlock, ImageContent};
 use crate::session::tools::image::{SNIFF_BYTES, resize_for_inline, sniff_image_mime};
 use crate::session::tools::workspace::{Workspace, blocking_abortable, os_error_message};
-use crate::session::tools::{arg_f64, arg_str, js_number};
+use crate::session::tools::{arg_f64, arg_str, js_number, prefer_strict_json_schema};
 use crate::support::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
@@ -65,7 +65,7 @@ fn definition() -> ToolDefinition {
         name: "read".to_owned(),
         label: "read".to_owned(),
         description: format!(
-            "Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as attachments. For text files, output is truncated to {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.",
+            "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, bmp). Images are sent as attachments. For text files, output is truncated to {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.",
             DEFAULT_MAX_BYTES / 1024
         ),
         parameters: json!({
@@ -79,6 +79,7 @@ fn definition() -> ToolDefinition {
         }),
         prompt_snippet: Some("Read file contents".to_owned()),
         prompt_guidelines: vec!["Use read to examine files instead of cat or sed.".to_owned()],
+        constrained_sampling: prefer_strict_json_schema(),
     }
 }
 

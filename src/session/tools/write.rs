@@ -15,9 +15,9 @@ use serde_json::json;
 use crate::agent::tool::{
     BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
 };
-use crate::session::tools::arg_str;
 use crate::session::tools::mutation::lock_file;
 use crate::session::tools::workspace::{Workspace, blocking, os_error_message};
+use crate::session::tools::{arg_str, prefer_strict_json_schema};
 use crate::support::truncate::utf16_len;
 
 /// The `write` tool.
@@ -52,6 +52,7 @@ fn definition() -> ToolDefinition {
         }),
         prompt_snippet: Some("Create or overwrite files".to_owned()),
         prompt_guidelines: vec!["Use write only for new files or complete rewrites.".to_owned()],
+        constrained_sampling: prefer_strict_json_schema(),
     }
 }
 
