@@ -865,6 +865,7 @@ impl AnthropicDecoder {
                         id: block["id"].as_str().unwrap_or("").to_owned(),
                         name,
                         arguments,
+                        arguments_error: None,
                         thought_signature: None,
                         extra: Map::new(),
                     }),

@@ -391,11 +391,16 @@ pub fn new_assistant_message(model: &Model, timestamp: i64) -> AssistantMessage 
         usage: Default::default(),
         stop_reason: StopReason::Stop,
         timestamp,
+        provider_thinking_level: None,
         response_id: None,
         response_model: None,
+        raw_stop_reason: None,
         error_message: None,
         diagnostics: None,
+        duration_ms: None,
+        thinking_level: None,
         extra: Map::new(),
+        key_order: crate::model::message::AssistantKeyOrder::created(),
     }
 }
 

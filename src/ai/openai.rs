@@ -1011,7 +1011,7 @@ fn parse_usage(raw: &RawUsage, cost: &ModelCost) -> Usage {
         cache_read,
         cache_write,
         total_tokens: input + output + cache_read + cache_write,
-        cost: Default::default(),
+        ..Default::default()
     };
     calculate_cost(cost, &mut usage);
     usage
@@ -1288,6 +1288,7 @@ impl OpenAiDecoder {
                     id: id.unwrap_or("").to_owned(),
                     name: name.unwrap_or("").to_owned(),
                     arguments: Value::Object(Map::new()),
+                    arguments_error: None,
                     thought_signature: None,
                     extra: Map::new(),
                 }));
