@@ -37,6 +37,7 @@ pub mod partial_json;
 pub mod resolve;
 pub mod sse;
 mod stream;
+pub mod transcript;
 pub mod transport;
 
 use std::time::Duration;
