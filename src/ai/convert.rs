@@ -27,6 +27,9 @@ use crate::model::message::{
 };
 
 /// A message as an LLM sees it (the reference's `Message`): user, assistant or tool result.
+// Assistant messages are the common case of a transcript; boxing them would cost an
+// allocation per message for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum LlmMessage {
     /// `role: "system"`: the prompt and tool loadout, or a patch of them (1.6.0).

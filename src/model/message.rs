@@ -997,6 +997,9 @@ pub struct CompactionSummaryMessage {
 }
 
 /// A message of the agent transcript, tagged by `role`.
+// Assistant messages are the common case of a transcript; boxing them would cost an
+// allocation per message for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentMessage {
     /// `role: "system"` (1.6.0): the prompt and tool loadout, or a patch of them.
