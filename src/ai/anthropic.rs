@@ -190,7 +190,9 @@ fn plan_thinking(model: &Model, options: &StreamOptions) -> Thinking {
         ThinkingLevel::Minimal => budgets.minimal,
         ThinkingLevel::Low => budgets.low,
         ThinkingLevel::Medium => budgets.medium,
-        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Off => budgets.high,
+        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Max | ThinkingLevel::Off => {
+            budgets.high
+        }
     };
     let max_tokens = (base_max.unwrap_or(0) + budget).min(model.max_tokens);
     if max_tokens <= budget {
@@ -653,7 +655,7 @@ impl AnthropicDecoder {
     pub fn new(message: AssistantMessage, model: &Model, oauth_tools: Option<Vec<String>>) -> Self {
         Self {
             message,
-            cost: model.cost,
+            cost: model.cost.clone(),
             blocks: Vec::new(),
             tool_names: oauth_tools,
             saw_start: false,

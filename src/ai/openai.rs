@@ -1055,7 +1055,7 @@ impl OpenAiDecoder {
     pub fn new(message: AssistantMessage, model: &Model) -> Self {
         Self {
             message,
-            cost: model.cost,
+            cost: model.cost.clone(),
             text_block: None,
             thinking_block: None,
             tools: Vec::new(),
