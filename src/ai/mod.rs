@@ -34,6 +34,7 @@ pub mod error;
 pub mod models;
 pub mod openai;
 pub mod partial_json;
+pub mod request;
 pub mod resolve;
 pub mod sse;
 mod stream;
