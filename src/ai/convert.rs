@@ -588,7 +588,9 @@ mod tests {
                 {"type":"toolCall","id":"a","name":"ls","arguments":{}},
                 {"type":"toolCall","id":"b","name":"ls","arguments":{}}],
                 "api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5","usage":{},"stopReason":"toolUse","timestamp":2})),
-            agent(json!({"role":"toolResult","toolCallId":"a","toolName":"ls","content":[],"isError":false,"timestamp":3})),
+            agent(
+                json!({"role":"toolResult","toolCallId":"a","toolName":"ls","content":[],"isError":false,"timestamp":3}),
+            ),
             agent(json!({"role":"system","content":"update","timestamp":4})),
             agent(json!({"role":"user","content":"next","timestamp":5})),
         ]);
@@ -604,7 +606,15 @@ mod tests {
             .collect();
         assert_eq!(
             roles,
-            ["system:p", "user", "assistant", "result:a", "result:b", "system:update", "user"]
+            [
+                "system:p",
+                "user",
+                "assistant",
+                "result:a",
+                "result:b",
+                "system:update",
+                "user"
+            ]
         );
     }
 

@@ -152,15 +152,16 @@ pub struct StreamOptions {
     /// The provider key (from [`auth::request_auth`]); calls without one fail with
     /// `No API key for provider: <p>` before sending.
     pub api_key: Option<String>,
-    /// Extra headers, later entries winning: attribution, then the model/`models.json`
-    /// headers, then caller overrides. They override the protocol's own headers
+    /// Extra headers, later entries winning: the `models.json` headers, then caller
+    /// overrides. They override the protocol's own headers and the identity headers
     /// (case-insensitively).
     pub headers: Vec<(String, String)>,
     /// The base URL to use instead of the model's (resolved placeholders).
     pub base_url: Option<String>,
     /// The session's thinking level (clamped to the model here again).
     pub thinking: ThinkingLevel,
-    /// Output limit; `None` = `min(model.maxTokens, 32000)`.
+    /// Output limit; `None` = the model's `maxTokens`. Either is fitted into the context
+    /// window left by the estimated input (1.6.0's `clampMaxTokensToContext`).
     pub max_tokens: Option<u64>,
     /// Anthropic thinking budgets.
     pub thinking_budgets: ThinkingBudgets,
@@ -170,6 +171,8 @@ pub struct StreamOptions {
     pub session_id: Option<String>,
     /// HTTP retry and timeout behaviour.
     pub transport: TransportConfig,
+    /// How requests identify themselves (`User-Agent`, provider attribution).
+    pub identity: request::ClientIdentity,
 }
 
 impl StreamOptions {
@@ -186,6 +189,7 @@ impl StreamOptions {
             cache_retention: CacheRetention::Short,
             session_id: None,
             transport: TransportConfig::default(),
+            identity: request::ClientIdentity::default(),
         }
     }
 }
@@ -404,12 +408,6 @@ pub fn new_assistant_message(model: &Model, timestamp: i64) -> AssistantMessage 
         extra: Map::new(),
         key_order: crate::model::message::AssistantKeyOrder::created(),
     }
-}
-
-/// Returns the output limit sent when the caller names none: `min(model.maxTokens, 32000)`
-/// (nothing when the model has no limit).
-pub fn default_max_tokens(model: &Model, requested: Option<u64>) -> Option<u64> {
-    requested.or_else(|| (model.max_tokens > 0).then(|| model.max_tokens.min(32_000)))
 }
 
 /// Joins a base URL and a path with exactly one `/` between them.

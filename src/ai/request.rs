@@ -111,7 +111,9 @@ impl ClientIdentity {
 fn host_of(base_url: &str) -> Option<&str> {
     let rest = base_url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
     Some(host.split(':').next().unwrap_or(host))
 }
 
@@ -346,7 +348,10 @@ pub fn adjust_max_tokens_for_thinking(
 /// `samplingParams`, then its `samplingParamsByThinkingLevel` entry for the clamped level.
 pub fn sampling_params(model: &Model, level: ThinkingLevel) -> Option<Map<String, Value>> {
     let effective = clamp_thinking_level(model, level);
-    let base = model.extra.get("samplingParams").filter(|value| !value.is_null());
+    let base = model
+        .extra
+        .get("samplingParams")
+        .filter(|value| !value.is_null());
     let by_level = model
         .extra
         .get("samplingParamsByThinkingLevel")
@@ -382,8 +387,10 @@ pub fn short_hash(text: &str) -> String {
         h1 = (h1 ^ ch).wrapping_mul(2_654_435_761);
         h2 = (h2 ^ ch).wrapping_mul(1_597_334_677);
     }
-    h1 = (h1 ^ (h1 >> 16)).wrapping_mul(2_246_822_507) ^ (h2 ^ (h2 >> 13)).wrapping_mul(3_266_489_909);
-    h2 = (h2 ^ (h2 >> 16)).wrapping_mul(2_246_822_507) ^ (h1 ^ (h1 >> 13)).wrapping_mul(3_266_489_909);
+    h1 = (h1 ^ (h1 >> 16)).wrapping_mul(2_246_822_507)
+        ^ (h2 ^ (h2 >> 13)).wrapping_mul(3_266_489_909);
+    h2 = (h2 ^ (h2 >> 16)).wrapping_mul(2_246_822_507)
+        ^ (h1 ^ (h1 >> 13)).wrapping_mul(3_266_489_909);
     format!("{}{}", base36(h2), base36(h1))
 }
 
@@ -394,7 +401,11 @@ fn base36(mut value: u32) -> String {
     let mut digits = Vec::new();
     while value > 0 {
         let digit = (value % 36) as u8;
-        digits.push(if digit < 10 { b'0' + digit } else { b'a' + digit - 10 });
+        digits.push(if digit < 10 {
+            b'0' + digit
+        } else {
+            b'a' + digit - 10
+        });
         value /= 36;
     }
     digits.reverse();
@@ -575,7 +586,10 @@ fn strict_node(
     {
         return Err("schema-valued or true additionalProperties is unsupported".to_owned());
     }
-    if map.get("properties").is_some_and(|value| !value.is_object()) {
+    if map
+        .get("properties")
+        .is_some_and(|value| !value.is_object())
+    {
         return Err("object properties must be a schema map".to_owned());
     }
     let required: Vec<String> = match map.get("required") {
@@ -650,7 +664,13 @@ mod tests {
             to_js_string(&strict),
             r#"{"type":"object","properties":{"path":{"type":"string"},"limit":{"anyOf":[{"type":"number"},{"type":"null"}]}},"required":["path","limit"],"additionalProperties":false}"#
         );
-        assert!(make_strict_json_schema(&json!({"type": "object", "additionalProperties": true}), None).is_err());
+        assert!(
+            make_strict_json_schema(
+                &json!({"type": "object", "additionalProperties": true}),
+                None
+            )
+            .is_err()
+        );
         assert!(make_strict_json_schema(&json!({"anyOf": []}), None).is_err());
     }
 
@@ -665,14 +685,20 @@ mod tests {
         let headers = identity_headers(&model, &identity);
         assert!(headers[0].1.starts_with("pi/"));
         assert_eq!(headers[1], ("HTTP-Referer".into(), "https://pi.dev".into()));
-        assert_eq!(headers[3], ("X-OpenRouter-Categories".into(), "cli-agent".into()));
+        assert_eq!(
+            headers[3],
+            ("X-OpenRouter-Categories".into(), "cli-agent".into())
+        );
         model.provider = "nvidia".into();
         model.base_url = "https://integrate.api.nvidia.com/v1".into();
         assert_eq!(
             identity_headers(&model, &identity)[1],
             ("X-BILLING-INVOKE-ORIGIN".into(), "Pi".into())
         );
-        assert_eq!(identity_headers(&model, &ClientIdentity::agent(false)).len(), 1);
+        assert_eq!(
+            identity_headers(&model, &ClientIdentity::agent(false)).len(),
+            1
+        );
         model.provider = "x".into();
         model.base_url = "https://opencode.ai/zen/v1".into();
         assert_eq!(
