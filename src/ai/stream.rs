@@ -180,6 +180,13 @@ impl AiClient {
         stream.decoder = stream
             .decoder
             .with_protocol(protocol, &effective, &request, &options);
+        if protocol == Protocol::Anthropic
+            && let Some(level) = anthropic::provider_thinking_level(&effective, &options)
+        {
+            let message = stream.decoder.message_mut();
+            message.key_order.touch(AssistantKey::ProviderThinkingLevel);
+            message.provider_thinking_level = Some(level);
+        }
         stream.phase = Phase::Pending { wire, body, style };
         stream
     }
