@@ -1582,7 +1582,7 @@ impl AnthropicDecoder {
             return Err("Anthropic stream ended without a stop reason".to_owned());
         }
         match self.message.stop_reason {
-            StopReason::Error | StopReason::Aborted | StopReason::Unknown => {
+            StopReason::Error | StopReason::Aborted | StopReason::Pending | StopReason::Unknown => {
                 return Err(self
                     .message
                     .error_message

@@ -282,6 +282,7 @@ fn stop_reason_name(reason: StopReason) -> &'static str {
         StopReason::ToolUse => "toolUse",
         StopReason::Error => "error",
         StopReason::Aborted => "aborted",
+        StopReason::Pending => "pending",
         StopReason::Unknown => "unknown",
     }
 }
@@ -395,7 +396,7 @@ pub fn new_assistant_message(model: &Model, timestamp: i64) -> AssistantMessage 
         provider: model.provider.clone(),
         model: model.id.clone(),
         usage: Default::default(),
-        stop_reason: StopReason::Stop,
+        stop_reason: StopReason::Pending,
         timestamp,
         provider_thinking_level: None,
         response_id: None,

@@ -1966,7 +1966,7 @@ impl OpenAiDecoder {
             return Err("Stream ended without finish_reason".to_owned());
         }
         match self.message.stop_reason {
-            StopReason::Aborted | StopReason::Unknown => {
+            StopReason::Aborted | StopReason::Pending | StopReason::Unknown => {
                 Err("Provider returned an error stop reason".to_owned())
             }
             reason => Ok(reason),

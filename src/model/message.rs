@@ -388,6 +388,8 @@ pub enum StopReason {
     Error,
     /// The user aborted.
     Aborted,
+    /// 1.6.0: the message is still streaming (partial messages only).
+    Pending,
     /// A value this version does not know.
     #[serde(other)]
     Unknown,
@@ -402,6 +404,7 @@ impl StopReason {
             Self::ToolUse => "toolUse",
             Self::Error => "error",
             Self::Aborted => "aborted",
+            Self::Pending => "pending",
             Self::Unknown => "unknown",
         }
     }
