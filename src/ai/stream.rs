@@ -567,7 +567,7 @@ impl AssistantStream {
                 retry_after,
             } => (
                 StopReason::Error,
-                AiError::classify(&text, status, retry_after),
+                AiError::classify_for(&self.decoder.message().provider, &text, status, retry_after),
             ),
         };
         self.decoder.on_failure();
