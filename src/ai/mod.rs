@@ -1,10 +1,11 @@
 //! One LLM call, streamed back as one event enum; the providers' wire protocols, the model
 //! registry and transport retries (`spec/models-providers-settings.md`).
 //!
-//! Entry point: [`AiClient::stream`] takes a [`Model`], a [`Request`] (system prompt, the
-//! conversation as already-converted [`LlmMessage`]s — see [`convert::convert_to_llm`] — and
-//! tool definitions) and [`StreamOptions`] (key, headers, thinking level, limits, transport
-//! settings), plus a cancellation token, and returns an [`AssistantStream`]. Pull events with
+//! Entry point: [`AiClient::stream`] takes a [`Model`], a [`Request`] (the conversation as
+//! already-converted [`LlmMessage`]s, system messages included — see
+//! [`convert::convert_to_llm`] and [`transcript`] — and optionally a system prompt and tool
+//! definitions) and [`StreamOptions`] (key, headers, identity, thinking level, limits,
+//! transport settings), plus a cancellation token, and returns an [`AssistantStream`]. Pull events with
 //! [`AssistantStream::next`]; [`AssistantStream::partial`] is the assistant message as built
 //! so far (what the reference's events carry as `partial`). The last event is always
 //! [`StreamEvent::Done`] or [`StreamEvent::Error`], carrying the final message exactly as the
@@ -17,9 +18,11 @@
 //! }
 //! ```
 //!
-//! Modules: `sse` (framing), `openai` and `anthropic` (request mapping and stream decoding,
-//! pure), `transport` (HTTP with the reference's retry rules), `stream` (the driver: idle
-//! timeout, abort, terminal events), `convert` (`convertToLlm` and provider normalisation),
+//! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
+//! transcript), `openai` and `anthropic` (request mapping and stream decoding, pure),
+//! `request` (what both protocols share), `transport` (HTTP with the reference's retry
+//! rules), `stream` (the driver: idle timeout, abort, terminal events), `convert`
+//! (`convertToLlm` and provider normalisation),
 //! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
 //! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
 //!
@@ -64,15 +67,21 @@ pub struct ToolDefinition {
     pub parameters: Value,
 }
 
-/// What one call sends: the system prompt, the conversation and the tools.
+/// What one call sends: the conversation, and optionally a system prompt and tools.
+///
+/// In 1.6.0's model the prompt and tools are system messages in `messages`; a non-empty
+/// `system_prompt` and non-empty `tools` are folded into a leading system message first
+/// ([`transcript::normalize_context`]), as the reference does with `Context.systemPrompt` and
+/// `Context.tools`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Request {
-    /// The system prompt (not sent when empty).
+    /// The system prompt (folded into a leading system message when not empty).
     pub system_prompt: String,
-    /// The conversation, already converted for the LLM ([`convert::convert_to_llm`]); the
-    /// provider normalisation ([`convert::transform_messages`]) is applied per protocol.
+    /// The conversation, already converted for the LLM ([`convert::convert_to_llm`]),
+    /// system messages included; the provider normalisation
+    /// ([`convert::transform_messages`]) is applied per protocol.
     pub messages: Vec<LlmMessage>,
-    /// The active tools.
+    /// Tools to declare in the leading system message.
     pub tools: Vec<ToolDefinition>,
 }
 

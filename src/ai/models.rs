@@ -2,9 +2,12 @@
 //! it, thinking levels and how they clamp (`spec/models-providers-settings.md` §2–§4, §6.8).
 //!
 //! - The built-in table is data: `builtin_models.json`, generated from the reference
-//!   package by `scripts/gen-models.mjs` and embedded at compile time (969 models of
-//!   `@mariozechner/pi-ai` 0.73.1, in the reference registry's order).
-//! - [`ModelRegistry::load`] takes the *text* of `models.json` (this layer reads no files):
+//!   package by `scripts/gen-models.mjs` and embedded at compile time (1698 models of
+//!   `@earendil-works/pi-ai` 1.6.0, in the reference catalog's order, with their compat
+//!   flags, cost tiers and every other field; models of APIs this layer does not speak are
+//!   listed too).
+//! - [`ModelRegistry::load`] takes the *text* of `models.json` (this layer reads no files;
+//!   the rules are still 0.73.1's):
 //!   `//` comments and trailing commas are stripped, the schema is checked (errors listed as
 //!   `  - <path>: <message>`), then the semantic checks, then the merge of §4.6: provider
 //!   overrides and `modelOverrides` patch built-in models, custom models replace a built-in

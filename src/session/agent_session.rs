@@ -1765,10 +1765,10 @@ impl AgentSession {
                     settings.transport,
                 )
             });
-        let mut headers = auth::attribution_headers(model, telemetry);
         let mut options = StreamOptions::new(auth);
-        headers.append(&mut options.headers);
-        options.headers = headers;
+        // The identity headers (User-Agent, attribution while install telemetry is on) are
+        // the provider layer's (1.6.0).
+        options.identity = crate::ai::request::ClientIdentity::agent(telemetry);
         options.thinking = self.thinking_level();
         options.thinking_budgets = thinking_budgets;
         options.cache_retention = cache_retention;
