@@ -1426,12 +1426,10 @@ impl AnthropicDecoder {
         let block = &start.content_block;
         let text_of = |key: &str| block[key].as_str().unwrap_or("").to_owned();
         match block["type"].as_str() {
-            Some("fallback") => {
-                if !self.message.content.is_empty() {
-                    return Err(
-                        "Anthropic performed an unsupported mid-output model fallback".to_owned(),
-                    );
-                }
+            Some("fallback") if !self.message.content.is_empty() => {
+                return Err(
+                    "Anthropic performed an unsupported mid-output model fallback".to_owned(),
+                );
             }
             Some("text") => {
                 let content_index = self.push_block(

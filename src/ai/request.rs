@@ -439,7 +439,7 @@ pub fn prefers_json_schema_strict_sampling(tool: &ToolDeclaration) -> bool {
 pub fn resolve_json_schema_strict_sampling(
     tool: &ToolDeclaration,
     supports_strict_mode: bool,
-    unsupported_keyword: Option<&dyn Fn(&str, &Value) -> bool>,
+    unsupported_keyword: Option<UnsupportedKeyword<'_>>,
 ) -> Result<bool, String> {
     let Some(config) = tool_constrained_sampling(tool).filter(|c| c["type"] == "json_schema")
     else {
@@ -474,6 +474,9 @@ pub fn json_schema_tool_parameters(tool: &ToolDeclaration, strict: bool) -> Valu
         tool.parameters.clone()
     }
 }
+
+/// A provider's extra test for schema keywords its strict mode rejects (`isUnsupportedKeyword`).
+pub type UnsupportedKeyword<'a> = &'a dyn Fn(&str, &Value) -> bool;
 
 const UNSUPPORTED_STRICT_SCHEMA_KEYS: &[&str] = &[
     "$ref",
@@ -533,7 +536,7 @@ fn allows_null(schema: &Value) -> bool {
 
 fn strict_node(
     schema: &mut Value,
-    unsupported: Option<&dyn Fn(&str, &Value) -> bool>,
+    unsupported: Option<UnsupportedKeyword<'_>>,
 ) -> Result<(), String> {
     let Value::Object(map) = schema else {
         return Err("boolean schemas are unsupported".to_owned());
@@ -629,7 +632,7 @@ fn strict_node(
 /// schema has no strict form.
 pub fn make_strict_json_schema(
     schema: &Value,
-    unsupported: Option<&dyn Fn(&str, &Value) -> bool>,
+    unsupported: Option<UnsupportedKeyword<'_>>,
 ) -> Result<Value, String> {
     let mut cloned = schema.clone();
     if !cloned.is_object() {

@@ -635,7 +635,7 @@ mod tests {
 
     #[test]
     fn collapse_and_resolve_transcript() {
-        let messages = vec![
+        let messages = [
             system(json!({"content": "p", "timestamp": 1})),
             user("a"),
             system(json!({"content": "q", "timestamp": 2})),
@@ -652,7 +652,7 @@ mod tests {
         assert_eq!(get_system_message_text(head), "p\n\nq");
         assert!(matches!(collapsed[1], Cow::Borrowed(LlmMessage::User(_))));
         // A transcript without system messages collapses to itself.
-        let only_users = vec![user("a")];
+        let only_users = [user("a")];
         let cows: Vec<Cow<'_, LlmMessage>> = only_users.iter().map(Cow::Borrowed).collect();
         assert_eq!(collapse_system_messages(&cows).len(), 1);
     }
