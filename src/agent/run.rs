@@ -380,11 +380,11 @@ async fn stream_assistant(
                 if !started {
                     hooks
                         .emit(AgentEvent::MessageStart {
-                            message: AgentMessage::Assistant(message.clone()),
+                            message: AgentMessage::Assistant((*message).clone()),
                         })
                         .await;
                 }
-                return end_assistant(hooks, message).await;
+                return end_assistant(hooks, *message).await;
             }
             other => {
                 if started {

@@ -270,15 +270,16 @@ pub enum StreamEvent {
     Done {
         /// The stop reason.
         reason: StopReason,
-        /// The final message.
-        message: AssistantMessage,
+        /// The final message (boxed: every event is moved through the queue, and the
+        /// message is most of a terminal event's size).
+        message: Box<AssistantMessage>,
     },
     /// The call failed or was aborted; the message keeps the partial content.
     Error {
         /// `error` or `aborted`.
         reason: StopReason,
         /// The final message, with `errorMessage`.
-        message: AssistantMessage,
+        message: Box<AssistantMessage>,
         /// The classified cause.
         error: AiError,
     },

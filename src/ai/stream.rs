@@ -540,7 +540,10 @@ impl AssistantStream {
                 self.stamp_duration();
                 let message = self.decoder.message().clone();
                 self.final_message = Some(message.clone());
-                self.queue.push_back(StreamEvent::Done { reason, message });
+                self.queue.push_back(StreamEvent::Done {
+                    reason,
+                    message: Box::new(message),
+                });
                 self.phase = Phase::Finished;
             }
             Err(text) => self.finish_failed(Failure::Message {
@@ -580,7 +583,7 @@ impl AssistantStream {
         self.final_message = Some(message.clone());
         self.queue.push_back(StreamEvent::Error {
             reason,
-            message,
+            message: Box::new(message),
             error,
         });
         self.phase = Phase::Finished;

@@ -525,6 +525,13 @@ impl AssistantKeyOrder {
     /// Records that `key` now exists (no effect when it already does), as a JavaScript
     /// assignment to a new property would.
     pub fn touch(&mut self, key: AssistantKey) {
+        if self.0.is_empty() {
+            // No recorded order: the default one, with `key` created now (last).
+            self.0 = AssistantKey::ALL
+                .into_iter()
+                .filter(|existing| *existing != key)
+                .collect();
+        }
         if !self.0.contains(&key) {
             self.0.push(key);
         }
@@ -679,6 +686,13 @@ impl Serialize for AssistantMessage {
 }
 
 impl AssistantMessage {
+    /// Records the thinking level the agent loop asked for (1.6.0's `Object.assign(message,
+    /// {thinkingLevel})`: appended last, or replaced in place when present).
+    pub fn set_thinking_level(&mut self, level: &str) {
+        self.key_order.touch(AssistantKey::ThinkingLevel);
+        self.thinking_level = Some(level.to_owned());
+    }
+
     /// Returns the text blocks joined with newlines.
     pub fn text(&self) -> String {
         self.content
@@ -1195,6 +1209,29 @@ mod tests {
         let mut reordered = message.clone();
         reordered.key_order = AssistantKeyOrder::default();
         assert_eq!(reordered, message, "key order is not part of equality");
+        let mut finished = message.clone();
+        finished.set_thinking_level("high");
+        let value = AgentMessage::Assistant(finished).to_value();
+        assert_eq!(
+            value
+                .as_object()
+                .and_then(|map| map.keys().next_back())
+                .map(String::as_str),
+            Some("thinkingLevel")
+        );
+        // Without a recorded order the default one holds and the level comes last.
+        let AgentMessage::Assistant(mut fresh) = AgentMessage::Assistant(message) else {
+            panic!()
+        };
+        fresh.key_order = AssistantKeyOrder::default();
+        fresh.set_thinking_level("off");
+        let value = AgentMessage::Assistant(fresh).to_value();
+        let keys: Vec<&String> = value
+            .as_object()
+            .map(|map| map.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(keys.first().map(|key| key.as_str()), Some("role"));
+        assert_eq!(keys.last().map(|key| key.as_str()), Some("thinkingLevel"));
     }
 
     #[test]

@@ -247,7 +247,7 @@ async fn run_case(name: &str, chunking: Option<(u64, usize)>) -> Outcome {
     }
     let message = match last {
         Some(StreamEvent::Done { message, .. }) | Some(StreamEvent::Error { message, .. }) => {
-            message
+            *message
         }
         other => panic!("{name}: the last event is not terminal: {other:?}"),
     };

@@ -70,7 +70,7 @@ async fn collect(mut stream: pi::ai::AssistantStream) -> (Vec<StreamEvent>, Assi
     }
     let message = match events.last() {
         Some(StreamEvent::Done { message, .. }) | Some(StreamEvent::Error { message, .. }) => {
-            message.clone()
+            (**message).clone()
         }
         other => panic!("not terminal: {other:?}"),
     };
