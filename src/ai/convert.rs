@@ -125,9 +125,31 @@ pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<LlmMessage> {
             ),
             summary.timestamp,
         )),
-        AgentMessage::Unknown(_) => None,
+        AgentMessage::Unknown(value) => null_content_message(value),
     }));
     converted
+}
+
+/// A message whose `content` is `null` reads as one with no content (1.6.0's
+/// `transformMessages` normalises `content == null` to `[]` before anything else), so a tool
+/// result without content is still sent as that call's result.
+fn null_content_message(value: &serde_json::Value) -> Option<LlmMessage> {
+    let map = value.as_object()?;
+    if !matches!(
+        map.get("role").and_then(serde_json::Value::as_str),
+        Some("user" | "assistant" | "toolResult")
+    ) || !map.get("content").is_some_and(serde_json::Value::is_null)
+    {
+        return None;
+    }
+    let mut fixed = map.clone();
+    fixed.insert("content".to_owned(), serde_json::Value::Array(Vec::new()));
+    match AgentMessage::from_value(serde_json::Value::Object(fixed)) {
+        AgentMessage::User(user) => Some(LlmMessage::User(user)),
+        AgentMessage::Assistant(assistant) => Some(LlmMessage::Assistant(assistant)),
+        AgentMessage::ToolResult(result) => Some(LlmMessage::ToolResult(result)),
+        _ => None,
+    }
 }
 
 /// Replaces images in user and tool-result messages by [`IMAGE_BLOCKED_TEXT`], collapsing
@@ -463,9 +485,16 @@ mod tests {
             agent(json!({"role":"branchSummary","summary":"S","fromId":"x","timestamp":5})),
             agent(json!({"role":"compactionSummary","summary":"C","tokensBefore":9,"timestamp":6})),
             agent(json!({"role":"weird","timestamp":7})),
+            agent(
+                json!({"role":"toolResult","toolCallId":"c","toolName":"ls","content":null,"isError":false,"timestamp":8}),
+            ),
         ];
         let converted = convert_to_llm(&messages);
-        assert_eq!(converted.len(), 5);
+        assert_eq!(converted.len(), 6);
+        let LlmMessage::ToolResult(result) = &converted[5] else {
+            panic!("{:?}", converted[5])
+        };
+        assert!(result.content.is_empty(), "null content reads as none");
         assert_eq!(
             texts(&converted[0]),
             [
