@@ -88,6 +88,7 @@ fn assistant(rng: &mut Rng, ts: i64, call: Option<(&str, &str, String)>) -> Agen
             id: id.to_owned(),
             name: name.to_owned(),
             arguments: json!({"path": path}),
+            arguments_error: None,
             thought_signature: None,
             extra: Map::new(),
         }));
@@ -109,7 +110,12 @@ fn assistant(rng: &mut Rng, ts: i64, call: Option<(&str, &str, String)>) -> Agen
         response_model: None,
         error_message: None,
         diagnostics: None,
+        provider_thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
+        thinking_level: None,
         extra: Map::new(),
+        key_order: Default::default(),
     })
 }
 

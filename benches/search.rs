@@ -184,6 +184,7 @@ fn session_lines(
                             id: format!("call_{call}"),
                             name: "bash".into(),
                             arguments: json!({"command": format!("cargo test {}", vocab.word(rng))}),
+                            arguments_error: None,
                             thought_signature: None,
                             extra: Map::new(),
                         }),
@@ -198,7 +199,12 @@ fn session_lines(
                     response_id: None,
                     error_message: None,
                     diagnostics: None,
+                    provider_thinking_level: None,
+                    raw_stop_reason: None,
+                    duration_ms: None,
+                    thinking_level: None,
                     extra: Map::new(),
+                    key_order: Default::default(),
                 })
             }
             2 => {
@@ -235,7 +241,12 @@ fn session_lines(
                     response_id: None,
                     error_message: None,
                     diagnostics: None,
+                    provider_thinking_level: None,
+                    raw_stop_reason: None,
+                    duration_ms: None,
+                    thinking_level: None,
                     extra: Map::new(),
+                    key_order: Default::default(),
                 })
             }
         };

@@ -194,7 +194,7 @@ fn decode(bytes: &[u8], wire: &Wire) -> usize {
                     }
                 }
             }
-            let _ = decoder.complete();
+            let _ = decoder.complete(0);
             std::hint::black_box(decoder.message().content.len());
         }
     }

@@ -99,6 +99,7 @@ fn assistant(rng: &mut Rng, ts: i64, call: Option<&str>) -> AgentMessage {
             id: id.to_owned(),
             name: "bash".to_owned(),
             arguments: json!({"command": "cargo test --all"}),
+            arguments_error: None,
             thought_signature: None,
             extra: Map::new(),
         }));
@@ -124,7 +125,12 @@ fn assistant(rng: &mut Rng, ts: i64, call: Option<&str>) -> AgentMessage {
         response_id: None,
         error_message: None,
         diagnostics: None,
+        provider_thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
+        thinking_level: None,
         extra: Map::new(),
+        key_order: Default::default(),
     })
 }
 

@@ -37,7 +37,7 @@ const dir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "pro
 const builtin = new ModelRegistry(AuthStorage.inMemory({}), undefined).getAll();
 const builtinJson = new Map(builtin.map((m) => [`${m.provider}/${m.id}`, JSON.stringify(m)]));
 
-for (const file of readdirSync(dir).filter((f) => f.endsWith(".json") && !f.endsWith(".expected.json")).sort()) {
+for (const file of readdirSync(dir).filter((f) => f.endsWith(".json") && !f.endsWith(".expected.json") && !f.endsWith(".catalog.json")).sort()) {
     const path = join(dir, file);
     const registry = new ModelRegistry(AuthStorage.inMemory({}), path);
     const models = registry.getAll();

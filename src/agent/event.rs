@@ -202,5 +202,6 @@ fn placeholder_model() -> crate::ai::Model {
         max_tokens: 0,
         headers: None,
         compat: None,
+        extra: serde_json::Map::new(),
     }
 }

@@ -27,15 +27,12 @@ use crate::agent::tool::{
     BoxFuture, Tool, ToolContext, ToolInput, ToolOutput, prepare_call, tool_not_found_message,
 };
 use crate::ai::convert::{self, LlmMessage};
-use crate::ai::{AiClient, AiError, Model, Request, StreamEvent, StreamOptions, ToolDefinition};
+use crate::ai::transcript::{get_current_tools, get_tool_state_changes, to_tool_declaration};
+use crate::ai::{AiClient, AiError, Model, Request, StreamEvent, StreamOptions};
 use crate::model::ToolCallId;
 use crate::model::message::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, SystemKeyOrder, SystemMessage,
     ToolCall, ToolDeclaration, ToolResultMessage, UserContent,
-};
-use crate::model::system::{
-    current_system_message, current_tools, system_message_text, to_tool_declaration,
-    tool_state_changes,
 };
 use crate::support::clock::Clock;
 
@@ -174,16 +171,15 @@ pub fn declare_tool_changes(
         system.tools_added = None;
         system.tools_removed = None;
     }
-    let systems = context
+    let systems: Vec<&AgentMessage> = context
         .iter()
         .chain(baseline.iter())
-        .filter_map(|message| match message {
-            AgentMessage::System(system) => Some(system),
-            _ => None,
-        });
-    let declared = current_tools(systems);
+        .filter(|message| matches!(message, AgentMessage::System(_)))
+        .collect();
+    let declared = get_current_tools(&systems);
     let executable: Vec<ToolDeclaration> = tools.iter().map(to_tool_declaration).collect();
-    let (added, removed) = tool_state_changes(&declared, &executable);
+    let changes = get_tool_state_changes(&declared, &executable);
+    let (added, removed) = (changes.tools_added, changes.tools_removed);
     let unchanged = added.is_empty() && removed.is_empty();
     let with_changes = |system: &mut crate::model::message::SystemMessage| {
         system.tools_added = (!added.is_empty()).then(|| added.clone());
@@ -433,14 +429,10 @@ fn declarations(config: &RunConfig) -> Vec<ToolDeclaration> {
     config.tools.iter().map(|tool| tool.declaration()).collect()
 }
 
-/// Records the requested thinking level on a finished assistant message (1.6.0 sets
-/// `thinkingLevel` on every response, appended last unless present).
+/// Records the requested thinking level on a finished assistant message (1.6.0's
+/// `Object.assign(result, {thinkingLevel})`: appended last unless present).
 fn with_thinking_level(mut message: AssistantMessage, level: &str) -> AssistantMessage {
-    if !message.extra.contains_key("thinkingLevel") {
-        message
-            .extra
-            .insert("thinkingLevel".to_owned(), Value::from(level));
-    }
+    message.set_thinking_level(level);
     message
 }
 
@@ -474,7 +466,12 @@ async fn stream_assistant(
             return end_assistant(hooks, message).await;
         }
     };
-    let request = transcript_request(llm_messages);
+    // The system messages of the transcript carry the prompt and the tools.
+    let request = Request {
+        system_prompt: String::new(),
+        messages: llm_messages,
+        tools: Vec::new(),
+    };
     let mut stream = config
         .client
         .stream(&config.model, request, options, cancel.clone());
@@ -491,7 +488,7 @@ async fn stream_assistant(
                     .await;
             }
             StreamEvent::Done { message, .. } | StreamEvent::Error { message, .. } => {
-                let message = with_thinking_level(message, &config.thinking_level);
+                let message = with_thinking_level(*message, &config.thinking_level);
                 if !started {
                     hooks
                         .emit(AgentEvent::MessageStart {
@@ -526,35 +523,6 @@ async fn stream_assistant(
             .await;
     }
     end_assistant(hooks, message).await
-}
-
-/// The request for a transcript whose system messages carry the prompt and tools: the system
-/// messages replayed into the system prompt and the tool list, the rest as they are.
-fn transcript_request(messages: Vec<LlmMessage>) -> Request {
-    let systems = messages.iter().filter_map(|message| match message {
-        LlmMessage::System(system) => Some(system),
-        _ => None,
-    });
-    let current = current_system_message(systems);
-    let system_prompt = current
-        .as_ref()
-        .map(system_message_text)
-        .unwrap_or_default();
-    let tools = current
-        .and_then(|system| system.tools_added)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|tool| ToolDefinition {
-            name: tool.name,
-            description: tool.description,
-            parameters: tool.parameters,
-        })
-        .collect();
-    Request {
-        system_prompt,
-        messages,
-        tools,
-    }
 }
 
 /// A tool call with its outcome.

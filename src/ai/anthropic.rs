@@ -1,12 +1,24 @@
-//! The `anthropic-messages` wire protocol: `POST <baseUrl>/v1/messages` with `stream: true`
-//! (`spec/models-providers-settings.md` §6.9, §9, §10).
+//! The `anthropic-messages` wire protocol: `POST <baseUrl>/v1/messages` with `stream: true`,
+//! exactly as 1.6.0's `api/anthropic-messages.js` shapes and reads it.
 //!
 //! Two pure halves:
-//! - [`build_request`]: headers (`x-api-key`, `anthropic-version`, betas; OAuth mode for
-//!   `sk-ant-oat` keys), and the body — system blocks, messages with thinking signatures and
-//!   tool results, tools, thinking (adaptive or budget) and `cache_control` markers — in the
-//!   reference's construction order.
-//! - [`AnthropicDecoder`]: typed SSE events → [`StreamEvent`]s and the assistant message.
+//! - [`build_request`]: headers (`x-api-key`, `anthropic-version`, `anthropic-beta`; OAuth mode
+//!   for `sk-ant-oat` keys; identity and session-affinity headers) and the body. The
+//!   transcript is normalised (`Request::system_prompt` and `Request::tools` become a leading
+//!   system message) and resolved for the model: the leading system message becomes the
+//!   `system` blocks; where the model accepts mid-conversation system messages
+//!   (`compat.supportsMidConvoSystemMessages`) later ones are sent as `{"role":"system"}`
+//!   messages (rendered updates), held until the next assistant message so they never split a
+//!   tool call from its results, otherwise everything collapses into `system`. With
+//!   `supportsMidConvoToolChanges` the tool list stays the leading message's (plus a deferred
+//!   placeholder) and later tool changes are `tool_addition`/`tool_removal` blocks; otherwise
+//!   `tools` is the current tool set. Thinking is adaptive (`forceAdaptiveThinking`:
+//!   `output_config.effort`) or budgeted; models with mid-conversation effort get effort
+//!   markers. `cache_control` goes on the system blocks, the last tool and the last user or
+//!   system message.
+//! - [`AnthropicDecoder`]: typed SSE events → [`StreamEvent`]s and the assistant message
+//!   (`responseId`, `responseModel`, `rawStopReason`, usage with `cacheWrite1h` and
+//!   `reasoning`, input-transformation diagnostics).
 //!
 //! A stream looks like:
 //!
@@ -31,33 +43,51 @@
 //! ```
 //!
 //! Only the six message events are processed (`ping` and unknown events are ignored);
-//! `event: error` fails the call with the raw data text; a stream without `message_stop`
-//! fails with `Anthropic stream ended before message_stop` (also when `message_start` never
-//! came — the reference would return an empty answer there).
+//! `event: error` fails the call with the raw data text; a stream that stops after
+//! `message_start` without `message_stop` fails with `Anthropic stream ended before
+//! message_stop`, one without a stop reason with `Anthropic stream ended without a stop
+//! reason`.
+//!
+//! Not carried over from the reference: message threads (`supportsMessageThreads`, on by
+//! default for api.anthropic.com: requests are sent without `thread`), the strict-tool-limit
+//! fallback, workload identity federation, GitHub Copilot's dynamic headers.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::ai::convert::{LlmMessage, transform_messages};
-use crate::ai::models::{
-    LevelMapping, Model, ModelCost, ThinkingLevel, calculate_cost, clamp_thinking_level,
+use crate::ai::models::{Model, ModelCost, ThinkingLevel, calculate_cost};
+use crate::ai::openai::{
+    apply_open_router_reported_cost, is_open_router, lenient_str, utf16_prefix,
 };
-use crate::ai::openai::{lenient_num, lenient_str, utf16_prefix};
-use crate::ai::partial_json::{parse_json_with_repair, parse_streaming_json};
+use crate::ai::partial_json::{
+    parse_json_with_repair, parse_streaming_json, parse_tool_call_arguments,
+};
+use crate::ai::request::{
+    adjust_max_tokens_for_thinking, clamp_max_tokens_to_context, identity_headers,
+    json_schema_tool_parameters, open_code_session_headers, resolve_json_schema_strict_sampling,
+};
+use crate::ai::transcript::{
+    get_current_tools, get_initial_system_message, get_system_message_text, normalize_context,
+    render_system_message_update, resolve_transcript,
+};
 use crate::ai::transport::{WireRequest, set_header_ci};
-use crate::ai::{
-    CacheRetention, Request, StreamEvent, StreamOptions, default_max_tokens, join_url,
-};
+use crate::ai::{CacheRetention, Request, StreamEvent, StreamOptions, join_url};
 use crate::model::message::{
-    AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent, ToolCall,
-    ToolResultMessage, UserContent,
+    AssistantKey, AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent,
+    ToolCall, ToolDeclaration, ToolResultMessage, UsageKeyOrder, UserContent,
 };
 
 const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
-const CLAUDE_CODE_VERSION: &str = "2.1.75";
+const SERVER_SIDE_FALLBACK_BETA: &str = "server-side-fallback-2026-07-01";
+const MID_CONVERSATION_OUTPUT_CONFIG_BETA: &str = "mid-conversation-output-config-2026-07-01";
+const THINKING_BINDING_CONTROLS_BETA: &str = "thinking-binding-controls-2026-08-01";
+const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+const CLAUDE_CODE_VERSION: &str = "2.1.322";
 const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
 const CLAUDE_CODE_TOOLS: &[&str] = &[
     "Read",
@@ -78,24 +108,28 @@ const CLAUDE_CODE_TOOLS: &[&str] = &[
     "WebFetch",
     "WebSearch",
 ];
+const ERROR_TOOL_IMAGE_PLACEHOLDER: &str = "(image attached after the tool results)";
 
 /// Whether the key is an Anthropic OAuth token (switches the request to OAuth mode).
 pub fn is_oauth_token(key: &str) -> bool {
     key.contains("sk-ant-oat")
 }
 
-/// Models that think adaptively (`thinking: {type: "adaptive"}` + `output_config.effort`).
-pub fn supports_adaptive_thinking(model_id: &str) -> bool {
-    [
-        "opus-4-6",
-        "opus-4.6",
-        "opus-4-7",
-        "opus-4.7",
-        "sonnet-4-6",
-        "sonnet-4.6",
-    ]
-    .iter()
-    .any(|marker| model_id.contains(marker))
+/// Whether the caller's headers carry authentication instead of a key (`hasRequestAuth`).
+pub fn has_header_auth(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(name, value)| {
+        ["authorization", "x-api-key", "cf-aig-authorization"]
+            .iter()
+            .any(|auth| name.eq_ignore_ascii_case(auth))
+            && !value.trim().is_empty()
+    })
+}
+
+/// Whether a request with this key runs in OAuth mode.
+pub fn oauth_mode(model: &Model, api_key: Option<&str>) -> bool {
+    model.provider != "github-copilot"
+        && model.provider != "cloudflare-ai-gateway"
+        && api_key.is_some_and(is_oauth_token)
 }
 
 fn to_claude_code_name(name: &str) -> String {
@@ -121,168 +155,399 @@ pub fn normalize_tool_call_id(id: &str) -> String {
     utf16_prefix(&cleaned, 64)
 }
 
-fn eager_tool_streaming(model: &Model) -> bool {
-    model
-        .compat_bool("supportsEagerToolInputStreaming")
-        .unwrap_or(true)
+/// The resolved compatibility flags of an Anthropic-compatible model (`getAnthropicCompat`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnthropicCompat {
+    /// Tools carry `eager_input_streaming` (else the fine-grained streaming beta).
+    pub supports_eager_tool_input_streaming: bool,
+    /// `cache_control.ttl: "1h"` with long retention.
+    pub supports_long_cache_retention: bool,
+    /// Session-affinity header (default: OpenRouter).
+    pub send_session_affinity_headers: bool,
+    /// `x-session-id` (OpenRouter format) instead of `x-session-affinity`.
+    pub session_affinity_open_router: bool,
+    /// `cache_control` on the last tool.
+    pub supports_cache_control_on_tools: bool,
+    /// Replay thinking with an empty signature instead of as text.
+    pub allow_empty_signature: bool,
+    /// Strict tool schemas.
+    pub supports_strict_tools: bool,
+    /// Later system messages stay in the conversation.
+    pub supports_mid_convo_system_messages: bool,
+    /// Later tool changes as `tool_addition`/`tool_removal` blocks.
+    pub supports_mid_convo_tool_changes: bool,
+    /// Adaptive thinking with `output_config.effort`.
+    pub force_adaptive_thinking: bool,
+    /// Effort markers in the conversation and thinking binding controls.
+    pub supports_mid_convo_effort: bool,
 }
 
-fn cache_control(model: &Model, retention: CacheRetention) -> Option<Value> {
-    match retention {
-        CacheRetention::None => None,
-        CacheRetention::Short => Some(json!({"type": "ephemeral"})),
-        CacheRetention::Long => {
-            if model
-                .compat_bool("supportsLongCacheRetention")
-                .unwrap_or(true)
-            {
-                Some(json!({"type": "ephemeral", "ttl": "1h"}))
-            } else {
-                Some(json!({"type": "ephemeral"}))
-            }
+impl AnthropicCompat {
+    /// Resolves the flags for a model.
+    pub fn resolve(model: &Model) -> Self {
+        let open_router = is_open_router(model);
+        let flag = |key: &str, default: bool| model.compat_bool(key).unwrap_or(default);
+        Self {
+            supports_eager_tool_input_streaming: flag("supportsEagerToolInputStreaming", true),
+            supports_long_cache_retention: flag("supportsLongCacheRetention", true),
+            send_session_affinity_headers: flag("sendSessionAffinityHeaders", open_router),
+            session_affinity_open_router: match model.compat_str("sessionAffinityFormat") {
+                Some(format) => format == "openrouter",
+                None => open_router,
+            },
+            supports_cache_control_on_tools: flag("supportsCacheControlOnTools", true),
+            allow_empty_signature: flag("allowEmptySignature", false),
+            supports_strict_tools: flag("supportsStrictTools", false),
+            supports_mid_convo_system_messages: flag("supportsMidConvoSystemMessages", false),
+            supports_mid_convo_tool_changes: flag("supportsMidConvoToolChanges", false),
+            force_adaptive_thinking: model.compat_bool("forceAdaptiveThinking") == Some(true),
+            supports_mid_convo_effort: model.compat_bool("supportsMidConvoEffort") == Some(true),
         }
     }
 }
 
-/// The thinking decision for one call.
+fn cache_control(compat: &AnthropicCompat, retention: CacheRetention) -> Option<Value> {
+    match retention {
+        CacheRetention::None => None,
+        CacheRetention::Short => Some(json!({"type": "ephemeral"})),
+        CacheRetention::Long if compat.supports_long_cache_retention => {
+            Some(json!({"type": "ephemeral", "ttl": "1h"}))
+        }
+        CacheRetention::Long => Some(json!({"type": "ephemeral"})),
+    }
+}
+
+/// The thinking decision of one call (`streamSimple`).
 struct Thinking {
-    /// `Some(true)` enabled, `Some(false)` disabled (sent only for reasoning models).
     enabled: bool,
     effort: Option<String>,
     budget: Option<u64>,
-    max_tokens: Option<u64>,
+    max_tokens: u64,
 }
 
-fn plan_thinking(model: &Model, options: &StreamOptions) -> Thinking {
-    let base_max = default_max_tokens(model, options.max_tokens);
-    let level = match options.thinking {
-        ThinkingLevel::Off => None,
-        requested => {
-            Some(clamp_thinking_level(model, requested)).filter(|l| *l != ThinkingLevel::Off)
-        }
-    };
-    let Some(level) = level else {
+/// The effort of an adaptive-thinking level (`mapThinkingLevelToEffort`).
+fn effort_for(model: &Model, level: ThinkingLevel) -> String {
+    if let Some(Value::String(mapped)) = model
+        .thinking_level_map
+        .as_ref()
+        .and_then(|map| map.get(level.as_str()))
+    {
+        return mapped.clone();
+    }
+    match level {
+        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        _ => "high",
+    }
+    .to_owned()
+}
+
+fn plan_thinking(
+    model: &Model,
+    compat: &AnthropicCompat,
+    transcript: &[Cow<'_, LlmMessage>],
+    options: &StreamOptions,
+) -> Thinking {
+    let base = clamp_max_tokens_to_context(
+        model,
+        transcript,
+        options.max_tokens.unwrap_or(model.max_tokens),
+    );
+    let level = options.thinking;
+    if level == ThinkingLevel::Off {
         return Thinking {
             enabled: false,
             effort: None,
             budget: None,
-            max_tokens: base_max,
+            max_tokens: base,
         };
-    };
-    if supports_adaptive_thinking(&model.id) {
-        let effort = match model.level_mapping(level) {
-            LevelMapping::Value(value) => value.to_owned(),
-            LevelMapping::Absent | LevelMapping::Unsupported => match level {
-                ThinkingLevel::Minimal | ThinkingLevel::Low => "low".to_owned(),
-                ThinkingLevel::Medium => "medium".to_owned(),
-                _ => "high".to_owned(),
-            },
-        };
+    }
+    if compat.force_adaptive_thinking {
         return Thinking {
             enabled: true,
-            effort: Some(effort),
+            effort: Some(effort_for(model, level)),
             budget: None,
-            max_tokens: base_max,
+            max_tokens: base,
         };
     }
-    let budgets = &options.thinking_budgets;
-    let mut budget = match level {
-        ThinkingLevel::Minimal => budgets.minimal,
-        ThinkingLevel::Low => budgets.low,
-        ThinkingLevel::Medium => budgets.medium,
-        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Off => budgets.high,
-    };
-    let max_tokens = (base_max.unwrap_or(0) + budget).min(model.max_tokens);
-    if max_tokens <= budget {
-        budget = max_tokens.saturating_sub(1024);
-    }
+    let (adjusted, budget) = adjust_max_tokens_for_thinking(
+        Some(base),
+        model.max_tokens,
+        level,
+        &options.thinking_budgets,
+    );
+    let max_tokens = clamp_max_tokens_to_context(model, transcript, adjusted);
     Thinking {
         enabled: true,
         effort: None,
-        budget: Some(budget),
-        max_tokens: Some(max_tokens),
+        budget: Some(budget.min(max_tokens.saturating_sub(1024))),
+        max_tokens,
     }
 }
 
-/// Builds the HTTP request of one call (the reference's `createClient` + `buildParams`).
-pub fn build_request(model: &Model, request: &Request, options: &StreamOptions) -> WireRequest {
+/// The configured `anthropic-beta` header (model, then caller headers; the last one wins).
+fn configured_betas(model: &Model, options: &StreamOptions) -> Option<String> {
+    let mut configured = None;
+    for (name, value) in model.headers.iter().flatten() {
+        if name.eq_ignore_ascii_case("anthropic-beta")
+            && let Some(value) = value.as_str()
+        {
+            configured = Some(value.to_owned());
+        }
+    }
+    for (name, value) in &options.headers {
+        if name.eq_ignore_ascii_case("anthropic-beta") {
+            configured = Some(value.clone());
+        }
+    }
+    configured
+}
+
+struct Features {
+    oauth: bool,
+    native_tool_changes: bool,
+    thinking_enabled: bool,
+    has_tools: bool,
+}
+
+/// The beta features of a request (`getBetaFeatures`), sent as `anthropic-beta`.
+fn beta_features(
+    model: &Model,
+    compat: &AnthropicCompat,
+    options: &StreamOptions,
+    features: &Features,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |feature: &str| {
+        if !out.iter().any(|existing| existing == feature) {
+            out.push(feature.to_owned());
+        }
+    };
+    if let Some(configured) = configured_betas(model, options) {
+        for feature in configured
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+        {
+            push(feature);
+        }
+        return out;
+    }
+    if features.oauth {
+        push("claude-code-20250219");
+        push("oauth-2025-04-20");
+    }
+    if features.has_tools && !compat.supports_eager_tool_input_streaming {
+        push(FINE_GRAINED_TOOL_STREAMING_BETA);
+    }
+    if model.reasoning && features.thinking_enabled && !compat.force_adaptive_thinking {
+        push(INTERLEAVED_THINKING_BETA);
+    }
+    if fallback_models(model).is_some() {
+        push(SERVER_SIDE_FALLBACK_BETA);
+    }
+    if compat.supports_mid_convo_effort {
+        push(MID_CONVERSATION_OUTPUT_CONFIG_BETA);
+        push(THINKING_BINDING_CONTROLS_BETA);
+    }
+    if features.native_tool_changes {
+        push(INLINE_TOOLS_BETA);
+    }
+    out
+}
+
+/// `compat.allowedFallbackModels` when it has entries.
+fn fallback_models(model: &Model) -> Option<&Vec<Value>> {
+    model
+        .compat_value("allowedFallbackModels")
+        .and_then(Value::as_array)
+        .filter(|models| !models.is_empty())
+}
+
+/// Builds the HTTP request of one call (the reference's `createClient` + `buildParams`);
+/// `Err` with the reference's text when a tool's constrained sampling cannot be had.
+pub fn build_request(
+    model: &Model,
+    request: &Request,
+    options: &StreamOptions,
+) -> Result<WireRequest, String> {
+    let compat = AnthropicCompat::resolve(model);
     let base_url = options.base_url.as_deref().unwrap_or(&model.base_url);
-    let api_key = options.api_key.clone().unwrap_or_default();
-    let oauth = model.provider != "github-copilot"
-        && model.provider != "cloudflare-ai-gateway"
-        && is_oauth_token(&api_key);
-    let mut betas: Vec<&str> = Vec::new();
-    if !request.tools.is_empty() && !eager_tool_streaming(model) {
-        betas.push(FINE_GRAINED_TOOL_STREAMING_BETA);
-    }
-    if !supports_adaptive_thinking(&model.id) {
-        betas.push(INTERLEAVED_THINKING_BETA);
-    }
+    let api_key = options.api_key.clone().filter(|key| !key.is_empty());
+    let oauth = oauth_mode(model, api_key.as_deref());
+    let cache_session = if options.cache_retention == CacheRetention::None {
+        None
+    } else {
+        options.session_id.as_deref()
+    };
+
+    let normalized = normalize_context(request);
+    let thinking = plan_thinking(model, &compat, &normalized, options);
+    let transcript = resolve_transcript(normalized, compat.supports_mid_convo_system_messages);
+    let (body, betas) = build_body(model, &transcript, options, &compat, oauth, &thinking)?;
 
     let mut headers: Vec<(String, String)> = Vec::new();
+    let key = api_key.clone().unwrap_or_default();
     match model.provider.as_str() {
         "cloudflare-ai-gateway" => {
-            headers.push(("cf-aig-authorization".into(), format!("Bearer {api_key}")));
+            headers.push(("cf-aig-authorization".into(), format!("Bearer {key}")));
         }
-        "github-copilot" => headers.push(("Authorization".into(), format!("Bearer {api_key}"))),
-        _ if oauth => headers.push(("Authorization".into(), format!("Bearer {api_key}"))),
-        _ => headers.push(("x-api-key".into(), api_key.clone())),
+        "github-copilot" => headers.push(("Authorization".into(), format!("Bearer {key}"))),
+        _ if oauth => headers.push(("Authorization".into(), format!("Bearer {key}"))),
+        _ => {
+            if api_key.is_some() {
+                headers.push(("x-api-key".into(), key.clone()));
+            }
+        }
     }
     headers.push(("anthropic-version".into(), "2023-06-01".into()));
     headers.push(("content-type".into(), "application/json".into()));
-    headers.push(("accept".into(), "application/json".into()));
-    headers.push((
+    let mut configured: Vec<(String, String)> = Vec::new();
+    if !oauth {
+        configured.extend(identity_headers(model, &options.identity));
+    }
+    configured.push(("accept".into(), "application/json".into()));
+    configured.push((
         "anthropic-dangerous-direct-browser-access".into(),
         "true".into(),
     ));
     if oauth {
-        let mut all = vec!["claude-code-20250219", "oauth-2025-04-20"];
-        all.extend(betas.iter().copied());
-        headers.push(("anthropic-beta".into(), all.join(",")));
-        headers.push((
+        configured.push((
             "user-agent".into(),
             format!("claude-cli/{CLAUDE_CODE_VERSION}"),
         ));
-        headers.push(("x-app".into(), "cli".into()));
-    } else if !betas.is_empty() {
-        headers.push(("anthropic-beta".into(), betas.join(",")));
+        configured.push(("x-app".into(), "cli".into()));
+    } else if model.provider != "github-copilot"
+        && let Some(session) = cache_session
+        && compat.send_session_affinity_headers
+    {
+        let name = if compat.session_affinity_open_router {
+            "x-session-id"
+        } else {
+            "x-session-affinity"
+        };
+        configured.push((name.into(), session.to_owned()));
     }
     for (name, value) in model.headers.iter().flatten() {
         if let Some(value) = value.as_str() {
-            set_header_ci(&mut headers, name, value);
+            configured.push((name.clone(), value.to_owned()));
         }
     }
-    for (name, value) in &options.headers {
-        set_header_ci(&mut headers, name, value);
+    configured.extend(open_code_session_headers(
+        model,
+        options.session_id.as_deref(),
+    ));
+    configured.extend(options.headers.iter().cloned());
+    for (name, value) in configured {
+        set_header_ci(&mut headers, &name, &value);
+    }
+    // The SDK sends the request's `betas` as the `anthropic-beta` header.
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
+    if !betas.is_empty() {
+        headers.push(("anthropic-beta".into(), betas.join(",")));
     }
 
-    WireRequest {
-        url: join_url(base_url, "v1/messages"),
+    Ok(WireRequest {
+        // The SDK's beta endpoint.
+        url: join_url(base_url, "v1/messages?beta=true"),
         headers,
-        body: build_body(model, request, options, oauth),
-    }
+        body,
+    })
 }
 
-/// The request body (the reference's `buildParams`), in its key order.
-pub fn build_body(model: &Model, request: &Request, options: &StreamOptions, oauth: bool) -> Value {
-    let cache = cache_control(model, options.cache_retention);
-    let thinking = plan_thinking(model, options);
+/// The effort the request asks for inside the conversation (`providerThinkingLevel`), for
+/// models with mid-conversation effort.
+pub fn provider_thinking_level(model: &Model, options: &StreamOptions) -> Option<String> {
+    let compat = AnthropicCompat::resolve(model);
+    let thinking_disabled =
+        model.reasoning && options.thinking == ThinkingLevel::Off && !off_is_null(model);
+    if !compat.supports_mid_convo_effort || thinking_disabled {
+        return None;
+    }
+    Some(
+        if compat.force_adaptive_thinking && options.thinking != ThinkingLevel::Off {
+            effort_for(model, options.thinking)
+        } else {
+            "high".to_owned()
+        },
+    )
+}
+
+fn off_is_null(model: &Model) -> bool {
+    matches!(
+        model
+            .thinking_level_map
+            .as_ref()
+            .and_then(|map| map.get("off")),
+        Some(Value::Null)
+    )
+}
+
+/// The request body (the reference's `buildParams`) and its beta features, in its key order.
+fn build_body(
+    model: &Model,
+    transcript: &[Cow<'_, LlmMessage>],
+    options: &StreamOptions,
+    compat: &AnthropicCompat,
+    oauth: bool,
+    thinking: &Thinking,
+) -> Result<(Value, Vec<String>), String> {
+    let cache = cache_control(compat, options.cache_retention);
+    let initial = get_initial_system_message(transcript);
+    let initial_text = initial.map(get_system_message_text).unwrap_or_default();
+    let transformed = transform_messages(transcript, model, &normalize_tool_call_id);
+    let conversation: Vec<&LlmMessage> = transformed
+        .iter()
+        .skip(usize::from(initial.is_some()))
+        .map(|message| &**message)
+        .collect();
+    let initial_tools: &[ToolDeclaration] = initial
+        .and_then(|system| system.tools_added.as_deref())
+        .unwrap_or(&[]);
+    let native_tool_changes = compat.supports_mid_convo_system_messages
+        && compat.supports_mid_convo_tool_changes
+        && !initial_tools.is_empty();
+    let thinking_disabled = model.reasoning && !thinking.enabled && !off_is_null(model);
+    let effort_messages = compat.supports_mid_convo_effort && !thinking_disabled;
+    let tool_cache = if compat.supports_cache_control_on_tools {
+        cache.as_ref()
+    } else {
+        None
+    };
+    let convert_definitions = |tools: &[ToolDeclaration], cache: Option<&Value>| {
+        convert_tools(tools, oauth, compat, cache)
+    };
+    let converted = convert_messages(
+        &conversation,
+        oauth,
+        cache.as_ref(),
+        compat.allow_empty_signature,
+        effort_messages.then_some(model.provider.as_str()),
+        native_tool_changes.then_some(&convert_definitions),
+    )?;
+    let active_effort = thinking.effort.clone().unwrap_or_else(|| "high".to_owned());
+    let current_tools = get_current_tools(transcript);
+    let betas = beta_features(
+        model,
+        compat,
+        options,
+        &Features {
+            oauth,
+            native_tool_changes,
+            thinking_enabled: thinking.enabled,
+            has_tools: !current_tools.is_empty(),
+        },
+    );
+
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
-    body.insert(
-        "messages".into(),
-        Value::Array(convert_messages(
-            &request.messages,
-            model,
-            oauth,
-            cache.as_ref(),
-        )),
-    );
-    let max_tokens = thinking
-        .max_tokens
-        .filter(|max| *max > 0)
-        .unwrap_or(model.max_tokens / 3);
-    body.insert("max_tokens".into(), json!(max_tokens));
+    let messages = if effort_messages {
+        insert_thinking_level_messages(converted, &active_effort)
+    } else {
+        converted.messages
+    };
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("max_tokens".into(), json!(thinking.max_tokens));
     body.insert("stream".into(), json!(true));
     let system_block = |text: &str| {
         let mut block = Map::new();
@@ -295,105 +560,190 @@ pub fn build_body(model: &Model, request: &Request, options: &StreamOptions, oau
     };
     if oauth {
         let mut system = vec![system_block(CLAUDE_CODE_IDENTITY)];
-        if !request.system_prompt.is_empty() {
-            system.push(system_block(&request.system_prompt));
+        if !initial_text.is_empty() {
+            system.push(system_block(&initial_text));
         }
         body.insert("system".into(), Value::Array(system));
-    } else if !request.system_prompt.is_empty() {
+    } else if !initial_text.is_empty() {
+        body.insert("system".into(), json!([system_block(&initial_text)]));
+    }
+    if native_tool_changes {
+        let mut tools = convert_tools(initial_tools, oauth, compat, tool_cache)?;
+        tools.push(json!({
+            "name": "__pi_deferred_placeholder__",
+            "description": "Reserved placeholder. Never available. Never call this.",
+            "input_schema": {"type": "object", "properties": {}, "required": []},
+            "defer_loading": true,
+        }));
+        body.insert("tools".into(), Value::Array(tools));
+    } else if !current_tools.is_empty() {
         body.insert(
-            "system".into(),
-            json!([system_block(&request.system_prompt)]),
+            "tools".into(),
+            Value::Array(convert_tools(&current_tools, oauth, compat, tool_cache)?),
         );
     }
-    if !request.tools.is_empty() {
-        let eager = eager_tool_streaming(model);
-        let last = request.tools.len() - 1;
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(idx, tool)| {
-                let mut out = Map::new();
-                let name = if oauth {
-                    to_claude_code_name(&tool.name)
-                } else {
-                    tool.name.clone()
-                };
-                out.insert("name".into(), json!(name));
-                out.insert("description".into(), json!(tool.description));
-                if eager {
-                    out.insert("eager_input_streaming".into(), json!(true));
-                }
-                let properties = tool
-                    .parameters
-                    .get("properties")
-                    .filter(|value| !value.is_null())
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                let required = tool
-                    .parameters
-                    .get("required")
-                    .filter(|value| !value.is_null())
-                    .cloned()
-                    .unwrap_or_else(|| json!([]));
-                out.insert(
-                    "input_schema".into(),
-                    json!({"type": "object", "properties": properties, "required": required}),
-                );
-                if idx == last
-                    && let Some(cache) = &cache
-                {
-                    out.insert("cache_control".into(), cache.clone());
-                }
-                Value::Object(out)
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if model.reasoning {
-        if thinking.enabled {
-            if supports_adaptive_thinking(&model.id) {
-                body.insert(
-                    "thinking".into(),
-                    json!({"type": "adaptive", "display": "summarized"}),
-                );
-                if let Some(effort) = thinking.effort {
-                    body.insert("output_config".into(), json!({"effort": effort}));
-                }
-            } else {
-                let budget = thinking.budget.filter(|budget| *budget > 0).unwrap_or(1024);
-                body.insert(
-                    "thinking".into(),
-                    json!({"type": "enabled", "budget_tokens": budget, "display": "summarized"}),
-                );
+    if thinking_disabled {
+        body.insert("thinking".into(), json!({"type": "disabled"}));
+    } else if effort_messages {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "adaptive", "display": "summarized", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+        );
+        body.insert("output_config".into(), json!({"effort": "low"}));
+    } else if model.reasoning && thinking.enabled {
+        if compat.force_adaptive_thinking {
+            body.insert(
+                "thinking".into(),
+                json!({"type": "adaptive", "display": "summarized"}),
+            );
+            if let Some(effort) = &thinking.effort {
+                body.insert("output_config".into(), json!({"effort": effort}));
             }
         } else {
-            body.insert("thinking".into(), json!({"type": "disabled"}));
+            let budget = thinking.budget.filter(|budget| *budget > 0).unwrap_or(1024);
+            body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget, "display": "summarized"}),
+            );
         }
     }
-    Value::Object(body)
+    if let Some(fallbacks) = fallback_models(model) {
+        let list: Vec<Value> = fallbacks
+            .iter()
+            .map(|fallback| json!({"model": fallback.get("model").cloned().unwrap_or(Value::Null)}))
+            .collect();
+        body.insert("fallbacks".into(), Value::Array(list));
+    }
+    Ok((Value::Object(body), betas))
+}
+
+/// Keywords Anthropic's strict tool use rejects (`isAnthropicStrictUnsupportedKeyword`).
+fn anthropic_strict_unsupported(key: &str, value: &Value) -> bool {
+    const UNSUPPORTED: &[&str] = &[
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    ];
+    const FORMATS: &[&str] = &[
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "uri",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ];
+    if UNSUPPORTED.contains(&key) {
+        return true;
+    }
+    match key {
+        "minItems" => !(value == &json!(0) || value == &json!(1)),
+        "format" => !value
+            .as_str()
+            .is_some_and(|format| FORMATS.contains(&format)),
+        _ => false,
+    }
+}
+
+/// Tool definitions (`convertTools`): the Anthropic input schema (properties, required, and
+/// `additionalProperties`/`$defs`/`definitions` when set), strict where supported.
+fn convert_tools(
+    tools: &[ToolDeclaration],
+    oauth: bool,
+    compat: &AnthropicCompat,
+    cache: Option<&Value>,
+) -> Result<Vec<Value>, String> {
+    let last = tools.len().saturating_sub(1);
+    tools
+        .iter()
+        .enumerate()
+        .map(|(idx, tool)| {
+            let strict = resolve_json_schema_strict_sampling(
+                tool,
+                compat.supports_strict_tools,
+                Some(&anthropic_strict_unsupported),
+            )?;
+            let parameters = json_schema_tool_parameters(tool, strict);
+            let field = |key: &str| parameters.get(key).filter(|value| !value.is_null());
+            let mut legacy = Map::new();
+            legacy.insert("type".into(), json!("object"));
+            legacy.insert(
+                "properties".into(),
+                field("properties").cloned().unwrap_or_else(|| json!({})),
+            );
+            legacy.insert(
+                "required".into(),
+                field("required").cloned().unwrap_or_else(|| json!([])),
+            );
+            for key in ["additionalProperties", "$defs", "definitions"] {
+                if let Some(value) = parameters.get(key) {
+                    legacy.insert(key.into(), value.clone());
+                }
+            }
+            let input_schema = if strict {
+                let mut merged = parameters.as_object().cloned().unwrap_or_default();
+                for (key, value) in legacy {
+                    merged.insert(key, value);
+                }
+                merged
+            } else {
+                legacy
+            };
+            let mut out = Map::new();
+            let name = if oauth {
+                to_claude_code_name(&tool.name)
+            } else {
+                tool.name.clone()
+            };
+            out.insert("name".into(), json!(name));
+            out.insert("description".into(), json!(tool.description));
+            if compat.supports_eager_tool_input_streaming {
+                out.insert("eager_input_streaming".into(), json!(true));
+            }
+            if strict {
+                out.insert("strict".into(), json!(true));
+            }
+            out.insert("input_schema".into(), Value::Object(input_schema));
+            if idx == last
+                && let Some(cache) = cache
+            {
+                out.insert("cache_control".into(), cache.clone());
+            }
+            Ok(Value::Object(out))
+        })
+        .collect()
 }
 
 fn image_block(image: &crate::model::message::ImageContent) -> Value {
     json!({"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}})
 }
 
-fn tool_result_content(result: &ToolResultMessage) -> Value {
-    let has_images = result
-        .content
+/// A tool result's content (`convertContentBlocks`): the texts joined when there are no
+/// images, else blocks (with a text placeholder when only images).
+fn content_blocks(content: &[ContentBlock]) -> Value {
+    let has_images = content
         .iter()
         .any(|block| matches!(block, ContentBlock::Image(_)));
     if !has_images {
-        let text = result
-            .content
+        let text = content
             .iter()
             .map(|block| block.as_text().unwrap_or(""))
             .collect::<Vec<_>>()
             .join("\n");
         return json!(text);
     }
-    let mut blocks: Vec<Value> = result
-        .content
+    let mut blocks: Vec<Value> = content
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(json!({"type": "text", "text": text.text})),
@@ -409,22 +759,105 @@ fn tool_result_content(result: &ToolResultMessage) -> Value {
     Value::Array(blocks)
 }
 
-/// Maps the conversation to Messages API messages (the reference's `convertMessages`).
-pub fn convert_messages(
-    messages: &[LlmMessage],
-    model: &Model,
+/// Images replaced by one placeholder per run (the reference's `replaceImagesWithPlaceholder`).
+fn replace_images(content: &[ContentBlock], placeholder: &str) -> Vec<ContentBlock> {
+    let mut out = Vec::with_capacity(content.len());
+    let mut previous_was_placeholder = false;
+    for block in content {
+        if matches!(block, ContentBlock::Image(_)) {
+            if !previous_was_placeholder {
+                out.push(ContentBlock::text(placeholder));
+            }
+            previous_was_placeholder = true;
+            continue;
+        }
+        previous_was_placeholder = block.as_text() == Some(placeholder);
+        out.push(block.clone());
+    }
+    out
+}
+
+/// An error result's images go after all tool results of the turn (Anthropic rejects images
+/// in error results; `splitErrorToolResultImages`): the result's content, the caption and
+/// images.
+fn split_error_images(result: &ToolResultMessage) -> Option<(Vec<ContentBlock>, Vec<Value>)> {
+    if !result.is_error {
+        return None;
+    }
+    let images: Vec<Value> = result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Image(image) => Some(image_block(image)),
+            _ => None,
+        })
+        .collect();
+    if images.is_empty() {
+        return None;
+    }
+    let mut after = vec![json!({"type": "text", "text": format!(
+        "Images from the error result of tool call {} ({}):",
+        result.tool_call_id, result.tool_name
+    )})];
+    after.extend(images);
+    Some((
+        replace_images(&result.content, ERROR_TOOL_IMAGE_PLACEHOLDER),
+        after,
+    ))
+}
+
+/// The converted conversation and the effort each replayed assistant message was asked for.
+struct Converted {
+    messages: Vec<Value>,
+    assistant_levels: Vec<(usize, String)>,
+}
+
+type DefinitionConverter<'a> =
+    dyn Fn(&[ToolDeclaration], Option<&Value>) -> Result<Vec<Value>, String> + 'a;
+
+/// Maps the conversation (after the leading system message) to Messages API messages (the
+/// reference's `convertMessages`).
+fn convert_messages(
+    messages: &[&LlmMessage],
     oauth: bool,
     cache: Option<&Value>,
-) -> Vec<Value> {
-    let transformed = transform_messages(messages, model, &normalize_tool_call_id);
-    let transformed: Vec<&LlmMessage> = transformed.iter().map(|message| &**message).collect();
-    let mut params: Vec<Value> = Vec::with_capacity(transformed.len());
+    allow_empty_signature: bool,
+    managed_provider: Option<&str>,
+    convert_definitions: Option<&DefinitionConverter<'_>>,
+) -> Result<Converted, String> {
+    let mut params: Vec<Value> = Vec::with_capacity(messages.len());
+    let mut assistant_levels = Vec::new();
+    let mut pending: Vec<Value> = Vec::new();
     let mut idx = 0;
-    while idx < transformed.len() {
-        match &transformed[idx] {
-            // Provisional until the 1.6.0 request shaping lands: the prompt comes from
-            // `system_prompt`.
-            LlmMessage::System(_) => {}
+    while idx < messages.len() {
+        match messages[idx] {
+            LlmMessage::System(system) => {
+                let text = render_system_message_update(system);
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                if let Some(convert) = convert_definitions {
+                    let added = system.tools_added.as_deref().unwrap_or(&[]);
+                    for removed in system.tools_removed.iter().flatten() {
+                        if added.iter().any(|tool| tool.name == removed.name) {
+                            continue;
+                        }
+                        let name = if oauth {
+                            to_claude_code_name(&removed.name)
+                        } else {
+                            removed.name.clone()
+                        };
+                        blocks.push(json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}}));
+                    }
+                    for definition in convert(added, None)? {
+                        blocks.push(json!({"type": "tool_addition", "tool": {"type": "tool_definition", "definition": definition}}));
+                    }
+                }
+                if !blocks.is_empty() {
+                    pending.push(json!({"role": "system", "content": blocks}));
+                }
+            }
             LlmMessage::User(user) => match &user.content {
                 UserContent::Text(text) => {
                     if !text.trim().is_empty() {
@@ -466,14 +899,23 @@ pub fn convert_messages(
                                 blocks.push(Value::Object(redacted));
                                 continue;
                             }
-                            if thinking.thinking.trim().is_empty() {
+                            let signature = thinking
+                                .thinking_signature
+                                .as_deref()
+                                .filter(|sig| !sig.trim().is_empty());
+                            if thinking.thinking.trim().is_empty() && signature.is_none() {
                                 continue;
                             }
-                            match thinking.thinking_signature.as_deref() {
-                                Some(signature) if !signature.trim().is_empty() => blocks.push(
+                            match signature {
+                                Some(signature) => blocks.push(
                                     json!({"type": "thinking", "thinking": thinking.thinking, "signature": signature}),
                                 ),
-                                _ => blocks.push(json!({"type": "text", "text": thinking.thinking})),
+                                None if allow_empty_signature => blocks.push(
+                                    json!({"type": "thinking", "thinking": thinking.thinking, "signature": ""}),
+                                ),
+                                None => {
+                                    blocks.push(json!({"type": "text", "text": thinking.thinking}))
+                                }
                             }
                         }
                         ContentBlock::ToolCall(call) => {
@@ -493,36 +935,61 @@ pub fn convert_messages(
                     }
                 }
                 if !blocks.is_empty() {
+                    params.append(&mut pending);
+                    let index = params.len();
                     params.push(json!({"role": "assistant", "content": blocks}));
+                    if let Some(provider) = managed_provider
+                        && assistant.api == "anthropic-messages"
+                        && assistant.provider == provider
+                        && let Some(level) =
+                            assistant
+                                .provider_thinking_level
+                                .as_deref()
+                                .filter(|level| {
+                                    matches!(*level, "low" | "medium" | "high" | "xhigh" | "max")
+                                })
+                    {
+                        assistant_levels.push((index, level.to_owned()));
+                    }
                 }
             }
             LlmMessage::ToolResult(_) => {
                 let mut results = Vec::new();
-                while let Some(LlmMessage::ToolResult(result)) = transformed.get(idx) {
+                let mut error_images = Vec::new();
+                while let Some(LlmMessage::ToolResult(result)) = messages.get(idx) {
+                    let content = match split_error_images(result) {
+                        Some((content, after)) => {
+                            error_images.extend(after);
+                            content_blocks(&content)
+                        }
+                        None => content_blocks(&result.content),
+                    };
                     results.push(json!({
                         "type": "tool_result",
                         "tool_use_id": result.tool_call_id,
-                        "content": tool_result_content(result),
+                        "content": content,
                         "is_error": result.is_error,
                     }));
                     idx += 1;
                 }
+                results.extend(error_images);
                 params.push(json!({"role": "user", "content": results}));
                 continue;
             }
         }
         idx += 1;
     }
+    params.append(&mut pending);
     if let Some(cache) = cache
         && let Some(last) = params.last_mut()
-        && last["role"] == "user"
+        && matches!(last["role"].as_str(), Some("user" | "system"))
     {
         match &mut last["content"] {
             Value::Array(blocks) => {
                 if let Some(Value::Object(block)) = blocks.last_mut()
                     && matches!(
                         block.get("type").and_then(Value::as_str),
-                        Some("text" | "image" | "tool_result")
+                        Some("text" | "image" | "tool_result" | "tool_addition" | "tool_removal")
                     )
                 {
                     block.insert("cache_control".into(), cache.clone());
@@ -535,23 +1002,33 @@ pub fn convert_messages(
             _ => {}
         }
     }
-    params
+    Ok(Converted {
+        messages: params,
+        assistant_levels,
+    })
+}
+
+/// Effort markers: an empty system message with `output_config.effort` before each replayed
+/// assistant message that recorded its level, and the active level last
+/// (`insertThinkingLevelMessages`).
+fn insert_thinking_level_messages(converted: Converted, active: &str) -> Vec<Value> {
+    let mut out = Vec::with_capacity(converted.messages.len() + 1);
+    for (index, message) in converted.messages.into_iter().enumerate() {
+        if let Some((_, level)) = converted
+            .assistant_levels
+            .iter()
+            .find(|(at, _)| *at == index)
+        {
+            out.push(json!({"role": "system", "content": [], "output_config": {"effort": level}}));
+        }
+        out.push(message);
+    }
+    out.push(json!({"role": "system", "content": [], "output_config": {"effort": active}}));
+    out
 }
 
 // ---------------------------------------------------------------------------------------
 // Decoding
-
-#[derive(Deserialize, Default)]
-struct RawUsage {
-    #[serde(default, deserialize_with = "lenient_num")]
-    input_tokens: Option<f64>,
-    #[serde(default, deserialize_with = "lenient_num")]
-    output_tokens: Option<f64>,
-    #[serde(default, deserialize_with = "lenient_num")]
-    cache_read_input_tokens: Option<f64>,
-    #[serde(default, deserialize_with = "lenient_num")]
-    cache_creation_input_tokens: Option<f64>,
-}
 
 #[derive(Deserialize)]
 struct MessageStart {
@@ -563,7 +1040,11 @@ struct StartedMessage {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
-    usage: RawUsage,
+    model: Option<String>,
+    #[serde(default)]
+    usage: Value,
+    #[serde(default)]
+    input_transformations: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -601,30 +1082,59 @@ struct BlockStop {
 #[derive(Deserialize)]
 struct MessageDelta {
     #[serde(default)]
-    delta: MessageDeltaBody,
+    delta: Value,
     #[serde(default)]
-    usage: Option<RawUsage>,
-}
-
-#[derive(Deserialize, Default)]
-struct MessageDeltaBody {
+    usage: Option<Value>,
     #[serde(default)]
-    stop_reason: Option<String>,
+    input_transformations: Option<Value>,
 }
 
-fn tokens(value: Option<f64>) -> u64 {
-    value
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .map(|v| v as u64)
-        .unwrap_or(0)
+/// A usage count: JavaScript's `value || 0`.
+fn count(usage: &Value, key: &str) -> u64 {
+    usage
+        .get(key)
+        .and_then(Value::as_f64)
+        .filter(|value| value.is_finite() && *value > 0.0)
+        .map_or(0, |value| value as u64)
 }
 
-fn map_stop_reason(reason: &str) -> Result<StopReason, String> {
+/// A usage count that is only applied when present (`!= null`).
+fn present_count(usage: &Value, key: &str) -> Option<u64> {
+    match usage.get(key) {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_f64()
+                .filter(|value| value.is_finite() && *value > 0.0)
+                .map_or(0, |value| value as u64),
+        ),
+    }
+}
+
+/// Maps a `stop_reason` (`mapStopReason`): the stop reason and the error text it carries.
+fn map_stop_reason(
+    reason: &str,
+    details: Option<&Value>,
+) -> Result<(StopReason, Option<String>), String> {
     match reason {
-        "end_turn" | "pause_turn" | "stop_sequence" => Ok(StopReason::Stop),
-        "max_tokens" => Ok(StopReason::Length),
-        "tool_use" => Ok(StopReason::ToolUse),
-        "refusal" | "sensitive" => Ok(StopReason::Error),
+        "end_turn" | "pause_turn" | "stop_sequence" => Ok((StopReason::Stop, None)),
+        "max_tokens" => Ok((StopReason::Length, None)),
+        "tool_use" => Ok((StopReason::ToolUse, None)),
+        "refusal" => Ok((
+            StopReason::Error,
+            Some(
+                details
+                    .and_then(|details| details.get("explanation"))
+                    .and_then(Value::as_str)
+                    .filter(|text| !text.is_empty())
+                    .unwrap_or("The model refused to complete the request")
+                    .to_owned(),
+            ),
+        )),
+        "sensitive" => Ok((
+            StopReason::Error,
+            Some("Provider stopped with: sensitive".to_owned()),
+        )),
         other => Err(format!("Unhandled stop reason: {other}")),
     }
 }
@@ -640,23 +1150,45 @@ struct BlockState {
 /// each SSE frame's event name and data).
 pub struct AnthropicDecoder {
     message: AssistantMessage,
+    model_id: String,
+    open_router: bool,
+    /// The prices usage is computed with (a fallback model's when one answered).
     cost: ModelCost,
+    fallback_costs: Vec<(String, ModelCost)>,
     blocks: Vec<BlockState>,
     /// Local tool names, to map Claude Code casing back (OAuth mode).
     tool_names: Option<Vec<String>>,
     saw_start: bool,
+    saw_stop_reason: bool,
+    input_transformations: Option<Vec<Value>>,
 }
 
 impl AnthropicDecoder {
-    /// Starts decoding into `message`; `oauth_tools` are the request's tool names when the call
-    /// runs in OAuth mode (tool names are then mapped back to the local casing).
+    /// Starts decoding into `message`; `oauth_tools` are the request's current tool names when
+    /// the call runs in OAuth mode (tool names are then mapped back to the local casing).
     pub fn new(message: AssistantMessage, model: &Model, oauth_tools: Option<Vec<String>>) -> Self {
+        let fallback_costs = fallback_models(model)
+            .into_iter()
+            .flatten()
+            .filter(|fallback| fallback["provider"] == model.provider.as_str())
+            .filter_map(|fallback| {
+                Some((
+                    fallback["model"].as_str()?.to_owned(),
+                    serde_json::from_value::<ModelCost>(fallback.get("cost")?.clone()).ok()?,
+                ))
+            })
+            .collect();
         Self {
             message,
-            cost: model.cost,
+            model_id: model.id.clone(),
+            open_router: is_open_router(model),
+            cost: model.cost.clone(),
+            fallback_costs,
             blocks: Vec::new(),
             tool_names: oauth_tools,
             saw_start: false,
+            saw_stop_reason: false,
+            input_transformations: None,
         }
     }
 
@@ -681,7 +1213,10 @@ impl AnthropicDecoder {
             if state.dirty {
                 state.dirty = false;
                 if let Some(ContentBlock::ToolCall(call)) = self.message.content.get_mut(index) {
-                    call.arguments = parse_streaming_json(&state.partial_json);
+                    call.arguments = match parse_streaming_json(&state.partial_json) {
+                        object @ Value::Object(_) => object,
+                        _ => Value::Object(Map::new()),
+                    };
                 }
             }
         }
@@ -700,7 +1235,7 @@ impl AnthropicDecoder {
     }
 
     /// Processes one SSE frame. `Ok(true)` at `message_stop`; `Err` with the error text for
-    /// `event: error`, unreadable data or an unknown stop reason.
+    /// `event: error`, unreadable data, an unknown stop reason or a mid-output fallback.
     pub fn on_frame(
         &mut self,
         event: &str,
@@ -723,7 +1258,11 @@ impl AnthropicDecoder {
             return Ok(false);
         }
         let fail = |err: &dyn std::fmt::Display| {
-            format!("Could not parse Anthropic SSE event {event}: {err}; data={data}")
+            let raw = std::iter::once(format!("event: {event}"))
+                .chain(data.split('\n').map(|line| format!("data: {line}")))
+                .collect::<Vec<_>>()
+                .join("\\n");
+            format!("Could not parse Anthropic SSE event {event}: {err}; data={data}; raw={raw}")
         };
         match event {
             "content_block_delta" => {
@@ -734,10 +1273,11 @@ impl AnthropicDecoder {
                         let value = parse_json_with_repair(data).map_err(|err| fail(&err))?;
                         let parsed: BlockDelta<'_> =
                             BlockDelta::deserialize(&value).map_err(|err| fail(&err))?;
-                        return self.on_delta(parsed, out).map(|()| false);
+                        self.on_delta(parsed, out);
+                        return Ok(false);
                     }
                 };
-                self.on_delta(parsed, out)?;
+                self.on_delta(parsed, out);
                 Ok(false)
             }
             "message_stop" => Ok(true),
@@ -747,19 +1287,12 @@ impl AnthropicDecoder {
                     "message_start" => {
                         let start: MessageStart =
                             serde_json::from_value(value).map_err(|err| fail(&err))?;
-                        self.saw_start = true;
-                        self.message.response_id = start.message.id;
-                        let usage = &start.message.usage;
-                        self.message.usage.input = tokens(usage.input_tokens);
-                        self.message.usage.output = tokens(usage.output_tokens);
-                        self.message.usage.cache_read = tokens(usage.cache_read_input_tokens);
-                        self.message.usage.cache_write = tokens(usage.cache_creation_input_tokens);
-                        self.recompute_usage();
+                        self.on_start(start);
                     }
                     "content_block_start" => {
                         let start: BlockStart =
                             serde_json::from_value(value).map_err(|err| fail(&err))?;
-                        self.on_block_start(start, out);
+                        self.on_block_start(start, out)?;
                     }
                     "content_block_stop" => {
                         let stop: BlockStop =
@@ -769,32 +1302,109 @@ impl AnthropicDecoder {
                     "message_delta" => {
                         let delta: MessageDelta =
                             serde_json::from_value(value).map_err(|err| fail(&err))?;
-                        if let Some(reason) =
-                            delta.delta.stop_reason.as_deref().filter(|r| !r.is_empty())
-                        {
-                            self.message.stop_reason = map_stop_reason(reason)?;
-                        }
-                        if let Some(usage) = &delta.usage {
-                            if let Some(input) = usage.input_tokens {
-                                self.message.usage.input = tokens(Some(input));
-                            }
-                            if let Some(output) = usage.output_tokens {
-                                self.message.usage.output = tokens(Some(output));
-                            }
-                            if let Some(read) = usage.cache_read_input_tokens {
-                                self.message.usage.cache_read = tokens(Some(read));
-                            }
-                            if let Some(write) = usage.cache_creation_input_tokens {
-                                self.message.usage.cache_write = tokens(Some(write));
-                            }
-                        }
-                        self.recompute_usage();
+                        self.on_message_delta(delta)?;
                     }
                     _ => {}
                 }
                 Ok(false)
             }
         }
+    }
+
+    fn on_start(&mut self, start: MessageStart) {
+        self.saw_start = true;
+        let message = &mut self.message;
+        message.key_order.touch(AssistantKey::ResponseId);
+        message.response_id = start.message.id;
+        if let Some(Value::Array(transformations)) = start.message.input_transformations {
+            self.input_transformations = Some(transformations);
+        }
+        let response_model = start.message.model;
+        if response_model.as_deref() != Some(self.model_id.as_str()) {
+            message.key_order.touch(AssistantKey::ResponseModel);
+            message.response_model = response_model.clone();
+            if let Some(answered) = &response_model
+                && let Some((_, cost)) = self
+                    .fallback_costs
+                    .iter()
+                    .find(|(model, _)| model == answered)
+            {
+                self.cost = cost.clone();
+            }
+        }
+        let usage = &start.message.usage;
+        let out = &mut self.message.usage;
+        out.input = count(usage, "input_tokens");
+        out.output = count(usage, "output_tokens");
+        out.cache_read = count(usage, "cache_read_input_tokens");
+        out.cache_write = count(usage, "cache_creation_input_tokens");
+        out.cache_write_1h = Some(
+            usage
+                .get("cache_creation")
+                .map_or(0, |creation| count(creation, "ephemeral_1h_input_tokens")),
+        );
+        out.key_order = UsageKeyOrder::ReasoningAfterCost;
+        self.recompute_usage();
+    }
+
+    fn on_message_delta(&mut self, delta: MessageDelta) -> Result<(), String> {
+        if let Some(Value::Array(transformations)) = delta.input_transformations {
+            self.input_transformations = Some(transformations);
+        }
+        if let Some(reason) = delta
+            .delta
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .filter(|reason| !reason.is_empty())
+        {
+            self.message.key_order.touch(AssistantKey::RawStopReason);
+            self.message.raw_stop_reason = Some(reason.to_owned());
+            let (stop, error) = map_stop_reason(reason, delta.delta.get("stop_details"))?;
+            self.message.stop_reason = stop;
+            self.saw_stop_reason = true;
+            if error.is_some() {
+                self.message.key_order.touch(AssistantKey::ErrorMessage);
+                self.message.error_message = error;
+            }
+        }
+        if let Some(usage) = delta.usage.as_ref().filter(|usage| !usage.is_null()) {
+            let out = &mut self.message.usage;
+            if let Some(input) = present_count(usage, "input_tokens") {
+                out.input = input;
+            }
+            if let Some(output) = present_count(usage, "output_tokens") {
+                out.output = output;
+            }
+            if let Some(read) = present_count(usage, "cache_read_input_tokens") {
+                out.cache_read = read;
+            }
+            if let Some(write) = present_count(usage, "cache_creation_input_tokens") {
+                out.cache_write = write;
+            }
+            if let Some(long) = usage
+                .get("cache_creation")
+                .and_then(|creation| present_count(creation, "ephemeral_1h_input_tokens"))
+            {
+                out.cache_write_1h = Some(long);
+            }
+            if let Some(thinking) = usage
+                .get("output_tokens_details")
+                .and_then(|details| present_count(details, "thinking_tokens"))
+            {
+                if out.cache_write_1h.is_none() {
+                    // Created after `cost` (no `message_start` came).
+                    out.key_order = UsageKeyOrder::ReasoningAfterCost;
+                }
+                out.reasoning = Some(thinking);
+            }
+        }
+        self.recompute_usage();
+        if self.open_router
+            && let Some(usage) = delta.usage.as_ref().filter(|usage| !usage.is_null())
+        {
+            apply_open_router_reported_cost(&mut self.message.usage, usage);
+        }
+        Ok(())
     }
 
     fn push_block(&mut self, block: ContentBlock, index: Value) -> usize {
@@ -808,13 +1418,23 @@ impl AnthropicDecoder {
         content_index
     }
 
-    fn on_block_start(&mut self, start: BlockStart, out: &mut VecDeque<StreamEvent>) {
+    fn on_block_start(
+        &mut self,
+        start: BlockStart,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), String> {
         let block = &start.content_block;
+        let text_of = |key: &str| block[key].as_str().unwrap_or("").to_owned();
         match block["type"].as_str() {
+            Some("fallback") if !self.message.content.is_empty() => {
+                return Err(
+                    "Anthropic performed an unsupported mid-output model fallback".to_owned(),
+                );
+            }
             Some("text") => {
                 let content_index = self.push_block(
                     ContentBlock::Text(TextContent {
-                        text: String::new(),
+                        text: text_of("text"),
                         text_signature: None,
                         extra: Map::new(),
                     }),
@@ -825,8 +1445,8 @@ impl AnthropicDecoder {
             Some("thinking") => {
                 let content_index = self.push_block(
                     ContentBlock::Thinking(ThinkingContent {
-                        thinking: String::new(),
-                        thinking_signature: Some(String::new()),
+                        thinking: text_of("thinking"),
+                        thinking_signature: Some(text_of("signature")),
                         redacted: None,
                         extra: Map::new(),
                     }),
@@ -865,6 +1485,7 @@ impl AnthropicDecoder {
                         id: block["id"].as_str().unwrap_or("").to_owned(),
                         name,
                         arguments,
+                        arguments_error: None,
                         thought_signature: None,
                         extra: Map::new(),
                     }),
@@ -874,15 +1495,12 @@ impl AnthropicDecoder {
             }
             _ => {}
         }
+        Ok(())
     }
 
-    fn on_delta(
-        &mut self,
-        delta: BlockDelta<'_>,
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<(), String> {
+    fn on_delta(&mut self, delta: BlockDelta<'_>, out: &mut VecDeque<StreamEvent>) {
         let Some(index) = self.find_block(&delta.index) else {
-            return Ok(());
+            return;
         };
         let body = delta.delta;
         match (
@@ -923,7 +1541,6 @@ impl AnthropicDecoder {
             }
             _ => {}
         }
-        Ok(())
     }
 
     fn on_block_stop(&mut self, index: &Value, out: &mut VecDeque<StreamEvent>) {
@@ -942,7 +1559,9 @@ impl AnthropicDecoder {
             }),
             Some(ContentBlock::ToolCall(call)) => {
                 let state = &mut self.blocks[position];
-                call.arguments = parse_streaming_json(&state.partial_json);
+                let (arguments, error) = parse_tool_call_arguments(&state.partial_json);
+                call.arguments = arguments;
+                call.arguments_error = error;
                 state.dirty = false;
                 out.push_back(StreamEvent::ToolCallEnd {
                     content_index: position,
@@ -953,21 +1572,58 @@ impl AnthropicDecoder {
         }
     }
 
-    /// The stream ended normally (`message_stop`); `Err` when the stop reason was an error
-    /// (refusal, sensitive).
-    pub fn complete(&mut self) -> Result<StopReason, String> {
+    /// The stream ended normally (`message_stop`); `Err` when there was no stop reason or it
+    /// was an error (refusal, sensitive). `now_ms` stamps the diagnostics.
+    pub fn complete(&mut self, now_ms: i64) -> Result<StopReason, String> {
         self.refresh();
-        match self.message.stop_reason {
-            StopReason::Error | StopReason::Aborted | StopReason::Unknown => {
-                Err("An unknown error occurred".to_owned())
-            }
-            reason => Ok(reason),
+        if !self.saw_stop_reason {
+            return Err("Anthropic stream ended without a stop reason".to_owned());
         }
+        match self.message.stop_reason {
+            StopReason::Error | StopReason::Aborted | StopReason::Pending | StopReason::Unknown => {
+                return Err(self
+                    .message
+                    .error_message
+                    .clone()
+                    .filter(|text| !text.is_empty())
+                    .unwrap_or_else(|| "An unknown error occurred".to_owned()));
+            }
+            _ => {}
+        }
+        if let Some(transformations) = self.input_transformations.take().filter(|t| !t.is_empty()) {
+            let listed: Vec<Value> = transformations
+                .iter()
+                .map(|transformation| {
+                    let mut entry = Map::new();
+                    for key in ["type", "path", "reason"] {
+                        if let Some(value) = transformation.get(key).filter(|v| !v.is_null()) {
+                            entry.insert(key.into(), value.clone());
+                        }
+                    }
+                    Value::Object(entry)
+                })
+                .collect();
+            let diagnostic = json!({
+                "type": "anthropic_input_transformations",
+                "timestamp": now_ms,
+                "details": {"transformations": listed},
+            });
+            self.message.key_order.touch(AssistantKey::Diagnostics);
+            match &mut self.message.diagnostics {
+                Some(Value::Array(list)) => list.push(diagnostic),
+                other => *other = Some(Value::Array(vec![diagnostic])),
+            }
+        }
+        Ok(self.message.stop_reason)
     }
 
     /// The body ended without `message_stop`.
-    pub fn on_eof(&mut self) -> Result<StopReason, String> {
-        Err("Anthropic stream ended before message_stop".to_owned())
+    pub fn on_eof(&mut self, now_ms: i64) -> Result<StopReason, String> {
+        if self.saw_start {
+            Err("Anthropic stream ended before message_stop".to_owned())
+        } else {
+            self.complete(now_ms)
+        }
     }
 
     /// Whether `message_start` arrived.
@@ -1000,52 +1656,30 @@ mod tests {
         options
     }
 
+    fn body(model: &Model, level: ThinkingLevel) -> Value {
+        build_request(model, &Request::default(), &options(level))
+            .unwrap()
+            .body
+    }
+
     #[test]
-    fn thinking_budgets_follow_the_worked_numbers() {
-        let sonnet = build_body(
-            &model("claude-sonnet-4-5"),
-            &Request::default(),
-            &options(ThinkingLevel::Medium),
-            false,
-        );
-        assert_eq!(sonnet["max_tokens"], 40192);
+    fn thinking_budgets_follow_the_reference() {
+        let sonnet = body(&model("claude-sonnet-4-5"), ThinkingLevel::Medium);
+        // maxTokens 64000 fitted to the window (200000 − 4096), plus the budget, capped at 64000.
+        assert_eq!(sonnet["max_tokens"], 64000);
         assert_eq!(
             sonnet["thinking"],
             json!({"type":"enabled","budget_tokens":8192,"display":"summarized"})
         );
-        let opus41 = build_body(
-            &model("claude-opus-4-1"),
-            &Request::default(),
-            &options(ThinkingLevel::High),
-            false,
-        );
+        let opus = body(&model("claude-opus-4-7"), ThinkingLevel::Xhigh);
+        assert_eq!(opus["output_config"], json!({"effort":"xhigh"}));
         assert_eq!(
-            (
-                opus41["max_tokens"].clone(),
-                opus41["thinking"]["budget_tokens"].clone()
-            ),
-            (json!(32000), json!(16384))
-        );
-        let opus47 = build_body(
-            &model("claude-opus-4-7"),
-            &Request::default(),
-            &options(ThinkingLevel::Xhigh),
-            false,
-        );
-        assert_eq!(opus47["max_tokens"], 32000);
-        assert_eq!(opus47["output_config"], json!({"effort":"xhigh"}));
-        assert_eq!(
-            opus47["thinking"],
+            opus["thinking"],
             json!({"type":"adaptive","display":"summarized"})
         );
         let mut custom = model("claude-sonnet-4-5");
         custom.max_tokens = 16384;
-        let custom_body = build_body(
-            &custom,
-            &Request::default(),
-            &options(ThinkingLevel::High),
-            false,
-        );
+        let custom_body = body(&custom, ThinkingLevel::High);
         assert_eq!(
             (
                 custom_body["max_tokens"].clone(),
@@ -1053,25 +1687,16 @@ mod tests {
             ),
             (json!(16384), json!(15360))
         );
-        let off = build_body(
-            &model("claude-sonnet-4-5"),
-            &Request::default(),
-            &options(ThinkingLevel::Off),
-            false,
-        );
+        let off = body(&model("claude-sonnet-4-5"), ThinkingLevel::Off);
         assert_eq!(off["thinking"], json!({"type":"disabled"}));
-        assert_eq!(off["max_tokens"], 32000);
         let mut budgets = options(ThinkingLevel::Low);
         budgets.thinking_budgets = ThinkingBudgets {
             low: 3000,
             ..ThinkingBudgets::default()
         };
-        let low = build_body(
-            &model("claude-sonnet-4-5"),
-            &Request::default(),
-            &budgets,
-            false,
-        );
+        let low = build_request(&model("claude-sonnet-4-5"), &Request::default(), &budgets)
+            .unwrap()
+            .body;
         assert_eq!(low["thinking"]["budget_tokens"], 3000);
     }
 
@@ -1088,7 +1713,7 @@ mod tests {
                 parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
             }],
         };
-        let wire = build_request(&model("claude-sonnet-4-5"), &request, &opts);
+        let wire = build_request(&model("claude-sonnet-4-5"), &request, &opts).unwrap();
         let header = |name: &str| {
             wire.headers
                 .iter()
@@ -1102,12 +1727,13 @@ mod tests {
         assert_eq!(header("x-api-key"), None);
         assert_eq!(
             header("anthropic-beta").as_deref(),
-            Some("claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14")
+            Some("claude-code-20250219,oauth-2025-04-20")
         );
+        assert_eq!(header("user-agent").as_deref(), Some("claude-cli/2.1.322"));
         assert_eq!(wire.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
         assert_eq!(wire.body["system"][1]["text"], "Be brief.");
         assert_eq!(wire.body["tools"][0]["name"], "Read");
-        assert_eq!(wire.url, "https://api.anthropic.com/v1/messages");
+        assert_eq!(wire.url, "https://api.anthropic.com/v1/messages?beta=true");
     }
 
     #[test]
@@ -1119,7 +1745,7 @@ mod tests {
         let frames = [
             (
                 "message_start",
-                r#"{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":5}}}"#,
+                r#"{"type":"message_start","message":{"id":"msg_1","model":"claude-sonnet-4-5","usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":5}}}"#,
             ),
             (
                 "content_block_start",
@@ -1156,7 +1782,7 @@ mod tests {
             ("ping", r#"{"type":"ping"}"#),
             (
                 "message_delta",
-                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30,"output_tokens_details":{"thinking_tokens":12}}}"#,
             ),
         ];
         for (event, data) in frames {
@@ -1166,16 +1792,20 @@ mod tests {
             decoder.on_frame("message_stop", r#"{"type":"message_stop"}"#, &mut out),
             Ok(true)
         );
-        assert_eq!(decoder.complete(), Ok(StopReason::ToolUse));
+        assert_eq!(decoder.complete(0), Ok(StopReason::ToolUse));
         let message = decoder.into_message();
         assert_eq!(message.response_id.as_deref(), Some("msg_1"));
+        assert_eq!(message.response_model, None);
+        assert_eq!(message.raw_stop_reason.as_deref(), Some("tool_use"));
         assert_eq!(
             (
                 message.usage.input,
                 message.usage.output,
-                message.usage.cache_read
+                message.usage.cache_read,
+                message.usage.reasoning,
+                message.usage.cache_write_1h,
             ),
-            (10, 30, 5)
+            (10, 30, 5, Some(12), Some(0))
         );
         let ContentBlock::Thinking(thinking) = &message.content[0] else {
             panic!()
@@ -1220,8 +1850,8 @@ mod tests {
             Err("Unhandled stop reason: weird".to_owned())
         );
         assert_eq!(
-            decoder.on_eof(),
-            Err("Anthropic stream ended before message_stop".to_owned())
+            decoder.on_eof(0),
+            Err("Anthropic stream ended without a stop reason".to_owned())
         );
     }
 }

@@ -418,36 +418,6 @@ pub fn resolve_base_url(model: &Model, resolver: &dyn KeyResolver) -> Result<Str
     }
 }
 
-/// Returns the attribution headers the reference's session adds (lowest priority) when
-/// install telemetry is enabled: OpenRouter's referer/title/categories, Cloudflare's
-/// user agent.
-pub fn attribution_headers(model: &Model, telemetry_enabled: bool) -> Vec<(String, String)> {
-    if !telemetry_enabled {
-        return Vec::new();
-    }
-    let pairs: &[(&str, &str)] =
-        if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
-            &[
-                ("HTTP-Referer", "https://pi.dev"),
-                ("X-OpenRouter-Title", "pi"),
-                ("X-OpenRouter-Categories", "cli-agent"),
-            ]
-        } else if matches!(
-            model.provider.as_str(),
-            "cloudflare-workers-ai" | "cloudflare-ai-gateway"
-        ) || model.base_url.contains("api.cloudflare.com")
-            || model.base_url.contains("gateway.ai.cloudflare.com")
-        {
-            &[("User-Agent", "pi-coding-agent")]
-        } else {
-            &[]
-        };
-    pairs
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-        .collect()
-}
-
 /// Whether a model counts as available: its provider has any key source, including a
 /// `models.json` `apiKey` (the reference's `hasConfiguredAuth`; runs no commands).
 pub fn has_configured_auth(

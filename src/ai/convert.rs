@@ -9,13 +9,15 @@
 //! - [`block_images`] applies the `images.blockImages` setting.
 //! - [`transform_messages`] runs inside each protocol before its wire mapping: images for
 //!   models without image input become placeholders; assistant messages from another
-//!   `(provider, api, model)` lose redacted thinking and signatures, their thinking becomes
-//!   text and their tool-call ids are normalised (tool results remapped); error and aborted
-//!   assistant messages are skipped; tool calls without a result get a synthetic error result.
+//!   `(provider, api, model)` lose their thinking (1.6.0: dropped, no longer sent as text),
+//!   text signatures and tool-call signatures, and their tool-call ids are normalised (tool
+//!   results remapped); error and aborted assistant messages are skipped; tool calls without a
+//!   result get a synthetic error result; a system message arriving while tool calls are open
+//!   waits until they are closed.
 //!
 //! Invariant: pure functions; the input is never modified.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Map;
@@ -27,6 +29,9 @@ use crate::model::message::{
 };
 
 /// A message as an LLM sees it (the reference's `Message`): user, assistant or tool result.
+// Assistant messages are the common case of a transcript; boxing them would cost an
+// allocation per message for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum LlmMessage {
     /// `role: "system"`: the prompt and tool loadout, or a patch of them (1.6.0).
@@ -120,9 +125,31 @@ pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<LlmMessage> {
             ),
             summary.timestamp,
         )),
-        AgentMessage::Unknown(_) => None,
+        AgentMessage::Unknown(value) => null_content_message(value),
     }));
     converted
+}
+
+/// A message whose `content` is `null` reads as one with no content (1.6.0's
+/// `transformMessages` normalises `content == null` to `[]` before anything else), so a tool
+/// result without content is still sent as that call's result.
+fn null_content_message(value: &serde_json::Value) -> Option<LlmMessage> {
+    let map = value.as_object()?;
+    if !matches!(
+        map.get("role").and_then(serde_json::Value::as_str),
+        Some("user" | "assistant" | "toolResult")
+    ) || !map.get("content").is_some_and(serde_json::Value::is_null)
+    {
+        return None;
+    }
+    let mut fixed = map.clone();
+    fixed.insert("content".to_owned(), serde_json::Value::Array(Vec::new()));
+    match AgentMessage::from_value(serde_json::Value::Object(fixed)) {
+        AgentMessage::User(user) => Some(LlmMessage::User(user)),
+        AgentMessage::Assistant(assistant) => Some(LlmMessage::Assistant(assistant)),
+        AgentMessage::ToolResult(result) => Some(LlmMessage::ToolResult(result)),
+        _ => None,
+    }
 }
 
 /// Replaces images in user and tool-result messages by [`IMAGE_BLOCKED_TEXT`], collapsing
@@ -199,8 +226,8 @@ fn replace_images(content: &[ContentBlock], placeholder: &str) -> Vec<ContentBlo
 ///
 /// Messages the normalisation leaves as they are are borrowed, not copied (every request
 /// carries the whole context).
-pub fn transform_messages<'a>(
-    messages: &'a [LlmMessage],
+pub fn transform_messages<'a, M: Borrow<LlmMessage>>(
+    messages: &'a [M],
     model: &Model,
     normalize_id: &dyn Fn(&str) -> String,
 ) -> Vec<Cow<'a, LlmMessage>> {
@@ -213,6 +240,7 @@ pub fn transform_messages<'a>(
     let mut id_map: HashMap<String, String> = HashMap::new();
     let mut transformed: Vec<Cow<'a, LlmMessage>> = Vec::with_capacity(messages.len());
     for message in messages {
+        let message: &'a LlmMessage = message.borrow();
         let message = match message {
             LlmMessage::System(_) => Cow::Borrowed(message),
             LlmMessage::User(user) => match &user.content {
@@ -365,11 +393,13 @@ fn transform_assistant(
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Thinking(thinking) => {
-                if thinking.redacted == Some(true) {
-                    return same_model.then(|| block.clone());
+                // Another model's thinking is dropped: its signatures only replay to the model
+                // that made them, and readable thinking sent as text would read as the reply.
+                if !same_model {
+                    return None;
                 }
-                if same_model
-                    && thinking
+                if thinking.redacted == Some(true)
+                    || thinking
                         .thinking_signature
                         .as_deref()
                         .is_some_and(|sig| !sig.is_empty())
@@ -379,10 +409,7 @@ fn transform_assistant(
                 if thinking.thinking.trim().is_empty() {
                     return None;
                 }
-                if same_model {
-                    return Some(block.clone());
-                }
-                Some(ContentBlock::text(thinking.thinking.clone()))
+                Some(block.clone())
             }
             ContentBlock::Text(text) => {
                 if same_model {
@@ -461,9 +488,16 @@ mod tests {
             agent(json!({"role":"branchSummary","summary":"S","fromId":"x","timestamp":5})),
             agent(json!({"role":"compactionSummary","summary":"C","tokensBefore":9,"timestamp":6})),
             agent(json!({"role":"weird","timestamp":7})),
+            agent(
+                json!({"role":"toolResult","toolCallId":"c","toolName":"ls","content":null,"isError":false,"timestamp":8}),
+            ),
         ];
         let converted = convert_to_llm(&messages);
-        assert_eq!(converted.len(), 5);
+        assert_eq!(converted.len(), 6);
+        let LlmMessage::ToolResult(result) = &converted[5] else {
+            panic!("{:?}", converted[5])
+        };
+        assert!(result.content.is_empty(), "null content reads as none");
         assert_eq!(
             texts(&converted[0]),
             [
@@ -548,7 +582,8 @@ mod tests {
             matches!(out[3], Cow::Borrowed(_)),
             "this model's assistant message"
         );
-        assert_eq!(texts(&out[1]), ["hmm", "<call call_ABC___>"]);
+        // 1.6.0: another model's thinking is dropped, not replayed as text.
+        assert_eq!(texts(&out[1]), ["<call call_ABC___>"]);
         let LlmMessage::Assistant(first) = &*out[1] else {
             panic!()
         };
@@ -569,6 +604,50 @@ mod tests {
         assert_eq!(synthetic.tool_call_id, "t2");
         assert!(synthetic.is_error);
         assert_eq!(texts(&out[4]), ["No result provided"]);
+    }
+
+    #[test]
+    fn a_system_message_between_a_call_and_its_result_waits_for_the_result() {
+        let model = builtin_models()
+            .iter()
+            .find(|model| model.provider == "anthropic" && model.id == "claude-sonnet-4-5")
+            .unwrap()
+            .clone();
+        let messages = convert_to_llm(&[
+            agent(json!({"role":"system","content":"p","timestamp":0})),
+            agent(json!({"role":"user","content":"hi","timestamp":1})),
+            agent(json!({"role":"assistant","content":[
+                {"type":"toolCall","id":"a","name":"ls","arguments":{}},
+                {"type":"toolCall","id":"b","name":"ls","arguments":{}}],
+                "api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5","usage":{},"stopReason":"toolUse","timestamp":2})),
+            agent(
+                json!({"role":"toolResult","toolCallId":"a","toolName":"ls","content":[],"isError":false,"timestamp":3}),
+            ),
+            agent(json!({"role":"system","content":"update","timestamp":4})),
+            agent(json!({"role":"user","content":"next","timestamp":5})),
+        ]);
+        let out = transform_messages(&messages, &model, &|id: &str| id.to_owned());
+        let roles: Vec<String> = out
+            .iter()
+            .map(|message| match &**message {
+                LlmMessage::System(system) => format!("system:{}", system.content_text()),
+                LlmMessage::User(_) => "user".to_owned(),
+                LlmMessage::Assistant(_) => "assistant".to_owned(),
+                LlmMessage::ToolResult(result) => format!("result:{}", result.tool_call_id),
+            })
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "system:p",
+                "user",
+                "assistant",
+                "result:a",
+                "result:b",
+                "system:update",
+                "user"
+            ]
+        );
     }
 
     #[test]

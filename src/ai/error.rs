@@ -86,8 +86,18 @@ impl AiError {
     /// Classifies a failure from its error text, the HTTP status when a response carried it,
     /// and the delay the server asked for.
     pub fn classify(message: &str, status: Option<u16>, retry_after: Option<Duration>) -> Self {
+        Self::classify_for("", message, status, retry_after)
+    }
+
+    /// [`Self::classify`] for a call to `provider` (Cerebras's empty 400 is an overflow).
+    pub fn classify_for(
+        provider: &str,
+        message: &str,
+        status: Option<u16>,
+        retry_after: Option<Duration>,
+    ) -> Self {
         let message = message.to_owned();
-        if matches_overflow(&message) {
+        if matches_overflow(&message, provider) {
             return Self::ContextOverflow { message };
         }
         if status == Some(429) || hit(&RATE_LIMIT, &message) {
@@ -102,41 +112,52 @@ impl AiError {
         if matches!(status, Some(408 | 409)) || status.is_some_and(|code| code >= 500) {
             return Self::Transient { message };
         }
-        if hit(&RETRYABLE, &message) {
+        if hit(&RETRYABLE, &message) && !hit(&NON_RETRYABLE, &message) {
             return Self::Transient { message };
         }
         Self::Other { message }
     }
 }
 
-/// The reference's overflow patterns (`utils/overflow.js`), in its order.
+/// The reference's overflow patterns (1.6.0's `utils/overflow.js`), in its order.
 static OVERFLOW: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     [
-        r"(?i)prompt is too long",
+        r"(?i)prompt (?:is )?too long",
+        r"(?i)prompt exceeds max length",
         r"(?i)request_too_large",
         r"(?i)input is too long for requested model",
         r"(?i)exceeds the context window",
+        r"(?i)exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
+        r"(?i)context window exceeded",
         r"(?i)input token count.*exceeds the maximum",
         r"(?i)maximum prompt length is \d+",
         r"(?i)reduce the length of the messages",
         r"(?i)maximum context length is \d+ tokens",
+        r"(?i)exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?",
+        r"(?i)input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)",
         r"(?i)exceeds the limit of \d+",
         r"(?i)exceeds the available context size",
         r"(?i)greater than the context length",
         r"(?i)context window exceeds limit",
         r"(?i)exceeded model token limit",
         r"(?i)too large for model with \d+ maximum context length",
+        r"(?i)prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?",
         r"(?i)model_context_window_exceeded",
         r"(?i)prompt too long; exceeded (?:max )?context length",
+        r"(?i)range of input length should be",
         r"(?i)context[_ ]length[_ ]exceeded",
         r"(?i)too many tokens",
         r"(?i)token limit exceeded",
-        r"(?i)^4(?:00|13)\s*(?:status code)?\s*\(no body\)",
+        r"(?i)^(?:[\w -]+ API error \(413\):|413(?:\s|:|$))",
     ]
     .iter()
     .filter_map(|pattern| Regex::new(pattern).ok())
     .collect()
 });
+
+/// Cerebras answers an overflow with an empty 400 or 413 (only for that provider).
+static CEREBRAS_BODYLESS_OVERFLOW: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?i)^4(?:00|13)\s*(?:status code)?\s*\(no body\)").ok());
 
 /// Errors that look like overflow but are not (throttling, rate limits).
 static NON_OVERFLOW: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -150,11 +171,42 @@ static NON_OVERFLOW: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     .collect()
 });
 
-/// The agent-level retry test of the reference (`agent-session.js`, one regex).
+/// Provider limits that look transient but are not (quota, billing, plan limits; 1.6.0's
+/// `NON_RETRYABLE_PROVIDER_LIMIT_ERROR_PATTERN`; the lookahead after `1308` is a class here).
+static NON_RETRYABLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r#"(?i)GoUsageLimitError|FreeUsageLimitError|Monthly usage limit reached|available balance"#,
+        r#"|insufficient_quota|out of budget|quota exceeded|billing"#,
+        r#"|subscription_sharing_usage_limit_exceeded"#,
+        r#"|subscription_sharing_workplace_individual_usage_limit_exceeded"#,
+        r#"|"code"\s*:\s*"?1308(?:[^0-9]|$)"#,
+    ))
+    .ok()
+});
+
+/// The agent-level retry test of 1.6.0 (`RETRYABLE_PROVIDER_ERROR_PATTERN`, one regex; its
+/// lookarounds around status codes and socket error codes are written as boundary classes).
 static RETRYABLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)overloaded|provider.?returned.?error|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|network.?error|connection.?error|connection.?refused|connection.?lost|websocket.?closed|websocket.?error|other side closed|fetch failed|upstream.?connect|reset before headers|socket hang up|ended without|http2 request did not get a response|timed? out|timeout|terminated|retry delay",
-    )
+    Regex::new(concat!(
+        r"(?i)overloaded|server_busy|servers are currently busy|currently experiencing high demand",
+        r"|model is at capacity|rate.?limit|too many requests",
+        r"|(?:^|[^a-z0-9])(?:429|500|502|503|504|520|524)(?:[^a-z0-9]|$)",
+        r"|service.?(?:is.?)?(?:temporarily.?)?unavailable|server.?error|internal.?error",
+        r"|provider.?returned.?(?:an.?)?error|exceeded request buffer limit while retrying upstream",
+        r"|unable to forward upstream|upstream.?request.?failed|upstream_stream_read_error",
+        r"|stream was interrupted|http/?2 stream failed",
+        r"|network.?error|connection.?error|connection.?refused|connection.?lost|connection.?closed",
+        r"|other side closed|fetch failed|request to \S+ failed, reason:|getaddrinfo",
+        r"|(?:^|[^a-z0-9_])(?:ECONNRESET|ECONNABORTED|ECONNREFUSED|ETIMEDOUT|EPIPE)(?:[^a-z0-9_]|$)",
+        r"|connection reset by peer|ENOTFOUND|EAI_AGAIN|upstream.?connect|reset before headers",
+        r"|socket hang up|socket connection was closed|timed? out|timeout|terminated",
+        r"|websocket.?closed|websocket.?error|websocket.?connection.?limit.?reached",
+        r"|ended without|stream ended before message_stop|stream ended before a terminal response event",
+        r"|http2 request did not get a response|stream disconnected before completion",
+        r"|cut short after the reply had begun|pending stream has been canceled|retry delay",
+        r"|you can retry your request|try your request again|please retry your request",
+        r"|ResourceExhausted|subscription_sharing_usage_unavailable|subscription_sharing_user_unavailable",
+    ))
     .ok()
 });
 
@@ -170,9 +222,10 @@ fn hit(pattern: &LazyLock<Option<Regex>>, text: &str) -> bool {
     pattern.as_ref().is_some_and(|re| re.is_match(text))
 }
 
-fn matches_overflow(message: &str) -> bool {
+fn matches_overflow(message: &str, provider: &str) -> bool {
     !NON_OVERFLOW.iter().any(|re| re.is_match(message))
-        && OVERFLOW.iter().any(|re| re.is_match(message))
+        && (OVERFLOW.iter().any(|re| re.is_match(message))
+            || (provider == "cerebras" && hit(&CEREBRAS_BODYLESS_OVERFLOW, message)))
 }
 
 /// Returns true when the message shows the prompt overflowed the context window (the
@@ -182,7 +235,7 @@ fn matches_overflow(message: &str) -> bool {
 pub fn is_context_overflow(message: &AssistantMessage, context_window: u64) -> bool {
     if message.stop_reason == StopReason::Error
         && let Some(error) = &message.error_message
-        && matches_overflow(error)
+        && matches_overflow(error, &message.provider)
     {
         return true;
     }
@@ -196,9 +249,9 @@ pub fn is_context_overflow(message: &AssistantMessage, context_window: u64) -> b
         && input as f64 >= context_window as f64 * 0.99
 }
 
-/// Returns true when the session should retry the turn (`spec/models-providers-settings.md`
-/// §11.3): an error message that is not an overflow and matches the reference's retryable
-/// pattern.
+/// Returns true when the session should retry the turn (1.6.0's `isRetryableAssistantError`
+/// after the overflow check): an error message that is not an overflow, not a quota or plan
+/// limit, and matches the retryable pattern.
 pub fn is_retryable_error(message: &AssistantMessage, context_window: u64) -> bool {
     if message.stop_reason != StopReason::Error {
         return false;
@@ -206,7 +259,9 @@ pub fn is_retryable_error(message: &AssistantMessage, context_window: u64) -> bo
     let Some(error) = &message.error_message else {
         return false;
     };
-    !is_context_overflow(message, context_window) && hit(&RETRYABLE, error)
+    !is_context_overflow(message, context_window)
+        && !hit(&NON_RETRYABLE, error)
+        && hit(&RETRYABLE, error)
 }
 
 #[cfg(test)]
@@ -225,9 +280,10 @@ mod tests {
 
     #[test]
     fn patterns_compile() {
-        assert_eq!(OVERFLOW.len(), 20);
+        assert_eq!(OVERFLOW.len(), 27);
         assert_eq!(NON_OVERFLOW.len(), 3);
         assert!(hit(&RETRYABLE, "socket hang up"));
+        assert!(NON_RETRYABLE.is_some() && CEREBRAS_BODYLESS_OVERFLOW.is_some());
         assert!(RATE_LIMIT.is_some() && AUTH.is_some());
     }
 
@@ -239,7 +295,8 @@ mod tests {
             "400 Your input exceeds the context window of this model",
             "the request exceeds the available context size, try increasing it",
             "413 status code (no body)",
-            "400 status code (no body)",
+            r#"github-copilot API error (413): {"message":"failed to parse request","code":""}"#,
+            "Prompt has 40,000 tokens, but the configured context size is 32,768 tokens",
         ] {
             assert!(is_context_overflow(&failed(text), 0), "{text}");
             assert!(matches!(
@@ -252,6 +309,18 @@ mod tests {
             0
         ));
         assert!(!is_context_overflow(&failed("500 internal error"), 0));
+        // An empty 400 is an overflow only from Cerebras.
+        assert!(!is_context_overflow(
+            &failed("400 status code (no body)"),
+            0
+        ));
+        let mut cerebras = failed("400 status code (no body)");
+        cerebras.provider = "cerebras".into();
+        assert!(is_context_overflow(&cerebras, 0));
+        assert!(matches!(
+            AiError::classify_for("cerebras", "400 status code (no body)", Some(400), None),
+            AiError::ContextOverflow { .. }
+        ));
     }
 
     #[test]
@@ -311,5 +380,17 @@ mod tests {
             0
         ));
         assert!(!is_retryable_error(&failed("400 bad request"), 0));
+        // Status codes only as whole numbers; quota limits never retried.
+        assert!(is_retryable_error(&failed("upstream said 502."), 0));
+        assert!(!is_retryable_error(
+            &failed("request id req_5029 failed"),
+            0
+        ));
+        assert!(is_retryable_error(&failed("read ECONNRESET"), 0));
+        assert!(!is_retryable_error(
+            &failed(r#"429 {"error":{"code":"1308","message":"usage limit"}}"#),
+            0
+        ));
+        assert!(!is_retryable_error(&failed("429 insufficient_quota"), 0));
     }
 }

@@ -1,10 +1,11 @@
 //! One LLM call, streamed back as one event enum; the providers' wire protocols, the model
 //! registry and transport retries (`spec/models-providers-settings.md`).
 //!
-//! Entry point: [`AiClient::stream`] takes a [`Model`], a [`Request`] (system prompt, the
-//! conversation as already-converted [`LlmMessage`]s — see [`convert::convert_to_llm`] — and
-//! tool definitions) and [`StreamOptions`] (key, headers, thinking level, limits, transport
-//! settings), plus a cancellation token, and returns an [`AssistantStream`]. Pull events with
+//! Entry point: [`AiClient::stream`] takes a [`Model`], a [`Request`] (the conversation as
+//! already-converted [`LlmMessage`]s, system messages included — see
+//! [`convert::convert_to_llm`] and [`transcript`] — and optionally a system prompt and tool
+//! definitions) and [`StreamOptions`] (key, headers, identity, thinking level, limits,
+//! transport settings), plus a cancellation token, and returns an [`AssistantStream`]. Pull events with
 //! [`AssistantStream::next`]; [`AssistantStream::partial`] is the assistant message as built
 //! so far (what the reference's events carry as `partial`). The last event is always
 //! [`StreamEvent::Done`] or [`StreamEvent::Error`], carrying the final message exactly as the
@@ -17,9 +18,11 @@
 //! }
 //! ```
 //!
-//! Modules: `sse` (framing), `openai` and `anthropic` (request mapping and stream decoding,
-//! pure), `transport` (HTTP with the reference's retry rules), `stream` (the driver: idle
-//! timeout, abort, terminal events), `convert` (`convertToLlm` and provider normalisation),
+//! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
+//! transcript), `openai` and `anthropic` (request mapping and stream decoding, pure),
+//! `request` (what both protocols share), `transport` (HTTP with the reference's retry
+//! rules), `stream` (the driver: idle timeout, abort, terminal events), `convert`
+//! (`convertToLlm` and provider normalisation),
 //! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
 //! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
 //!
@@ -34,9 +37,11 @@ pub mod error;
 pub mod models;
 pub mod openai;
 pub mod partial_json;
+pub mod request;
 pub mod resolve;
 pub mod sse;
 mod stream;
+pub mod transcript;
 pub mod transport;
 
 use std::time::Duration;
@@ -62,15 +67,21 @@ pub struct ToolDefinition {
     pub parameters: Value,
 }
 
-/// What one call sends: the system prompt, the conversation and the tools.
+/// What one call sends: the conversation, and optionally a system prompt and tools.
+///
+/// In 1.6.0's model the prompt and tools are system messages in `messages`; a non-empty
+/// `system_prompt` and non-empty `tools` are folded into a leading system message first
+/// ([`transcript::normalize_context`]), as the reference does with `Context.systemPrompt` and
+/// `Context.tools`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Request {
-    /// The system prompt (not sent when empty).
+    /// The system prompt (folded into a leading system message when not empty).
     pub system_prompt: String,
-    /// The conversation, already converted for the LLM ([`convert::convert_to_llm`]); the
-    /// provider normalisation ([`convert::transform_messages`]) is applied per protocol.
+    /// The conversation, already converted for the LLM ([`convert::convert_to_llm`]),
+    /// system messages included; the provider normalisation
+    /// ([`convert::transform_messages`]) is applied per protocol.
     pub messages: Vec<LlmMessage>,
-    /// The active tools.
+    /// Tools to declare in the leading system message.
     pub tools: Vec<ToolDefinition>,
 }
 
@@ -150,15 +161,16 @@ pub struct StreamOptions {
     /// The provider key (from [`auth::request_auth`]); calls without one fail with
     /// `No API key for provider: <p>` before sending.
     pub api_key: Option<String>,
-    /// Extra headers, later entries winning: attribution, then the model/`models.json`
-    /// headers, then caller overrides. They override the protocol's own headers
+    /// Extra headers, later entries winning: the `models.json` headers, then caller
+    /// overrides. They override the protocol's own headers and the identity headers
     /// (case-insensitively).
     pub headers: Vec<(String, String)>,
     /// The base URL to use instead of the model's (resolved placeholders).
     pub base_url: Option<String>,
     /// The session's thinking level (clamped to the model here again).
     pub thinking: ThinkingLevel,
-    /// Output limit; `None` = `min(model.maxTokens, 32000)`.
+    /// Output limit; `None` = the model's `maxTokens`. Either is fitted into the context
+    /// window left by the estimated input (1.6.0's `clampMaxTokensToContext`).
     pub max_tokens: Option<u64>,
     /// Anthropic thinking budgets.
     pub thinking_budgets: ThinkingBudgets,
@@ -168,6 +180,8 @@ pub struct StreamOptions {
     pub session_id: Option<String>,
     /// HTTP retry and timeout behaviour.
     pub transport: TransportConfig,
+    /// How requests identify themselves (`User-Agent`, provider attribution).
+    pub identity: request::ClientIdentity,
 }
 
 impl StreamOptions {
@@ -184,6 +198,7 @@ impl StreamOptions {
             cache_retention: CacheRetention::Short,
             session_id: None,
             transport: TransportConfig::default(),
+            identity: request::ClientIdentity::default(),
         }
     }
 }
@@ -255,15 +270,16 @@ pub enum StreamEvent {
     Done {
         /// The stop reason.
         reason: StopReason,
-        /// The final message.
-        message: AssistantMessage,
+        /// The final message (boxed: every event is moved through the queue, and the
+        /// message is most of a terminal event's size).
+        message: Box<AssistantMessage>,
     },
     /// The call failed or was aborted; the message keeps the partial content.
     Error {
         /// `error` or `aborted`.
         reason: StopReason,
         /// The final message, with `errorMessage`.
-        message: AssistantMessage,
+        message: Box<AssistantMessage>,
         /// The classified cause.
         error: AiError,
     },
@@ -276,6 +292,7 @@ fn stop_reason_name(reason: StopReason) -> &'static str {
         StopReason::ToolUse => "toolUse",
         StopReason::Error => "error",
         StopReason::Aborted => "aborted",
+        StopReason::Pending => "pending",
         StopReason::Unknown => "unknown",
     }
 }
@@ -389,20 +406,19 @@ pub fn new_assistant_message(model: &Model, timestamp: i64) -> AssistantMessage 
         provider: model.provider.clone(),
         model: model.id.clone(),
         usage: Default::default(),
-        stop_reason: StopReason::Stop,
+        stop_reason: StopReason::Pending,
         timestamp,
+        provider_thinking_level: None,
         response_id: None,
         response_model: None,
+        raw_stop_reason: None,
         error_message: None,
         diagnostics: None,
+        duration_ms: None,
+        thinking_level: None,
         extra: Map::new(),
+        key_order: crate::model::message::AssistantKeyOrder::created(),
     }
-}
-
-/// Returns the output limit sent when the caller names none: `min(model.maxTokens, 32000)`
-/// (nothing when the model has no limit).
-pub fn default_max_tokens(model: &Model, requested: Option<u64>) -> Option<u64> {
-    requested.or_else(|| (model.max_tokens > 0).then(|| model.max_tokens.min(32_000)))
 }
 
 /// Joins a base URL and a path with exactly one `/` between them.

@@ -2,9 +2,12 @@
 //! it, thinking levels and how they clamp (`spec/models-providers-settings.md` §2–§4, §6.8).
 //!
 //! - The built-in table is data: `builtin_models.json`, generated from the reference
-//!   package by `scripts/gen-models.mjs` and embedded at compile time (969 models of
-//!   `@mariozechner/pi-ai` 0.73.1, in the reference registry's order).
-//! - [`ModelRegistry::load`] takes the *text* of `models.json` (this layer reads no files):
+//!   package by `scripts/gen-models.mjs` and embedded at compile time (1698 models of
+//!   `@earendil-works/pi-ai` 1.6.0, in the reference catalog's order, with their compat
+//!   flags, cost tiers and every other field; models of APIs this layer does not speak are
+//!   listed too).
+//! - [`ModelRegistry::load`] takes the *text* of `models.json` (this layer reads no files;
+//!   the rules are still 0.73.1's):
 //!   `//` comments and trailing commas are stripped, the schema is checked (errors listed as
 //!   `  - <path>: <message>`), then the semantic checks, then the merge of §4.6: provider
 //!   overrides and `modelOverrides` patch built-in models, custom models replace a built-in
@@ -27,9 +30,29 @@ use serde_json::{Map, Value};
 use crate::support::json::to_js_string;
 
 /// Prices in USD per million tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCost {
+    /// Input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Cache reads.
+    pub cache_read: f64,
+    /// Cache writes.
+    pub cache_write: f64,
+    /// 1.6.0: other prices above an input size (`tiers`; the tier with the highest threshold
+    /// below the request's input applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<CostTier>>,
+}
+
+/// Prices that apply above an input size (1.6.0's `cost.tiers[]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostTier {
+    /// The tier applies when input + cache read + cache write tokens exceed this.
+    pub input_tokens_above: f64,
     /// Input tokens.
     pub input: f64,
     /// Output tokens.
@@ -78,6 +101,10 @@ pub struct Model {
     /// Compatibility flags, carried as written (typed views in `openai`/`anthropic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compat: Option<Map<String, Value>>,
+    /// Fields this layer does not interpret, carried as written (1.6.0's `type`,
+    /// `inputLimits`, `promptCache`, `samplingParams`, …).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl Model {
@@ -149,17 +176,20 @@ pub enum ThinkingLevel {
     High,
     /// Extra high (only where the model maps it).
     Xhigh,
+    /// 1.6.0: the maximum effort (only where the model maps it).
+    Max,
 }
 
 impl ThinkingLevel {
     /// Every level, lowest first.
-    pub const ALL: [ThinkingLevel; 6] = [
+    pub const ALL: [ThinkingLevel; 7] = [
         Self::Off,
         Self::Minimal,
         Self::Low,
         Self::Medium,
         Self::High,
         Self::Xhigh,
+        Self::Max,
     ];
 
     /// Returns the level's name as the reference writes it.
@@ -171,6 +201,7 @@ impl ThinkingLevel {
             Self::Medium => "medium",
             Self::High => "high",
             Self::Xhigh => "xhigh",
+            Self::Max => "max",
         }
     }
 
@@ -187,8 +218,9 @@ impl ThinkingLevel {
     }
 }
 
-/// Returns the levels a model supports (§6.8): only `off` without reasoning; otherwise every
-/// level not mapped to `null`, and `xhigh` only when mapped to a string.
+/// Returns the levels a model supports (§6.8, 1.6.0's `getSupportedThinkingLevels`): only
+/// `off` without reasoning; otherwise every level not mapped to `null`, and `xhigh` and `max`
+/// only when mapped.
 pub fn supported_thinking_levels(model: &Model) -> Vec<ThinkingLevel> {
     if !model.reasoning {
         return vec![ThinkingLevel::Off];
@@ -197,7 +229,7 @@ pub fn supported_thinking_levels(model: &Model) -> Vec<ThinkingLevel> {
         .into_iter()
         .filter(|level| match model.level_mapping(*level) {
             LevelMapping::Unsupported => false,
-            LevelMapping::Absent => *level != ThinkingLevel::Xhigh,
+            LevelMapping::Absent => !matches!(level, ThinkingLevel::Xhigh | ThinkingLevel::Max),
             LevelMapping::Value(_) => true,
         })
         .collect()
@@ -225,15 +257,31 @@ pub fn clamp_thinking_level(model: &Model, level: ThinkingLevel) -> ThinkingLeve
         .unwrap_or(ThinkingLevel::Off)
 }
 
-/// Returns the usage cost of `tokens` at the model's prices, computed as the reference does
-/// (`price / 1e6 × tokens` per kind, then the sum in that order).
+/// Returns the usage cost of `tokens` at the model's prices, computed as 1.6.0's
+/// `calculateCost` does: the tier with the highest threshold below input + cache read + cache
+/// write applies; `price / 1e6 × tokens` per kind, one-hour cache writes at twice the input
+/// price; the sum in that order; `totalFromProvider: false`.
 pub fn calculate_cost(cost: &ModelCost, usage: &mut crate::model::message::Usage) {
-    usage.cost.input = (cost.input / 1_000_000.0) * usage.input as f64;
-    usage.cost.output = (cost.output / 1_000_000.0) * usage.output as f64;
-    usage.cost.cache_read = (cost.cache_read / 1_000_000.0) * usage.cache_read as f64;
-    usage.cost.cache_write = (cost.cache_write / 1_000_000.0) * usage.cache_write as f64;
+    let input_tokens = (usage.input + usage.cache_read + usage.cache_write) as f64;
+    let (mut input, mut output, mut cache_read, mut cache_write) =
+        (cost.input, cost.output, cost.cache_read, cost.cache_write);
+    let mut matched = -1.0;
+    for tier in cost.tiers.iter().flatten() {
+        if input_tokens > tier.input_tokens_above && tier.input_tokens_above > matched {
+            (input, output, cache_read, cache_write) =
+                (tier.input, tier.output, tier.cache_read, tier.cache_write);
+            matched = tier.input_tokens_above;
+        }
+    }
+    let long_write = usage.cache_write_1h.unwrap_or(0) as f64;
+    let short_write = usage.cache_write as f64 - long_write;
+    usage.cost.input = (input / 1_000_000.0) * usage.input as f64;
+    usage.cost.output = (output / 1_000_000.0) * usage.output as f64;
+    usage.cost.cache_read = (cache_read / 1_000_000.0) * usage.cache_read as f64;
+    usage.cost.cache_write = (cache_write * short_write + input * 2.0 * long_write) / 1_000_000.0;
     usage.cost.total =
         usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
+    usage.cost.total_from_provider = Some(false);
 }
 
 #[derive(Deserialize)]
@@ -299,14 +347,24 @@ impl ModelRegistry {
     /// exist). `path` only names the file in error texts. Never fails: a broken file is
     /// reported by [`Self::error`] and only the built-ins are kept.
     pub fn load(models_json: Option<&str>, path: &str) -> Self {
-        let Some(text) = models_json else {
-            return Self::builtin();
+        Self::load_over(builtin_models(), models_json, path)
+    }
+
+    /// [`Self::load`] over another built-in table (the tests of the `models.json` rules run
+    /// them over the table they were recorded with).
+    pub fn load_over(builtins: &[Model], models_json: Option<&str>, path: &str) -> Self {
+        let base = || Self {
+            models: builtins.to_vec(),
+            ..Self::default()
         };
-        match parse_models_json(text, path) {
-            Ok(custom) => custom.merge(),
+        let Some(text) = models_json else {
+            return base();
+        };
+        match parse_models_json(text, path, builtins) {
+            Ok(custom) => custom.merge(builtins),
             Err(error) => Self {
                 load_error: Some(error),
-                ..Self::builtin()
+                ..base()
             },
         }
     }
@@ -414,7 +472,7 @@ struct CustomConfig {
     providers: Vec<(String, Map<String, Value>)>,
 }
 
-fn parse_models_json(text: &str, path: &str) -> Result<CustomConfig, String> {
+fn parse_models_json(text: &str, path: &str, builtins: &[Model]) -> Result<CustomConfig, String> {
     let value: Value = serde_json::from_str(&strip_json_comments(text))
         .map_err(|err| format!("Failed to parse models.json: {err}\n\nFile: {path}"))?;
     let mut errors = Vec::new();
@@ -440,7 +498,7 @@ fn parse_models_json(text: &str, path: &str) -> Result<CustomConfig, String> {
         })
         .unwrap_or_default();
     let config = CustomConfig { providers };
-    validate_semantics(&config)
+    validate_semantics(&config, builtins)
         .map_err(|err| format!("Failed to load models.json: {err}\n\nFile: {path}"))?;
     Ok(config)
 }
@@ -678,8 +736,11 @@ fn models_of(config: &Map<String, Value>) -> &[Value] {
         .unwrap_or(&[])
 }
 
-fn validate_semantics(config: &CustomConfig) -> Result<(), String> {
-    let builtin: HashSet<&str> = builtin_providers().into_iter().collect();
+fn validate_semantics(config: &CustomConfig, builtins: &[Model]) -> Result<(), String> {
+    let builtin: HashSet<&str> = builtins
+        .iter()
+        .map(|model| model.provider.as_str())
+        .collect();
     for (name, provider) in &config.providers {
         let is_builtin = builtin.contains(name.as_str());
         let has_provider_api = str_field(provider, "api").is_some();
@@ -821,6 +882,7 @@ fn apply_model_override(model: &Model, entry: &Map<String, Value>) -> Model {
             output: pick("output", model.cost.output),
             cache_read: pick("cacheRead", model.cost.cache_read),
             cache_write: pick("cacheWrite", model.cost.cache_write),
+            tiers: model.cost.tiers.clone(),
         };
     }
     result.compat = merge_compat(
@@ -834,7 +896,7 @@ fn apply_model_override(model: &Model, entry: &Map<String, Value>) -> Model {
 type ProviderOverride<'a> = (Option<String>, Option<&'a Map<String, Value>>);
 
 impl CustomConfig {
-    fn merge(self) -> ModelRegistry {
+    fn merge(self, builtins: &[Model]) -> ModelRegistry {
         let mut registry = ModelRegistry::default();
         let mut provider_overrides: HashMap<&str, ProviderOverride<'_>> = HashMap::new();
         let mut model_overrides: HashMap<&str, &Map<String, Value>> = HashMap::new();
@@ -864,7 +926,7 @@ impl CustomConfig {
         }
 
         // Built-ins, patched by provider overrides and modelOverrides.
-        for model in builtin_models() {
+        for model in builtins {
             let mut model = model.clone();
             if let Some((base_url, compat)) = provider_overrides.get(model.provider.as_str()) {
                 if let Some(base_url) = base_url {
@@ -883,22 +945,20 @@ impl CustomConfig {
         }
 
         // Custom models, upserted by (provider, id).
-        for model in self.custom_models(&mut registry) {
+        for model in self.custom_models(&mut registry, builtins) {
             registry.upsert(model);
         }
         registry
     }
 
-    fn custom_models(&self, registry: &mut ModelRegistry) -> Vec<Model> {
+    fn custom_models(&self, registry: &mut ModelRegistry, builtins: &[Model]) -> Vec<Model> {
         let mut models = Vec::new();
         for (name, provider) in &self.providers {
             let defs = models_of(provider);
             if defs.is_empty() {
                 continue;
             }
-            let builtin_default = builtin_models()
-                .iter()
-                .find(|model| &model.provider == name);
+            let builtin_default = builtins.iter().find(|model| &model.provider == name);
             for def in defs.iter().filter_map(Value::as_object) {
                 let Some(id) = str_field(def, "id") else {
                     continue;
@@ -928,6 +988,7 @@ impl CustomConfig {
                             output: pick("output"),
                             cache_read: pick("cacheRead"),
                             cache_write: pick("cacheWrite"),
+                            tiers: None,
                         }
                     }
                     _ => ModelCost::default(),
@@ -958,6 +1019,7 @@ impl CustomConfig {
                     max_tokens: def.get("maxTokens").and_then(number_u64).unwrap_or(16_384),
                     headers: None,
                     compat,
+                    extra: Map::new(),
                 });
             }
         }
@@ -994,7 +1056,7 @@ mod tests {
     #[test]
     fn builtin_table_is_the_reference_table() {
         let models = builtin_models();
-        assert_eq!(models.len(), 969);
+        assert_eq!(models.len(), 1698);
         let sonnet = models
             .iter()
             .find(|model| model.provider == "anthropic" && model.id == "claude-sonnet-4-5")
@@ -1007,9 +1069,12 @@ mod tests {
                 input: 3.0,
                 output: 15.0,
                 cache_read: 0.3,
-                cache_write: 3.75
+                cache_write: 3.75,
+                tiers: None,
             }
         );
+        assert_eq!(sonnet.compat_bool("supportsStrictTools"), Some(true));
+        assert_eq!(sonnet.extra["type"], "chat");
         assert_eq!(
             (sonnet.context_window, sonnet.max_tokens),
             (200_000, 64_000)
@@ -1019,7 +1084,7 @@ mod tests {
                 .iter()
                 .filter(|model| model.provider == "anthropic")
                 .count(),
-            23
+            18
         );
         assert_eq!(builtin_providers()[0], "amazon-bedrock");
     }
@@ -1071,6 +1136,27 @@ mod tests {
             clamp_thinking_level(&model, ThinkingLevel::Off),
             ThinkingLevel::Minimal
         );
+        // 1.6.0's `max`: only where mapped; a request above every level clamps down.
+        model.thinking_level_map = serde_json::json!({"off": null, "xhigh": "xhigh", "max": "max"})
+            .as_object()
+            .cloned();
+        assert_eq!(
+            supported_thinking_levels(&model),
+            [
+                ThinkingLevel::Minimal,
+                ThinkingLevel::Low,
+                ThinkingLevel::Medium,
+                ThinkingLevel::High,
+                ThinkingLevel::Xhigh,
+                ThinkingLevel::Max
+            ]
+        );
+        model.thinking_level_map = None;
+        assert_eq!(
+            clamp_thinking_level(&model, ThinkingLevel::Max),
+            ThinkingLevel::High
+        );
+        assert_eq!(ThinkingLevel::parse("max"), Some(ThinkingLevel::Max));
         model.reasoning = false;
         assert_eq!(
             clamp_thinking_level(&model, ThinkingLevel::High),
@@ -1092,10 +1178,47 @@ mod tests {
                 output: 15.0,
                 cache_read: 0.3,
                 cache_write: 3.75,
+                tiers: None,
             },
             &mut usage,
         );
         assert_eq!(usage.cost.input, 3.0 / 1_000_000.0 * 200.0);
         assert!((usage.cost.total - 0.00165).abs() < 1e-12);
+        assert_eq!(usage.cost.total_from_provider, Some(false));
+        // Tiers above the input size, and one-hour cache writes at twice the input price.
+        let tiered = ModelCost {
+            input: 1.0,
+            output: 2.0,
+            cache_read: 0.1,
+            cache_write: 1.25,
+            tiers: Some(vec![
+                CostTier {
+                    input_tokens_above: 1000.0,
+                    input: 10.0,
+                    output: 20.0,
+                    cache_read: 1.0,
+                    cache_write: 12.5,
+                },
+                CostTier {
+                    input_tokens_above: 100.0,
+                    input: 5.0,
+                    output: 6.0,
+                    cache_read: 0.5,
+                    cache_write: 6.25,
+                },
+            ]),
+        };
+        let mut usage = crate::model::message::Usage {
+            input: 100,
+            cache_write: 400,
+            cache_write_1h: Some(100),
+            ..Default::default()
+        };
+        calculate_cost(&tiered, &mut usage);
+        assert_eq!(usage.cost.input, 5.0 / 1_000_000.0 * 100.0);
+        assert_eq!(
+            usage.cost.cache_write,
+            (6.25 * 300.0 + 5.0 * 2.0 * 100.0) / 1_000_000.0
+        );
     }
 }

@@ -88,6 +88,25 @@ pub fn parse_json_with_repair(text: &str) -> Result<Value, serde_json::Error> {
     }
 }
 
+/// Parses the complete argument text of a finished tool call (1.6.0's
+/// `parseToolCallArguments`): empty text is `{}`; text that is not a JSON object (after the
+/// reference's repair) gives `{}` and an error naming the problem and the text the model sent.
+/// The parse error's wording is serde's, not V8's.
+pub fn parse_tool_call_arguments(text: &str) -> (Value, Option<String>) {
+    if text.trim().is_empty() {
+        return (Value::Object(Map::new()), None);
+    }
+    let error = match parse_json_with_repair(text) {
+        Ok(value @ Value::Object(_)) => return (value, None),
+        Ok(_) => "Tool arguments must be a JSON object".to_owned(),
+        Err(err) => err.to_string(),
+    };
+    (
+        Value::Object(Map::new()),
+        Some(format!("{error}\n\nReceived arguments:\n{text}")),
+    )
+}
+
 /// Parses tool-call arguments that may still be arriving; always returns a value (`{}` when
 /// nothing usable is there), exactly as the reference's `parseStreamingJson`.
 pub fn parse_streaming_json(text: &str) -> Value {

@@ -465,11 +465,24 @@ pub fn resolve_model_scope<'a>(
 mod tests {
     use super::*;
 
+    /// The worked examples of the spec were written against 0.73.1's built-in table; they run
+    /// over that table (kept as a fixture since the 1.6.0 catalog replaced it).
+    fn recorded_registry() -> ModelRegistry {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/providers/models-json/builtin-0.73.1.catalog.json");
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).expect("the 0.73.1 table"))
+                .expect("valid JSON");
+        let models: Vec<crate::ai::Model> =
+            serde_json::from_value(file["models"].clone()).expect("models");
+        ModelRegistry::from_models(models)
+    }
+
     fn resolve(
         provider: Option<&str>,
         model: &str,
     ) -> Result<(String, Option<ThinkingLevel>, Option<String>), String> {
-        let registry = ModelRegistry::builtin();
+        let registry = recorded_registry();
         resolve_cli_model(provider, Some(model), &registry).map(|found| {
             let found = found.unwrap();
             (found.model.reference(), found.thinking, found.warning)
@@ -519,7 +532,7 @@ mod tests {
 
     #[test]
     fn scope_patterns_glob_and_warn() {
-        let registry = ModelRegistry::builtin();
+        let registry = recorded_registry();
         let available: Vec<&Model> = registry
             .all()
             .iter()

@@ -36,7 +36,7 @@ use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
 use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
 use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
-use crate::model::message::{AssistantMessage, StopReason};
+use crate::model::message::{AssistantKey, AssistantKeyOrder, AssistantMessage, StopReason};
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
 use crate::support::json::write_value;
@@ -118,6 +118,11 @@ impl AiClient {
         if protocol == Some(Protocol::OpenAi) {
             effective.api = "openai-completions".to_owned();
         }
+        // The request model carries the base URL resolved at request time (the reference's
+        // `requestModel`): compat detection reads it too.
+        if let Some(base_url) = options.base_url.as_deref().filter(|url| !url.is_empty()) {
+            effective.base_url = base_url.to_owned();
+        }
         let message = new_assistant_message(&effective, timestamp);
         let base = AssistantStream {
             http: self.http.clone(),
@@ -132,28 +137,38 @@ impl AiClient {
             final_message: None,
         };
         let Some(protocol) = protocol else {
-            return base.failed(AiError::Config {
+            return base.setup_failed(AiError::Config {
                 message: format!("No API provider registered for api: {}", model.api),
             });
         };
-        if options.api_key.as_deref().is_none_or(str::is_empty) {
+        let header_auth = match protocol {
+            Protocol::OpenAi => openai::has_header_auth(&options.headers),
+            Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
+        };
+        if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
             stream.decoder = stream
                 .decoder
                 .with_protocol(protocol, &effective, &request, &options);
-            return stream.failed(AiError::Config {
+            return stream.setup_failed(AiError::Config {
                 message: format!("No API key for provider: {}", model.provider),
             });
         }
-        let (wire, style) = match protocol {
-            Protocol::OpenAi => (
-                openai::build_request(&effective, &request, &options),
-                ErrorBodyStyle::ErrorMember,
-            ),
-            Protocol::Anthropic => (
-                anthropic::build_request(&effective, &request, &options),
-                ErrorBodyStyle::WholeBody,
-            ),
+        let built = match protocol {
+            Protocol::OpenAi => openai::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
+            Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
+        };
+        let (wire, style) = match built {
+            Ok(built) => built,
+            Err(text) => {
+                let mut stream = base;
+                stream.decoder = stream
+                    .decoder
+                    .with_protocol(protocol, &effective, &request, &options);
+                return stream.failed(AiError::Other { message: text });
+            }
         };
         let hint = self.body_hint.load(Ordering::Relaxed);
         let mut body = String::with_capacity(hint + hint / 8 + 1024);
@@ -165,6 +180,13 @@ impl AiClient {
         stream.decoder = stream
             .decoder
             .with_protocol(protocol, &effective, &request, &options);
+        if protocol == Protocol::Anthropic
+            && let Some(level) = anthropic::provider_thinking_level(&effective, &options)
+        {
+            let message = stream.decoder.message_mut();
+            message.key_order.touch(AssistantKey::ProviderThinkingLevel);
+            message.provider_thinking_level = Some(level);
+        }
         stream.phase = Phase::Pending { wire, body, style };
         stream
     }
@@ -200,8 +222,14 @@ impl Decoder {
                     .is_some_and(anthropic::is_oauth_token)
                     && model.provider != "github-copilot"
                     && model.provider != "cloudflare-ai-gateway";
-                let tools =
-                    oauth.then(|| request.tools.iter().map(|tool| tool.name.clone()).collect());
+                let tools = oauth.then(|| {
+                    crate::ai::transcript::get_current_tools(
+                        &crate::ai::transcript::normalize_context(request),
+                    )
+                    .into_iter()
+                    .map(|tool| tool.name)
+                    .collect()
+                });
                 Self::Anthropic(AnthropicDecoder::new(message, model, tools))
             }
         }
@@ -246,24 +274,39 @@ impl Decoder {
     ) -> Result<bool, String> {
         match self {
             Self::None(_) => Ok(true),
-            Self::OpenAi(decoder) => decoder.on_data(frame.data, out),
+            Self::OpenAi(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
         }
     }
 
-    fn complete(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
+    fn complete(
+        &mut self,
+        out: &mut VecDeque<StreamEvent>,
+        now_ms: i64,
+    ) -> Result<StopReason, String> {
         match self {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.complete(out),
-            Self::Anthropic(decoder) => decoder.complete(),
+            Self::Anthropic(decoder) => decoder.complete(now_ms),
         }
     }
 
-    fn on_eof(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
+    fn on_eof(
+        &mut self,
+        out: &mut VecDeque<StreamEvent>,
+        now_ms: i64,
+    ) -> Result<StopReason, String> {
         match self {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.on_eof(out),
-            Self::Anthropic(decoder) => decoder.on_eof(),
+            Self::Anthropic(decoder) => decoder.on_eof(now_ms),
+        }
+    }
+
+    /// What the reference does with the message when a call fails.
+    fn on_failure(&mut self) {
+        if let Self::OpenAi(decoder) = self {
+            decoder.on_failure();
         }
     }
 
@@ -324,6 +367,38 @@ impl AssistantStream {
     fn failed(mut self, error: AiError) -> Self {
         self.phase = Phase::Failed(error);
         self
+    }
+
+    /// A failure before the protocol ran (the reference's `lazyStream` setup error): the
+    /// message is built as `createSetupErrorMessage` builds it, `errorMessage` before
+    /// `timestamp`.
+    fn setup_failed(mut self, error: AiError) -> Self {
+        let mut order = AssistantKeyOrder::default();
+        for key in [
+            AssistantKey::Content,
+            AssistantKey::Api,
+            AssistantKey::Provider,
+            AssistantKey::Model,
+            AssistantKey::Usage,
+            AssistantKey::StopReason,
+            AssistantKey::ErrorMessage,
+            AssistantKey::Timestamp,
+        ] {
+            order.touch(key);
+        }
+        self.decoder.message_mut().key_order = order;
+        self.phase = Phase::Failed(error);
+        self
+    }
+
+    /// Stamps the final message with its duration (`durationMs`, appended last).
+    fn stamp_duration(&mut self) {
+        let now = self.clock.now_ms();
+        let message = self.decoder.message_mut();
+        if message.duration_ms.is_none() {
+            message.key_order.touch(AssistantKey::DurationMs);
+            message.duration_ms = Some(u64::try_from(now - message.timestamp).unwrap_or(0));
+        }
     }
 
     /// Returns the assistant message as built so far (the reference's `partial`): content
@@ -407,7 +482,7 @@ impl AssistantStream {
             Ok(Ok(None)) => {
                 self.sse.finish();
                 if !self.drain_frames() {
-                    let result = self.decoder.on_eof(&mut self.queue);
+                    let result = self.decoder.on_eof(&mut self.queue, self.clock.now_ms());
                     self.finish(result);
                 }
             }
@@ -442,7 +517,7 @@ impl AssistantStream {
             match outcome {
                 Ok(false) => {}
                 Ok(true) => {
-                    let result = self.decoder.complete(&mut self.queue);
+                    let result = self.decoder.complete(&mut self.queue, self.clock.now_ms());
                     self.finish(result);
                     return true;
                 }
@@ -462,9 +537,13 @@ impl AssistantStream {
         match result {
             Ok(reason) => {
                 self.decoder.refresh();
+                self.stamp_duration();
                 let message = self.decoder.message().clone();
                 self.final_message = Some(message.clone());
-                self.queue.push_back(StreamEvent::Done { reason, message });
+                self.queue.push_back(StreamEvent::Done {
+                    reason,
+                    message: Box::new(message),
+                });
                 self.phase = Phase::Finished;
             }
             Err(text) => self.finish_failed(Failure::Message {
@@ -491,17 +570,20 @@ impl AssistantStream {
                 retry_after,
             } => (
                 StopReason::Error,
-                AiError::classify(&text, status, retry_after),
+                AiError::classify_for(&self.decoder.message().provider, &text, status, retry_after),
             ),
         };
+        self.decoder.on_failure();
         let message = self.decoder.message_mut();
         message.stop_reason = reason;
+        message.key_order.touch(AssistantKey::ErrorMessage);
         message.error_message = Some(error.message().to_owned());
-        let message = message.clone();
+        self.stamp_duration();
+        let message = self.decoder.message().clone();
         self.final_message = Some(message.clone());
         self.queue.push_back(StreamEvent::Error {
             reason,
-            message,
+            message: Box::new(message),
             error,
         });
         self.phase = Phase::Finished;

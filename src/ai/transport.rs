@@ -83,29 +83,103 @@ pub enum ErrorBodyStyle {
     WholeBody,
 }
 
+/// The longest provider error body kept in an error text (`MAX_PROVIDER_ERROR_BODY_CHARS`).
+const MAX_ERROR_BODY_CHARS: usize = 4000;
+
+/// `truncateErrorText`: at most [`MAX_ERROR_BODY_CHARS`] UTF-16 units, then how many were cut.
+fn truncate_error_text(text: &str) -> String {
+    let units = text.encode_utf16().count();
+    if units <= MAX_ERROR_BODY_CHARS {
+        return text.to_owned();
+    }
+    let kept = crate::ai::openai::utf16_prefix(text, MAX_ERROR_BODY_CHARS);
+    format!(
+        "{kept}... [truncated {} chars]",
+        units - MAX_ERROR_BODY_CHARS
+    )
+}
+
+/// The error text of an OpenAI SDK error as 1.6.0 words it (`formatProviderError` over
+/// `normalizeProviderError`): the SDK message, or `"<status>: <error JSON>"` when the message
+/// does not already carry the error object; OpenRouter's `metadata.raw` appended.
+pub fn openai_error_text(status: Option<u16>, error: Option<&Value>, text: Option<&str>) -> String {
+    let message = api_error_message(status, error, text);
+    let body = error
+        .filter(|error| error.as_object().is_some_and(|map| !map.is_empty()))
+        .map(|error| truncate_error_text(to_js_string(error).trim()));
+    let mut formatted = match (status, body) {
+        (Some(status), Some(body)) if !message.contains(&body) => format!("{status}: {body}"),
+        _ => message,
+    };
+    if let Some(raw) = error
+        .and_then(|error| error.get("metadata"))
+        .and_then(|metadata| metadata.get("raw"))
+        .filter(|raw| match raw {
+            Value::Null => false,
+            Value::Bool(flag) => *flag,
+            Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+            Value::String(text) => !text.is_empty(),
+            Value::Array(_) | Value::Object(_) => true,
+        })
+    {
+        let raw = match raw {
+            Value::String(text) => text.clone(),
+            Value::Object(_) => "[object Object]".to_owned(),
+            other => to_js_string(other),
+        };
+        if !formatted.contains(&raw) {
+            formatted.push('\n');
+            formatted.push_str(&raw);
+        }
+    }
+    formatted
+}
+
 /// Returns the error text of a failed HTTP response.
 pub fn status_error_message(status: u16, body: &str, style: ErrorBodyStyle) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(json) => {
-            let error = match style {
-                ErrorBodyStyle::ErrorMember => json.get("error").cloned(),
-                ErrorBodyStyle::WholeBody => Some(json.clone()),
+    error_texts(status, body, style).1
+}
+
+/// The SDK's own message of a failed response (`APIError.message`), and the text 1.6.0 makes
+/// of it.
+fn error_texts(status: u16, body: &str, style: ErrorBodyStyle) -> (String, String) {
+    let json = serde_json::from_str::<Value>(body).ok();
+    // The SDKs use the parsed body only when it is truthy (`errJSON ? undefined : errText`).
+    let json = json.filter(|json| match json {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    });
+    match (style, json) {
+        (ErrorBodyStyle::ErrorMember, Some(json)) => {
+            // `makeStatusError`: an object without an `error` member is the error itself.
+            let error = match &json {
+                Value::Object(map) if map.get("error").is_none_or(Value::is_null) => {
+                    Some(json.clone())
+                }
+                Value::Array(_) => Some(json.clone()),
+                Value::Object(map) => map.get("error").cloned(),
+                _ => None,
             };
-            let mut message = api_error_message(Some(status), error.as_ref(), None);
-            if style == ErrorBodyStyle::ErrorMember
-                && let Some(raw) = json
-                    .get("error")
-                    .and_then(|error| error.get("metadata"))
-                    .and_then(|metadata| metadata.get("raw"))
-                    .and_then(Value::as_str)
-                    .filter(|raw| !raw.is_empty())
-            {
-                message.push('\n');
-                message.push_str(raw);
-            }
-            message
+            (
+                api_error_message(Some(status), error.as_ref(), None),
+                openai_error_text(Some(status), error.as_ref(), None),
+            )
         }
-        Err(_) => api_error_message(Some(status), None, Some(body)),
+        (ErrorBodyStyle::ErrorMember, None) => (
+            api_error_message(Some(status), None, Some(body)),
+            openai_error_text(Some(status), None, Some(body)),
+        ),
+        (ErrorBodyStyle::WholeBody, Some(json)) => {
+            let text = api_error_message(Some(status), Some(&json), None);
+            (text.clone(), text)
+        }
+        (ErrorBodyStyle::WholeBody, None) => {
+            let text = api_error_message(Some(status), None, Some(body));
+            (text.clone(), text)
+        }
     }
 }
 
@@ -178,8 +252,8 @@ fn parse_float_prefix(text: &str) -> Option<f64> {
 pub fn requested_delay(headers: &reqwest::header::HeaderMap, now_ms: i64) -> Option<Duration> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let millis = header("retry-after-ms")
+        .filter(|value| !value.is_empty())
         .and_then(parse_float_prefix)
-        .filter(|ms| *ms != 0.0)
         .or_else(|| {
             let value = header("retry-after")?;
             match parse_float_prefix(value) {
@@ -261,16 +335,16 @@ pub(crate) async fn send(
                     requested.unwrap_or_else(|| default_delay(ctx.config, retries_done, ctx.ids))
                 } else {
                     let text = read_error_body(response, ctx).await?;
-                    let mut message = status_error_message(status, &text, ctx.error_style);
+                    let (sdk_message, mut message) = error_texts(status, &text, ctx.error_style);
                     if retryable && can_retry && over_cap {
-                        let requested_ms = requested.map(|d| d.as_millis()).unwrap_or(0);
-                        let cap_ms = ctx
-                            .config
-                            .max_retry_delay
-                            .map(|d| d.as_millis())
-                            .unwrap_or(0);
+                        // `validateServerRetryDelayMs`: whole seconds, rounded up.
+                        let seconds = |duration: Option<Duration>| {
+                            duration.map_or(0, |d| d.as_millis().div_ceil(1000))
+                        };
                         message = format!(
-                            "Server requested retry delay of {requested_ms} ms, above retry.provider.maxRetryDelayMs ({cap_ms} ms): {message}"
+                            "Server requested {}s retry delay (max: {}s). {sdk_message}",
+                            seconds(requested),
+                            seconds(ctx.config.max_retry_delay)
                         );
                     }
                     return Err(SendFailure {
@@ -352,7 +426,7 @@ mod tests {
                 r#"{"error":{"message":"bad","type":"x"}}"#,
                 ErrorBodyStyle::ErrorMember
             ),
-            "400 bad"
+            r#"400: {"message":"bad","type":"x"}"#
         );
         assert_eq!(
             status_error_message(400, r#"{"error":{"code":5}}"#, ErrorBodyStyle::ErrorMember),
@@ -360,7 +434,7 @@ mod tests {
         );
         assert_eq!(
             status_error_message(500, r#"{"detail":"x"}"#, ErrorBodyStyle::ErrorMember),
-            "500 status code (no body)"
+            r#"500 {"detail":"x"}"#
         );
         assert_eq!(
             status_error_message(502, "Bad Gateway", ErrorBodyStyle::ErrorMember),
@@ -384,7 +458,7 @@ mod tests {
                 r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream says no"}}}"#,
                 ErrorBodyStyle::ErrorMember
             ),
-            "429 Provider returned error\nupstream says no"
+            r#"429: {"message":"Provider returned error","metadata":{"raw":"upstream says no"}}"#
         );
         assert_eq!(
             api_error_message(None, Some(&json!({"message": {"a": 1}})), None),

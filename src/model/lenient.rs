@@ -17,18 +17,18 @@ pub fn opt_i64_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<
     Ok(value.map(|number| number_to_i64(&number)))
 }
 
-/// Reads an optional JSON number as an `Option<u64>` (negatives clamped to zero).
-pub fn opt_u64_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    let value = Option::<serde_json::Number>::deserialize(deserializer)?;
-    Ok(value.map(|number| u64::try_from(number_to_i64(&number)).unwrap_or(0)))
-}
-
 /// Reads any JSON number (or `null`) as a `u64`, clamping negatives to zero.
 pub fn u64_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let value = Option::<serde_json::Number>::deserialize(deserializer)?;
     Ok(value
         .map(|number| u64::try_from(number_to_i64(&number)).unwrap_or(0))
         .unwrap_or(0))
+}
+
+/// Reads an optional JSON number as an `Option<u64>`, clamping negatives to zero.
+pub fn opt_u64_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let value = Option::<serde_json::Number>::deserialize(deserializer)?;
+    Ok(value.map(|number| u64::try_from(number_to_i64(&number)).unwrap_or(0)))
 }
 
 /// Reads any JSON number (or `null`) as an `f64`.

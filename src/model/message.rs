@@ -73,6 +73,10 @@ pub struct ToolCall {
     /// Arguments as a JSON object.
     #[serde(default)]
     pub arguments: Value,
+    /// 1.6.0: why the finished argument text was not a JSON object (`arguments` is then `{}`):
+    /// the parse error and the text the model sent (`argumentsError`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_error: Option<String>,
     /// Provider signature (Gemini).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
@@ -234,33 +238,139 @@ pub struct Cost {
     /// Cache write cost.
     #[serde(default, deserialize_with = "lenient::f64_any")]
     pub cache_write: f64,
-    /// Sum of the above.
+    /// Sum of the above (or the provider's billed total, see `total_from_provider`).
     #[serde(default, deserialize_with = "lenient::f64_any")]
     pub total: f64,
+    /// 1.6.0: whether `total` is what the provider billed (OpenRouter) rather than the sum of
+    /// the catalog prices; every cost computation writes it (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_from_provider: Option<bool>,
+}
+
+/// Where [`Usage::reasoning`] is written: 1.6.0's OpenAI-compatible usage builds it before
+/// `totalTokens`, Anthropic's adds it after `cost` (and after `cacheWrite1h`).
+///
+/// Key order is presentation only: two usages that differ only in it compare equal.
+#[derive(Clone, Copy, Debug, Default, Eq)]
+pub enum UsageKeyOrder {
+    /// `input, output, cacheRead, cacheWrite, reasoning, totalTokens, cost, cacheWrite1h`.
+    #[default]
+    ReasoningBeforeTotal,
+    /// `input, output, cacheRead, cacheWrite, totalTokens, cost, cacheWrite1h, reasoning`.
+    ReasoningAfterCost,
+}
+
+impl PartialEq for UsageKeyOrder {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
 }
 
 /// Token usage of one assistant message.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {
     /// Input (prompt) tokens not served from cache.
-    #[serde(default, deserialize_with = "lenient::u64_any")]
     pub input: u64,
     /// Output tokens.
-    #[serde(default, deserialize_with = "lenient::u64_any")]
     pub output: u64,
     /// Tokens read from the prompt cache.
-    #[serde(default, deserialize_with = "lenient::u64_any")]
     pub cache_read: u64,
     /// Tokens written to the prompt cache.
-    #[serde(default, deserialize_with = "lenient::u64_any")]
     pub cache_write: u64,
+    /// 1.6.0: reasoning tokens, a part of `output` (`reasoning`).
+    pub reasoning: Option<u64>,
     /// Total tokens as reported or computed.
-    #[serde(default, deserialize_with = "lenient::u64_any")]
     pub total_tokens: u64,
     /// Cost in USD.
-    #[serde(default)]
     pub cost: Cost,
+    /// 1.6.0: the part of `cache_write` written with the one-hour TTL (`cacheWrite1h`,
+    /// Anthropic), priced at twice the input rate.
+    pub cache_write_1h: Option<u64>,
+    /// Where `reasoning` goes when serialised.
+    pub key_order: UsageKeyOrder,
+}
+
+impl Serialize for Usage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("input", &self.input)?;
+        map.serialize_entry("output", &self.output)?;
+        map.serialize_entry("cacheRead", &self.cache_read)?;
+        map.serialize_entry("cacheWrite", &self.cache_write)?;
+        let after_cost = matches!(self.key_order, UsageKeyOrder::ReasoningAfterCost);
+        if !after_cost && let Some(reasoning) = self.reasoning {
+            map.serialize_entry("reasoning", &reasoning)?;
+        }
+        map.serialize_entry("totalTokens", &self.total_tokens)?;
+        map.serialize_entry("cost", &self.cost)?;
+        if let Some(long) = self.cache_write_1h {
+            map.serialize_entry("cacheWrite1h", &long)?;
+        }
+        if after_cost && let Some(reasoning) = self.reasoning {
+            map.serialize_entry("reasoning", &reasoning)?;
+        }
+        map.end()
+    }
+}
+
+/// A JSON number read leniently as a `u64` ([`lenient::u64_any`]).
+struct LenientU64(u64);
+
+impl<'de> Deserialize<'de> for LenientU64 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        lenient::u64_any(deserializer).map(Self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct UsageVisitor;
+        impl<'de> serde::de::Visitor<'de> for UsageVisitor {
+            type Value = Usage;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Usage, A::Error> {
+                let mut usage = Usage::default();
+                let mut seen_total = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "input" => usage.input = map.next_value::<LenientU64>()?.0,
+                        "output" => usage.output = map.next_value::<LenientU64>()?.0,
+                        "cacheRead" => usage.cache_read = map.next_value::<LenientU64>()?.0,
+                        "cacheWrite" => usage.cache_write = map.next_value::<LenientU64>()?.0,
+                        "totalTokens" => {
+                            seen_total = true;
+                            usage.total_tokens = map.next_value::<LenientU64>()?.0;
+                        }
+                        "cost" => usage.cost = map.next_value()?,
+                        "reasoning" => {
+                            if seen_total {
+                                usage.key_order = UsageKeyOrder::ReasoningAfterCost;
+                            }
+                            usage.reasoning = map
+                                .next_value::<Option<serde_json::Number>>()?
+                                .map(|n| u64::try_from(lenient::number_to_i64(&n)).unwrap_or(0));
+                        }
+                        "cacheWrite1h" => {
+                            usage.cache_write_1h = map
+                                .next_value::<Option<serde_json::Number>>()?
+                                .map(|n| u64::try_from(lenient::number_to_i64(&n)).unwrap_or(0));
+                        }
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(usage)
+            }
+        }
+        deserializer.deserialize_map(UsageVisitor)
+    }
 }
 
 /// Why an assistant message ended.
@@ -278,13 +388,183 @@ pub enum StopReason {
     Error,
     /// The user aborted.
     Aborted,
+    /// 1.6.0: the message is still streaming (partial messages only).
+    Pending,
     /// A value this version does not know.
     #[serde(other)]
     Unknown,
 }
 
+impl StopReason {
+    /// The reference's name of the stop reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolUse => "toolUse",
+            Self::Error => "error",
+            Self::Aborted => "aborted",
+            Self::Pending => "pending",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// A key of an assistant message, for its key order ([`AssistantKeyOrder`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssistantKey {
+    /// `content`.
+    Content,
+    /// `api`.
+    Api,
+    /// `provider`.
+    Provider,
+    /// `model`.
+    Model,
+    /// `providerThinkingLevel`.
+    ProviderThinkingLevel,
+    /// `usage`.
+    Usage,
+    /// `stopReason`.
+    StopReason,
+    /// `timestamp`.
+    Timestamp,
+    /// `responseId`.
+    ResponseId,
+    /// `responseModel`.
+    ResponseModel,
+    /// `rawStopReason`.
+    RawStopReason,
+    /// `errorMessage`.
+    ErrorMessage,
+    /// `diagnostics`.
+    Diagnostics,
+    /// `durationMs`.
+    DurationMs,
+    /// `thinkingLevel`.
+    ThinkingLevel,
+}
+
+impl AssistantKey {
+    /// Every key in the default order.
+    pub const ALL: [AssistantKey; 15] = [
+        Self::Content,
+        Self::Api,
+        Self::Provider,
+        Self::Model,
+        Self::ProviderThinkingLevel,
+        Self::Usage,
+        Self::StopReason,
+        Self::Timestamp,
+        Self::ResponseId,
+        Self::ResponseModel,
+        Self::RawStopReason,
+        Self::ErrorMessage,
+        Self::Diagnostics,
+        Self::DurationMs,
+        Self::ThinkingLevel,
+    ];
+
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Content => "content",
+            Self::Api => "api",
+            Self::Provider => "provider",
+            Self::Model => "model",
+            Self::ProviderThinkingLevel => "providerThinkingLevel",
+            Self::Usage => "usage",
+            Self::StopReason => "stopReason",
+            Self::Timestamp => "timestamp",
+            Self::ResponseId => "responseId",
+            Self::ResponseModel => "responseModel",
+            Self::RawStopReason => "rawStopReason",
+            Self::ErrorMessage => "errorMessage",
+            Self::Diagnostics => "diagnostics",
+            Self::DurationMs => "durationMs",
+            Self::ThinkingLevel => "thinkingLevel",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|key| key.name() == name)
+    }
+}
+
+/// The order in which an assistant message's keys were created, as JavaScript keeps it: a
+/// message read from a file keeps the file's order; the providers record each key when the
+/// reference would create it (1.6.0 adds `responseId`, `rawStopReason`, `errorMessage`,
+/// `diagnostics`, `durationMs`… in the order the stream produced them). Keys never recorded
+/// are written after the recorded ones, in [`AssistantKey::ALL`] order; unknown fields last.
+///
+/// Key order is presentation only: two messages that differ only in it compare equal.
+#[derive(Clone, Debug, Default)]
+pub struct AssistantKeyOrder(Vec<AssistantKey>);
+
+impl PartialEq for AssistantKeyOrder {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl AssistantKeyOrder {
+    /// The order of a message created by a provider stream: `content, api, provider, model,
+    /// usage, stopReason, timestamp`.
+    pub fn created() -> Self {
+        Self(vec![
+            AssistantKey::Content,
+            AssistantKey::Api,
+            AssistantKey::Provider,
+            AssistantKey::Model,
+            AssistantKey::Usage,
+            AssistantKey::StopReason,
+            AssistantKey::Timestamp,
+        ])
+    }
+
+    /// Records that `key` now exists (no effect when it already does), as a JavaScript
+    /// assignment to a new property would.
+    pub fn touch(&mut self, key: AssistantKey) {
+        if self.0.is_empty() {
+            // No recorded order: the default one, with `key` created now (last).
+            self.0 = AssistantKey::ALL
+                .into_iter()
+                .filter(|existing| *existing != key)
+                .collect();
+        }
+        if !self.0.contains(&key) {
+            self.0.push(key);
+        }
+    }
+
+    /// Forgets `key` (a JavaScript `delete`).
+    pub fn remove(&mut self, key: AssistantKey) {
+        self.0.retain(|existing| *existing != key);
+    }
+
+    /// The keys in the order they are written.
+    pub fn keys(&self) -> Vec<AssistantKey> {
+        let mut keys = self.0.clone();
+        for key in AssistantKey::ALL {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+
+    /// Reads the order of a message object's keys.
+    pub fn of_map(map: &Map<String, Value>) -> Self {
+        Self(
+            map.keys()
+                .filter_map(|name| AssistantKey::from_name(name))
+                .collect(),
+        )
+    }
+}
+
 /// An assistant message.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
     /// Text, thinking and tool-call blocks.
@@ -308,29 +588,111 @@ pub struct AssistantMessage {
     /// Creation time, Unix ms.
     #[serde(default, deserialize_with = "lenient::i64_any")]
     pub timestamp: i64,
-    /// Provider response id (the reference sets it on the first chunk, before
-    /// `responseModel`, so it comes first in the key order).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// 1.6.0: the effort the provider was asked for inside the conversation
+    /// (`providerThinkingLevel`, models with mid-conversation effort).
+    #[serde(default)]
+    pub provider_thinking_level: Option<String>,
+    /// Provider response id.
+    #[serde(default)]
     pub response_id: Option<String>,
     /// Model name the provider reported, when it differs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub response_model: Option<String>,
+    /// 1.6.0: the provider's own stop reason (`finish_reason`, `stop_reason`).
+    #[serde(default)]
+    pub raw_stop_reason: Option<String>,
     /// Error text when `stop_reason` is `error` or `aborted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub error_message: Option<String>,
-    /// Provider diagnostics (0.73.1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// Provider diagnostics (a list of `{type, timestamp, error?, details?}`).
+    #[serde(default, deserialize_with = "lenient::present")]
     pub diagnostics: Option<Value>,
+    /// 1.6.0: how long the response took, ms (`durationMs`).
+    #[serde(default, deserialize_with = "lenient::opt_u64_any")]
+    pub duration_ms: Option<u64>,
+    /// 1.6.0: the thinking level the agent loop requested (`thinkingLevel`), set by the loop
+    /// on the final message.
+    #[serde(default)]
+    pub thinking_level: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// The order of the keys when serialised.
+    #[serde(skip)]
+    pub key_order: AssistantKeyOrder,
+}
+
+impl Serialize for AssistantMessage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for key in self.key_order.keys() {
+            let name = key.name();
+            match key {
+                AssistantKey::Content => map.serialize_entry(name, &self.content)?,
+                AssistantKey::Api => map.serialize_entry(name, &self.api)?,
+                AssistantKey::Provider => map.serialize_entry(name, &self.provider)?,
+                AssistantKey::Model => map.serialize_entry(name, &self.model)?,
+                AssistantKey::Usage => map.serialize_entry(name, &self.usage)?,
+                AssistantKey::StopReason => map.serialize_entry(name, &self.stop_reason)?,
+                AssistantKey::Timestamp => map.serialize_entry(name, &self.timestamp)?,
+                AssistantKey::ProviderThinkingLevel => {
+                    if let Some(value) = &self.provider_thinking_level {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::ResponseId => {
+                    if let Some(value) = &self.response_id {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::ResponseModel => {
+                    if let Some(value) = &self.response_model {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::RawStopReason => {
+                    if let Some(value) = &self.raw_stop_reason {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::ErrorMessage => {
+                    if let Some(value) = &self.error_message {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::Diagnostics => {
+                    if let Some(value) = &self.diagnostics {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::DurationMs => {
+                    if let Some(value) = &self.duration_ms {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+                AssistantKey::ThinkingLevel => {
+                    if let Some(value) = &self.thinking_level {
+                        map.serialize_entry(name, value)?;
+                    }
+                }
+            }
+        }
+        for (key, value) in &self.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 impl AssistantMessage {
+    /// Records the thinking level the agent loop asked for (1.6.0's `Object.assign(message,
+    /// {thinkingLevel})`: appended last, or replaced in place when present).
+    pub fn set_thinking_level(&mut self, level: &str) {
+        self.key_order.touch(AssistantKey::ThinkingLevel);
+        self.thinking_level = Some(level.to_owned());
+    }
+
     /// Returns the text blocks joined with newlines.
     pub fn text(&self) -> String {
         self.content
@@ -669,6 +1031,9 @@ pub struct CompactionSummaryMessage {
 }
 
 /// A message of the agent transcript, tagged by `role`.
+// Assistant messages are the common case of a transcript; boxing them would cost an
+// allocation per message for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentMessage {
     /// `role: "system"` (1.6.0): the prompt and tool loadout, or a patch of them.
@@ -756,7 +1121,12 @@ impl AgentMessage {
                 _ => Err(serde_json::Error::custom("not an object")),
             },
             "user" => UserMessage::deserialize(&body).map(Self::User),
-            "assistant" => AssistantMessage::deserialize(&body).map(Self::Assistant),
+            "assistant" => AssistantMessage::deserialize(&body).map(|mut message| {
+                if let Value::Object(map) = &body {
+                    message.key_order = AssistantKeyOrder::of_map(map);
+                }
+                Self::Assistant(message)
+            }),
             "toolResult" => ToolResultMessage::deserialize(&body).map(Self::ToolResult),
             "bashExecution" => BashExecutionMessage::deserialize(&body).map(Self::BashExecution),
             "custom" => CustomMessage::deserialize(&body).map(Self::Custom),
@@ -830,6 +1200,55 @@ mod tests {
         let message: AgentMessage = serde_json::from_str(text).unwrap();
         assert!(!matches!(message, AgentMessage::Unknown(_)), "{text}");
         assert_eq!(to_js_string(&message.to_value()), text);
+    }
+
+    #[test]
+    fn assistant_messages_of_1_6_0_keep_their_fields_and_key_order() {
+        // OpenAI-compatible: reasoning before totalTokens, cost with totalFromProvider.
+        round_trip(
+            r#"{"role":"assistant","content":[{"type":"toolCall","id":"c","name":"x","arguments":{},"argumentsError":"Unexpected end\n\nReceived arguments:\n{"}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"reasoning":1,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0,"totalFromProvider":false}},"stopReason":"stop","timestamp":1,"responseId":"r","responseModel":"m2","rawStopReason":"stop","durationMs":12,"thinkingLevel":"max"}"#,
+        );
+        // Anthropic: cacheWrite1h and reasoning after cost; diagnostics before responseId;
+        // providerThinkingLevel after timestamp; an unknown field last.
+        round_trip(
+            r#"{"role":"assistant","content":[],"api":"anthropic-messages","provider":"anthropic","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":5,"totalTokens":8,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0,"totalFromProvider":false},"cacheWrite1h":5,"reasoning":1},"stopReason":"error","timestamp":1,"providerThinkingLevel":"high","diagnostics":[{"type":"anthropic_thread_fallback","timestamp":2}],"errorMessage":"e","durationMs":3,"future":true}"#,
+        );
+        let AgentMessage::Assistant(message) = AgentMessage::from_value(serde_json::json!({
+            "role": "assistant", "content": [], "api": "a", "provider": "p", "model": "m",
+            "usage": {"input": 1.0, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+            "stopReason": "stop", "timestamp": 1
+        })) else {
+            panic!("not an assistant message")
+        };
+        assert_eq!(message.usage.input, 1);
+        assert_eq!(message.usage.reasoning, None);
+        let mut reordered = message.clone();
+        reordered.key_order = AssistantKeyOrder::default();
+        assert_eq!(reordered, message, "key order is not part of equality");
+        let mut finished = message.clone();
+        finished.set_thinking_level("high");
+        let value = AgentMessage::Assistant(finished).to_value();
+        assert_eq!(
+            value
+                .as_object()
+                .and_then(|map| map.keys().next_back())
+                .map(String::as_str),
+            Some("thinkingLevel")
+        );
+        // Without a recorded order the default one holds and the level comes last.
+        let AgentMessage::Assistant(mut fresh) = AgentMessage::Assistant(message) else {
+            panic!()
+        };
+        fresh.key_order = AssistantKeyOrder::default();
+        fresh.set_thinking_level("off");
+        let value = AgentMessage::Assistant(fresh).to_value();
+        let keys: Vec<&String> = value
+            .as_object()
+            .map(|map| map.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(keys.first().map(|key| key.as_str()), Some("role"));
+        assert_eq!(keys.last().map(|key| key.as_str()), Some("thinkingLevel"));
     }
 
     #[test]

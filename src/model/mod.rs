@@ -9,7 +9,6 @@ pub mod entry;
 pub mod ids;
 pub mod lenient;
 pub mod message;
-pub mod system;
 
 pub use entry::{Entry, EntryKind, ModelRef, SessionHeader};
 pub use ids::{EntryId, SessionId, ToolCallId};

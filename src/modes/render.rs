@@ -429,7 +429,11 @@ impl<W: Write> Renderer<W> {
                 let painted = self.palette.warning("Aborted");
                 self.line(&painted)?;
             }
-            StopReason::Stop | StopReason::Length | StopReason::ToolUse | StopReason::Unknown => {
+            StopReason::Stop
+            | StopReason::Length
+            | StopReason::ToolUse
+            | StopReason::Pending
+            | StopReason::Unknown => {
                 // Text that was not streamed (a provider that sent it in one piece at the end).
                 if !self.streamed {
                     let text = message.text();

@@ -395,7 +395,7 @@ pub fn rows(
             && !has_text(&assistant.content)
             && matches!(
                 assistant.stop_reason,
-                StopReason::Stop | StopReason::ToolUse | StopReason::Unknown
+                StopReason::Stop | StopReason::ToolUse | StopReason::Pending | StopReason::Unknown
             )
         {
             continue;

@@ -866,7 +866,7 @@ impl AgentSession {
                 added.chain(removed).collect::<Vec<_>>()
             })
             .collect();
-        let mut names: Vec<String> = crate::model::system::current_tools(systems.iter())
+        let mut names: Vec<String> = crate::ai::transcript::get_current_tools(&systems)
             .into_iter()
             .map(|tool| tool.name)
             .collect();
@@ -968,11 +968,7 @@ impl AgentSession {
     /// The system message that patches the transcript's prompt to the current sections
     /// (1.6.0 `_preparePromptAndToolLoadout`), or `None` when it already has them.
     fn prompt_patch(&self, transcript: &[AgentMessage]) -> Option<AgentMessage> {
-        let systems = transcript.iter().filter_map(|message| match message {
-            AgentMessage::System(system) => Some(system),
-            _ => None,
-        });
-        let previous = crate::model::system::current_system_message(systems)
+        let previous = crate::ai::transcript::get_current_system_message(transcript)
             .and_then(|system| system.sections)
             .unwrap_or_default();
         let current = self.state().prompt_sections.clone();
@@ -1971,10 +1967,10 @@ impl AgentSession {
                     settings.transport,
                 )
             });
-        let mut headers = auth::attribution_headers(model, telemetry);
         let mut options = StreamOptions::new(auth);
-        headers.append(&mut options.headers);
-        options.headers = headers;
+        // The identity headers (User-Agent, attribution while install telemetry is on) are
+        // the provider layer's (1.6.0).
+        options.identity = crate::ai::request::ClientIdentity::agent(telemetry);
         options.thinking = self.thinking_level();
         options.thinking_budgets = thinking_budgets;
         options.cache_retention = cache_retention;
@@ -2572,11 +2568,7 @@ fn unreachable_continue() -> (Persistence, Option<crate::store::SessionContext>)
 /// The transcript with its system messages replaced by one leading message holding `forced`
 /// and the current tools.
 fn force_prompt(messages: &[AgentMessage], forced: String, now_ms: i64) -> Vec<AgentMessage> {
-    let systems = messages.iter().filter_map(|message| match message {
-        AgentMessage::System(system) => Some(system),
-        _ => None,
-    });
-    let current = crate::model::system::current_system_message(systems);
+    let current = crate::ai::transcript::get_current_system_message(messages);
     let head = SystemMessage {
         content: Some(UserContent::Text(forced)),
         tools_added: current

@@ -460,7 +460,16 @@ async fn summary_requests_and_results_match_the_reference() {
     for case in cases.as_array().unwrap() {
         let id = case["id"].as_str().unwrap();
         let fixture = case["fixture"].as_str().unwrap();
-        let expected_requests: Vec<Value> = case["requests"].as_array().unwrap().clone();
+        let mut expected_requests: Vec<Value> = case["requests"].as_array().unwrap().clone();
+        // Recorded with 0.73.1, which sent the prompt of reasoning models as `developer`;
+        // the provider layer speaks 1.6.0, which keeps that role for OpenAI's own API.
+        for request in &mut expected_requests {
+            for message in request["messages"].as_array_mut().into_iter().flatten() {
+                if message["role"] == "developer" {
+                    message["role"] = json!("system");
+                }
+            }
+        }
         // Parallel requests must both be in flight before either is answered.
         let server = summary_server(expected_requests.len());
         let (store, sid) = load(fixture);

@@ -120,6 +120,41 @@ fn listing_turn() -> Vec<MockResponse> {
     ]
 }
 
+/// The provider layer speaks 1.6.0 while these comparisons are with the 0.73.1 reference:
+/// the message fields 1.6.0 adds are dropped on both sides (`rawStopReason`, `durationMs`,
+/// `thinkingLevel`, `providerThinkingLevel`, usage `reasoning`/`cacheWrite1h`,
+/// `cost.totalFromProvider`), and 1.6.0's wording of an HTTP error (`400: {error JSON}`) is
+/// turned back into the SDK message 0.73.1 showed (`400 <message>`).
+fn provider_1_6_key(map: &Map<String, Value>, key: &str) -> bool {
+    (matches!(
+        key,
+        "rawStopReason" | "durationMs" | "thinkingLevel" | "providerThinkingLevel"
+    ) && map.get("role").and_then(Value::as_str) == Some("assistant"))
+        || (key == "totalFromProvider" && map.contains_key("total"))
+        || (matches!(key, "reasoning" | "cacheWrite1h") && map.contains_key("totalTokens"))
+}
+
+/// `400: {"message":"…",…}` (1.6.0) → `400 …` (0.73.1), line by line.
+fn sdk_error_wording(text: &str) -> String {
+    text.split('\n')
+        .map(|line| {
+            let Some((status, body)) = line.split_once(": {") else {
+                return line.to_owned();
+            };
+            let json: Option<Value> = serde_json::from_str(&format!("{{{body}")).ok();
+            match json.as_ref().and_then(|json| json["message"].as_str()) {
+                Some(message)
+                    if status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    format!("{status} {message}")
+                }
+                _ => line.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Replaces timestamps, session and entry ids and sandbox paths with placeholders (model ids
 /// and the provider's tool-call ids are the same on both sides and stay).
 fn normalize(value: &Value, sandbox: &Path) -> Value {
@@ -128,7 +163,13 @@ fn normalize(value: &Value, sandbox: &Path) -> Value {
         Value::Object(map) => {
             let mut res = Map::new();
             for (key, item) in map {
+                if provider_1_6_key(map, key) {
+                    continue;
+                }
                 let replaced = match key.as_str() {
+                    "errorMessage" if item.is_string() => {
+                        Value::from(sdk_error_wording(item.as_str().unwrap_or("")))
+                    }
                     "timestamp" | "sessionId" | "sessionFile" | "entryId" | "firstKeptEntryId"
                         if !item.is_null() =>
                     {
@@ -191,7 +232,7 @@ fn assert_same(reference: &Value, ours: &Value, what: &str) {
 }
 
 /// The conversation the model was sent: the request's messages without the system prompt
-/// (the system prompts differ by design).
+/// (the system prompts differ by design; 0.73.1 sent it as `developer` to reasoning models).
 fn sent_messages(request: &RecordedRequest) -> Value {
     let body = request.json();
     Value::Array(
@@ -199,7 +240,7 @@ fn sent_messages(request: &RecordedRequest) -> Value {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|message| message["role"] != "system")
+            .filter(|message| message["role"] != "system" && message["role"] != "developer")
             .cloned()
             .collect(),
     )
@@ -225,6 +266,18 @@ fn with_1_6_0_declarations(tools: &Value) -> Value {
         function["parameters"] = declaration["parameters"].clone();
     }
     tools
+}
+
+/// A request's tool definitions without `strict` (0.73.1 sent `strict: false` to every
+/// OpenAI-compatible server; 1.6.0 only where the model's compat supports strict tools).
+fn sent_tools(request: &RecordedRequest) -> String {
+    let mut tools = request.json()["tools"].clone();
+    for tool in tools.as_array_mut().into_iter().flatten() {
+        if let Some(Value::Object(function)) = tool.get_mut("function") {
+            function.shift_remove("strict");
+        }
+    }
+    tools.to_string()
 }
 
 fn run(command: &mut Command) -> Output {
@@ -328,8 +381,9 @@ fn print_mode_prints_and_stores_the_same_conversation_as_the_reference() {
         // The tool definitions are the same bytes, key order included — with 1.6.0's
         // declarations in the reference's envelope (pi declares 1.6.0's tools).
         assert_eq!(
-            with_1_6_0_declarations(&requests[idx].json()["tools"]).to_string(),
-            requests[idx + 2].json()["tools"].to_string(),
+            with_1_6_0_declarations(&serde_json::from_str(&sent_tools(&requests[idx])).unwrap())
+                .to_string(),
+            sent_tools(&requests[idx + 2]),
             "tools of request {idx}"
         );
     }
@@ -531,7 +585,7 @@ fn print_mode_reports_a_refused_request_like_the_reference() {
         String::from_utf8_lossy(&reference_out.stdout)
     );
     assert_eq!(
-        String::from_utf8_lossy(&ours_out.stderr),
+        sdk_error_wording(&String::from_utf8_lossy(&ours_out.stderr)),
         String::from_utf8_lossy(&reference_out.stderr)
     );
     let reference_lines = reference_session_lines(&reference);
