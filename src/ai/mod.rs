@@ -127,7 +127,8 @@ impl Default for ThinkingBudgets {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransportConfig {
     /// Extra attempts for a request that failed before any response body was consumed
-    /// (`retry.provider.maxRetries`, default 2).
+    /// (`retry.provider.maxRetries`; 1.6.0's default is none, the SDKs' own 2 is this
+    /// struct's default for direct callers).
     pub max_retries: u32,
     /// Time allowed until the response headers arrive (`retry.provider.timeoutMs`, default
     /// 600 s).

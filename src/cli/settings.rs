@@ -169,7 +169,7 @@ pub struct RetrySettings {
 pub struct ProviderRetrySettings {
     /// `retry.provider.timeoutMs` (absent: the SDK default, 600000).
     pub timeout_ms: Option<i64>,
-    /// `retry.provider.maxRetries` (absent: the SDK default, 2).
+    /// `retry.provider.maxRetries` (absent: none, as 1.6.0).
     pub max_retries: Option<i64>,
     /// `retry.provider.maxRetryDelayMs` (default 60000).
     pub max_retry_delay_ms: i64,

@@ -105,9 +105,11 @@ pub fn session_settings_of(settings: &Settings, env: &Env) -> SessionSettings {
             base_delay_ms: positive(retry.base_delay_ms),
         },
         transport: TransportConfig {
+            // 1.6.0: no transport retries unless `retry.provider.maxRetries` is set (the
+            // agent-level retry omits each failed attempt from the context instead).
             max_retries: provider
                 .max_retries
-                .map_or(2, |value| u32::try_from(value).unwrap_or(0)),
+                .map_or(0, |value| u32::try_from(value).unwrap_or(0)),
             request_timeout: timeout,
             idle_timeout: timeout,
             max_retry_delay: (provider.max_retry_delay_ms > 0)

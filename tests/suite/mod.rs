@@ -6,6 +6,7 @@ mod ai_providers;
 mod ai_stream;
 mod architecture;
 mod autoimport;
+mod cli16;
 mod cli_interchange;
 mod cli_sessions;
 mod compaction;

@@ -1,0 +1,409 @@
+//! pi replays the print-mode runs the real 1.6.0 CLI made for `fixtures/pi16/cli-*`: the same
+//! arguments, the same scripted answers (`tests/interop16/scripted-server.mjs`, the server the
+//! fixtures were recorded with, on 127.0.0.1), the same workspace and agent dir settings — and
+//! must send the model the same requests (bodies byte for byte, key order included) and store
+//! the same session (every line, ids and times aside).
+//!
+//! Differences by design, normalised before comparing: the working directory (a temporary
+//! one here, `/tmp/pi16-fixture/work` in the fixtures); entry ids, session ids and times; the
+//! text of a connection lost mid-stream, which 1.6.0 takes from Node's HTTP client
+//! (`terminated: other side closed (UND_ERR_SOCKET)`) and pi words as "Connection lost while
+//! streaming the response (terminated)" — both carry `terminated`, which the retry rules match.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Map, Value};
+
+use crate::common::fixtures;
+use crate::suite::interop16::node22;
+
+const FIXTURE_CWD: &str = "/tmp/pi16-fixture/work";
+
+fn interop16_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("interop16")
+}
+
+fn read_json(path: &Path) -> Value {
+    pi::support::json::parse_lenient(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The scripted server of the fixtures, running one run's responses.
+struct Scripted {
+    child: std::process::Child,
+    port: u16,
+    requests_file: PathBuf,
+}
+
+impl Scripted {
+    fn start(responses: &Value, dir: &Path) -> Self {
+        let script = dir.join("script.json");
+        std::fs::write(&script, serde_json::to_vec(responses).unwrap()).unwrap();
+        let requests_file = dir.join("requests.json");
+        let mut child = Command::new(node22())
+            .arg(interop16_dir().join("scripted-server.mjs"))
+            .arg(&script)
+            .arg(&requests_file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the scripted server starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let port: u16 = line.trim().parse().expect("the server prints its port");
+        Self {
+            child,
+            port,
+            requests_file,
+        }
+    }
+
+    /// Stops the server; returns the request bodies it recorded, in order.
+    fn finish(mut self) -> Vec<Value> {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        self.child.wait().unwrap();
+        let recorded = read_json(&self.requests_file);
+        recorded
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|request| request["body"].clone())
+            .collect()
+    }
+}
+
+/// Replaces every string equal to or containing `from` by the same with `to`, recursively.
+fn replace_strings(value: &Value, from: &str, to: &str) -> Value {
+    match value {
+        Value::String(text) => Value::String(text.replace(from, to)),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| replace_strings(item, from, to))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), replace_strings(item, from, to)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A session line with its ids, parents and times replaced by their order of appearance.
+fn normalize_line(line: &Value, ids: &mut HashMap<String, String>) -> Value {
+    fn walk(value: &Value, ids: &mut HashMap<String, String>, key: Option<&str>) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut out = Map::new();
+                for (name, item) in map {
+                    out.insert(name.clone(), walk(item, ids, Some(name)));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|item| walk(item, ids, None)).collect())
+            }
+            Value::String(text)
+                if matches!(
+                    key,
+                    Some("id" | "parentId" | "targetId" | "firstKeptEntryId" | "fromId")
+                ) =>
+            {
+                let next = ids.len();
+                Value::from(
+                    ids.entry(text.clone())
+                        .or_insert_with(|| format!("<id{next}>"))
+                        .clone(),
+                )
+            }
+            Value::String(_) if key == Some("timestamp") => Value::from("<time>"),
+            Value::String(text) if key == Some("errorMessage") && text.contains("terminated") => {
+                Value::from("<connection lost: terminated>")
+            }
+            Value::Number(_) if matches!(key, Some("timestamp" | "durationMs")) => {
+                Value::from("<time>")
+            }
+            other => other.clone(),
+        }
+    }
+    walk(line, ids, None)
+}
+
+fn normalize_session(lines: &[Value]) -> Vec<Value> {
+    let mut ids = HashMap::new();
+    lines
+        .iter()
+        .skip(1)
+        .map(|line| normalize_line(line, &mut ids))
+        .collect()
+}
+
+/// Compares as JSON text (key order counts), naming the first differing path.
+fn assert_same(expected: &Value, ours: &Value, what: &str) {
+    let expected_text = pi::support::json::to_js_string(expected);
+    let ours_text = pi::support::json::to_js_string(ours);
+    if expected_text == ours_text {
+        return;
+    }
+    match (expected, ours) {
+        (Value::Object(left), Value::Object(right)) => {
+            let left_keys: Vec<&String> = left.keys().collect();
+            let right_keys: Vec<&String> = right.keys().collect();
+            assert_eq!(left_keys, right_keys, "{what}: keys");
+            for (key, item) in left {
+                assert_same(item, &right[key], &format!("{what}.{key}"));
+            }
+        }
+        (Value::Array(left), Value::Array(right)) if left.len() == right.len() => {
+            for (idx, item) in left.iter().enumerate() {
+                assert_same(item, &right[idx], &format!("{what}[{idx}]"));
+            }
+        }
+        _ => {}
+    }
+    panic!("{what} differs\n1.6.0: {expected_text}\npi:    {ours_text}");
+}
+
+/// pi replays a CLI scenario's 1.6.0 runs; returns the requests of each run and pi's session.
+struct Replay {
+    requests: Vec<Vec<Value>>,
+    session: Vec<Value>,
+    cwd: String,
+}
+
+/// A session file a run opens with `--session PATH`: the fixture's lines before the first
+/// system message (what the 0.73.1 CLI wrote before 1.6.0 continued it), its cwd ours.
+fn session_before_1_6(name: &str, cwd: &str) -> String {
+    let text = std::fs::read_to_string(fixtures::dir16().join(format!("{name}.jsonl"))).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.contains(r#""role":"system""#) {
+            break;
+        }
+        out.push_str(&line.replace(FIXTURE_CWD, cwd));
+        out.push('\n');
+    }
+    out
+}
+
+/// A run's scripted responses with the ids the fixtures' one server gave them (it numbered
+/// responses across all runs, `chatcmpl-scripted-NNNN` / `msg_scripted_NNNN`; each replayed run
+/// has a server of its own).
+fn numbered_responses(script: &Value, run_idx: usize) -> Value {
+    let runs = script["runs"].as_array().unwrap();
+    let before: usize = runs[..run_idx]
+        .iter()
+        .map(|run| run["responses"].as_array().unwrap().len())
+        .sum();
+    let run = &runs[run_idx];
+    let args: Vec<&str> = run["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let provider = args
+        .iter()
+        .position(|arg| *arg == "--model")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|model| model.split('/').next())
+        .unwrap_or("scripted");
+    let api = script["modelsJson"]["providers"][provider]["api"]
+        .as_str()
+        .unwrap_or("openai-completions");
+    let mut responses = run["responses"].clone();
+    for (idx, response) in responses.as_array_mut().unwrap().iter_mut().enumerate() {
+        if response.get("id").is_none() && response.get("status").is_none() {
+            let number = before + idx + 1;
+            let id = match api {
+                "anthropic-messages" => format!("msg_scripted_{number:04}"),
+                _ => format!("chatcmpl-scripted-{number:04}"),
+            };
+            response["id"] = Value::from(id);
+        }
+    }
+    responses
+}
+
+fn replay(name: &str, runs: &[usize]) -> Replay {
+    let script = read_json(&fixtures::dir16().join(format!("{name}.script.json")));
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let (agent, home, work) = (
+        root_path.join("agent"),
+        root_path.join("home"),
+        root_path.join("work"),
+    );
+    for dir in [&agent, &home, &work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (file, content) in script["workFiles"].as_object().unwrap() {
+        std::fs::write(work.join(file), content.as_str().unwrap()).unwrap();
+    }
+    std::fs::write(
+        agent.join("settings.json"),
+        serde_json::to_vec(&script["settingsJson"]).unwrap(),
+    )
+    .unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let mut requests = Vec::new();
+    for &run_idx in runs {
+        let run = &script["runs"][run_idx];
+        let server_dir = root_path.join(format!("server{run_idx}"));
+        std::fs::create_dir_all(&server_dir).unwrap();
+        let server = Scripted::start(&numbered_responses(&script, run_idx), &server_dir);
+        let models = pi::support::json::to_js_string(&script["modelsJson"])
+            .replace("PORT", &server.port.to_string());
+        std::fs::write(agent.join("models.json"), models).unwrap();
+        let mut args: Vec<String> = run["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|arg| arg.as_str().unwrap().to_owned())
+            .collect();
+        // `--session FILE`: the file as it was when the run opened it, at a path of ours.
+        if let Some(at) = args.iter().position(|arg| arg == "--session") {
+            let file = root_path.join("sessions").join(format!("{name}.jsonl"));
+            if !file.exists() {
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, session_before_1_6(name, &cwd)).unwrap();
+            }
+            args[at + 1] = file.to_string_lossy().into_owned();
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_pi"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
+            .env("PI_TELEMETRY", "0")
+            .current_dir(&work)
+            .args(&args)
+            .output()
+            .unwrap();
+        let requests_of_run = server.finish();
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            run["stdout"].as_str().unwrap(),
+            "{name} run {run_idx}: stdout (stderr: {})",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            output.status.code(),
+            run["exitCode"]
+                .as_i64()
+                .map(|code| i32::try_from(code).unwrap()),
+            "{name} run {run_idx}: exit code"
+        );
+        requests.push(requests_of_run);
+    }
+    // The one session pi stored, as header and entry lines.
+    let store = crate::common::open_store(&agent.join("pi.db"), 1);
+    let sessions = store.list(&pi::store::ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1, "{name}: one session");
+    let mut exported = Vec::new();
+    store.export_jsonl(&sessions[0].id, &mut exported).unwrap();
+    let session = exported
+        .split(|&byte| byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| pi::support::json::parse_lenient(line).unwrap())
+        .collect();
+    Replay {
+        requests,
+        session,
+        cwd,
+    }
+}
+
+/// The requests 1.6.0 sent in each run of a scenario (a request per scripted response).
+fn reference_requests(name: &str) -> Vec<Vec<Value>> {
+    let script = read_json(&fixtures::dir16().join(format!("{name}.script.json")));
+    let recorded = read_json(&fixtures::dir16().join(format!("{name}.requests.json")));
+    let recorded = recorded.as_array().unwrap();
+    let mut out = Vec::new();
+    let mut at = 0;
+    for run in script["runs"].as_array().unwrap() {
+        let count = run["responses"].as_array().unwrap().len();
+        out.push(recorded[at..at + count].to_vec());
+        at += count;
+    }
+    assert_eq!(at, recorded.len(), "{name}: requests per run");
+    out
+}
+
+fn reference_session(name: &str) -> Vec<Value> {
+    std::fs::read_to_string(fixtures::dir16().join(format!("{name}.jsonl")))
+        .unwrap()
+        .lines()
+        .map(|line| pi::support::json::parse_lenient(line.as_bytes()).unwrap())
+        .collect()
+}
+
+/// Replays the 1.6.0 runs of a scenario (the 0.73.1 ones are in the session file a run opens)
+/// and compares what pi sent and stored.
+fn check_scenario(name: &str) {
+    let script = read_json(&fixtures::dir16().join(format!("{name}.script.json")));
+    let runs: Vec<usize> = script["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| run["cli"] == "1.6.0")
+        .map(|(idx, _)| idx)
+        .collect();
+    let ours = replay(name, &runs);
+    let all = reference_requests(name);
+    let reference: Vec<&Vec<Value>> = runs.iter().map(|&idx| &all[idx]).collect();
+    for (run_idx, (expected, sent)) in reference.iter().zip(&ours.requests).enumerate() {
+        assert_eq!(
+            expected.len(),
+            sent.len(),
+            "{name} run {run_idx}: number of requests"
+        );
+        for (idx, (expected, sent)) in expected.iter().zip(sent).enumerate() {
+            let expected = replace_strings(expected, FIXTURE_CWD, &ours.cwd);
+            assert_same(
+                &expected,
+                sent,
+                &format!("{name} run {run_idx} request {idx}"),
+            );
+        }
+    }
+    let expected_session = replace_strings(
+        &Value::Array(normalize_session(&reference_session(name))),
+        FIXTURE_CWD,
+        &ours.cwd,
+    );
+    let ours_session = Value::Array(normalize_session(&ours.session));
+    assert_same(
+        &expected_session,
+        &ours_session,
+        &format!("{name}: session"),
+    );
+}
+
+#[test]
+fn a_tool_call_run_sends_and_stores_what_1_6_did() {
+    check_scenario("cli-tool-call");
+}
+
+#[test]
+fn a_cut_stream_retried_sends_and_stores_what_1_6_did() {
+    check_scenario("cli-retry");
+}
+
+#[test]
+fn a_0_73_session_continued_gets_its_system_message_and_sends_what_1_6_sent() {
+    check_scenario("cli-continue-0731");
+}
