@@ -407,3 +407,191 @@ fn a_cut_stream_retried_sends_and_stores_what_1_6_did() {
 fn a_0_73_session_continued_gets_its_system_message_and_sends_what_1_6_sent() {
     check_scenario("cli-continue-0731");
 }
+
+/// The 1.6.0 CLI (its bundle), run live with the Node 22 of `tests/interop16`.
+fn reference_cli16() -> PathBuf {
+    interop16_dir().join("node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js")
+}
+
+/// One agent continuing a session file with a prompt against a scripted answer: the request
+/// it sent, and the lines its session holds afterwards.
+struct Continued {
+    request: Value,
+    lines: Vec<Value>,
+}
+
+enum Agent {
+    Pi,
+    Reference,
+}
+
+/// Continues `session` (a file, its header's cwd replaced by a fresh workspace) with `prompt`;
+/// the workspace and agent dir are the cli-tool-call scenario's.
+fn continue_session(agent: Agent, session: &str, prompt: &str, answer: &str) -> Continued {
+    let script = read_json(&fixtures::dir16().join("cli-tool-call.script.json"));
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let (agent_dir, home, work) = (
+        root_path.join("agent"),
+        root_path.join("home"),
+        root_path.join("work"),
+    );
+    for dir in [&agent_dir, &home, &work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (file, content) in script["workFiles"].as_object().unwrap() {
+        std::fs::write(work.join(file), content.as_str().unwrap()).unwrap();
+    }
+    std::fs::write(
+        agent_dir.join("settings.json"),
+        serde_json::to_vec(&script["settingsJson"]).unwrap(),
+    )
+    .unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let file = root_path.join("continued.jsonl");
+    std::fs::write(&file, session.replace(FIXTURE_CWD, &cwd)).unwrap();
+    let server_dir = root_path.join("server");
+    std::fs::create_dir_all(&server_dir).unwrap();
+    let responses = serde_json::json!([{"text": answer, "id": "chatcmpl-continued",
+        "usage": {"prompt_tokens": 1700, "completion_tokens": 9, "total_tokens": 1709}}]);
+    let server = Scripted::start(&responses, &server_dir);
+    let models = pi::support::json::to_js_string(&script["modelsJson"])
+        .replace("PORT", &server.port.to_string());
+    std::fs::write(agent_dir.join("models.json"), models).unwrap();
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = ["--offline", "--session", &file_arg, "-p", prompt];
+    let mut command = match agent {
+        Agent::Pi => Command::new(env!("CARGO_BIN_EXE_pi")),
+        Agent::Reference => {
+            let mut command = Command::new(node22());
+            command.arg(reference_cli16());
+            command
+        }
+    };
+    let output = command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("PI_CODING_AGENT_DIR", &agent_dir)
+        .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
+        .env("PI_TELEMETRY", "0")
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .current_dir(&work)
+        .args(args)
+        .output()
+        .unwrap();
+    let requests = server.finish();
+    assert!(
+        output.status.success(),
+        "continuing failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim_end(), answer);
+    assert_eq!(requests.len(), 1, "one request");
+    let request = replace_strings(&requests[0], &cwd, FIXTURE_CWD);
+    let lines: Vec<Value> = match agent {
+        // The reference appends to the file it continued.
+        Agent::Reference => std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .map(|line| pi::support::json::parse_lenient(line.as_bytes()).unwrap())
+            .collect(),
+        // pi imported the file; its session is in the database.
+        Agent::Pi => {
+            let store = crate::common::open_store(&agent_dir.join("pi.db"), 1);
+            let sessions = store.list(&pi::store::ListScope::All).unwrap();
+            assert_eq!(sessions.len(), 1);
+            let mut exported = Vec::new();
+            store.export_jsonl(&sessions[0].id, &mut exported).unwrap();
+            exported
+                .split(|&byte| byte == b'\n')
+                .filter(|line| !line.is_empty())
+                .map(|line| pi::support::json::parse_lenient(line).unwrap())
+                .collect()
+        }
+    };
+    let lines = lines
+        .iter()
+        .map(|line| replace_strings(line, &cwd, FIXTURE_CWD))
+        .collect();
+    Continued { request, lines }
+}
+
+#[test]
+fn pi_continues_a_session_1_6_wrote_as_1_6_continues_it() {
+    let session = std::fs::read_to_string(fixtures::dir16().join("cli-tool-call.jsonl")).unwrap();
+    let prompt = "And what does notes.txt say?";
+    let answer = "It lists two open tasks.";
+    let reference = continue_session(Agent::Reference, &session, prompt, answer);
+    let ours = continue_session(Agent::Pi, &session, prompt, answer);
+    // The same messages, prompt and tools, byte for byte.
+    assert_same(&reference.request, &ours.request, "the continued request");
+    // The same lines appended (no system patch: the prompt is unchanged).
+    let reference_new = &reference.lines[session.lines().count()..];
+    let ours_new = &ours.lines[session.lines().count()..];
+    let types = |lines: &[Value]| -> Vec<String> {
+        lines
+            .iter()
+            .map(|line| format!("{}:{}", line["type"], line["message"]["role"]))
+            .collect()
+    };
+    assert_eq!(types(reference_new), types(ours_new));
+    assert_same(
+        &Value::Array(normalize_session(&reference.lines)),
+        &Value::Array(normalize_session(&ours.lines)),
+        "the continued session",
+    );
+}
+
+#[test]
+fn the_reference_1_6_continues_what_pi_wrote_as_it_continues_its_own_file() {
+    // pi writes the cli-tool-call conversation itself...
+    let ours = replay("cli-tool-call", &[0]);
+    let mut written = String::new();
+    for line in &ours.session {
+        written.push_str(&pi::support::json::to_js_string(&replace_strings(
+            line,
+            &ours.cwd,
+            FIXTURE_CWD,
+        )));
+        written.push('\n');
+    }
+    // ...and 1.6.0 continues pi's file and its own file of the same conversation.
+    let theirs = std::fs::read_to_string(fixtures::dir16().join("cli-tool-call.jsonl")).unwrap();
+    let prompt = "And what does notes.txt say?";
+    let answer = "It lists two open tasks.";
+    let on_ours = continue_session(Agent::Reference, &written, prompt, answer);
+    let on_theirs = continue_session(Agent::Reference, &theirs, prompt, answer);
+    assert_same(
+        &on_theirs.request,
+        &on_ours.request,
+        "1.6.0's request continuing pi's file",
+    );
+    assert_same(
+        &Value::Array(normalize_session(&on_theirs.lines)),
+        &Value::Array(normalize_session(&on_ours.lines)),
+        "1.6.0's session continuing pi's file",
+    );
+}
+
+#[test]
+fn pi_continues_a_session_with_omitted_attempts_as_1_6_does() {
+    // cli-retry: three failed attempts, each omitted by a context_edit; none is sent again.
+    let session = std::fs::read_to_string(fixtures::dir16().join("cli-retry.jsonl")).unwrap();
+    let prompt = "Thanks. Anything else in the README?";
+    let answer = "No, that is all.";
+    let reference = continue_session(Agent::Reference, &session, prompt, answer);
+    let ours = continue_session(Agent::Pi, &session, prompt, answer);
+    assert_same(&reference.request, &ours.request, "the continued request");
+    let sent = pi::support::json::to_js_string(&ours.request["messages"]);
+    assert!(
+        !sent.contains("The README describes a tiny demo pro"),
+        "the omitted attempt is not sent: {sent}"
+    );
+    assert_same(
+        &Value::Array(normalize_session(&reference.lines)),
+        &Value::Array(normalize_session(&ours.lines)),
+        "the continued session",
+    );
+}
