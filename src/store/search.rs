@@ -29,6 +29,13 @@ pub const MAX_DOC_BYTES: usize = 256 * 1024;
 /// Most terms a query may have.
 pub const MAX_TERMS: usize = 64;
 
+/// The most words a quoted phrase may hold: a phrase's cost grows with its length in every
+/// document holding its words, and no one types a longer one (an 8,000-word phrase took 42 s).
+pub const MAX_PHRASE_WORDS: usize = 64;
+
+/// The longest query text, in bytes.
+pub const MAX_QUERY_BYTES: usize = 8192;
+
 /// One searchable unit of an entry; its text borrows from the entry where it is one piece.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Doc<'a> {
@@ -703,7 +710,23 @@ impl Query {
                 "empty query: give words to search for".to_owned(),
             ));
         }
+        if input.len() > MAX_QUERY_BYTES {
+            return Err(QueryError(format!(
+                "the query is {} bytes long; at most {MAX_QUERY_BYTES} are allowed",
+                input.len()
+            )));
+        }
         let tokens = lex(input)?;
+        for token in &tokens {
+            if let Token::Term { text, .. } = token {
+                let words = token_count(&index_text(text));
+                if words > MAX_PHRASE_WORDS {
+                    return Err(QueryError(format!(
+                        "a phrase of {words} words; at most {MAX_PHRASE_WORDS} are allowed (quote a shorter, distinctive part)"
+                    )));
+                }
+            }
+        }
         let terms = tokens
             .iter()
             .filter(|token| matches!(token, Token::Term { .. }))

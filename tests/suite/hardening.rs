@@ -962,3 +962,51 @@ fn escapes_in_sessions_answers_and_tool_output_never_reach_the_terminal_in_the_r
     assert!(!tmux.format("#{pane_title}").contains("PWNED"));
     assert_eq!(tmux.buffers(), "", "a clipboard write reached tmux");
 }
+
+#[test]
+fn long_phrases_are_refused_at_once_and_the_longest_allowed_one_answers_quickly() {
+    let env = TestEnv::new();
+    // A session whose messages hold the words of the phrases many times over.
+    let words: Vec<String> = (0..200).map(|idx| format!("word{}", idx % 50)).collect();
+    let text = words.join(" ");
+    let file = env.workspace.join("words.jsonl");
+    write_lines(&file, &session_lines("phrase-1", "/w", &text));
+    succeeded(env.pi().arg("import").arg(&file));
+    let phrase = |count: usize| {
+        let words: Vec<String> = (0..count).map(|idx| format!("word{}", idx % 50)).collect();
+        format!("\"{}\"", words.join(" "))
+    };
+    // 8,000 words (42 s before): refused in one line, at once.
+    let started = std::time::Instant::now();
+    let output = env
+        .pi()
+        .args(["sessions", "search", "--all", "--json", "--"])
+        .arg(phrase(8000))
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("at most 8192 are allowed"), "{stderr}");
+    // A phrase longer than 64 words, under the byte bound: refused for its length.
+    let output = env
+        .pi()
+        .args(["sessions", "search", "--all", "--json", "--"])
+        .arg(phrase(100))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("a phrase of 100 words; at most 64"), "{stderr}");
+    // The longest allowed phrase answers, and finds the session.
+    let started = std::time::Instant::now();
+    let output = succeeded(
+        env.pi()
+            .args(["sessions", "search", "--all", "--json", "--"])
+            .arg(phrase(64)),
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let hits: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(hits[0]["session"], "phrase-1");
+}
