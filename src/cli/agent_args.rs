@@ -107,7 +107,7 @@ pub struct AgentArgs {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-const THINKING_LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
+const THINKING_LEVELS: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /// Parses the agent's arguments (without the program name).
 pub fn parse(args: &[String]) -> AgentArgs {
@@ -324,13 +324,16 @@ mod tests {
         assert_eq!(args.unknown_flags.get("model"), Some(&None));
         let args = parse_str(&[
             "--thinking",
-            "max",
+            "maximal",
             "--mode",
             "weird",
             "--list-models",
             "gpt",
         ]);
-        assert!(matches!(&args.diagnostics[0], Diagnostic::Warning(text) if text.contains("max")));
+        assert!(
+            matches!(&args.diagnostics[0], Diagnostic::Warning(text) if text.contains("maximal"))
+        );
+        assert_eq!(parse_str(&["--thinking", "max"]).thinking.as_deref(), Some("max"));
         assert_eq!(args.mode, None);
         assert_eq!(args.list_models, Some(ListModels::Search("gpt".to_owned())));
     }

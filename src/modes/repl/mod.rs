@@ -1528,7 +1528,7 @@ impl Repl {
         };
         let Some(parsed) = ThinkingLevel::parse(level) else {
             self.warn(&format!(
-                "Unknown thinking level {level:?}; use one of off, minimal, low, medium, high, xhigh"
+                "Unknown thinking level {level:?}; use one of off, minimal, low, medium, high, xhigh, max"
             ))?;
             return Ok(());
         };
