@@ -333,7 +333,10 @@ mod tests {
         assert!(
             matches!(&args.diagnostics[0], Diagnostic::Warning(text) if text.contains("maximal"))
         );
-        assert_eq!(parse_str(&["--thinking", "max"]).thinking.as_deref(), Some("max"));
+        assert_eq!(
+            parse_str(&["--thinking", "max"]).thinking.as_deref(),
+            Some("max")
+        );
         assert_eq!(args.mode, None);
         assert_eq!(args.list_models, Some(ListModels::Search("gpt".to_owned())));
     }

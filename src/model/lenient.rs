@@ -37,6 +37,26 @@ pub fn f64_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Err
     Ok(value.and_then(|number| number.as_f64()).unwrap_or(0.0))
 }
 
+/// Reads a value, treating `null` as the type's default (1.6.0 gives a message with `null`
+/// content empty content).
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Reads user content, treating `null` as no blocks (`[]`, as 1.6.0 normalises it).
+pub fn null_as_empty_blocks<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<crate::model::message::UserContent, D::Error> {
+    Ok(
+        Option::<crate::model::message::UserContent>::deserialize(deserializer)?
+            .unwrap_or_else(|| crate::model::message::UserContent::Blocks(Vec::new())),
+    )
+}
+
 /// Reads a JSON boolean, treating `null` as `false`.
 pub fn bool_any<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))

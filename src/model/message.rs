@@ -567,8 +567,8 @@ impl AssistantKeyOrder {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
-    /// Text, thinking and tool-call blocks.
-    #[serde(default)]
+    /// Text, thinking and tool-call blocks (`null` reads as none, as 1.6.0 normalises it).
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub content: Vec<ContentBlock>,
     /// Wire protocol name (`openai-completions`, `anthropic-messages`, …).
     #[serde(default)]
@@ -718,8 +718,8 @@ impl AssistantMessage {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UserMessage {
-    /// String or text/image blocks.
-    #[serde(default)]
+    /// String or text/image blocks (`null` reads as no blocks, as 1.6.0 normalises it).
+    #[serde(default, deserialize_with = "lenient::null_as_empty_blocks")]
     pub content: UserContent,
     /// Creation time, Unix ms.
     #[serde(default, deserialize_with = "lenient::i64_any")]
@@ -739,8 +739,8 @@ pub struct ToolResultMessage {
     /// The tool's name.
     #[serde(default)]
     pub tool_name: String,
-    /// Text and image blocks.
-    #[serde(default)]
+    /// Text and image blocks (`null` reads as none, as 1.6.0 normalises it).
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub content: Vec<ContentBlock>,
     /// Tool-specific details, never sent to the model.
     #[serde(

@@ -998,7 +998,10 @@ fn long_phrases_are_refused_at_once_and_the_longest_allowed_one_answers_quickly(
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("a phrase of 100 words; at most 64"), "{stderr}");
+    assert!(
+        stderr.contains("a phrase of 100 words; at most 64"),
+        "{stderr}"
+    );
     // The longest allowed phrase answers, and finds the session.
     let started = std::time::Instant::now();
     let output = succeeded(
