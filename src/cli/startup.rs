@@ -559,11 +559,10 @@ pub fn prepare(
     };
     let extensions = extensions_config(args, &settings, env, &agent_dir, &mut warnings);
     let tools_flag = args.tools.as_ref().map(|names| names.join(","));
-    let tools = ToolSet::new(
-        builtin_tools(&tools_config),
-        Vec::new(),
-        &ToolSelection::from_flags(tools_flag.as_deref(), args.no_tools, args.no_builtin_tools),
-    );
+    let tool_selection =
+        ToolSelection::from_flags(tools_flag.as_deref(), args.no_tools, args.no_builtin_tools);
+    let tools = ToolSet::new(builtin_tools(&tools_config), Vec::new(), &tool_selection)
+        .excluding(args.exclude_tools.as_deref().unwrap_or_default());
     let mut resource_config = ResourceConfig::new(env.cwd(), &agent_dir, env.home());
     resource_config.system_prompt = args.system_prompt.clone();
     resource_config.append_system_prompt = args.append_system_prompt.clone();
@@ -639,6 +638,17 @@ pub fn prepare(
             reloaded
         })
     };
+    // `--name` (1.6.0 `normalizeSessionName`, then its session_info sanitising).
+    let startup_name = match &args.name {
+        Some(name) => {
+            let name = crate::session::agent_session::sanitize_session_name(name);
+            if name.is_empty() {
+                bail!("--name requires a non-empty value");
+            }
+            Some(name)
+        }
+        None => None,
+    };
     let config = SessionConfig {
         store,
         client: AiClient::new(clock.clone(), ids.clone())?,
@@ -646,7 +656,9 @@ pub fn prepare(
         credentials: Arc::new(credentials),
         resources: Arc::new(Mutex::new(resources)),
         tools,
-        tools_from_transcript: args.tools.is_none() && !args.no_tools,
+        tools_from_transcript: tool_selection.restores_transcript_tools(),
+        tool_modifiers: tool_selection.modifiers().to_vec(),
+        startup_name,
         shell,
         cwd: env.cwd().to_path_buf(),
         settings: session_settings,
@@ -683,7 +695,7 @@ fn help_text() -> String {
     format!(
         "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
 Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export --jsonl [SESSION]\n  pi db check|backup FILE|reindex\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -n, --name <name>            Name the session\n  -t, --tools <list>           Allowlist of tools (names, * patterns; comma-separated),\n                               or only +name/-name entries to change the defaults\n  -xt, --exclude-tools <list>  Tools never enabled (names, * patterns)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
 Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  PI_CODING_AGENT_SESSION_DIR  The reference's sessions directory (default <agent dir>/sessions)\n  PI_AUTO_IMPORT=0             Do not import the reference's new sessions before -c, -r, /resume\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
         env!("CARGO_PKG_VERSION")
     )

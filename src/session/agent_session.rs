@@ -100,6 +100,24 @@ pub struct ModelCandidates {
     pub scope: Vec<ModelChoice>,
 }
 
+/// A session name as 1.6.0 stores it: each run of CR/LF becomes a space, then trimmed.
+pub fn sanitize_session_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_break = false;
+    for ch in name.chars() {
+        if ch == '\r' || ch == '\n' {
+            if !in_break {
+                out.push(' ');
+            }
+            in_break = true;
+        } else {
+            out.push(ch);
+            in_break = false;
+        }
+    }
+    out.trim().to_owned()
+}
+
 /// Everything a session is built from.
 #[derive(Clone)]
 pub struct SessionConfig {
@@ -118,6 +136,10 @@ pub struct SessionConfig {
     /// Whether the active tools follow the loaded branch's system messages (1.6.0
     /// `usesDefaultTools`: no `--tools` list of names and no `--no-tools`).
     pub tools_from_transcript: bool,
+    /// `--tools +name,-name` entries, applied to a loadout restored from the transcript.
+    pub tool_modifiers: Vec<String>,
+    /// `--name`: the name the session gets when it starts (a `session_info` entry first).
+    pub startup_name: Option<String>,
     /// The shell for `!cmd`.
     pub shell: ShellConfig,
     /// The working directory.
@@ -753,6 +775,15 @@ impl AgentSession {
         }
         self.rebuild_system_prompt();
 
+        // `--name` (1.6.0 appends it when the session manager opens, before anything else).
+        if startup && let Some(name) = self.config().startup_name.clone() {
+            self.persist(EntryKind::SessionInfo {
+                name: Some(name.clone()),
+            })
+            .await;
+            self.state().name = Some(name);
+        }
+
         // Entries written at load (context-building §4).
         let thinking_entry = EntryKind::ThinkingLevelChange {
             thinking_level: thinking.as_str().to_owned(),
@@ -770,7 +801,10 @@ impl AgentSession {
         {
             let empty_store_session = context.is_some();
             let nothing_yet = match &*self.inner.persistence.lock().await {
-                Persistence::Pending { entries, .. } => entries.is_empty(),
+                // (a `--name` entry aside)
+                Persistence::Pending { entries, .. } => entries
+                    .iter()
+                    .all(|raw| matches!(raw.entry.kind, EntryKind::SessionInfo { .. })),
                 Persistence::Stored { .. } => empty_store_session,
             };
             if nothing_yet && (startup || matches!(target, SessionTarget::New { .. })) {
@@ -878,6 +912,8 @@ impl AgentSession {
             .filter(|name| !mentioned.contains(name))
             .collect();
         names.extend(new_extension_tools);
+        let names =
+            crate::session::tools::apply_tool_modifiers(&names, &self.config().tool_modifiers);
         state.tools.set_active(&names);
     }
 
@@ -1570,8 +1606,49 @@ impl AgentSession {
             self.state().streaming = true;
             accepted();
         }
+        self.record_thinking_level().await;
         self.run_agent(Some(messages)).await;
         Ok(())
+    }
+
+    /// Records the live thinking level on the branch when the branch's latest
+    /// `thinking_level_change` (clamped to the model) says another one, so that a resume
+    /// restores the level the run used: `-c --thinking high` on a `medium` session (1.6.0
+    /// `_recordThinkingLevel`, when a run starts).
+    async fn record_thinking_level(&self) {
+        // (The persistence lock is released before `persist` takes it again.)
+        let id = match &*self.inner.persistence.lock().await {
+            Persistence::Stored { id, .. } => id.clone(),
+            Persistence::Pending { .. } => return,
+        };
+        let store = self.config().store.clone();
+        let recorded = match blocking(move || store.branch_thinking_level(&id)).await {
+            Ok(Some(recorded)) => recorded,
+            Ok(None) => return,
+            Err(error) => {
+                self.notice_error(format!(
+                    "could not read the recorded thinking level: {error}"
+                ));
+                return;
+            }
+        };
+        let (live, recorded_effective) = {
+            let state = self.state();
+            let recorded = ThinkingLevel::parse(&recorded);
+            let effective = match (&state.model, recorded) {
+                (Some(model), Some(level)) => Some(clamp_thinking_level(model, level)),
+                (None, Some(_)) => Some(ThinkingLevel::Off),
+                (_, None) => None,
+            };
+            (state.thinking, effective)
+        };
+        if recorded_effective == Some(live) {
+            return;
+        }
+        self.persist(EntryKind::ThinkingLevelChange {
+            thinking_level: live.as_str().to_owned(),
+        })
+        .await;
     }
 
     /// Expands `/skill:name` and prompt templates.
@@ -2230,7 +2307,8 @@ impl AgentSession {
 
     /// Names the session (appends `session_info`, trimmed; empty names are refused).
     pub async fn set_session_name(&self, name: &str) -> Result<(), SessionError> {
-        let name = name.trim();
+        let name = sanitize_session_name(name);
+        let name = name.as_str();
         if name.is_empty() {
             return Err(SessionError::InvalidEntry(
                 "Session name cannot be empty".to_owned(),
@@ -2306,6 +2384,7 @@ impl AgentSession {
         }
         if options.trigger_turn {
             let _run = self.inner.run_lock.lock().await;
+            self.record_thinking_level().await;
             self.run_agent(Some(vec![agent_message])).await;
             return;
         }

@@ -1102,6 +1102,39 @@ impl SessionStore {
         })
     }
 
+    /// The level the latest `thinking_level_change` on the path to the current leaf records
+    /// (`None`: the path has none). 1.6.0 compares it with the live level when a run starts
+    /// and records the live one when they differ (`_recordThinkingLevel`).
+    pub fn branch_thinking_level(&self, session: &SessionId) -> Result<Option<String>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let Some(leaf_seq) =
+                Self::resolve_leaf(conn, path, sid, session, &LeafSelector::Current)?
+            else {
+                return Ok(None);
+            };
+            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let thinking_seq = if irregular {
+                let mut found = None;
+                for seq in Self::plain_walk(conn, path, sid, leaf_seq)? {
+                    if sql::entry_by_seq(conn, path, sid, seq)?
+                        .is_some_and(|row| row.type_name == "thinking_level_change")
+                    {
+                        found = Some(seq);
+                    }
+                }
+                found
+            } else {
+                sql::path_state(conn, path, sid, leaf_seq)?.and_then(|state| state.thinking_seq)
+            };
+            Ok(match thinking_seq {
+                Some(seq) => sql::payload_by_seq(conn, path, sid, seq)?
+                    .and_then(|payload| context::thinking_of(&payload)),
+                None => None,
+            })
+        })
+    }
+
     /// Returns every system message on the branch to the leaf (or the selected entry), root
     /// first, as JSON text — those before a compaction too (1.6.0 restores the tool loadout
     /// from them). Follows the chain of `entry_path.system_seq`: the cost is the number of

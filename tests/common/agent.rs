@@ -125,6 +125,8 @@ impl Harness {
             resources: Arc::new(Mutex::new(resources)),
             tools,
             tools_from_transcript: false,
+            tool_modifiers: Vec::new(),
+            startup_name: None,
             shell,
             cwd: self.env.workspace.clone(),
             settings: self.settings.clone(),
