@@ -4,7 +4,7 @@
 //! (`---…` counts as text), `@path` is a file argument, other words are messages, an unknown
 //! single-dash option is an error and unknown `--name[=value]` flags are collected (they are
 //! an error unless an extension declares them). The multi-letter short forms (`-nc`, `-nt`,
-//! `-nbt`, `-ne`, `-ns`, `-np`) are their long forms.
+//! `-nbt`, `-ne`, `-ns`, `-np`, `-na`) are their long forms.
 
 use std::collections::BTreeMap;
 
@@ -91,6 +91,9 @@ pub struct AgentArgs {
     pub no_themes: bool,
     /// `--no-context-files`.
     pub no_context_files: bool,
+    /// `--approve` (`Some(true)`: trust the project for this run) or `--no-approve`
+    /// (`Some(false)`: ignore its protected resources); the last one given wins.
+    pub project_trust_override: Option<bool>,
     /// `--list-models`.
     pub list_models: Option<ListModels>,
     /// `--verbose`.
@@ -206,6 +209,8 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--no-prompt-templates" | "-np" => out.no_prompt_templates = true,
             "--no-themes" => out.no_themes = true,
             "--no-context-files" | "-nc" => out.no_context_files = true,
+            "--approve" | "-a" => out.project_trust_override = Some(true),
+            "--no-approve" | "-na" => out.project_trust_override = Some(false),
             "--list-models" => match args.get(idx + 1) {
                 Some(next) if !next.starts_with('-') && !next.starts_with('@') => {
                     out.list_models = Some(ListModels::Search(next.clone()));
