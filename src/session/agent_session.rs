@@ -1273,6 +1273,11 @@ impl AgentSession {
         trusted
     }
 
+    /// Returns the project trust of this process (`None`: every project is trusted).
+    pub fn project_trust(&self) -> Option<&ProjectTrust> {
+        self.config().trust.as_ref()
+    }
+
     /// Returns whether the current runtime directory's protected resources were loaded
     /// (`true` without project trust configured).
     pub fn project_is_trusted(&self) -> bool {
