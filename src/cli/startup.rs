@@ -536,10 +536,8 @@ pub fn prepare(
     // project counts only when that is the one (a session of another directory moves the
     // runtime there, and its own decision applies).
     let mode = args.mode.unwrap_or(Mode::Text);
-    let interactive = mode == Mode::Text
-        && !args.print
-        && stdin_text.is_none()
-        && std::io::stdin().is_terminal();
+    let interactive =
+        mode == Mode::Text && !args.print && stdin_text.is_none() && std::io::stdin().is_terminal();
     let trust = crate::cli::trust::project_trust(args, env, &lookup_settings, interactive);
     let runtime_cwd = crate::cli::trust::runtime_cwd(&store, &target, env.cwd())?;
     let runtime_trusted =

@@ -616,7 +616,11 @@ mod tests {
         );
         store.set_many(&options[1].updates).unwrap();
         assert_eq!(store.get(&project).unwrap(), Some(true));
-        assert!(!std::fs::read_to_string(store.path()).unwrap().contains("app"));
+        assert!(
+            !std::fs::read_to_string(store.path())
+                .unwrap()
+                .contains("app")
+        );
         assert!(!root.join("agent/trust.json.lock").exists());
     }
 
@@ -697,23 +701,44 @@ mod tests {
         };
         let mut problems = Vec::new();
         let ask = trust(None, DefaultProjectTrust::Ask, false);
-        assert_eq!(ask.decide(&cwd, &mut problems), TrustDecision::Decided(false));
-        assert_eq!(ask.decide(&plain, &mut problems), TrustDecision::Decided(true));
+        assert_eq!(
+            ask.decide(&cwd, &mut problems),
+            TrustDecision::Decided(false)
+        );
+        assert_eq!(
+            ask.decide(&plain, &mut problems),
+            TrustDecision::Decided(true)
+        );
         let asking = trust(None, DefaultProjectTrust::Ask, true);
         assert_eq!(asking.decide(&cwd, &mut problems), TrustDecision::Ask);
         let always = trust(None, DefaultProjectTrust::Always, false);
-        assert_eq!(always.decide(&cwd, &mut problems), TrustDecision::Decided(true));
+        assert_eq!(
+            always.decide(&cwd, &mut problems),
+            TrustDecision::Decided(true)
+        );
         let never = trust(Some(true), DefaultProjectTrust::Never, false);
-        assert_eq!(never.decide(&cwd, &mut problems), TrustDecision::Decided(true));
+        assert_eq!(
+            never.decide(&cwd, &mut problems),
+            TrustDecision::Decided(true)
+        );
         // A saved "no" wins over the default, and holds for a folder without resources.
         asking.store.set(&cwd, Some(false)).unwrap();
         asking.store.set(&plain, Some(false)).unwrap();
         let always = trust(None, DefaultProjectTrust::Always, true);
-        assert_eq!(always.decide(&cwd, &mut problems), TrustDecision::Decided(false));
-        assert_eq!(always.decide(&plain, &mut problems), TrustDecision::Decided(false));
+        assert_eq!(
+            always.decide(&cwd, &mut problems),
+            TrustDecision::Decided(false)
+        );
+        assert_eq!(
+            always.decide(&plain, &mut problems),
+            TrustDecision::Decided(false)
+        );
         assert!(problems.is_empty());
         // Once decided, a folder stays decided in this process.
         always.remember(&cwd, true);
-        assert_eq!(always.decide(&cwd, &mut problems), TrustDecision::Decided(true));
+        assert_eq!(
+            always.decide(&cwd, &mut problems),
+            TrustDecision::Decided(true)
+        );
     }
 }

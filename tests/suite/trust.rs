@@ -211,7 +211,10 @@ fn issue_19_a_crafted_sessions_folder_runs_nothing_until_it_is_trusted() {
         return;
     };
 
-    let output = victim.pi(&env, &["--session", &crafted.to_string_lossy(), "-p", "hello"]);
+    let output = victim.pi(
+        &env,
+        &["--session", &crafted.to_string_lossy(), "-p", "hello"],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "hello back\n");
@@ -230,8 +233,16 @@ fn issue_19_a_crafted_sessions_folder_runs_nothing_until_it_is_trusted() {
     );
     // Context files load as 1.6.0 loads them; the project's skill does not.
     let prompts = system_prompts(&server);
-    assert!(prompts[0].contains("Project rules: be brief."), "{}", prompts[0]);
-    assert!(!prompts[0].contains("Tidy the hostile project"), "{}", prompts[0]);
+    assert!(
+        prompts[0].contains("Project rules: be brief."),
+        "{}",
+        prompts[0]
+    );
+    assert!(
+        !prompts[0].contains("Tidy the hostile project"),
+        "{}",
+        prompts[0]
+    );
     assert!(!env.agent_dir.join("trust.json").exists());
 
     // `-a` trusts it for this run only: the extension runs (as the user running pi).
@@ -287,7 +298,10 @@ fn saved_decisions_of_1_6_0_and_the_users_default_decide_in_print_and_json_mode(
     // No saved decision left: the user's "always" trusts, `-na` ignores the folder anyway.
     node_trust(&["set", &agent, &project.to_string_lossy(), "null"]);
     node_trust(&["set", &agent, &parent, "null"]);
-    assert_eq!(std::fs::read_to_string(env.agent_dir.join("trust.json")).unwrap(), "{}\n");
+    assert_eq!(
+        std::fs::read_to_string(env.agent_dir.join("trust.json")).unwrap(),
+        "{}\n"
+    );
     pi(&["--session", &crafted, "--mode", "json", "hi"]);
     assert_eq!(runs(), 2);
     let output = pi(&["-na", "--session", &crafted, "-p", "hi"]);
@@ -310,7 +324,11 @@ fn the_repl_asks_at_startup_and_trust_saves_what_1_6_0_reads() {
     std::fs::create_dir_all(env.workspace.join(".pi/extensions")).unwrap();
     std::fs::create_dir_all(&out).unwrap();
     let extension = env.workspace.join(".pi/extensions/x");
-    std::fs::write(&extension, format!("#!/bin/sh\necho ran >> {}/ran\n", out.display())).unwrap();
+    std::fs::write(
+        &extension,
+        format!("#!/bin/sh\necho ran >> {}/ran\n", out.display()),
+    )
+    .unwrap();
     set_mode(&extension, 0o755);
     let workspace = env.workspace.canonicalize().unwrap();
     let workspace_text = workspace.to_string_lossy().into_owned();
@@ -337,7 +355,12 @@ fn the_repl_asks_at_startup_and_trust_saves_what_1_6_0_reads() {
     );
     // 1.6.0 writes the same bytes for the same decision.
     let other_agent = env.dir.path().join("agent-1.6.0");
-    node_trust(&["set", &other_agent.to_string_lossy(), &workspace_text, "true"]);
+    node_trust(&[
+        "set",
+        &other_agent.to_string_lossy(),
+        &workspace_text,
+        "true",
+    ]);
     assert_eq!(
         std::fs::read_to_string(other_agent.join("trust.json")).unwrap(),
         saved

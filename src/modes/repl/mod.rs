@@ -44,8 +44,8 @@ use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
-use crate::session::trust;
 use crate::session::extensions::NotifyKind;
+use crate::session::trust;
 use crate::session::{
     AgentSession, NavigateOptions, OpenAccess, PromptOptions, SessionError, SessionEvent,
     SessionTarget,
@@ -1669,7 +1669,11 @@ impl Repl {
         let saved_text = match &saved {
             None => "none".to_owned(),
             Some(entry) => {
-                let label = if entry.decision { "trusted" } else { "untrusted" };
+                let label = if entry.decision {
+                    "trusted"
+                } else {
+                    "untrusted"
+                };
                 if std::path::Path::new(&entry.path) == own {
                     format!("{label} ({})", entry.path)
                 } else {
@@ -1726,7 +1730,11 @@ impl Repl {
         match saved {
             Ok(()) => Ok(self.info(&format!(
                 "Saved trust decision: {}. Restart pi for this to take effect.",
-                if option.trusted { "trusted" } else { "untrusted" }
+                if option.trusted {
+                    "trusted"
+                } else {
+                    "untrusted"
+                }
             ))?),
             Err(error) => Ok(self.error(&error.to_string())?),
         }
