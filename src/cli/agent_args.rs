@@ -282,6 +282,18 @@ mod tests {
     }
 
     #[test]
+    fn approve_and_no_approve_override_project_trust_and_the_last_wins() {
+        assert_eq!(parse_str(&["hi"]).project_trust_override, None);
+        assert_eq!(parse_str(&["-a"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["--approve"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["-na"]).project_trust_override, Some(false));
+        let args = parse_str(&["--no-approve", "--approve", "-p", "x"]);
+        assert_eq!(args.project_trust_override, Some(true));
+        assert_eq!(args.messages, ["x"]);
+        assert!(args.diagnostics.is_empty());
+    }
+
+    #[test]
     fn value_flags_lists_and_unknowns() {
         let args = parse_str(&[
             "--model",

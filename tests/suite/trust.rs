@@ -399,3 +399,46 @@ fn the_repl_asks_at_startup_and_trust_saves_what_1_6_0_reads() {
     tmux.line("/quit");
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+/// A session of another folder imported in the REPL (`/import`) moves the runtime there: an
+/// undecided folder is asked about through the REPL's dialog before anything of it loads, "this
+/// session only" saves nothing, and pi says where the tools now run.
+#[test]
+fn the_repl_asks_before_moving_to_an_undecided_sessions_folder() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("done"))]);
+    configure(&env, &server, &json!({}));
+    let out = env.dir.path().join("out");
+    let project = hostile_project(env.dir.path(), &out);
+    let crafted = env.dir.path().join("crafted.jsonl");
+    crafted_session(&crafted, &project);
+
+    let tmux = Tmux::start(&env, "trust-import", &[], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(!screen.contains("Trust project folder?"), "{screen}");
+    tmux.line(&format!("/import {}", crafted.display()));
+    tmux.wait_for("Replace the current session with");
+    tmux.line("y");
+    let screen = tmux.wait_for("Choose (number; Enter to cancel):");
+    assert!(screen.contains("Trust project folder?"), "{screen}");
+    assert!(screen.contains(&project.display().to_string()), "{screen}");
+    assert!(
+        screen.contains("5 Do not trust (this session only)"),
+        "{screen}"
+    );
+    tmux.line("5");
+    let screen = tmux.wait_for("This project is not trusted.");
+    assert!(
+        screen.contains(&format!(
+            "run in {} (the session's working directory)",
+            project.display()
+        )),
+        "{screen}"
+    );
+    tmux.line("!pwd");
+    tmux.wait_for_count(&project.display().to_string(), 3);
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert_eq!(ran(&out), None);
+    assert!(!env.agent_dir.join("trust.json").exists());
+}

@@ -684,8 +684,11 @@ impl Repl {
                 options,
                 reply,
             } => {
-                let title = self.palette().bold(&term::line(&title));
-                self.out.line(&title)?;
+                // A title of several lines (the trust question) is shown as those lines.
+                for line in title.split('\n') {
+                    let line = self.palette().bold(&term::line(line));
+                    self.out.line(&line)?;
+                }
                 let width = options.len().to_string().len();
                 for (idx, option) in options.iter().enumerate() {
                     let line = format!(

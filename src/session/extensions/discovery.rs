@@ -403,6 +403,18 @@ mod tests {
         });
         assert_eq!(found.executables.len(), 1);
         assert!(found.executables[0].program.ends_with("b"));
+        // An untrusted project's extensions and settings entries are not even looked at.
+        let found = discover(&DiscoveryInput {
+            cwd: dir.path(),
+            agent_dir: &dir.path().join("agent"),
+            home: None,
+            cli_paths: &[],
+            project_settings: &["b".to_owned()],
+            user_settings: &[],
+            discover: true,
+            project_trusted: false,
+        });
+        assert_eq!(found, Discovered::default());
         assert_eq!(found.skipped_notice(), None);
     }
 }
