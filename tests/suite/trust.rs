@@ -442,3 +442,65 @@ fn the_repl_asks_before_moving_to_an_undecided_sessions_folder() {
     assert_eq!(ran(&out), None);
     assert!(!env.agent_dir.join("trust.json").exists());
 }
+
+/// RPC mode never asks: `switch_session` to an undecided folder's session skips its protected
+/// resources and says so, and where the tools now run, on stderr (stdout keeps to records).
+#[test]
+fn rpc_switch_session_skips_an_undecided_folder_and_says_where_tools_run() {
+    use std::io::Write;
+    let env = TestEnv::new();
+    let server = ProviderServer::start(Vec::new());
+    configure(&env, &server, &json!({}));
+    let out = env.dir.path().join("out");
+    let project = hostile_project(env.dir.path(), &out);
+    let crafted = env.dir.path().join("crafted.jsonl");
+    crafted_session(&crafted, &project);
+    let mut child = env
+        .pi_process()
+        .args(["--mode", "rpc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"id": "1", "type": "switch_session", "sessionPath": crafted.to_string_lossy()})
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"id": "2", "type": "bash", "command": "pwd"})
+    )
+    .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let responses: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["type"] == "response")
+        .collect();
+    assert_eq!(responses.len(), 2, "{stdout}\n{stderr}");
+    assert_eq!(responses[0]["success"], json!(true), "{stdout}");
+    assert_eq!(
+        responses[1]["data"]["output"],
+        json!(format!("{}\n", project.display()))
+    );
+    assert!(
+        stderr.contains(&format!("{} is not trusted", project.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "run in {} (the session's working directory)",
+            project.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(ran(&out), None);
+}
