@@ -171,12 +171,17 @@ fn system_prompts(server: &ProviderServer) -> Vec<String> {
 
 /// 1.6.0's own trust store (`tests/interop16/trust16.mjs`).
 fn node_trust(args: &[&str]) -> String {
+    node_trust_with_home(args, None)
+}
+
+fn node_trust_with_home(args: &[&str], home: Option<&Path>) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop16/trust16.mjs");
-    let output = Command::new(node22())
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
+    let mut command = Command::new(node22());
+    command.arg(script).args(args);
+    if let Some(home) = home {
+        command.env("HOME", home);
+    }
+    let output = command.output().unwrap();
     assert!(
         output.status.success(),
         "trust16.mjs {args:?}: {}",
@@ -503,4 +508,42 @@ fn rpc_switch_session_skips_an_undecided_folder_and_says_where_tools_run() {
         "{stderr}"
     );
     assert_eq!(ran(&out), None);
+}
+
+/// Which folders need a decision is 1.6.0's answer for every protected entry, a bare `.pi`,
+/// an ancestor's `.agents/skills` and the user's own `~/.agents/skills`.
+#[test]
+fn folders_needing_a_decision_are_the_ones_1_6_0_asks_about() {
+    let env = TestEnv::new();
+    let root = env.dir.path().canonicalize().unwrap();
+    let home = root.join("home");
+    let mut cases: Vec<(PathBuf, &str)> = Vec::new();
+    let bare = home.join("bare");
+    std::fs::create_dir_all(bare.join(".pi")).unwrap();
+    std::fs::write(bare.join("AGENTS.md"), "rules").unwrap();
+    cases.push((bare, "a bare .pi and AGENTS.md"));
+    for entry in pi::session::trust::PROTECTED_PROJECT_ENTRIES {
+        let dir = home.join(format!("with-{entry}"));
+        std::fs::create_dir_all(dir.join(".pi")).unwrap();
+        std::fs::write(dir.join(".pi").join(entry), "").unwrap();
+        cases.push((dir, entry));
+    }
+    let nested = root.join("repo/a/b");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::create_dir_all(root.join("repo/.agents/skills")).unwrap();
+    cases.push((nested, "an ancestor's .agents/skills"));
+    std::fs::create_dir_all(home.join(".agents/skills")).unwrap();
+    cases.push((home.clone(), "the user's own ~/.agents/skills"));
+    for (dir, what) in &cases {
+        let reference: bool = serde_json::from_str(&node_trust_with_home(
+            &["protected", &dir.to_string_lossy()],
+            Some(&home),
+        ))
+        .unwrap();
+        assert_eq!(
+            pi::session::trust::has_protected_resources(dir, Some(&home)),
+            reference,
+            "{what}"
+        );
+    }
 }
