@@ -988,6 +988,38 @@ mod tests {
     }
 
     #[test]
+    fn an_untrusted_project_file_counts_for_nothing_and_is_not_written() {
+        let d = dirs();
+        write(&d.agent.join("settings.json"), r#"{"steeringMode": "all"}"#);
+        let project = d.cwd.join(".pi/settings.json");
+        write(
+            &project,
+            r#"{"defaultProjectTrust": "always", "followUpMode": "all", "skills": ["x"]"#,
+        );
+        let settings = Settings::load(&d.agent, &d.cwd, None);
+        assert_eq!(
+            settings.errors().len(),
+            1,
+            "the project file does not parse"
+        );
+        write(
+            &project,
+            r#"{"defaultProjectTrust": "always", "followUpMode": "all"}"#,
+        );
+        let mut settings = Settings::load(&d.agent, &d.cwd, None).without_project();
+        assert!(settings.errors().is_empty());
+        assert_eq!(settings.follow_up_mode(), "one-at-a-time");
+        assert_eq!(settings.steering_mode(), "all");
+        assert_eq!(settings.scope_object(Scope::Project), json!({}));
+        assert!(settings.get("defaultProjectTrust").is_none());
+        let error = settings
+            .set_project("prompts", Some(json!(["./p"])))
+            .unwrap_err();
+        assert!(matches!(error, SettingsError::ProjectNotTrusted), "{error}");
+        assert!(!fs::read_to_string(&project).unwrap().contains("prompts"));
+    }
+
+    #[test]
     fn missing_files_give_every_default() {
         let d = dirs();
         let settings = Settings::load(&d.agent, &d.cwd, Some(&d.home));
