@@ -486,6 +486,7 @@ fn session_config(
         harness_docs: HarnessDocs::in_dir(&scratch.join("docs")),
         emit_partials: false,
         extensions: ExtensionsConfig::default(),
+        trust: None,
     }
 }
 

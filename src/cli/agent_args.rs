@@ -4,7 +4,7 @@
 //! (`---…` counts as text), `@path` is a file argument, other words are messages, an unknown
 //! single-dash option is an error and unknown `--name[=value]` flags are collected (they are
 //! an error unless an extension declares them). The multi-letter short forms (`-nc`, `-nt`,
-//! `-nbt`, `-ne`, `-ns`, `-np`) are their long forms.
+//! `-nbt`, `-ne`, `-ns`, `-np`, `-na`) are their long forms.
 
 use std::collections::BTreeMap;
 
@@ -97,6 +97,9 @@ pub struct AgentArgs {
     pub no_themes: bool,
     /// `--no-context-files`.
     pub no_context_files: bool,
+    /// `--approve` (`Some(true)`: trust the project for this run) or `--no-approve`
+    /// (`Some(false)`: ignore its protected resources); the last one given wins.
+    pub project_trust_override: Option<bool>,
     /// `--list-models`.
     pub list_models: Option<ListModels>,
     /// `--verbose`.
@@ -256,6 +259,8 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--no-prompt-templates" | "-np" => out.no_prompt_templates = true,
             "--no-themes" => out.no_themes = true,
             "--no-context-files" | "-nc" => out.no_context_files = true,
+            "--approve" | "-a" => out.project_trust_override = Some(true),
+            "--no-approve" | "-na" => out.project_trust_override = Some(false),
             "--list-models" => match args.get(idx + 1) {
                 Some(next) if !next.starts_with('-') && !next.starts_with('@') => {
                     out.list_models = Some(ListModels::Search(next.clone()));
@@ -323,6 +328,18 @@ mod tests {
         let args = parse_str(&["-nc", "-nt", "-nbt", "-ne", "-ns", "-np"]);
         assert!(args.no_context_files && args.no_tools && args.no_builtin_tools);
         assert!(args.no_extensions && args.no_skills && args.no_prompt_templates);
+        assert!(args.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn approve_and_no_approve_override_project_trust_and_the_last_wins() {
+        assert_eq!(parse_str(&["hi"]).project_trust_override, None);
+        assert_eq!(parse_str(&["-a"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["--approve"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["-na"]).project_trust_override, Some(false));
+        let args = parse_str(&["--no-approve", "--approve", "-p", "x"]);
+        assert_eq!(args.project_trust_override, Some(true));
+        assert_eq!(args.messages, ["x"]);
         assert!(args.diagnostics.is_empty());
     }
 

@@ -18,6 +18,7 @@ pub mod sessions;
 pub mod settings;
 pub mod startup;
 pub mod tree_view;
+pub mod trust;
 
 use std::ffi::OsString;
 use std::io::{self, Write};

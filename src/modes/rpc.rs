@@ -944,10 +944,16 @@ impl Server {
             return Err(missing.error_message());
         }
         self.settle().await;
-        self.session
+        let report = self
+            .session
             .switch_session(id)
             .await
             .map_err(|error| error.to_string())?;
+        // Where tools now run, an untrusted project skipped: stderr, as at startup (stdout
+        // carries protocol records only).
+        for notice in &report.notices {
+            eprintln!("Warning: {}", crate::support::term::line(notice));
+        }
         Ok(Some(json!({"cancelled": false})))
     }
 

@@ -55,6 +55,7 @@ use crate::session::settings::{QueueMode, SessionSettings, SettingsReload, Setti
 use crate::session::tools::ToolSet;
 use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::user_shell;
+use crate::session::trust::{self, ProjectTrust, TrustDecision};
 use crate::store::{LeafSelector, SessionStore, StoreError};
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
@@ -165,6 +166,9 @@ pub struct SessionConfig {
     pub emit_partials: bool,
     /// Extensions to load for every session runtime, and the UI their dialogs use.
     pub extensions: ExtensionsConfig,
+    /// Project trust (`session::trust`): whether a directory the runtime moves to may load
+    /// its protected resources. `None`: every project is trusted (library use, tests).
+    pub trust: Option<ProjectTrust>,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -653,11 +657,22 @@ impl AgentSession {
                 })
                 .await?;
                 // The runtime follows the session's directory while it exists (otherwise the
-                // session continues here, and says so).
+                // session continues here, and says so). Its protected project resources load
+                // only when that directory is trusted; a directory other than the current one
+                // is named before anything runs there.
                 if !summary.cwd.is_empty() {
                     let session_cwd = std::path::Path::new(&summary.cwd);
                     if session_cwd.is_dir() {
-                        report.notices.extend(self.relocate(session_cwd));
+                        let current = self.cwd();
+                        if current.as_path() != session_cwd {
+                            let trusted = self.project_trusted(session_cwd, &mut report).await;
+                            report.notices.push(format!(
+                                "Tools, commands and extensions of this session run in {} (the session's working directory), not in {}",
+                                summary.cwd,
+                                current.display()
+                            ));
+                            report.notices.extend(self.relocate(session_cwd, trusted));
+                        }
                     } else {
                         report.notices.push(format!(
                             "The session's working directory {} does not exist; continuing in {}",
@@ -1253,10 +1268,66 @@ impl AgentSession {
         lock(&self.inner.cwd).clone()
     }
 
-    /// Moves the runtime to `cwd`: the resources (context files, project skills and templates)
-    /// are loaded again for it, and the next extensions are that project's and start there.
-    /// Returns notices (extensions that cannot be used, reference extensions skipped).
-    fn relocate(&self, cwd: &std::path::Path) -> Vec<String> {
+    /// Decides whether `cwd`'s protected resources may load (`session::trust`): without a
+    /// decision and with a person to answer (the REPL), asks through the extension UI; what
+    /// could not be read or saved, and an untrusted project's notice, go to `report`.
+    async fn project_trusted(&self, cwd: &std::path::Path, report: &mut OpenReport) -> bool {
+        let Some(trust) = self.config().trust.clone() else {
+            return true;
+        };
+        let trusted = match trust.decide(cwd, &mut report.notices) {
+            TrustDecision::Decided(trusted) => trusted,
+            TrustDecision::Ask => {
+                let options = trust::trust_options(cwd, true);
+                let labels: Vec<String> = options.iter().map(|o| o.label.clone()).collect();
+                let ui = self.config().extensions.ui.clone();
+                let chosen = ui
+                    .select(&trust::trust_question(cwd), &labels, None)
+                    .await
+                    .and_then(|label| options.iter().find(|o| o.label == label));
+                match chosen {
+                    Some(option) => {
+                        if let Err(error) = trust.choose(cwd, option) {
+                            report.notices.push(error.to_string());
+                        }
+                        option.trusted
+                    }
+                    None => {
+                        trust.remember(cwd, false);
+                        false
+                    }
+                }
+            }
+        };
+        if !trusted && trust::has_protected_resources(cwd, trust.home.as_deref()) {
+            report.notices.push(if trust.interactive {
+                trust::UNTRUSTED_REPL_NOTICE.to_owned()
+            } else {
+                trust::untrusted_notice(cwd)
+            });
+        }
+        trusted
+    }
+
+    /// Returns the project trust of this process (`None`: every project is trusted).
+    pub fn project_trust(&self) -> Option<&ProjectTrust> {
+        self.config().trust.as_ref()
+    }
+
+    /// Returns whether the current runtime directory's protected resources were loaded
+    /// (`true` without project trust configured).
+    pub fn project_is_trusted(&self) -> bool {
+        match &self.config().trust {
+            Some(trust) => trust.decided_for(&self.cwd()).unwrap_or(false),
+            None => true,
+        }
+    }
+
+    /// Moves the runtime to `cwd`: the resources (context files, and for a trusted project
+    /// its skills, templates and prompt files) are loaded again for it, and the next
+    /// extensions are that project's (trusted only) and start there. Returns notices
+    /// (extensions that cannot be used, reference extensions skipped).
+    fn relocate(&self, cwd: &std::path::Path, project_trusted: bool) -> Vec<String> {
         {
             let mut current = lock(&self.inner.cwd);
             if current.as_path() == cwd {
@@ -1264,13 +1335,17 @@ impl AgentSession {
             }
             *current = cwd.to_path_buf();
         }
-        let project_settings = crate::session::settings::read_project_settings(cwd);
-        lock(&self.config().resources).relocate(cwd, &project_settings);
+        let project_settings = if project_trusted {
+            crate::session::settings::read_project_settings(cwd)
+        } else {
+            serde_json::Value::Null
+        };
+        lock(&self.config().resources).relocate(cwd, &project_settings, project_trusted);
         if let Some(reload) = &self.config().settings_reload {
             // As the reference builds a new runtime from that directory's settings: retry,
             // compaction, queue modes, provider transport and the rest follow the project; the
             // writer lease keeps the startup intervals (it belongs to the store).
-            let mut settings = reload(cwd);
+            let mut settings = reload(cwd, project_trusted);
             settings.lease = self.with_settings(|current| current.lease.clone());
             {
                 let mut state = self.state();
@@ -1284,7 +1359,7 @@ impl AgentSession {
         let Some(rediscovery) = &self.config().extensions.rediscovery else {
             return Vec::new();
         };
-        let found = rediscovery.discover(cwd, &project_settings);
+        let found = rediscovery.discover(cwd, &project_settings, project_trusted);
         let mut notices = found.problems.clone();
         notices.extend(found.skipped_notice());
         *lock(&self.inner.executables) = Some(found.executables);

@@ -148,6 +148,7 @@ impl Harness {
             harness_docs: HarnessDocs::in_dir(&self.env.dir.path().join("docs")),
             emit_partials: false,
             extensions: self.extensions.clone(),
+            trust: None,
         }
     }
 

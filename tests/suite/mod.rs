@@ -30,3 +30,4 @@ mod session_lease;
 mod store;
 mod store_props;
 mod tools;
+mod trust;
