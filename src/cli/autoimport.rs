@@ -225,6 +225,8 @@ impl AutoImport {
                             StoreError::ReadOnly { .. }
                                 | StoreError::DiskFull { .. }
                                 | StoreError::Damaged { .. }
+                                | StoreError::MarkedDamaged { .. }
+                                | StoreError::WalLost { .. }
                                 | StoreError::Busy { .. }
                         )
                     );

@@ -8,6 +8,8 @@ use clap::{Args, Subcommand};
 
 use crate::cli::CliContext;
 use crate::cli::output::{self, field, line};
+use crate::store::maintenance::mark_damaged;
+use crate::store::{StoreError, StoreLocation};
 
 /// Check, back up or reindex the database
 #[derive(Debug, Args)]
@@ -35,9 +37,28 @@ pub enum DbCommand {
 /// Runs a `db` subcommand.
 pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
     // A backup only reads (a read-only database can be backed up); check and reindex write.
+    // A backup and a check only read (a read-only or damage-marked database can be backed up
+    // and checked; the check's rebuild comparison runs on a scratch copy); reindex writes.
     let store = match args.command {
         DbCommand::Backup { .. } => ctx.open_store_read_only()?,
-        DbCommand::Check | DbCommand::Reindex => ctx.open_store()?,
+        DbCommand::Check => match ctx.open_store_read_only() {
+            Ok(store) => store,
+            Err(error) => {
+                // A file too damaged to open is marked as damaged all the same.
+                let config = ctx.env.store_config(ctx.db.as_deref());
+                if let (Some(StoreError::Damaged { .. }), StoreLocation::File(file)) =
+                    (error.downcast_ref::<StoreError>(), &config.location)
+                {
+                    let _ = mark_damaged(file, &[format!("{error:#}")]);
+                    bail!(
+                        "{error:#}; pi will not write to it until it is repaired ({}.damaged says so)",
+                        file.display()
+                    );
+                }
+                return Err(error);
+            }
+        },
+        DbCommand::Reindex => ctx.open_store()?,
     };
     let mut out = output::stdout();
     let style = ctx.style();
@@ -62,9 +83,10 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                 out.flush()?;
                 if report.damaged {
                     bail!(
-                        "{}: {} problem(s) found and the file is damaged; pi changes nothing in it — copy it aside, then salvage what is readable with `sqlite3 FILE .recover` or restore a backup",
+                        "{}: {} problem(s) found and the file is damaged; pi changes nothing in it and writes nothing to it until it is repaired ({}.damaged) — copy it aside, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place",
                         store.display_path(),
-                        report.problems.len()
+                        report.problems.len(),
+                        store.display_path()
                     );
                 }
                 bail!(

@@ -203,6 +203,28 @@ pub enum StoreError {
         /// SQLite's description.
         detail: String,
     },
+    /// `pi db check` found the database damaged and left a mark beside it: nothing writes to
+    /// it until it is repaired (the mark is removed by a `db check` that passes).
+    #[error(
+        "{path}: `pi db check` found this database damaged ({marker} says what), so pi does not write to it; nothing from this command was saved to it — repair it: keep a copy, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place; `pi db check` removes the mark once the database passes"
+    )]
+    MarkedDamaged {
+        /// The database file.
+        path: String,
+        /// The mark file (`<db>.damaged`).
+        marker: String,
+    },
+    /// The `-wal` file was deleted or replaced by another program while this process had the
+    /// database open: what this process committed since may be only in the deleted file.
+    #[error(
+        "{path}: the write-ahead log {wal} was deleted or replaced by another program while pi was writing; what pi wrote may be lost with it, so pi stops writing to this database in this process — the entries of this run are saved under the agent dir's unsaved/ directory (`pi import FILE` adds them back)"
+    )]
+    WalLost {
+        /// The database file.
+        path: String,
+        /// The `-wal` file.
+        wal: String,
+    },
 }
 
 impl StoreError {
