@@ -247,6 +247,11 @@ impl AutoImport {
         if let Err(error) = writer.optimize_search_index_after_load(indexed_before) {
             outcome.warnings.push(warning(&format!("{error:#}")));
         }
+        if outcome.tally.whole + outcome.tally.appended + outcome.tally.changed > 0
+            && let Err(error) = writer.checkpoint()
+        {
+            outcome.warnings.push(warning(&format!("{error:#}")));
+        }
         outcome
     }
 }

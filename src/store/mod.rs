@@ -372,7 +372,7 @@ impl SessionStore {
         }
         self.check_wal()?;
         let conn = lock(&self.inner.conns.writer);
-        open::checkpoint_truncate(&conn).at(self.path())
+        open::checkpoint_truncate(&conn, self.inner.conns.busy_timeout).at(self.path())
     }
 
     /// Returns how many write transactions this store has committed since it was opened
@@ -429,7 +429,17 @@ impl SessionStore {
         f: impl FnOnce(&Connection, &str) -> Result<T>,
     ) -> Result<T> {
         let path = self.path();
+        // Once the `-wal` file was deleted under this process, only the writer still reads the
+        // frames it committed (through its open descriptor): a new reader would open a new,
+        // empty file under the old name.
+        let wal_lost = self
+            .inner
+            .conns
+            .wal
+            .as_ref()
+            .is_some_and(|watch| watch.lost.load(std::sync::atomic::Ordering::SeqCst));
         let conn = match &self.inner.conns.readers {
+            _ if wal_lost => ReadConn::Writer(lock(&self.inner.conns.writer)),
             Some(pool) => ReadConn::Pooled(pool.get().map_err(|source| StoreError::Pool {
                 path: path.to_owned(),
                 source,

@@ -31,6 +31,8 @@ pub(crate) struct Connections {
     pub display: String,
     /// The database file (`None` in memory).
     pub file: Option<PathBuf>,
+    /// The busy timeout of the connections.
+    pub busy_timeout: Duration,
     /// The process's one writer connection.
     pub writer: Mutex<Connection>,
     /// Reader connections; `None` for an in-memory database, whose reads use the writer.
@@ -124,19 +126,38 @@ impl Drop for Connections {
                     Ok(conn) => conn,
                     Err(poisoned) => poisoned.into_inner(),
                 };
-                let _ = checkpoint_truncate(writer);
+                let _ = checkpoint_truncate(writer, CHECKPOINT_WAIT);
             }
         }
     }
 }
 
-/// Runs `PRAGMA wal_checkpoint(TRUNCATE)` on `conn`; returns whether it completed (`false`
-/// when another connection's read kept it from copying every frame).
-pub(crate) fn checkpoint_truncate(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+/// How long a checkpoint waits for other processes' readers and writer. A `TRUNCATE`
+/// checkpoint that waits holds back new writers meanwhile, so it gives up soon: the frames it
+/// could not copy stay in the WAL for the next checkpoint (nothing is lost).
+pub const CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
+
+/// Runs `PRAGMA wal_checkpoint(TRUNCATE)` on `conn`, waiting at most [`CHECKPOINT_WAIT`] for
+/// others, then puts back `busy_timeout`; returns whether it completed (`false` when another
+/// process kept it from copying every frame in time).
+pub(crate) fn checkpoint_truncate(
+    conn: &Connection,
+    busy_timeout: Duration,
+) -> rusqlite::Result<bool> {
+    conn.busy_timeout(CHECKPOINT_WAIT)?;
+    let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
         row.get::<_, i64>(0)
-    })
-    .map(|busy| busy == 0)
+    });
+    conn.busy_timeout(busy_timeout)?;
+    match result {
+        Ok(busy) => Ok(busy == 0),
+        Err(rusqlite::Error::SqliteFailure(error, _))
+            if error.code == rusqlite::ErrorCode::DatabaseBusy =>
+        {
+            Ok(false)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 impl std::fmt::Debug for Connections {
@@ -248,6 +269,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     Ok(Connections {
         display,
         file: Some(path.to_path_buf()),
+        busy_timeout,
         writer: Mutex::new(writer),
         readers: Some(readers),
         needs_rebuild,
@@ -311,6 +333,7 @@ pub(crate) fn open_read_only(
     Ok(Some(Connections {
         display,
         file: Some(path.to_path_buf()),
+        busy_timeout,
         writer: Mutex::new(conn),
         readers: None,
         needs_rebuild: false,
@@ -354,6 +377,7 @@ fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
     Ok(Connections {
         display,
         file: None,
+        busy_timeout,
         writer: Mutex::new(writer),
         readers: None,
         needs_rebuild,

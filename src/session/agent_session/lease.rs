@@ -326,26 +326,49 @@ impl AgentSession {
                 LeaseState::ReadOnly(_) => Ok(0),
                 _ => self.inner.writer.flush(&mut persistence).await,
             };
-            let count = persistence.unsaved().len();
             let session = persistence.id();
-            let lines: Vec<Vec<u8>> = persistence
-                .unsaved()
-                .iter()
-                .map(|raw| raw.payload.clone())
-                .collect();
+            // A new session whose first write failed (a damaged database, a full disk) is
+            // still pending: its header and every entry are unsaved.
+            let (header, lines): (Option<Vec<u8>>, Vec<Vec<u8>>) =
+                match persistence.unstored_pending() {
+                    Some((header, entries)) => (
+                        Some(header.to_line().into_bytes()),
+                        entries.iter().map(|raw| raw.payload.clone()).collect(),
+                    ),
+                    None => (
+                        None,
+                        persistence
+                            .unsaved()
+                            .iter()
+                            .map(|raw| raw.payload.clone())
+                            .collect(),
+                    ),
+                };
+            let count = lines.len();
+            let why = match (&flushed, header.is_some()) {
+                (_, true) => self
+                    .inner
+                    .writer
+                    .materialize(&mut persistence)
+                    .await
+                    .err()
+                    .map(|error| error.to_string()),
+                (Err(error), false) => Some(error.to_string()),
+                (Ok(_), false) => None,
+            };
+            // A last try at a pending session may have stored it after all.
+            let stored_now = header.is_some() && persistence.is_stored();
             drop(persistence);
-            if count > 0 {
-                let why = flushed.err().map_or_else(
-                    || "the session is read-only here".to_owned(),
-                    |error| error.to_string(),
-                );
+            if count > 0 && !stored_now {
+                let why = why.unwrap_or_else(|| "the session is read-only here".to_owned());
                 let entries = format!(
                     "{count} unsaved entr{}",
                     if count == 1 { "y" } else { "ies" }
                 );
-                let message = match self.rescue(&session, lines).await {
+                let rescued = self.rescue(&session, header, lines).await;
+                let message = match &rescued {
                     Some(Ok(path)) => format!(
-                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them once the session can be written",
+                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them back once the session can be written",
                         path.display(),
                         path.display()
                     ),
@@ -356,7 +379,19 @@ impl AgentSession {
                         "{entries} of the session left could not be written and are dropped ({why})"
                     ),
                 };
-                self.notice(NoticeLevel::Error, message);
+                self.inner
+                    .not_stored
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.notice(NoticeLevel::Error, message.clone());
+                self.emit(crate::session::events::SessionEvent::SessionUnsaved {
+                    session_id: session.to_string(),
+                    entries: count,
+                    path: match &rescued {
+                        Some(Ok(path)) => Some(path.display().to_string()),
+                        _ => None,
+                    },
+                    error: message,
+                });
             }
         }
         let LeaseState::Held(held) = state else {
@@ -384,6 +419,7 @@ impl AgentSession {
     async fn rescue(
         &self,
         session: &SessionId,
+        header: Option<Vec<u8>>,
         lines: Vec<Vec<u8>>,
     ) -> Option<Result<PathBuf, String>> {
         let dir = self.lease_settings().rescue_dir.clone()?;
@@ -401,10 +437,19 @@ impl AgentSession {
         .to_line();
         let result = tokio::task::spawn_blocking(move || {
             let mut file = Vec::new();
-            if store.export_jsonl(&session, &mut file).is_err() {
-                file.clear();
-                file.extend_from_slice(fallback_header.as_bytes());
-                file.push(b'\n');
+            match header {
+                // A session never stored: its own header, then all its entries.
+                Some(header) => {
+                    file.extend_from_slice(&header);
+                    file.push(b'\n');
+                }
+                None => {
+                    if store.export_jsonl(&session, &mut file).is_err() {
+                        file.clear();
+                        file.extend_from_slice(fallback_header.as_bytes());
+                        file.push(b'\n');
+                    }
+                }
             }
             for line in lines {
                 file.extend_from_slice(&line);
