@@ -275,7 +275,10 @@ pub fn mark_damaged(db: &Path, problems: &[String]) -> Result<PathBuf, StoreErro
         .truncate(true)
         .mode(0o600)
         .open(&mark)
-        .and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()))
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+        })
         .map_err(|source| StoreError::io(&display, &mark, source))?;
     Ok(mark)
 }

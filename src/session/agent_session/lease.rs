@@ -457,10 +457,8 @@ impl AgentSession {
             }
             // The id comes from the session's file: made a safe name, never a path.
             let stem = crate::jsonl::writer::session_file_stem(&session);
-            let path = dir.join(format!("{stem}-{stamp}.jsonl"));
-            write_private(&dir, &path, &file)
-                .map_err(|error| format!("{}: {error}", path.display()))?;
-            Ok(path)
+            write_private(&dir, &format!("{stem}-{stamp}"), &file)
+                .map_err(|(path, error)| format!("{}: {error}", path.display()))
         })
         .await
         .map_err(|error| error.to_string())
@@ -543,19 +541,58 @@ impl AgentSession {
     }
 }
 
-/// Writes `bytes` to a new file `path` readable only by this user, in `dir` (created 0700).
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to a new file `<dir>/<stem>.jsonl` (or `<stem>-2.jsonl`, … when the name is
+/// taken) readable only by this user, in `dir` (created 0700), and returns its path. The bytes
+/// go to a temporary file first, synced, then linked under the final name (never replacing a
+/// file) and the directory synced: the rescue file is whole or absent, never empty or cut
+/// (a full disk leaves no file, and the error says so).
+fn write_private(
+    dir: &Path,
+    stem: &str,
+    bytes: &[u8],
+) -> Result<PathBuf, (PathBuf, std::io::Error)> {
     use std::io::Write as _;
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let first = dir.join(format!("{stem}.jsonl"));
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir)?;
-    let mut file = std::fs::OpenOptions::new()
+        .create(dir)
+        .map_err(|error| (dir.to_path_buf(), error))?;
+    let temp = dir.join(format!(".{stem}.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+        .open(&temp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err((first, error));
+    }
+    let mut linked = Err((first.clone(), std::io::Error::other("no free name")));
+    for attempt in 1..1000 {
+        let path = if attempt == 1 {
+            first.clone()
+        } else {
+            dir.join(format!("{stem}-{attempt}.jsonl"))
+        };
+        match std::fs::hard_link(&temp, &path) {
+            Ok(()) => {
+                linked = Ok(path);
+                break;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => {
+                linked = Err((path, error));
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&temp);
+    let path = linked?;
+    std::fs::File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|error| (path.clone(), error))?;
+    Ok(path)
 }
