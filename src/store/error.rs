@@ -214,6 +214,15 @@ pub enum StoreError {
         /// The mark file (`<db>.damaged`).
         marker: String,
     },
+    /// Another import stored the same session while this one was staging it; what this one
+    /// staged was removed.
+    #[error(
+        "session {session} was imported by another process while this import was writing it; nothing of this import was kept — run it again to merge the file into that session"
+    )]
+    ImportRaced {
+        /// The session id of the file.
+        session: SessionId,
+    },
     /// The `-wal` file was deleted or replaced by another program while this process had the
     /// database open: what this process committed since may be only in the deleted file.
     #[error(
