@@ -442,3 +442,192 @@ fn db_check_never_takes_the_write_lock() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Waits until a `staged_sessions` row exists (a staged import is under way); false when the
+/// child ended first.
+fn wait_for_staging(db: &Path, child: &mut std::process::Child) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        if let Ok(conn) =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        {
+            let staged: rusqlite::Result<i64> =
+                conn.query_row("SELECT COUNT(*) FROM staged_sessions", [], |row| row.get(0));
+            if staged.is_ok_and(|count| count > 0) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn writers_wait_at_most_about_a_second_behind_a_large_import() {
+    let env = TestEnv::new();
+    let small = env.dir.path().join("small.jsonl");
+    session_file(&small, "renamed-meanwhile", 4, 50);
+    succeeded(env.pi().args(["import", small.to_str().unwrap()]));
+    let big = env.dir.path().join("big.jsonl");
+    session_file(&big, "big-import", 40_000, 400);
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Meanwhile."))]);
+    configure(&env, &server);
+
+    let started = Instant::now();
+    let mut import = env
+        .pi_process()
+        .args(["import", big.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Half a second into the import (its file read and its first steps written).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        import.try_wait().unwrap().is_none(),
+        "the import ended at once"
+    );
+    let mut waits = Vec::new();
+    for round in 0..3 {
+        let at = Instant::now();
+        succeeded(env.pi().args([
+            "sessions",
+            "rename",
+            "renamed-meanwhile",
+            &format!("name {round}"),
+        ]));
+        waits.push(("rename", at.elapsed()));
+    }
+    let at = Instant::now();
+    let output = succeeded(env.pi().args(["-p", "while importing"]));
+    waits.push(("pi -p", at.elapsed()));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Meanwhile.\n");
+    // The import was still running through all of it (otherwise this proves nothing).
+    let still_running = import.try_wait().unwrap().is_none();
+    let status = import.wait().unwrap();
+    let total = started.elapsed();
+    eprintln!("import of 40,000 entries: {total:?}; writers meanwhile: {waits:?}");
+    assert!(status.success());
+    assert!(
+        still_running,
+        "the import ended before the writers did ({total:?})"
+    );
+    for (what, wait) in &waits {
+        // A command's own start-up and work included (debug build, shared machine); a rename is
+        // one write transaction, `pi -p` several (the session, the lease, the answer, the
+        // release), each of which may wait for one step of the import.
+        let bound = if *what == "rename" { 2 } else { 4 };
+        assert!(*wait < Duration::from_secs(bound), "{what} took {wait:?}");
+    }
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 3);
+    let big_session = sessions
+        .iter()
+        .find(|s| s.id.as_str() == "big-import")
+        .unwrap();
+    assert_eq!(big_session.entries, 40_000);
+    let mut exported = Vec::new();
+    store.export_jsonl(&big_session.id, &mut exported).unwrap();
+    assert_eq!(exported, std::fs::read(&big).unwrap());
+}
+
+#[test]
+fn a_killed_staged_import_is_invisible_and_removed_by_the_next_import() {
+    let env = TestEnv::new();
+    let big = env.dir.path().join("big.jsonl");
+    session_file(&big, "killed-import", 12_000, 300);
+    let mut import = env
+        .pi_process()
+        .args(["import", big.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_staging(&env.db(), &mut import),
+        "the import did not stage"
+    );
+    import.kill().unwrap();
+    import.wait().unwrap();
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let staged: i64 = conn
+        .query_row("SELECT COUNT(*) FROM staged_sessions", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(staged, 1, "the kill did not land while staging");
+    drop(conn);
+    // Invisible: not listed, not found, not searched; the database is sound.
+    let listed = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
+    assert_eq!(crate::common::stdout_json(&listed), json!([]));
+    let shown = env
+        .pi()
+        .args(["sessions", "show", "killed-import"])
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(1));
+    let found = succeeded(
+        env.pi()
+            .args(["sessions", "search", "--all", "--json", "question"]),
+    );
+    assert_eq!(crate::common::stdout_json(&found), json!([]), "{found:?}");
+    succeeded(env.pi().args(["db", "check"]));
+    // The next import removes the remnant and stores the whole file.
+    let report = succeeded(env.pi().args(["import", "--json", big.to_str().unwrap()]));
+    let line: Value = serde_json::from_str(
+        String::from_utf8_lossy(&report.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(line["status"], "imported", "{line}");
+    assert_eq!(line["entries"], 12_000);
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let (sessions, staged): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM staged_sessions)",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((sessions, staged), (1, 0));
+    succeeded(env.pi().args(["db", "check"]));
+}
+
+#[test]
+fn migration_0007_adds_the_staging_table_and_keeps_stored_sessions() {
+    use pi::store::migrate::migrate_to;
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let mut conn = rusqlite::Connection::open(env.db()).unwrap();
+    migrate_to(&mut conn, "v6", 6).unwrap();
+    conn.execute(
+        "INSERT INTO sessions (sid, id, cwd, created_at, header) VALUES (1, 's6', '/six', '2026-01-01T00:00:00.000Z', ?1)",
+        [br#"{"type":"session","version":3,"id":"s6","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/six"}"#.as_slice()],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO session_stats (sid, last_activity) VALUES (1, '2026-01-01T00:00:00.000Z')",
+        [],
+    )
+    .unwrap();
+    conn.execute("INSERT INTO leaf (sid, seq) VALUES (1, NULL)", [])
+        .unwrap();
+    assert!(
+        conn.prepare("SELECT * FROM staged_sessions").is_err(),
+        "no table before 0007"
+    );
+    migrate_to(&mut conn, "v6", 7).unwrap();
+    let staged: i64 = conn
+        .query_row("SELECT COUNT(*) FROM staged_sessions", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(staged, 0);
+    drop(conn);
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].id.as_str(), "s6");
+}
