@@ -631,3 +631,28 @@ fn migration_0007_adds_the_staging_table_and_keeps_stored_sessions() {
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].id.as_str(), "s6");
 }
+
+#[test]
+fn a_repl_on_a_damaged_database_rescues_the_conversation_at_quit_and_exits_1() {
+    let env = TestEnv::new();
+    damaged_database(&env);
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "Answered in the REPL.",
+    ))]);
+    configure(&env, &server);
+    let tmux = crate::common::tmux::Tmux::start(&env, "damaged", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("a repl question");
+    tmux.wait_for("Answered in the REPL.");
+    tmux.wait_for("could not save to the session database");
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 1);
+    let rescued = rescued_files(&env);
+    assert_eq!(rescued.len(), 1);
+    let text = std::fs::read_to_string(&rescued[0]).unwrap();
+    assert!(
+        text.contains("a repl question") && text.contains("Answered in the REPL."),
+        "{text}"
+    );
+}
