@@ -50,9 +50,12 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                     (error.downcast_ref::<StoreError>(), &config.location)
                 {
                     let _ = mark_damaged(file, &[format!("{error:#}")]);
+                    let name = file
+                        .file_name()
+                        .map(|name| name.to_string_lossy().into_owned())
+                        .unwrap_or_default();
                     bail!(
-                        "{error:#}; pi will not write to it until it is repaired ({}.damaged says so)",
-                        file.display()
+                        "{error:#}; pi will not write to it until it is repaired (the mark {name}.damaged was left beside it)"
                     );
                 }
                 return Err(error);
@@ -83,10 +86,13 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
                 out.flush()?;
                 if report.damaged {
                     bail!(
-                        "{}: {} problem(s) found and the file is damaged; pi changes nothing in it and writes nothing to it until it is repaired ({}.damaged) — copy it aside, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place",
+                        "{}: {} problem(s) found and the file is damaged; pi changes nothing in it and writes nothing to it until it is repaired (the mark {}.damaged was left beside it) — copy it aside, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place",
                         store.display_path(),
                         report.problems.len(),
-                        store.display_path()
+                        std::path::Path::new(store.display_path())
+                            .file_name()
+                            .map(|name| name.to_string_lossy().into_owned())
+                            .unwrap_or_default()
                     );
                 }
                 bail!(

@@ -206,12 +206,12 @@ pub enum StoreError {
     /// `pi db check` found the database damaged and left a mark beside it: nothing writes to
     /// it until it is repaired (the mark is removed by a `db check` that passes).
     #[error(
-        "{path}: `pi db check` found this database damaged ({marker} says what), so pi does not write to it; nothing from this command was saved to it — repair it: keep a copy, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place; `pi db check` removes the mark once the database passes"
+        "{path}: `pi db check` found this database damaged (the mark {marker} beside it says what), so pi does not write to it; nothing from this command was saved to it — repair it: keep a copy, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place; `pi db check` removes the mark once the database passes"
     )]
     MarkedDamaged {
         /// The database file.
         path: String,
-        /// The mark file (`<db>.damaged`).
+        /// The mark file's name (`<db name>.damaged`, beside the database).
         marker: String,
     },
     /// Another import stored the same session while this one was staging it; what this one

@@ -240,7 +240,10 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     if mark.exists() {
         return Err(StoreError::MarkedDamaged {
             path: display,
-            marker: mark.display().to_string(),
+            marker: mark.file_name().map_or_else(
+                || mark.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
         });
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
