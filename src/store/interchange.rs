@@ -151,13 +151,15 @@ impl Sink<'_> {
     }
 }
 
-/// Lines (entries and quarantined lines) per transaction of a staged import. At the import
-/// rate of a release build (≈ 11,000 entries/s with their derived rows and search index) a
-/// step holds the write lock for ≈ 0.2 s.
-pub const STAGE_STEP_ENTRIES: usize = 2_000;
+/// The longest a step of a staged import holds the write lock (checked every 64 lines): other
+/// writers wait at most about this plus one line's insert.
+pub const STAGE_STEP_TIME: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Line bytes per transaction of a staged import (large entries make short steps).
-pub const STAGE_STEP_BYTES: usize = 4 * 1024 * 1024;
+/// Lines (entries and quarantined lines) per transaction of a staged import, at most.
+pub const STAGE_STEP_ENTRIES: usize = 50_000;
+
+/// Line bytes per transaction of a staged import, at most (bounds the WAL a step adds).
+pub const STAGE_STEP_BYTES: usize = 32 * 1024 * 1024;
 
 /// The pause between two steps of a staged import, in which other processes' writers take the
 /// lock: SQLite's busy handler polls at most every 100 ms, so a waiting writer wakes inside it.
@@ -265,7 +267,8 @@ impl SessionStore {
     }
 
     /// Imports a file as a new session in bounded steps (migration 0007): each step is one
-    /// transaction of at most [`STAGE_STEP_ENTRIES`] lines or [`STAGE_STEP_BYTES`] bytes, into
+    /// transaction of at most [`STAGE_STEP_TIME`], [`STAGE_STEP_ENTRIES`] lines or
+    /// [`STAGE_STEP_BYTES`] bytes, into
     /// a session whose id is a placeholder (listed, searched and resolved by nobody), with a
     /// pause of [`STAGE_STEP_GAP`] between steps in which other processes' writers get the
     /// lock. The step that reads the file's end publishes the session — its real id, the leaf,
@@ -297,8 +300,12 @@ impl SessionStore {
                 };
                 let mut lines = 0usize;
                 let mut bytes = 0usize;
+                let began = std::time::Instant::now();
                 loop {
-                    if lines >= STAGE_STEP_ENTRIES || bytes >= STAGE_STEP_BYTES {
+                    if lines >= STAGE_STEP_ENTRIES
+                        || bytes >= STAGE_STEP_BYTES
+                        || (lines % 64 == 63 && began.elapsed() >= STAGE_STEP_TIME)
+                    {
                         return Ok(StageStep::More(state));
                     }
                     let Some(item) = items.next() else {
