@@ -656,3 +656,63 @@ fn a_repl_on_a_damaged_database_rescues_the_conversation_at_quit_and_exits_1() {
         "{text}"
     );
 }
+
+/// `pi ARGS` under a file-size limit of `bytes` (`ulimit -f`, SIGXFSZ ignored: writes past it
+/// fail with EFBIG, as on a full disk), in the test environment.
+fn pi_with_file_size_limit(env: &TestEnv, bytes: u64, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -S -f {}; exec \"$0\" \"$@\"",
+            bytes / 512
+        ))
+        .arg(assert_cmd::cargo::cargo_bin("pi"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &env.home)
+        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
+        .env(
+            "PI_TEST_CLOCK",
+            crate::common::TEST_CLOCK_START_MS.to_string(),
+        )
+        .env("PI_TEST_SEED", "7")
+        .env("NO_COLOR", "1")
+        .current_dir(&env.workspace)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_full_disk_rescues_the_print_mode_conversation_and_exits_1() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "Answer on a full disk.",
+    ))]);
+    configure(&env, &server);
+    // The database exists (created without the limit); the new session's first write needs
+    // more WAL than the limit allows, its rescue file much less.
+    succeeded(env.pi().args(["sessions", "list", "--all"]));
+    let output = pi_with_file_size_limit(&env, 32 * 1024, &["-p", "full disk question"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Answer on a full disk.\n",
+        "{stderr}"
+    );
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("file-size limit"), "{stderr}");
+    let rescued = rescued_files(&env);
+    assert_eq!(rescued.len(), 1, "{stderr}");
+    let text = std::fs::read_to_string(&rescued[0]).unwrap();
+    assert!(
+        text.contains("full disk question") && text.contains("Answer on a full disk."),
+        "{text}"
+    );
+    // Room again: `pi import` of the file stores the conversation in the same database.
+    succeeded(env.pi().args(["import", rescued[0].to_str().unwrap()]));
+    let sessions = env.store().list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].messages, 3);
+    succeeded(env.pi().args(["db", "check"]));
+}
