@@ -206,7 +206,7 @@ pub enum StoreError {
     /// `pi db check` found the database damaged and left a mark beside it: nothing writes to
     /// it until it is repaired (the mark is removed by a `db check` that passes).
     #[error(
-        "{path}: `pi db check` found this database damaged (the mark {marker} beside it says what), so pi does not write to it; nothing from this command was saved to it — repair it: keep a copy, then restore a backup, or copy what is readable into a new database (`pi export --jsonl` of each session, then `pi --db NEW.db import` of the files, or `sqlite3 FILE .recover`) and move it into place; `pi db check` removes the mark once the database passes"
+        "{path}: `pi db check` found this database damaged (the mark {marker} beside it says what), so pi does not write to it; nothing from this command was saved to it — repair it: `pi db recover NEW.db` copies every session it can still read into a new database, to move into place of this one (or restore a backup); `pi db check` removes the mark once the database passes"
     )]
     MarkedDamaged {
         /// The database file.

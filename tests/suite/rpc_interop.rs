@@ -152,7 +152,8 @@ fn normalize(value: &Value, sandbox: &Path) -> Value {
             let mut res = Map::new();
             for (key, item) in map {
                 let replaced = match key.as_str() {
-                    "timestamp" | "durationMs" | "sessionId" | "sessionFile" | "entryId" | "firstKeptEntryId"
+                    "timestamp" | "durationMs" | "sessionId" | "sessionFile" | "entryId"
+                    | "firstKeptEntryId"
                         if !item.is_null() =>
                     {
                         Value::from(format!("<{key}>"))
@@ -443,7 +444,11 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
             let left = pi::support::json::to_js_string(&reference_answers[*step]);
             let right = pi::support::json::to_js_string(&our_answers[*step]);
             if left != right {
-                eprintln!("DIFF {step}\n  ref: {}\n  pi:  {}", &left[..left.len().min(1500)], &right[..right.len().min(1500)]);
+                eprintln!(
+                    "DIFF {step}\n  ref: {}\n  pi:  {}",
+                    &left[..left.len().min(1500)],
+                    &right[..right.len().min(1500)]
+                );
             }
         }
     }

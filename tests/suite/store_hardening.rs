@@ -374,7 +374,7 @@ fn a_database_db_check_calls_damaged_is_not_written_until_repaired() {
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(
-            stderr.contains("found this database damaged") && stderr.contains("import"),
+            stderr.contains("found this database damaged") && stderr.contains("pi db recover"),
             "{stderr}"
         );
     }
@@ -715,4 +715,88 @@ fn a_full_disk_rescues_the_print_mode_conversation_and_exits_1() {
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].messages, 3);
     succeeded(env.pi().args(["db", "check"]));
+}
+
+#[test]
+fn db_recover_copies_what_a_damaged_database_can_read_and_the_copy_replaces_it() {
+    let env = TestEnv::new();
+    let mut exports = Vec::new();
+    for n in 0..3 {
+        let file = env.dir.path().join(format!("s{n}.jsonl"));
+        session_file(&file, &format!("recover-{n}"), 40 + n, 300);
+        succeeded(env.pi().args(["import", file.to_str().unwrap()]));
+        exports.push(std::fs::read(&file).unwrap());
+    }
+    // Damage the full-text index's data: integrity fails, the entries are intact.
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let root: i64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'search_fts_data'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(env.db()).unwrap();
+    let at = usize::try_from(root - 1).unwrap() * 4096;
+    bytes[at..at + 4096].fill(0x33);
+    std::fs::write(env.db(), &bytes).unwrap();
+    let check = env.pi().args(["db", "check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(stderr.contains("db recover"), "{stderr}");
+
+    let recovered = env.dir.path().join("recovered.db");
+    let output = succeeded(
+        env.pi()
+            .args(["db", "recover", recovered.to_str().unwrap()]),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("3 sessions recovered whole, 0 partly, 0 lost"),
+        "{stdout}"
+    );
+    // A second recover to the same name is refused; the damaged file is as it was.
+    let again = env
+        .pi()
+        .args(["db", "recover", recovered.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(std::fs::read(env.db()).unwrap(), bytes);
+    succeeded(
+        env.pi()
+            .args(["--db", recovered.to_str().unwrap(), "db", "check"]),
+    );
+    // Moved into place: the check passes, removes the mark, and pi writes again.
+    std::fs::rename(&recovered, env.db()).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", env.db().display()));
+    }
+    succeeded(env.pi().args(["db", "check"]));
+    assert!(!PathBuf::from(format!("{}.damaged", env.db().display())).exists());
+    for (n, expected) in exports.iter().enumerate() {
+        let exported = succeeded(
+            env.pi()
+                .args(["export", "--jsonl", &format!("recover-{n}")]),
+        );
+        assert_eq!(&exported.stdout, expected, "session {n}");
+    }
+    succeeded(
+        env.pi()
+            .args(["sessions", "rename", "recover-0", "after recovery"]),
+    );
+    let found = succeeded(
+        env.pi()
+            .args(["sessions", "search", "--all", "--json", "question"]),
+    );
+    assert!(
+        !crate::common::stdout_json(&found)
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "the copy's search index works"
+    );
 }
