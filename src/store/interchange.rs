@@ -224,32 +224,41 @@ impl SessionStore {
                 };
                 self.import_staged(&renamed, &bytes, items, options, mark, &imported_at)
             }
-            (Some(_), ImportMode::Merge) => self.write_bulk(|conn, path| {
-                // Looked up again inside the transaction: it may have been removed meanwhile.
-                let Some(sid) = sql::sid_of(conn, path, header.id.as_str())? else {
-                    return Err(StoreError::ImportRaced {
-                        session: header.id.clone(),
-                    });
-                };
-                // Only a merge that writes needs the session's writer lease to be free.
-                let guard = |conn: &Connection, path: &str| {
-                    self.guard_session_write(conn, path, sid, &header.id)
-                };
-                let report = Self::merge(
-                    conn,
-                    path,
-                    sid,
-                    &header.id,
-                    items,
-                    options,
-                    &imported_at,
-                    &guard,
-                )?;
-                if let Some(mark) = mark {
-                    imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+            (Some(_), ImportMode::Merge) => {
+                let mut items = items;
+                let merged = self.write_bulk(|conn, path| {
+                    // Looked up again inside the transaction: it may have been removed meanwhile.
+                    let Some(sid) = sql::sid_of(conn, path, header.id.as_str())? else {
+                        return Ok(None);
+                    };
+                    // Only a merge that writes needs the session's writer lease to be free.
+                    let guard = |conn: &Connection, path: &str| {
+                        self.guard_session_write(conn, path, sid, &header.id)
+                    };
+                    let report = Self::merge(
+                        conn,
+                        path,
+                        sid,
+                        &header.id,
+                        items.by_ref(),
+                        options,
+                        &imported_at,
+                        &guard,
+                    )?;
+                    if let Some(mark) = mark {
+                        imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+                    }
+                    Ok(Some(report))
+                });
+                match merged {
+                    Ok(Some(report)) => Ok(report),
+                    // Removed since it was looked up (nothing of the file read yet): a new session.
+                    Ok(None) => {
+                        self.import_staged(header, header_bytes, items, options, mark, &imported_at)
+                    }
+                    Err(error) => Err(error),
                 }
-                Ok(report)
-            }),
+            }
         };
         match outcome {
             Err(StoreError::ImportConflict { session, line, id }) => {
