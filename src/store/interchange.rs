@@ -181,11 +181,14 @@ enum StageStep {
 }
 
 impl SessionStore {
-    /// Imports the lines of one file (header, then items in file order) in one transaction.
+    /// Imports the lines of one file (header, then items in file order), all or nothing: a
+    /// new session in bounded steps published by the last one (`import_staged`), a
+    /// merge into a stored session in one transaction.
     ///
     /// A conflict is not an error: it returns a [`ImportStatus::Refused`] report and stores
     /// nothing. An `Err` among the items (the reading side failed) rolls everything back
-    /// and is returned.
+    /// (what earlier steps staged is removed) and is returned. Sessions left staged by killed
+    /// imports are removed first ([`Self::remove_abandoned_imports`]).
     pub fn import_lines(
         &self,
         header: &SessionHeader,
