@@ -326,7 +326,7 @@ mod tests {
                 pending.push(child);
             }
         }
-        assert_eq!(checked, 4 + 6 + 3, "commands checked");
+        assert_eq!(checked, 4 + 6 + 4, "commands checked");
     }
 
     #[test]

@@ -326,6 +326,10 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     output.flush_events();
     writer_done.cancel();
     let _ = writer.await;
+    // Entries that could not be stored (a `session_unsaved` event was sent) make it 1.
+    if code == 0 && session.entries_not_stored() {
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::from(code))
 }
 

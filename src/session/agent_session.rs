@@ -425,6 +425,9 @@ struct Inner {
     executables: Mutex<Option<Vec<crate::session::extensions::ExecutableExtension>>>,
     /// The settings of the runtime's directory (the configured ones until it moves).
     settings: Mutex<SessionSettings>,
+    /// Set once entries could not be stored when a session was left (rescued to a file or
+    /// dropped): the process reports it in its exit code.
+    not_stored: std::sync::atomic::AtomicBool,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -601,6 +604,7 @@ impl AgentSession {
                 cwd: Mutex::new(startup_cwd),
                 executables: Mutex::new(None),
                 settings: Mutex::new(startup_settings),
+                not_stored: std::sync::atomic::AtomicBool::new(false),
             }
         });
         let session = Self { inner };
@@ -1063,6 +1067,14 @@ impl AgentSession {
 
     fn notice(&self, level: NoticeLevel, message: String) {
         self.emit(SessionEvent::Notice { level, message });
+    }
+
+    /// Whether entries of a session this handle left could not be stored (they were saved to
+    /// the rescue directory, or dropped): print mode, JSON mode, RPC and the REPL exit 1.
+    pub fn entries_not_stored(&self) -> bool {
+        self.inner
+            .not_stored
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn notice_error(&self, message: String) {

@@ -334,6 +334,7 @@ impl SessionStore {
         path: &str,
         f: impl FnOnce(&Connection, &str) -> Result<T>,
     ) -> Result<T> {
+        self.check_wal()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
@@ -342,7 +343,36 @@ impl SessionStore {
         self.inner
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A commit into a `-wal` file another program deleted "succeeds" into a file nobody
+        // will read again: reported as not saved.
+        self.check_wal()?;
         Ok(out)
+    }
+
+    /// Fails with [`StoreError::WalLost`] once the `-wal` file this process writes through was
+    /// deleted or replaced.
+    fn check_wal(&self) -> Result<()> {
+        match &self.inner.conns.wal {
+            Some(watch) if !watch.still_ours() => Err(StoreError::WalLost {
+                path: self.path().to_owned(),
+                wal: watch.path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies the write-ahead log into the database file and truncates it
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`): after a bulk write, so that the WAL does not keep
+    /// its size, and at a clean close (the store's last handle dropped does it too). Returns
+    /// whether every frame was copied (`false` when another process's read kept some; they are
+    /// copied by a later checkpoint). Nothing to do for an in-memory or read-only store.
+    pub fn checkpoint(&self) -> Result<bool> {
+        if self.inner.conns.wal.is_none() {
+            return Ok(true);
+        }
+        self.check_wal()?;
+        let conn = lock(&self.inner.conns.writer);
+        open::checkpoint_truncate(&conn, self.inner.conns.busy_timeout).at(self.path())
     }
 
     /// Returns how many write transactions this store has committed since it was opened
@@ -399,7 +429,17 @@ impl SessionStore {
         f: impl FnOnce(&Connection, &str) -> Result<T>,
     ) -> Result<T> {
         let path = self.path();
+        // Once the `-wal` file was deleted under this process, only the writer still reads the
+        // frames it committed (through its open descriptor): a new reader would open a new,
+        // empty file under the old name.
+        let wal_lost = self
+            .inner
+            .conns
+            .wal
+            .as_ref()
+            .is_some_and(|watch| watch.lost.load(std::sync::atomic::Ordering::SeqCst));
         let conn = match &self.inner.conns.readers {
+            _ if wal_lost => ReadConn::Writer(lock(&self.inner.conns.writer)),
             Some(pool) => ReadConn::Pooled(pool.get().map_err(|source| StoreError::Pool {
                 path: path.to_owned(),
                 source,

@@ -181,6 +181,11 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
             let code = code?;
             // The extensions get `session_shutdown` (reason `quit`) before pi exits.
             repl.with_events(session.shutdown(), || {}).await?;
+            // Entries that could not be stored (rescued to `unsaved/`, or dropped) make the
+            // exit code 1.
+            if session.entries_not_stored() {
+                return Ok(ExitCode::FAILURE);
+            }
             Ok(code)
         }
         Err(signal) => {
