@@ -696,8 +696,7 @@ pub fn walk_path(
              SELECT e.seq, e.id, e.type, walk.depth,
                     CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction', 'context_edit')
                          THEN e.payload END, walk.flags
-               FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
-              ORDER BY walk.depth",
+               FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq",
         )
         .at(path)?;
     let rows = stmt
@@ -712,7 +711,12 @@ pub fn walk_path(
             })
         })
         .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    let mut rows = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
+    // Root first. Sorted here rather than by `ORDER BY`: SQLite's sorter copies every payload
+    // and, past its memory budget, writes them to a temporary file (a 9 MB context spent a
+    // fifth of its rebuild there).
+    rows.sort_unstable_by_key(|row| row.depth);
+    Ok(rows)
 }
 
 /// Adds one entry's contribution to the session statistics.
