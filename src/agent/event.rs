@@ -117,6 +117,48 @@ impl AgentEvent {
         }
     }
 
+    /// Returns the event as JSON and RPC mode write it (1.6.0): like [`AgentEvent::to_json`],
+    /// except that `message_update` is delta-only — `{type, usage, assistantMessageEvent}`
+    /// with no cumulative `message` and no `partial` in the nested event (`toolcall_start`
+    /// names the call's `id` and `toolName` instead).
+    pub fn to_wire_json(&self) -> Value {
+        let Self::MessageUpdate { event, partial } = self else {
+            return self.to_json();
+        };
+        let empty;
+        let partial_message = match partial {
+            Some(partial) => partial.as_ref(),
+            None => {
+                empty = crate::ai::new_assistant_message(&placeholder_model(), 0);
+                &empty
+            }
+        };
+        let mut nested = event.to_json(partial_message);
+        if let Value::Object(fields) = &mut nested {
+            fields.remove("partial");
+            if fields.get("type").and_then(Value::as_str) == Some("toolcall_start") {
+                let call = fields
+                    .get("contentIndex")
+                    .and_then(Value::as_u64)
+                    .and_then(|idx| usize::try_from(idx).ok())
+                    .and_then(|idx| partial_message.content.get(idx));
+                if let Some(crate::model::message::ContentBlock::ToolCall(call)) = call {
+                    fields.insert("id".to_owned(), Value::from(call.id.as_str()));
+                    fields.insert("toolName".to_owned(), Value::from(call.name.as_str()));
+                }
+            }
+        }
+        let mut map = Map::new();
+        map.insert("type".to_owned(), Value::from(self.kind()));
+        let usage = assistant_json(partial_message)
+            .get_mut("usage")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
+        map.insert("usage".to_owned(), usage);
+        map.insert("assistantMessageEvent".to_owned(), nested);
+        Value::Object(map)
+    }
+
     /// Returns the reference's JSON object for this event.
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();

@@ -532,6 +532,7 @@ impl<W: Write> Renderer<W> {
                 ));
                 self.line(&painted)
             }
+            SessionEvent::AgentSettled { .. } => Ok(()),
             SessionEvent::CompactionStart { reason } => {
                 let painted = self
                     .palette

@@ -87,7 +87,8 @@ use crate::session::compaction::{self, ContextUsage};
 use crate::session::extensions::discovery::ExtensionOrigin;
 use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
-    AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
+    AgentSession, PromptDisposition, PromptOptions, PromptSource, QueueMode, SessionEvent,
+    StreamingBehavior,
 };
 use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
@@ -383,6 +384,17 @@ impl Command {
         }
     }
 
+    fn optional_boolean(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(value)) => Ok(Some(*value)),
+            Some(_) => Err(format!(
+                "Invalid {} command: \"{key}\" must be a boolean",
+                self.kind
+            )),
+        }
+    }
+
     /// `images`: `ImageContent` objects (`{type:"image", data, mimeType}`).
     fn images(&self) -> Result<Vec<ImageContent>, String> {
         let items = match self.fields.get("images") {
@@ -556,6 +568,19 @@ impl Server {
                     None => Value::Null,
                 },
             )),
+            "get_available_thinking_levels" => {
+                let levels: Vec<&str> = self
+                    .session
+                    .available_thinking_levels()
+                    .into_iter()
+                    .map(ThinkingLevel::as_str)
+                    .collect();
+                Ok(Some(json!({"levels": levels})))
+            }
+            "clear_queue" => {
+                let (steering, follow_up) = self.session.clear_queues();
+                Ok(Some(json!({"steering": steering, "followUp": follow_up})))
+            }
             "set_steering_mode" => self.set_queue_mode(&command, true),
             "set_follow_up_mode" => self.set_queue_mode(&command, false),
             "set_auto_compaction" => command.boolean("enabled").map(|enabled| {
@@ -630,14 +655,18 @@ impl Server {
         };
         let (decided_tx, decided_rx) = oneshot::channel::<()>();
         let decided = Arc::new(Mutex::new(Some(decided_tx)));
-        let accepted_response = command.respond(Ok(None));
+        let id = command.id.clone();
         let server = self.clone();
         self.spawn(async move {
             let on_accept = {
                 let output = server.output.clone();
                 let decided = decided.clone();
-                move || {
-                    output.send(accepted_response);
+                move |disposition: PromptDisposition| {
+                    output.send(response(
+                        id.as_ref(),
+                        Some(&Value::from("prompt")),
+                        Ok(Some(json!({"disposition": disposition.as_str()}))),
+                    ));
                     if let Some(sender) = lock(&decided).take() {
                         let _ = sender.send(());
                     }
@@ -658,15 +687,38 @@ impl Server {
         let _ = decided_rx.await;
     }
 
-    /// `bash`: runs in a task; `abort_bash` cancels it.
+    /// `bash`: runs in a task; `abort_bash` cancels it. Each output chunk is streamed as a
+    /// `bash_execution_update` event (`{type, id?, delta}`, `id` the command's) before the
+    /// response; `excludeFromContext` keeps the output out of the next prompt's context.
     fn bash(&self, command: Command) {
-        let text = match command.string("command") {
-            Ok(text) => text,
+        let parsed = command.string("command").and_then(|text| {
+            let exclude = command.optional_boolean("excludeFromContext")?;
+            Ok((text, exclude.unwrap_or(false)))
+        });
+        let (text, exclude_from_context) = match parsed {
+            Ok(parsed) => parsed,
             Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let on_chunk: crate::session::OutputSink = {
+            let output = self.output.clone();
+            let id = command.id.clone();
+            Arc::new(move |delta: &str| {
+                let mut record = Map::new();
+                record.insert("type".into(), Value::from("bash_execution_update"));
+                if let Some(id) = &id {
+                    record.insert("id".into(), id.clone());
+                }
+                record.insert("delta".into(), Value::from(delta));
+                output.send(Value::Object(record));
+            })
         };
         let server = self.clone();
         self.spawn(async move {
-            let outcome = match server.session.execute_bash(&text, false, None).await {
+            let outcome = match server
+                .session
+                .execute_bash(&text, exclude_from_context, Some(on_chunk))
+                .await
+            {
                 Ok(message) => {
                     let mut data = Map::new();
                     data.insert("output".into(), Value::from(message.output));
@@ -711,7 +763,9 @@ impl Server {
         self.session
             .queue_message(behavior, &message, images)
             .map_err(|error| error.to_string())?;
-        Ok(None)
+        // pi's steering and follow-up messages do not pass through `input` handlers, so none
+        // is ever "handled".
+        Ok(Some(json!({"disposition": PromptDisposition::Queued.as_str()})))
     }
 
     /// Ends a running turn before the session is replaced.

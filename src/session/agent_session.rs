@@ -237,6 +237,28 @@ pub enum StreamingBehavior {
     FollowUp,
 }
 
+/// What became of a submitted prompt (the 1.6.0 RPC `prompt` response's `disposition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptDisposition {
+    /// An extension command or `input` handler consumed it: no run started for it.
+    Handled,
+    /// Queued (steering or follow-up) behind the running turn.
+    Queued,
+    /// Accepted to start a run.
+    Started,
+}
+
+impl PromptDisposition {
+    /// The wire name: `handled`, `queued` or `started`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Handled => "handled",
+            Self::Queued => "queued",
+            Self::Started => "started",
+        }
+    }
+}
+
 /// Where a prompt came from (the extension `input` event's `source`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PromptSource {
@@ -1463,7 +1485,7 @@ impl AgentSession {
         &self,
         text: &str,
         options: PromptOptions,
-        accepted: Option<Box<dyn FnOnce() + Send>>,
+        accepted: Option<Box<dyn FnOnce(PromptDisposition) + Send>>,
     ) -> Result<(), SessionError> {
         self.refuse_read_only().await?;
         let bus = self.bus();
@@ -1472,7 +1494,7 @@ impl AgentSession {
         {
             bus.run_command(&command, args).await;
             if let Some(accepted) = accepted {
-                accepted();
+                accepted(PromptDisposition::Handled);
             }
             return Ok(());
         }
@@ -1486,7 +1508,7 @@ impl AgentSession {
             {
                 InputOutcome::Handled => {
                     if let Some(accepted) = accepted {
-                        accepted();
+                        accepted(PromptDisposition::Handled);
                     }
                     return Ok(());
                 }
@@ -1510,7 +1532,7 @@ impl AgentSession {
             };
             self.enqueue(behavior, expanded, images);
             if let Some(accepted) = accepted {
-                accepted();
+                accepted(PromptDisposition::Queued);
             }
             return Ok(());
         }
@@ -1568,7 +1590,7 @@ impl AgentSession {
         if let Some(accepted) = accepted {
             // Streaming from here on, so a command handled after the acceptance sees the run.
             self.state().streaming = true;
-            accepted();
+            accepted(PromptDisposition::Started);
         }
         self.run_agent(Some(messages)).await;
         Ok(())
@@ -1670,16 +1692,28 @@ impl AgentSession {
         }
     }
 
-    /// Runs the agent (with new prompt messages, or continuing) and the retries it needs.
+    /// Runs the agent (with new prompt messages, or continuing) and the retries it needs,
+    /// then reports `agent_settled` (1.6.0: nothing more will run on its own).
     async fn run_agent(&self, prompts: Option<Vec<AgentMessage>>) {
+        let mut aborted = false;
+        if self.run_agent_loop(prompts, &mut aborted).await {
+            self.emit(SessionEvent::AgentSettled { aborted });
+        }
+    }
+
+    /// The runs of [`AgentSession::run_agent`]; returns whether any run started, and sets
+    /// `aborted` when one was aborted.
+    async fn run_agent_loop(&self, prompts: Option<Vec<AgentMessage>>, aborted: &mut bool) -> bool {
         let mut prompts = prompts;
+        let mut ran = false;
         loop {
             let (config, transcript, cancel) = {
                 let mut state = self.state();
                 let Some(model) = state.model.clone() else {
                     state.streaming = false;
-                    return;
+                    return ran;
                 };
+                ran = true;
                 let cancel = CancellationToken::new();
                 state.run_cancel = Some(cancel.clone());
                 state.streaming = true;
@@ -1713,6 +1747,7 @@ impl AgentSession {
                     }
                 }
             }
+            *aborted |= cancel.is_cancelled();
             let last = {
                 let mut state = self.state();
                 state.streaming = false;
@@ -1721,13 +1756,13 @@ impl AgentSession {
             };
             self.flush_pending_bash().await;
             let Some(last) = last else {
-                return;
+                return ran;
             };
             if self.retry_after(&last, &config.model).await {
                 continue;
             }
             if self.check_compaction(&last, true).await == compaction::AfterRun::Done {
-                return;
+                return ran;
             }
         }
     }
@@ -2043,16 +2078,14 @@ impl AgentSession {
         }
     }
 
+    /// The level a model switch asks for (1.6.0): the `defaultThinkingLevel` setting, else
+    /// the current level (a switch from a non-reasoning model keeps its `off`); the new
+    /// model's levels then clamp it.
     fn level_for_model_switch(&self) -> ThinkingLevel {
-        let state = self.state();
-        if state.model.as_ref().is_some_and(|model| model.reasoning) {
-            state.thinking
-        } else {
-            self.config()
-                .settings
-                .default_thinking
-                .unwrap_or(ThinkingLevel::Medium)
-        }
+        self.config()
+            .settings
+            .default_thinking
+            .unwrap_or_else(|| self.state().thinking)
     }
 
     /// Cycles through the scoped models (or every available model); returns the new model, or
@@ -2724,7 +2757,7 @@ impl AgentSession {
         &self,
         text: &str,
         options: PromptOptions,
-        accepted: impl FnOnce() + Send + 'static,
+        accepted: impl FnOnce(PromptDisposition) + Send + 'static,
     ) -> Result<(), SessionError> {
         self.prompt_inner(text, options, Some(Box::new(accepted)))
             .await

@@ -14,8 +14,10 @@ pub mod tools;
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
     AgentSession, DeliverAs, HeldSession, LeaseSettings, ModelCandidates, ModelChoice,
-    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, PromptOptions, PromptSource,
-    ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
+    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, PromptDisposition, PromptOptions,
+    PromptSource,
+    OutputSink, ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError, SessionStats,
+    SessionTarget,
     StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};

@@ -23,6 +23,8 @@ client.onEvent((event) => {
 	// message has grown further, so only the kind of each update is compared.
 	if (event.type === "message_update") {
 		events.push(`message_update:${event.assistantMessageEvent?.type}`);
+	} else if (event.type === "message_start" || event.type === "message_end") {
+		events.push(`${event.type}:${event.message?.role}`);
 	} else if (event.type === "queue_update" || event.type === "thinking_level_changed" || event.type === "session_info_changed") {
 		events.push(event);
 	} else {
@@ -42,10 +44,13 @@ const step = async (name, run) => {
 	if (out[name] === undefined) out[name] = "(undefined)";
 	process.stderr.write(`  answer ${JSON.stringify(out[name]).slice(0, 400)}\n`);
 };
-/** Runs a prompt to its agent_end and returns the final messages of the run. */
+/**
+ * Runs a prompt until it settles (1.6.0's promptAndWait waits for agent_settled); returns the
+ * messages of the last agent_end and the settled event.
+ */
 const promptAndWait = async (message) => {
 	const collected = await client.promptAndWait(message);
-	return collected.at(-1).messages;
+	return { messages: collected.findLast((event) => event.type === "agent_end")?.messages, settled: collected.at(-1) };
 };
 
 await client.start();
@@ -63,6 +68,7 @@ try {
 	await step("setModel", () => client.setModel("mock", "mock-reasoner"));
 	await step("setModelUnknown", () => client.setModel("mock", "nope"));
 	await step("stateAfterModel", () => client.getState());
+	await step("thinkingLevels", () => client.getAvailableThinkingLevels());
 	await step("setThinkingHigh", () => client.setThinkingLevel("high"));
 	await step("cycleThinking", () => client.cycleThinkingLevel());
 	await step("setThinkingXhigh", () => client.setThinkingLevel("xhigh"));
@@ -100,18 +106,19 @@ try {
 				}
 			});
 		});
-		await client.prompt("Start the long job.");
+		const disposition = await client.prompt("Start the long job.");
 		await started;
 		const busy = await client.send({ type: "prompt", message: "Again" });
-		await client.steer("Steer me");
-		await client.followUp("Then this");
+		const steer = await client.steer("Steer me");
+		const followUp = await client.followUp("Then this");
 		const state = await client.getState();
 		writeFileSync(join(spec.cwd, "go"), "");
 		await done;
-		return { busy, isStreaming: state.isStreaming, pendingMessageCount: state.pendingMessageCount };
+		return { disposition, busy, steer, followUp, isStreaming: state.isStreaming, pendingMessageCount: state.pendingMessageCount };
 	});
 	await step("messagesAfterBusyRun", () => client.getMessages());
 	await step("stateAfterBusyRun", () => client.getState());
+	await step("clearQueueIdle", () => client.clearQueue());
 } finally {
 	await client.stop();
 }
