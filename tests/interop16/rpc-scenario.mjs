@@ -17,12 +17,18 @@ const { RpcClient } = await import("@earendil-works/pi-coding-agent");
 const spec = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const client = new RpcClient({ cliPath: spec.cli, cwd: spec.cwd, env: spec.env, args: spec.args });
 const events = [];
+let bashStream = "";
 client.onEvent((event) => {
 	process.stderr.write(`  event ${event.type}${event.type === "message_end" ? ` ${JSON.stringify(event.message).slice(0, 300)}` : ""}\n`);
 	// Streaming partials are left out: the reference serialises some of them after the
 	// message has grown further, so only the kind of each update is compared.
 	if (event.type === "message_update") {
 		events.push(`message_update:${event.assistantMessageEvent?.type}`);
+	} else if (event.type === "bash_execution_update") {
+		// How the output is split into chunks depends on timing: one entry per command, and
+		// the streamed text whole.
+		if (events.at(-1) !== event.type) events.push(event.type);
+		bashStream += event.delta;
 	} else if (event.type === "message_start" || event.type === "message_end") {
 		events.push(`${event.type}:${event.message?.role}`);
 	} else if (event.type === "queue_update" || event.type === "thinking_level_changed" || event.type === "session_info_changed") {
@@ -123,5 +129,6 @@ try {
 	await client.stop();
 }
 out.events = events;
+out.bashStream = bashStream;
 out.stderr = client.getStderr();
 process.stdout.write(`${JSON.stringify(out)}\n`);

@@ -291,10 +291,11 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
     let env = mock_env(&server);
     let mut rpc = Rpc::start(&env, &[]);
     let id = rpc.send(json!({"type": "prompt", "message": "Hi"}));
-    let records = rpc.collect_until("agent_end");
+    let records = rpc.collect_until("agent_settled");
     assert_eq!(
         records[0],
-        json!({"id": id, "type": "response", "command": "prompt", "success": true}),
+        json!({"id": id, "type": "response", "command": "prompt", "success": true,
+               "data": {"disposition": "started"}}),
         "the response comes before the run's events"
     );
     let kinds = types(&records[1..]);
@@ -314,21 +315,30 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
             "message_start",
             "message_end",
             "turn_end",
-            "agent_end"
+            "agent_end",
+            "agent_settled"
         ]
     );
+    assert_eq!(records.last().unwrap(), &json!({"type": "agent_settled", "aborted": false}));
     assert!(kinds.contains(&"message_update".to_owned()));
     let updates: Vec<&Value> = records
         .iter()
         .filter(|record| record["type"] == "message_update")
         .collect();
     assert!(
-        updates
-            .iter()
-            .all(|update| update.get("id").is_none() && update["message"]["role"] == "assistant"),
-        "events carry no id and the partial message"
+        updates.iter().all(|update| {
+            let keys: Vec<&String> = update.as_object().unwrap().keys().collect();
+            keys == ["type", "usage", "assistantMessageEvent"]
+                && update["assistantMessageEvent"].get("partial").is_none()
+        }),
+        "events carry no id; updates are delta-only (1.6.0): {updates:?}"
     );
-    let end = records.last().unwrap();
+    let deltas: String = updates
+        .iter()
+        .filter_map(|update| update["assistantMessageEvent"]["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, "Hello there.");
+    let end = &records[records.len() - 2];
     assert_eq!(end["messages"].as_array().unwrap().len(), 3);
 
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
@@ -428,13 +438,19 @@ fn a_prompt_while_streaming_needs_a_streaming_behavior_and_queued_messages_are_d
         error,
         "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
     );
-    rpc.ok(json!({"type": "prompt", "message": "Steer me", "streamingBehavior": "steer"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "prompt", "message": "Steer me", "streamingBehavior": "steer"})),
+        json!({"disposition": "queued"})
+    );
     let update = rpc.wait_event("queue_update");
     assert_eq!(
         update,
         json!({"type": "queue_update", "steering": ["Steer me"], "followUp": []})
     );
-    rpc.ok(json!({"type": "follow_up", "message": "Then this"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "follow_up", "message": "Then this"})),
+        json!({"disposition": "queued"})
+    );
     let update = rpc.wait_event("queue_update");
     assert_eq!(update["followUp"], json!(["Then this"]));
     let state = rpc.ok(json!({"type": "get_state"}));
@@ -615,9 +631,23 @@ fn bash_runs_records_a_message_and_abort_bash_cancels_it() {
         data,
         json!({"output": "hi\n", "exitCode": 3, "cancelled": false, "truncated": false})
     );
+    let update = rpc.wait_event("bash_execution_update");
+    let id = update["id"].clone();
+    assert_eq!(
+        update,
+        json!({"type": "bash_execution_update", "id": id, "delta": "hi\n"}),
+        "the output streamed, with the command's id"
+    );
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["role"], "bashExecution");
     assert_eq!(messages[0]["command"], "echo hi; exit 3");
+    rpc.ok(json!({"type": "bash", "command": "echo private", "excludeFromContext": true}));
+    let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
+    assert_eq!(messages[1]["excludeFromContext"], true);
+    assert_eq!(
+        rpc.err(json!({"type": "bash", "command": "true", "excludeFromContext": "yes"})),
+        "Invalid bash command: \"excludeFromContext\" must be a boolean"
+    );
 
     let id = rpc.send(json!({"type": "bash", "command": "echo started; touch running; sleep 600"}));
     let marker = env.workspace.join("running");
@@ -633,7 +663,7 @@ fn bash_runs_records_a_message_and_abort_bash_cancels_it() {
     assert!(response["data"].get("exitCode").is_none());
     assert_eq!(response["data"]["output"], "started\n");
     let stats = rpc.ok(json!({"type": "get_session_stats"}));
-    assert_eq!(stats["totalMessages"], 2);
+    assert_eq!(stats["totalMessages"], 3);
     assert_eq!(stats["userMessages"], 0);
 }
 
@@ -669,12 +699,17 @@ fn models_and_thinking_levels() {
     let model =
         rpc.ok(json!({"type": "set_model", "provider": "mock", "modelId": "mock-reasoner"}));
     assert_eq!(model, models[1]);
-    let changed = rpc.wait_event("thinking_level_changed");
+    // 1.6.0 keeps the current level on a switch (no `defaultThinkingLevel` set): "off".
     assert_eq!(
-        changed["level"], "medium",
-        "the default level on a reasoning model"
+        rpc.ok(json!({"type": "get_state"}))["thinkingLevel"],
+        "off",
+        "the level of the model switched from"
     );
     assert_eq!(settings(&env)["defaultModel"], "mock-reasoner");
+    assert_eq!(
+        rpc.ok(json!({"type": "get_available_thinking_levels"})),
+        json!({"levels": ["off", "minimal", "low", "medium", "high"]})
+    );
 
     rpc.ok(json!({"type": "set_thinking_level", "level": "high"}));
     assert_eq!(rpc.wait_event("thinking_level_changed")["level"], "high");
@@ -911,7 +946,7 @@ fn framing_is_lf_only_and_keeps_unicode_separators() {
     rpc.write(b"state\"}\n");
     assert_eq!(rpc.response("a")["success"], true);
     assert_eq!(rpc.response("b")["success"], true);
-    rpc.collect_until("agent_end");
+    rpc.collect_until("agent_settled");
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["role"], "system");
     assert_eq!(message_text(&messages[1]), text);
@@ -1385,9 +1420,9 @@ fn extension_dialogs_go_to_the_client_and_extension_commands_are_listed() {
     assert_eq!(next("setTitle")["title"], "pi-title");
     assert_eq!(next("set_editor_text")["text"], "edited=draft v2");
     assert_eq!(
-        rpc.response(&id)["success"],
-        true,
-        "a handled extension command is an accepted prompt"
+        rpc.response(&id)["data"],
+        json!({"disposition": "handled"}),
+        "a handled extension command is an accepted prompt that started no run"
     );
     assert_eq!(
         server.requests().len(),

@@ -587,7 +587,11 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
         json!({"steering": [], "followUp": []})
     );
     let events = our_answers["events"].as_array().unwrap();
-    assert!(events.contains(&Value::from("bash_execution_update")), "bash streams its output");
+    assert!(
+        events.contains(&Value::from("bash_execution_update")),
+        "bash streams its output"
+    );
+    assert_eq!(our_answers["bashStream"], "one\ntwo\n");
 
     // The model was sent the same conversations (a summary request of pi's is the known
     // difference above; the conversation after it differs by the summary).
