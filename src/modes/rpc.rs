@@ -16,9 +16,18 @@
 //!   a line that is not JSON (or not an object) gets `command: "parse"`. The process keeps
 //!   running after any error.
 //! * **Events** (stdout): every session event (§6: `agent_start` … `agent_end`,
-//!   `queue_update`, `auto_retry_*`, `compaction_*`, `thinking_level_changed`,
-//!   `session_info_changed`) as one record, without `id`. An event emitted before a command
+//!   `agent_settled`, `queue_update`, `auto_retry_*`, `compaction_*`,
+//!   `thinking_level_changed`, `session_info_changed`) as one record, without `id`, in
+//!   1.6.0's shapes (`docs/json.md` of the reference): `message_update` is delta-only
+//!   (`{type, usage, assistantMessageEvent}`, no cumulative message, no `partial`), and
+//!   `agent_settled` (`{aborted}`) follows the last `agent_end` of a run once nothing
+//!   (retry, compaction recovery, queued message) continues it. A `bash` command streams
+//!   `bash_execution_update` (`{id?, delta}`) records. An event emitted before a command
 //!   finished is written before that command's response.
+//! * **Dispositions** (1.6.0): `prompt` answers `data: {disposition}` — `"started"` (a run
+//!   starts), `"queued"` (steering / follow-up behind the running turn) or `"handled"` (an
+//!   extension command or `input` handler consumed it: no run, no `agent_settled` to wait
+//!   for); `steer` and `follow_up` answer `"queued"`.
 //! * **Extension UI**: `extension_ui_request` records and `extension_ui_response` replies
 //!   ([`ui`]).
 //!
@@ -28,12 +37,13 @@
 //! → {"id":"1","type":"get_state"}
 //! ← {"id":"1","type":"response","command":"get_state","success":true,"data":{"model":{…},"thinkingLevel":"off","isStreaming":false,"isCompacting":false,"steeringMode":"one-at-a-time","followUpMode":"one-at-a-time","sessionFile":"/home/me/.pi/agent/pi.db#019b…","sessionId":"019b…","autoCompactionEnabled":true,"messageCount":0,"pendingMessageCount":0}}
 //! → {"id":"2","type":"prompt","message":"Hi"}
-//! ← {"id":"2","type":"response","command":"prompt","success":true}
+//! ← {"id":"2","type":"response","command":"prompt","success":true,"data":{"disposition":"started"}}
 //! ← {"type":"agent_start"}
 //! ← {"type":"turn_start"}
 //! ← {"type":"message_start","message":{"role":"user",…}}
 //! ← …message_update…message_end…turn_end…
 //! ← {"type":"agent_end","messages":[…]}
+//! ← {"type":"agent_settled","aborted":false}
 //! → {"id":"3","type":"prompt","message":"Again"}            (while streaming)
 //! ← {"id":"3","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}
 //! → {"type":"nope"}
@@ -765,7 +775,9 @@ impl Server {
             .map_err(|error| error.to_string())?;
         // pi's steering and follow-up messages do not pass through `input` handlers, so none
         // is ever "handled".
-        Ok(Some(json!({"disposition": PromptDisposition::Queued.as_str()})))
+        Ok(Some(
+            json!({"disposition": PromptDisposition::Queued.as_str()}),
+        ))
     }
 
     /// Ends a running turn before the session is replaced.

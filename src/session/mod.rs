@@ -14,11 +14,9 @@ pub mod tools;
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
     AgentSession, DeliverAs, HeldSession, LeaseSettings, ModelCandidates, ModelChoice,
-    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, PromptDisposition, PromptOptions,
-    PromptSource,
-    OutputSink, ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError, SessionStats,
-    SessionTarget,
-    StreamingBehavior, WeakSession,
+    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, OutputSink, PromptDisposition,
+    PromptOptions, PromptSource, ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError,
+    SessionStats, SessionTarget, StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -319,7 +319,10 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
             "agent_settled"
         ]
     );
-    assert_eq!(records.last().unwrap(), &json!({"type": "agent_settled", "aborted": false}));
+    assert_eq!(
+        records.last().unwrap(),
+        &json!({"type": "agent_settled", "aborted": false})
+    );
     assert!(kinds.contains(&"message_update".to_owned()));
     let updates: Vec<&Value> = records
         .iter()

@@ -152,7 +152,8 @@ fn normalize(value: &Value, sandbox: &Path) -> Value {
             let mut res = Map::new();
             for (key, item) in map {
                 let replaced = match key.as_str() {
-                    "timestamp" | "durationMs" | "sessionId" | "sessionFile" | "entryId" | "firstKeptEntryId"
+                    "timestamp" | "durationMs" | "sessionId" | "sessionFile" | "entryId"
+                    | "firstKeptEntryId"
                         if !item.is_null() =>
                     {
                         Value::from(format!("<{key}>"))
@@ -476,7 +477,10 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     if let Some(dir) = std::env::var_os("RPC_DUMP") {
         // Both sides' normalised answers, for a closer look than RPC_DIFF prints.
         let dir = PathBuf::from(dir);
-        for (name, answers) in [("reference.json", &reference_answers), ("pi.json", &our_answers)] {
+        for (name, answers) in [
+            ("reference.json", &reference_answers),
+            ("pi.json", &our_answers),
+        ] {
             std::fs::write(dir.join(name), serde_json::to_vec_pretty(answers).unwrap()).unwrap();
         }
     }
@@ -510,7 +514,10 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     let pi_compacts = our_answers["compactSmall"].get("summary").is_some();
     if pi_compacts {
         assert_eq!(our_answers["compactSmall"]["summary"], SMALL_SUMMARY);
-        assert_eq!(our_answers["messagesAfterFork"][0]["role"], "compactionSummary");
+        assert_eq!(
+            our_answers["messagesAfterFork"][0]["role"],
+            "compactionSummary"
+        );
         for step in KNOWN_COMPACTION_DIFFERENCE {
             reference_answers[*step] = Value::from("<known difference: compaction16>");
             our_answers[*step] = Value::from("<known difference: compaction16>");
@@ -561,7 +568,10 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
         our_answers["setModelUnknown"]["error"],
         "Model not found: mock/nope"
     );
-    assert_eq!(our_answers["thinkingLevels"], json!(["off", "minimal", "low", "medium", "high"]));
+    assert_eq!(
+        our_answers["thinkingLevels"],
+        json!(["off", "minimal", "low", "medium", "high"])
+    );
     assert_eq!(our_answers["stateAfterThinking"]["thinkingLevel"], "high");
     assert_eq!(
         our_answers["stateAfterName"]["sessionName"],
