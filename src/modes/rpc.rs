@@ -587,6 +587,8 @@ impl Server {
                     .collect();
                 Ok(Some(json!({"levels": levels})))
             }
+            "get_entries" => self.entries(&command).await,
+            "get_tree" => self.tree().await,
             "clear_queue" => {
                 let (steering, follow_up) = self.session.clear_queues();
                 Ok(Some(json!({"steering": steering, "followUp": follow_up})))
@@ -796,6 +798,45 @@ impl Server {
             .await
             .map_err(|error| error.to_string())?;
         Ok(Some(json!({"cancelled": false})))
+    }
+
+    /// `get_entries`: every entry in append order (`since`: only those after that id),
+    /// with the current leaf id.
+    async fn entries(&self, command: &Command) -> Outcome {
+        let since = command.optional_string("since")?;
+        let mut entries = self
+            .session
+            .entries_json()
+            .await
+            .map_err(|error| error.to_string())?;
+        if let Some(since) = since {
+            let Some(pos) = entries.iter().position(|entry| entry["id"] == since) else {
+                return Err(format!("Entry not found: {since}"));
+            };
+            entries.drain(..=pos);
+        }
+        Ok(Some(json!({"entries": entries, "leafId": self.leaf().await?})))
+    }
+
+    /// `get_tree`: the entries as `{entry, children, label?, labelTimestamp?}` nodes.
+    async fn tree(&self) -> Outcome {
+        let entries = self
+            .session
+            .entries_json()
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(Some(
+            json!({"tree": entry_tree(entries), "leafId": self.leaf().await?}),
+        ))
+    }
+
+    async fn leaf(&self) -> Result<Value, String> {
+        let leaf = self
+            .session
+            .leaf_id()
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(leaf.map_or(Value::Null, |id| Value::from(id.into_string())))
     }
 
     /// `<database path>#<session id>`, or `None` for an in-memory session.
@@ -1139,6 +1180,92 @@ fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport
 }
 
 /// The reference's `Model` object.
+/// 1.6.0's `SessionManager.getTree()`: one node per entry, under its parent (an entry whose
+/// parent is missing, itself or `null` is a root), children oldest first (a stable sort on
+/// the ISO timestamps), each node labelled by the last `label` entry naming it (an empty
+/// label clears it). Built without recursion: a session may be thousands of entries deep.
+pub fn entry_tree(entries: Vec<Value>) -> Value {
+    let mut labels: std::collections::HashMap<String, (Value, Value)> =
+        std::collections::HashMap::new();
+    for entry in &entries {
+        if entry["type"] != "label" {
+            continue;
+        }
+        let Some(target) = entry["targetId"].as_str() else {
+            continue;
+        };
+        match entry["label"].as_str() {
+            Some(label) if !label.is_empty() => {
+                labels.insert(
+                    target.to_owned(),
+                    (Value::from(label), entry["timestamp"].clone()),
+                );
+            }
+            _ => {
+                labels.remove(target);
+            }
+        }
+    }
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (idx, entry) in entries.iter().enumerate() {
+        if let Some(id) = entry["id"].as_str() {
+            index.insert(id.to_owned(), idx);
+        }
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+    let mut roots = Vec::new();
+    for (idx, entry) in entries.iter().enumerate() {
+        let parent = entry["parentId"]
+            .as_str()
+            .filter(|parent| Some(*parent) != entry["id"].as_str())
+            .and_then(|parent| index.get(parent).copied());
+        match parent {
+            Some(parent) if parent != idx => children[parent].push(idx),
+            _ => roots.push(idx),
+        }
+    }
+    let timestamp = |idx: &usize| entries[*idx]["timestamp"].as_str().unwrap_or("").to_owned();
+    for list in &mut children {
+        list.sort_by_key(timestamp);
+    }
+    // Post-order without recursion: a node is built once all its children are.
+    let mut built: Vec<Option<Value>> = vec![None; entries.len()];
+    let mut entries: Vec<Option<Value>> = entries.into_iter().map(Some).collect();
+    let mut stack: Vec<(usize, bool)> = roots.iter().rev().map(|idx| (*idx, false)).collect();
+    let mut visited = vec![false; entries.len()];
+    while let Some((idx, expanded)) = stack.pop() {
+        if !expanded {
+            if visited[idx] {
+                continue;
+            }
+            visited[idx] = true;
+            stack.push((idx, true));
+            stack.extend(children[idx].iter().rev().map(|child| (*child, false)));
+            continue;
+        }
+        let kids: Vec<Value> = children[idx]
+            .iter()
+            .filter_map(|child| built[*child].take())
+            .collect();
+        let entry = entries[idx].take().unwrap_or(Value::Null);
+        let mut node = Map::new();
+        let label = entry["id"].as_str().and_then(|id| labels.get(id)).cloned();
+        node.insert("entry".into(), entry);
+        node.insert("children".into(), Value::Array(kids));
+        if let Some((label, stamp)) = label {
+            node.insert("label".into(), label);
+            node.insert("labelTimestamp".into(), stamp);
+        }
+        built[idx] = Some(Value::Object(node));
+    }
+    Value::Array(
+        roots
+            .iter()
+            .filter_map(|root| built[*root].take())
+            .collect(),
+    )
+}
+
 fn model_json(model: &crate::ai::Model) -> Value {
     // `Model` serialises to the reference's shape; a failure here would be a bug in its derive.
     serde_json::to_value(model).unwrap_or(Value::Null)

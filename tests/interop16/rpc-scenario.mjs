@@ -125,6 +125,10 @@ try {
 	await step("messagesAfterBusyRun", () => client.getMessages());
 	await step("stateAfterBusyRun", () => client.getState());
 	await step("clearQueueIdle", () => client.clearQueue());
+	await step("entries", () => client.getEntries());
+	await step("entriesSince", () => client.getEntries(out.entries.entries[1].id));
+	await step("entriesUnknown", () => client.getEntries("ffffffff"));
+	await step("tree", () => client.getTree());
 } finally {
 	await client.stop();
 }
