@@ -815,7 +815,10 @@ impl Server {
             };
             entries.drain(..=pos);
         }
-        Ok(Some(json!({"entries": entries, "leafId": self.leaf().await?})))
+        let mut data = Map::new();
+        data.insert("entries".into(), Value::Array(entries));
+        data.insert("leafId".into(), self.leaf().await?);
+        Ok(Some(Value::Object(data)))
     }
 
     /// `get_tree`: the entries as `{entry, children, label?, labelTimestamp?}` nodes.
@@ -825,9 +828,11 @@ impl Server {
             .entries_json()
             .await
             .map_err(|error| error.to_string())?;
-        Ok(Some(
-            json!({"tree": entry_tree(entries), "leafId": self.leaf().await?}),
-        ))
+        // Built by hand: `json!` would copy the tree through serde, recursing per level.
+        let mut data = Map::new();
+        data.insert("tree".into(), entry_tree(entries));
+        data.insert("leafId".into(), self.leaf().await?);
+        Ok(Some(Value::Object(data)))
     }
 
     async fn leaf(&self) -> Result<Value, String> {
@@ -1418,6 +1423,77 @@ mod tests {
         let blank = vec![assistant(&["  "], StopReason::Stop)];
         assert_eq!(last_assistant_text(&blank), None);
         assert_eq!(last_assistant_text(&[]), None);
+    }
+
+    #[test]
+    fn entry_tree_nests_sorts_labels_and_roots_orphans_like_the_reference() {
+        let entry = |id: &str, parent: Option<&str>, stamp: &str| json!({"type": "message", "id": id, "parentId": parent, "timestamp": stamp});
+        let label = |target: &str, text: &str, stamp: &str| {
+            json!({"type": "label", "id": format!("l{stamp}"), "parentId": "c", "timestamp": stamp,
+                   "targetId": target, "label": text})
+        };
+        let entries = vec![
+            entry("a", None, "2026-01-01T00:00:01.000Z"),
+            // b is newer than c, so c comes first among a's children
+            entry("b", Some("a"), "2026-01-01T00:00:05.000Z"),
+            entry("c", Some("a"), "2026-01-01T00:00:03.000Z"),
+            entry("d", Some("missing"), "2026-01-01T00:00:04.000Z"),
+            entry("e", Some("e"), "2026-01-01T00:00:06.000Z"),
+            label("a", "start", "7"),
+            label("b", "old", "8"),
+            label("b", "", "9"),
+        ];
+        let tree = entry_tree(entries);
+        let ids = |nodes: &Value| -> Vec<String> {
+            nodes
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|node| node["entry"]["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            ids(&tree),
+            ["a", "d", "e"],
+            "orphans and self-parents are roots"
+        );
+        assert_eq!(
+            ids(&tree[0]["children"]),
+            ["c", "b"],
+            "children oldest first"
+        );
+        assert_eq!(tree[0]["label"], "start");
+        assert_eq!(tree[0]["labelTimestamp"], "7");
+        let b = &tree[0]["children"][1];
+        assert!(b.get("label").is_none(), "an empty label clears it: {b}");
+        let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["entry", "children"]);
+        // c holds the labels
+        assert_eq!(
+            tree[0]["children"][0]["children"].as_array().unwrap().len(),
+            3
+        );
+
+        // A long chain is built and serialised without recursion.
+        const MAX_TREE_DEPTH: usize = 10_000;
+        let chain: Vec<Value> = (0..MAX_TREE_DEPTH)
+            .map(|idx| {
+                let parent = (idx > 0).then(|| format!("n{}", idx - 1));
+                json!({"type": "message", "id": format!("n{idx}"), "parentId": parent, "timestamp": "t"})
+            })
+            .collect();
+        let tree = entry_tree(chain);
+        let line = serialize_record(&tree);
+        assert!(line.ends_with("]}]}]\n"), "serialised whole");
+        assert_eq!(line.matches("\"children\":[").count(), MAX_TREE_DEPTH);
+        let mut node = &tree[0];
+        let mut depth = 0;
+        while let Some(child) = node["children"].get(0) {
+            node = child;
+            depth += 1;
+        }
+        assert_eq!(depth, MAX_TREE_DEPTH - 1);
+        assert_eq!(node["entry"]["id"], format!("n{}", MAX_TREE_DEPTH - 1));
     }
 
     #[test]

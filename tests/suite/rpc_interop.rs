@@ -631,7 +631,10 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     let entries = our_answers["entries"]["entries"].as_array().unwrap();
     assert!(entries.len() > 4, "the busy run's entries");
     assert_eq!(
-        our_answers["entriesSince"]["entries"].as_array().unwrap().len(),
+        our_answers["entriesSince"]["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
         entries.len() - 2
     );
     assert_eq!(our_answers["tree"]["tree"][0]["entry"], entries[0]);
