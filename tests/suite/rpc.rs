@@ -494,6 +494,57 @@ fn a_prompt_while_streaming_needs_a_streaming_behavior_and_queued_messages_are_d
 }
 
 #[test]
+fn clear_queue_returns_the_queued_texts_and_nothing_is_delivered() {
+    let server = ProviderServer::start(vec![
+        held_turn("call_1"),
+        MockResponse::sse(sse::openai_text("Done.")),
+    ]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
+    rpc.ok(json!({"type": "prompt", "message": "Start"}));
+    rpc.wait_event("tool_execution_start");
+    rpc.ok(json!({"type": "steer", "message": "Steer me"}));
+    rpc.ok(json!({"type": "follow_up", "message": "Then this"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "clear_queue"})),
+        json!({"steering": ["Steer me"], "followUp": ["Then this"]})
+    );
+    assert_eq!(
+        rpc.ok(json!({"type": "get_state"}))["pendingMessageCount"],
+        0
+    );
+    release(&env);
+    let records = rpc.collect_until("agent_settled");
+    assert!(
+        records.iter().any(|record| record["type"] == "queue_update"
+            && record["steering"] == json!([])
+            && record["followUp"] == json!([])),
+        "the emptied queues are reported"
+    );
+    assert_eq!(server.requests().len(), 2, "no queued message was sent");
+
+    // get_entries / get_tree of this run: every entry once, a cursor, one linear branch.
+    let entries = rpc.ok(json!({"type": "get_entries"}));
+    let list = entries["entries"].as_array().unwrap().clone();
+    assert_eq!(entries["leafId"], list.last().unwrap()["id"]);
+    let since = rpc.ok(json!({"type": "get_entries", "since": list[0]["id"]}));
+    assert_eq!(since["entries"].as_array().unwrap()[..], list[1..]);
+    assert_eq!(
+        rpc.err(json!({"type": "get_entries", "since": "nope"})),
+        "Entry not found: nope"
+    );
+    let tree = rpc.ok(json!({"type": "get_tree"}));
+    assert_eq!(tree["leafId"], entries["leafId"]);
+    let mut node = &tree["tree"][0];
+    let mut seen = vec![node["entry"].clone()];
+    while let Some(child) = node["children"].get(0) {
+        seen.push(child["entry"].clone());
+        node = child;
+    }
+    assert_eq!(seen, list);
+}
+
+#[test]
 fn steer_with_an_image_and_follow_up_mode_all() {
     let server = ProviderServer::start(vec![
         held_turn("call_1"),
