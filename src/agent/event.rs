@@ -19,6 +19,9 @@ pub enum AgentEvent {
     AgentEnd {
         /// The run's new messages, in order.
         messages: Vec<AgentMessage>,
+        /// Whether the session retries the run (1.6.0's `willRetry`; the loop reports false,
+        /// the session decides before passing the event on).
+        will_retry: bool,
     },
     /// A turn (one model call and its tool calls) started.
     TurnStart,
@@ -165,8 +168,12 @@ impl AgentEvent {
         map.insert("type".to_owned(), Value::from(self.kind()));
         match self {
             Self::AgentStart | Self::TurnStart => {}
-            Self::AgentEnd { messages } => {
+            Self::AgentEnd {
+                messages,
+                will_retry,
+            } => {
                 map.insert("messages".to_owned(), messages_json(messages));
+                map.insert("willRetry".to_owned(), Value::from(*will_retry));
             }
             Self::TurnEnd {
                 message,

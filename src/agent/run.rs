@@ -389,6 +389,7 @@ async fn run_loop(
                 hooks
                     .emit(AgentEvent::AgentEnd {
                         messages: added.clone(),
+                        will_retry: false,
                     })
                     .await;
                 return;
@@ -420,6 +421,7 @@ async fn run_loop(
     hooks
         .emit(AgentEvent::AgentEnd {
             messages: added.clone(),
+            will_retry: false,
         })
         .await;
 }

@@ -1767,6 +1767,35 @@ impl AgentSession {
         }
     }
 
+    /// 1.6.0's `_willRetryAfterAgentEnd`: not aborted, retries on and not used up, and the
+    /// run's last assistant message a retryable error ([`AgentSession::retry_after`]'s rule).
+    fn will_retry_after(&self, messages: &[AgentMessage]) -> bool {
+        let (enabled, attempt, aborted, window) = {
+            let state = self.state();
+            (
+                state.auto_retry,
+                state.retry_attempt,
+                state
+                    .run_cancel
+                    .as_ref()
+                    .is_some_and(CancellationToken::is_cancelled),
+                state.model.as_ref().map_or(0, |model| model.context_window),
+            )
+        };
+        let max = self.with_settings(|settings| settings.retry.max_retries);
+        if aborted || !enabled || attempt >= max {
+            return false;
+        }
+        messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                AgentMessage::Assistant(assistant) => Some(is_retryable(assistant, window)),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
     /// Decides on a retry after a run ended with `last`; waits the backoff and returns true
     /// when the agent should continue.
     async fn retry_after(&self, last: &AssistantMessage, model: &Model) -> bool {
@@ -1885,7 +1914,14 @@ impl AgentSession {
 
     /// Handles one agent event: extensions, transcript, persistence on `message_end`, queues,
     /// fan-out.
-    async fn on_agent_event(&self, event: AgentEvent) {
+    async fn on_agent_event(&self, mut event: AgentEvent) {
+        if let AgentEvent::AgentEnd {
+            messages,
+            will_retry,
+        } = &mut event
+        {
+            *will_retry = self.will_retry_after(messages);
+        }
         self.deliver_agent_event(&event).await;
         match &event {
             AgentEvent::MessageStart { message } if matches!(message, AgentMessage::User(_)) => {

@@ -29,6 +29,8 @@ client.onEvent((event) => {
 		// the streamed text whole.
 		if (events.at(-1) !== event.type) events.push(event.type);
 		bashStream += event.delta;
+	} else if (event.type === "agent_end") {
+		events.push(`agent_end:willRetry=${event.willRetry}`);
 	} else if (event.type === "message_start" || event.type === "message_end") {
 		events.push(`${event.type}:${event.message?.role}`);
 	} else if (event.type === "queue_update" || event.type === "thinking_level_changed" || event.type === "session_info_changed") {

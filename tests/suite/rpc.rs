@@ -342,6 +342,7 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
         .collect();
     assert_eq!(deltas, "Hello there.");
     let end = &records[records.len() - 2];
+    assert_eq!(end["willRetry"], false);
     assert_eq!(end["messages"].as_array().unwrap().len(), 3);
 
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
@@ -646,6 +647,11 @@ fn abort_retry_cancels_the_wait_before_a_retry() {
     .unwrap();
     let mut rpc = Rpc::start(&env, &[]);
     rpc.ok(json!({"type": "prompt", "message": "tell me"}));
+    assert_eq!(
+        rpc.wait_event("agent_end")["willRetry"],
+        true,
+        "the failed run's agent_end says a retry follows"
+    );
     let start = rpc.wait_event("auto_retry_start");
     assert_eq!(start["attempt"], 1);
     assert_eq!(start["maxAttempts"], 3);

@@ -174,7 +174,7 @@ impl AgentSession {
                 self.start_turn_count();
                 wanted.then_some(ExtensionEvent::AgentStart)
             }
-            AgentEvent::AgentEnd { messages } => wanted.then(|| ExtensionEvent::AgentEnd {
+            AgentEvent::AgentEnd { messages, .. } => wanted.then(|| ExtensionEvent::AgentEnd {
                 messages: messages.clone(),
             }),
             AgentEvent::TurnStart => wanted.then(|| ExtensionEvent::TurnStart {
