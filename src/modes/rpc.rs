@@ -20,10 +20,13 @@
 //!   `thinking_level_changed`, `session_info_changed`) as one record, without `id`, in
 //!   1.6.0's shapes (`docs/json.md` of the reference): `message_update` is delta-only
 //!   (`{type, usage, assistantMessageEvent}`, no cumulative message, no `partial`), and
-//!   `agent_settled` (`{aborted}`) follows the last `agent_end` of a run once nothing
-//!   (retry, compaction recovery, queued message) continues it. A `bash` command streams
+//!   `agent_settled` (`{aborted}`) follows the last `agent_end` (`{messages, willRetry}`)
+//!   of a run once nothing (retry, compaction recovery, queued message) continues it. A `bash` command streams
 //!   `bash_execution_update` (`{id?, delta}`) records. An event emitted before a command
 //!   finished is written before that command's response.
+//! * **Entries** (1.6.0): `get_entries` answers `{entries, leafId}` (every entry in append
+//!   order, or those after the `since` id; an unknown id is an error), `get_tree`
+//!   `{tree, leafId}` with `{entry, children, label?, labelTimestamp?}` nodes.
 //! * **Dispositions** (1.6.0): `prompt` answers `data: {disposition}` — `"started"` (a run
 //!   starts), `"queued"` (steering / follow-up behind the running turn) or `"handled"` (an
 //!   extension command or `input` handler consumed it: no run, no `agent_settled` to wait
