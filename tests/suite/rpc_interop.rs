@@ -9,10 +9,16 @@
 //!   (system prompt and tool declarations included, byte for byte);
 //! * the reference's own `RpcClient` (`tests/interop16/rpc-scenario.mjs`) gets the same answers
 //!   from `pi --mode rpc` (through `tests/interop16/pi-shim.mjs`) as from the reference's RPC mode,
-//!   for prompts, state, messages, stats, a manual compaction, bash, models, thinking levels,
-//!   session name, fork messages, fork, clone, new session, commands, and a prompt sent while
-//!   streaming (refused without `streamingBehavior`; steering and follow-up delivered) — and
-//!   the model is sent the same conversations (the summary request included).
+//!   for prompts (1.6.0's dispositions, `agent_settled`, `agent_end.willRetry`), state,
+//!   messages, stats, a manual compaction, bash (its streamed `bash_execution_update`), models,
+//!   thinking levels (`get_available_thinking_levels`), session name, fork messages, fork,
+//!   clone, new session, commands, a prompt sent while streaming (refused without
+//!   `streamingBehavior`; steering and follow-up queued and delivered), `clear_queue`,
+//!   `get_entries` and `get_tree` — and the model is sent the same conversations.
+//!
+//! Known differences, each normalised where it is handled and named there: 1.6.0's builtin
+//! extension commands in `get_commands` (issue 25), and pi still compacting a session 1.6.0
+//! finds too small (branch compaction16, [`KNOWN_COMPACTION_DIFFERENCE`]).
 //!
 //! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
 //! temporary directories; the reference's session file against our `<db>#<id>`). Everything
