@@ -79,6 +79,9 @@ pub enum AgentEvent {
         result: ToolOutput,
         /// Whether it failed.
         is_error: bool,
+        /// How long the tool's `execute` took (1.6.0's `durationMs`); `None` when the tool
+        /// did not run.
+        duration_ms: Option<u64>,
     },
 }
 
@@ -225,11 +228,15 @@ impl AgentEvent {
                 tool_name,
                 result,
                 is_error,
+                duration_ms,
             } => {
                 map.insert("toolCallId".to_owned(), Value::from(tool_call_id.as_str()));
                 map.insert("toolName".to_owned(), Value::from(tool_name.as_str()));
                 map.insert("result".to_owned(), tool_output_json(result));
                 map.insert("isError".to_owned(), Value::from(*is_error));
+                if let Some(duration) = duration_ms {
+                    map.insert("durationMs".to_owned(), Value::from(*duration));
+                }
             }
         }
         Value::Object(map)

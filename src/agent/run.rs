@@ -593,6 +593,7 @@ async fn execute_tool_calls(
                         tool_name: call.name.clone(),
                         result: output.clone(),
                         is_error: true,
+                        duration_ms: None,
                     })
                     .await;
                 finalized[idx] = Some(Finalized {
@@ -677,6 +678,7 @@ async fn execute_tool_calls(
                         tool_name: call.name.clone(),
                         result: output.clone(),
                         is_error,
+                        duration_ms: Some(duration),
                     })
                     .await;
                 finalized[idx] = Some(Finalized {

@@ -818,6 +818,7 @@ mod tests {
                 tool_name: "bash".into(),
                 result: ToolOutput::text(output),
                 is_error: false,
+                duration_ms: Some(3),
             }),
         ]);
         assert_eq!(

@@ -228,6 +228,7 @@ impl AgentSession {
                 tool_name,
                 result,
                 is_error,
+                ..
             } => wanted.then(|| ExtensionEvent::ToolExecutionEnd {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
