@@ -19,6 +19,9 @@ pub enum AgentEvent {
     AgentEnd {
         /// The run's new messages, in order.
         messages: Vec<AgentMessage>,
+        /// Whether the session retries the run (1.6.0's `willRetry`; the loop reports false,
+        /// the session decides before passing the event on).
+        will_retry: bool,
     },
     /// A turn (one model call and its tool calls) started.
     TurnStart,
@@ -76,6 +79,9 @@ pub enum AgentEvent {
         result: ToolOutput,
         /// Whether it failed.
         is_error: bool,
+        /// How long the tool's `execute` took (1.6.0's `durationMs`); `None` when the tool
+        /// did not run.
+        duration_ms: Option<u64>,
     },
 }
 
@@ -117,14 +123,60 @@ impl AgentEvent {
         }
     }
 
+    /// Returns the event as JSON and RPC mode write it (1.6.0): like [`AgentEvent::to_json`],
+    /// except that `message_update` is delta-only — `{type, usage, assistantMessageEvent}`
+    /// with no cumulative `message` and no `partial` in the nested event (`toolcall_start`
+    /// names the call's `id` and `toolName` instead).
+    pub fn to_wire_json(&self) -> Value {
+        let Self::MessageUpdate { event, partial } = self else {
+            return self.to_json();
+        };
+        let empty;
+        let partial_message = match partial {
+            Some(partial) => partial.as_ref(),
+            None => {
+                empty = crate::ai::new_assistant_message(&placeholder_model(), 0);
+                &empty
+            }
+        };
+        let mut nested = event.to_json(partial_message);
+        if let Value::Object(fields) = &mut nested {
+            fields.remove("partial");
+            if fields.get("type").and_then(Value::as_str) == Some("toolcall_start") {
+                let call = fields
+                    .get("contentIndex")
+                    .and_then(Value::as_u64)
+                    .and_then(|idx| usize::try_from(idx).ok())
+                    .and_then(|idx| partial_message.content.get(idx));
+                if let Some(crate::model::message::ContentBlock::ToolCall(call)) = call {
+                    fields.insert("id".to_owned(), Value::from(call.id.as_str()));
+                    fields.insert("toolName".to_owned(), Value::from(call.name.as_str()));
+                }
+            }
+        }
+        let mut map = Map::new();
+        map.insert("type".to_owned(), Value::from(self.kind()));
+        let usage = assistant_json(partial_message)
+            .get_mut("usage")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
+        map.insert("usage".to_owned(), usage);
+        map.insert("assistantMessageEvent".to_owned(), nested);
+        Value::Object(map)
+    }
+
     /// Returns the reference's JSON object for this event.
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert("type".to_owned(), Value::from(self.kind()));
         match self {
             Self::AgentStart | Self::TurnStart => {}
-            Self::AgentEnd { messages } => {
+            Self::AgentEnd {
+                messages,
+                will_retry,
+            } => {
                 map.insert("messages".to_owned(), messages_json(messages));
+                map.insert("willRetry".to_owned(), Value::from(*will_retry));
             }
             Self::TurnEnd {
                 message,
@@ -176,11 +228,15 @@ impl AgentEvent {
                 tool_name,
                 result,
                 is_error,
+                duration_ms,
             } => {
                 map.insert("toolCallId".to_owned(), Value::from(tool_call_id.as_str()));
                 map.insert("toolName".to_owned(), Value::from(tool_name.as_str()));
                 map.insert("result".to_owned(), tool_output_json(result));
                 map.insert("isError".to_owned(), Value::from(*is_error));
+                if let Some(duration) = duration_ms {
+                    map.insert("durationMs".to_owned(), Value::from(*duration));
+                }
             }
         }
         Value::Object(map)

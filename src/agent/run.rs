@@ -389,6 +389,7 @@ async fn run_loop(
                 hooks
                     .emit(AgentEvent::AgentEnd {
                         messages: added.clone(),
+                        will_retry: false,
                     })
                     .await;
                 return;
@@ -420,6 +421,7 @@ async fn run_loop(
     hooks
         .emit(AgentEvent::AgentEnd {
             messages: added.clone(),
+            will_retry: false,
         })
         .await;
 }
@@ -591,6 +593,7 @@ async fn execute_tool_calls(
                         tool_name: call.name.clone(),
                         result: output.clone(),
                         is_error: true,
+                        duration_ms: None,
                     })
                     .await;
                 finalized[idx] = Some(Finalized {
@@ -675,6 +678,7 @@ async fn execute_tool_calls(
                         tool_name: call.name.clone(),
                         result: output.clone(),
                         is_error,
+                        duration_ms: Some(duration),
                     })
                     .await;
                 finalized[idx] = Some(Finalized {

@@ -532,6 +532,7 @@ impl<W: Write> Renderer<W> {
                 ));
                 self.line(&painted)
             }
+            SessionEvent::AgentSettled { .. } => Ok(()),
             SessionEvent::CompactionStart { reason } => {
                 let painted = self
                     .palette
@@ -819,6 +820,7 @@ mod tests {
                 tool_name: "bash".into(),
                 result: ToolOutput::text(output),
                 is_error: false,
+                duration_ms: Some(3),
             }),
         ]);
         assert_eq!(

@@ -16,9 +16,21 @@
 //!   a line that is not JSON (or not an object) gets `command: "parse"`. The process keeps
 //!   running after any error.
 //! * **Events** (stdout): every session event (§6: `agent_start` … `agent_end`,
-//!   `queue_update`, `auto_retry_*`, `compaction_*`, `thinking_level_changed`,
-//!   `session_info_changed`) as one record, without `id`. An event emitted before a command
+//!   `agent_settled`, `queue_update`, `auto_retry_*`, `compaction_*`,
+//!   `thinking_level_changed`, `session_info_changed`) as one record, without `id`, in
+//!   1.6.0's shapes (`docs/json.md` of the reference): `message_update` is delta-only
+//!   (`{type, usage, assistantMessageEvent}`, no cumulative message, no `partial`), and
+//!   `agent_settled` (`{aborted}`) follows the last `agent_end` (`{messages, willRetry}`)
+//!   of a run once nothing (retry, compaction recovery, queued message) continues it. A `bash` command streams
+//!   `bash_execution_update` (`{id?, delta}`) records. An event emitted before a command
 //!   finished is written before that command's response.
+//! * **Entries** (1.6.0): `get_entries` answers `{entries, leafId}` (every entry in append
+//!   order, or those after the `since` id; an unknown id is an error), `get_tree`
+//!   `{tree, leafId}` with `{entry, children, label?, labelTimestamp?}` nodes.
+//! * **Dispositions** (1.6.0): `prompt` answers `data: {disposition}` — `"started"` (a run
+//!   starts), `"queued"` (steering / follow-up behind the running turn) or `"handled"` (an
+//!   extension command or `input` handler consumed it: no run, no `agent_settled` to wait
+//!   for); `steer` and `follow_up` answer `"queued"`.
 //! * **Extension UI**: `extension_ui_request` records and `extension_ui_response` replies
 //!   ([`ui`]).
 //!
@@ -28,12 +40,13 @@
 //! → {"id":"1","type":"get_state"}
 //! ← {"id":"1","type":"response","command":"get_state","success":true,"data":{"model":{…},"thinkingLevel":"off","isStreaming":false,"isCompacting":false,"steeringMode":"one-at-a-time","followUpMode":"one-at-a-time","sessionFile":"/home/me/.pi/agent/pi.db#019b…","sessionId":"019b…","autoCompactionEnabled":true,"messageCount":0,"pendingMessageCount":0}}
 //! → {"id":"2","type":"prompt","message":"Hi"}
-//! ← {"id":"2","type":"response","command":"prompt","success":true}
+//! ← {"id":"2","type":"response","command":"prompt","success":true,"data":{"disposition":"started"}}
 //! ← {"type":"agent_start"}
 //! ← {"type":"turn_start"}
 //! ← {"type":"message_start","message":{"role":"user",…}}
 //! ← …message_update…message_end…turn_end…
 //! ← {"type":"agent_end","messages":[…]}
+//! ← {"type":"agent_settled","aborted":false}
 //! → {"id":"3","type":"prompt","message":"Again"}            (while streaming)
 //! ← {"id":"3","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}
 //! → {"type":"nope"}
@@ -87,7 +100,8 @@ use crate::session::compaction::{self, ContextUsage};
 use crate::session::extensions::discovery::ExtensionOrigin;
 use crate::session::resources::{ResourceConfig, ResourceOrigin};
 use crate::session::{
-    AgentSession, PromptOptions, PromptSource, QueueMode, SessionEvent, StreamingBehavior,
+    AgentSession, PromptDisposition, PromptOptions, PromptSource, QueueMode, SessionEvent,
+    StreamingBehavior,
 };
 use crate::store::{ImportMode, ImportOptions, ImportReport, SessionStore};
 
@@ -387,6 +401,17 @@ impl Command {
         }
     }
 
+    fn optional_boolean(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(value)) => Ok(Some(*value)),
+            Some(_) => Err(format!(
+                "Invalid {} command: \"{key}\" must be a boolean",
+                self.kind
+            )),
+        }
+    }
+
     /// `images`: `ImageContent` objects (`{type:"image", data, mimeType}`).
     fn images(&self) -> Result<Vec<ImageContent>, String> {
         let items = match self.fields.get("images") {
@@ -560,6 +585,21 @@ impl Server {
                     None => Value::Null,
                 },
             )),
+            "get_available_thinking_levels" => {
+                let levels: Vec<&str> = self
+                    .session
+                    .available_thinking_levels()
+                    .into_iter()
+                    .map(ThinkingLevel::as_str)
+                    .collect();
+                Ok(Some(json!({"levels": levels})))
+            }
+            "get_entries" => self.entries(&command).await,
+            "get_tree" => self.tree().await,
+            "clear_queue" => {
+                let (steering, follow_up) = self.session.clear_queues();
+                Ok(Some(json!({"steering": steering, "followUp": follow_up})))
+            }
             "set_steering_mode" => self.set_queue_mode(&command, true),
             "set_follow_up_mode" => self.set_queue_mode(&command, false),
             "set_auto_compaction" => command.boolean("enabled").map(|enabled| {
@@ -634,14 +674,18 @@ impl Server {
         };
         let (decided_tx, decided_rx) = oneshot::channel::<()>();
         let decided = Arc::new(Mutex::new(Some(decided_tx)));
-        let accepted_response = command.respond(Ok(None));
+        let id = command.id.clone();
         let server = self.clone();
         self.spawn(async move {
             let on_accept = {
                 let output = server.output.clone();
                 let decided = decided.clone();
-                move || {
-                    output.send(accepted_response);
+                move |disposition: PromptDisposition| {
+                    output.send(response(
+                        id.as_ref(),
+                        Some(&Value::from("prompt")),
+                        Ok(Some(json!({"disposition": disposition.as_str()}))),
+                    ));
                     if let Some(sender) = lock(&decided).take() {
                         let _ = sender.send(());
                     }
@@ -662,15 +706,38 @@ impl Server {
         let _ = decided_rx.await;
     }
 
-    /// `bash`: runs in a task; `abort_bash` cancels it.
+    /// `bash`: runs in a task; `abort_bash` cancels it. Each output chunk is streamed as a
+    /// `bash_execution_update` event (`{type, id?, delta}`, `id` the command's) before the
+    /// response; `excludeFromContext` keeps the output out of the next prompt's context.
     fn bash(&self, command: Command) {
-        let text = match command.string("command") {
-            Ok(text) => text,
+        let parsed = command.string("command").and_then(|text| {
+            let exclude = command.optional_boolean("excludeFromContext")?;
+            Ok((text, exclude.unwrap_or(false)))
+        });
+        let (text, exclude_from_context) = match parsed {
+            Ok(parsed) => parsed,
             Err(error) => return self.output.send(command.respond(Err(error))),
+        };
+        let on_chunk: crate::session::OutputSink = {
+            let output = self.output.clone();
+            let id = command.id.clone();
+            Arc::new(move |delta: &str| {
+                let mut record = Map::new();
+                record.insert("type".into(), Value::from("bash_execution_update"));
+                if let Some(id) = &id {
+                    record.insert("id".into(), id.clone());
+                }
+                record.insert("delta".into(), Value::from(delta));
+                output.send(Value::Object(record));
+            })
         };
         let server = self.clone();
         self.spawn(async move {
-            let outcome = match server.session.execute_bash(&text, false, None).await {
+            let outcome = match server
+                .session
+                .execute_bash(&text, exclude_from_context, Some(on_chunk))
+                .await
+            {
                 Ok(message) => {
                     let mut data = Map::new();
                     data.insert("output".into(), Value::from(message.output));
@@ -715,7 +782,11 @@ impl Server {
         self.session
             .queue_message(behavior, &message, images)
             .map_err(|error| error.to_string())?;
-        Ok(None)
+        // pi's steering and follow-up messages do not pass through `input` handlers, so none
+        // is ever "handled".
+        Ok(Some(
+            json!({"disposition": PromptDisposition::Queued.as_str()}),
+        ))
     }
 
     /// Ends a running turn before the session is replaced.
@@ -734,6 +805,50 @@ impl Server {
             .await
             .map_err(|error| error.to_string())?;
         Ok(Some(json!({"cancelled": false})))
+    }
+
+    /// `get_entries`: every entry in append order (`since`: only those after that id),
+    /// with the current leaf id.
+    async fn entries(&self, command: &Command) -> Outcome {
+        let since = command.optional_string("since")?;
+        let mut entries = self
+            .session
+            .entries_json()
+            .await
+            .map_err(|error| error.to_string())?;
+        if let Some(since) = since {
+            let Some(pos) = entries.iter().position(|entry| entry["id"] == since) else {
+                return Err(format!("Entry not found: {since}"));
+            };
+            entries.drain(..=pos);
+        }
+        let mut data = Map::new();
+        data.insert("entries".into(), Value::Array(entries));
+        data.insert("leafId".into(), self.leaf().await?);
+        Ok(Some(Value::Object(data)))
+    }
+
+    /// `get_tree`: the entries as `{entry, children, label?, labelTimestamp?}` nodes.
+    async fn tree(&self) -> Outcome {
+        let entries = self
+            .session
+            .entries_json()
+            .await
+            .map_err(|error| error.to_string())?;
+        // Built by hand: `json!` would copy the tree through serde, recursing per level.
+        let mut data = Map::new();
+        data.insert("tree".into(), entry_tree(entries));
+        data.insert("leafId".into(), self.leaf().await?);
+        Ok(Some(Value::Object(data)))
+    }
+
+    async fn leaf(&self) -> Result<Value, String> {
+        let leaf = self
+            .session
+            .leaf_id()
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(leaf.map_or(Value::Null, |id| Value::from(id.into_string())))
     }
 
     /// `<database path>#<session id>`, or `None` for an in-memory session.
@@ -1083,6 +1198,92 @@ fn import_session_file(store: &SessionStore, path: &Path) -> Result<ImportReport
 }
 
 /// The reference's `Model` object.
+/// 1.6.0's `SessionManager.getTree()`: one node per entry, under its parent (an entry whose
+/// parent is missing, itself or `null` is a root), children oldest first (a stable sort on
+/// the ISO timestamps), each node labelled by the last `label` entry naming it (an empty
+/// label clears it). Built without recursion: a session may be thousands of entries deep.
+pub fn entry_tree(entries: Vec<Value>) -> Value {
+    let mut labels: std::collections::HashMap<String, (Value, Value)> =
+        std::collections::HashMap::new();
+    for entry in &entries {
+        if entry["type"] != "label" {
+            continue;
+        }
+        let Some(target) = entry["targetId"].as_str() else {
+            continue;
+        };
+        match entry["label"].as_str() {
+            Some(label) if !label.is_empty() => {
+                labels.insert(
+                    target.to_owned(),
+                    (Value::from(label), entry["timestamp"].clone()),
+                );
+            }
+            _ => {
+                labels.remove(target);
+            }
+        }
+    }
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (idx, entry) in entries.iter().enumerate() {
+        if let Some(id) = entry["id"].as_str() {
+            index.insert(id.to_owned(), idx);
+        }
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+    let mut roots = Vec::new();
+    for (idx, entry) in entries.iter().enumerate() {
+        let parent = entry["parentId"]
+            .as_str()
+            .filter(|parent| Some(*parent) != entry["id"].as_str())
+            .and_then(|parent| index.get(parent).copied());
+        match parent {
+            Some(parent) if parent != idx => children[parent].push(idx),
+            _ => roots.push(idx),
+        }
+    }
+    let timestamp = |idx: &usize| entries[*idx]["timestamp"].as_str().unwrap_or("").to_owned();
+    for list in &mut children {
+        list.sort_by_key(timestamp);
+    }
+    // Post-order without recursion: a node is built once all its children are.
+    let mut built: Vec<Option<Value>> = vec![None; entries.len()];
+    let mut entries: Vec<Option<Value>> = entries.into_iter().map(Some).collect();
+    let mut stack: Vec<(usize, bool)> = roots.iter().rev().map(|idx| (*idx, false)).collect();
+    let mut visited = vec![false; entries.len()];
+    while let Some((idx, expanded)) = stack.pop() {
+        if !expanded {
+            if visited[idx] {
+                continue;
+            }
+            visited[idx] = true;
+            stack.push((idx, true));
+            stack.extend(children[idx].iter().rev().map(|child| (*child, false)));
+            continue;
+        }
+        let kids: Vec<Value> = children[idx]
+            .iter()
+            .filter_map(|child| built[*child].take())
+            .collect();
+        let entry = entries[idx].take().unwrap_or(Value::Null);
+        let mut node = Map::new();
+        let label = entry["id"].as_str().and_then(|id| labels.get(id)).cloned();
+        node.insert("entry".into(), entry);
+        node.insert("children".into(), Value::Array(kids));
+        if let Some((label, stamp)) = label {
+            node.insert("label".into(), label);
+            node.insert("labelTimestamp".into(), stamp);
+        }
+        built[idx] = Some(Value::Object(node));
+    }
+    Value::Array(
+        roots
+            .iter()
+            .filter_map(|root| built[*root].take())
+            .collect(),
+    )
+}
+
 fn model_json(model: &crate::ai::Model) -> Value {
     // `Model` serialises to the reference's shape; a failure here would be a bug in its derive.
     serde_json::to_value(model).unwrap_or(Value::Null)
@@ -1235,6 +1436,77 @@ mod tests {
         let blank = vec![assistant(&["  "], StopReason::Stop)];
         assert_eq!(last_assistant_text(&blank), None);
         assert_eq!(last_assistant_text(&[]), None);
+    }
+
+    #[test]
+    fn entry_tree_nests_sorts_labels_and_roots_orphans_like_the_reference() {
+        let entry = |id: &str, parent: Option<&str>, stamp: &str| json!({"type": "message", "id": id, "parentId": parent, "timestamp": stamp});
+        let label = |target: &str, text: &str, stamp: &str| {
+            json!({"type": "label", "id": format!("l{stamp}"), "parentId": "c", "timestamp": stamp,
+                   "targetId": target, "label": text})
+        };
+        let entries = vec![
+            entry("a", None, "2026-01-01T00:00:01.000Z"),
+            // b is newer than c, so c comes first among a's children
+            entry("b", Some("a"), "2026-01-01T00:00:05.000Z"),
+            entry("c", Some("a"), "2026-01-01T00:00:03.000Z"),
+            entry("d", Some("missing"), "2026-01-01T00:00:04.000Z"),
+            entry("e", Some("e"), "2026-01-01T00:00:06.000Z"),
+            label("a", "start", "7"),
+            label("b", "old", "8"),
+            label("b", "", "9"),
+        ];
+        let tree = entry_tree(entries);
+        let ids = |nodes: &Value| -> Vec<String> {
+            nodes
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|node| node["entry"]["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            ids(&tree),
+            ["a", "d", "e"],
+            "orphans and self-parents are roots"
+        );
+        assert_eq!(
+            ids(&tree[0]["children"]),
+            ["c", "b"],
+            "children oldest first"
+        );
+        assert_eq!(tree[0]["label"], "start");
+        assert_eq!(tree[0]["labelTimestamp"], "7");
+        let b = &tree[0]["children"][1];
+        assert!(b.get("label").is_none(), "an empty label clears it: {b}");
+        let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["entry", "children"]);
+        // c holds the labels
+        assert_eq!(
+            tree[0]["children"][0]["children"].as_array().unwrap().len(),
+            3
+        );
+
+        // A long chain is built and serialised without recursion.
+        const MAX_TREE_DEPTH: usize = 10_000;
+        let chain: Vec<Value> = (0..MAX_TREE_DEPTH)
+            .map(|idx| {
+                let parent = (idx > 0).then(|| format!("n{}", idx - 1));
+                json!({"type": "message", "id": format!("n{idx}"), "parentId": parent, "timestamp": "t"})
+            })
+            .collect();
+        let tree = entry_tree(chain);
+        let line = serialize_record(&tree);
+        assert!(line.ends_with("]}]}]\n"), "serialised whole");
+        assert_eq!(line.matches("\"children\":[").count(), MAX_TREE_DEPTH);
+        let mut node = &tree[0];
+        let mut depth = 0;
+        while let Some(child) = node["children"].get(0) {
+            node = child;
+            depth += 1;
+        }
+        assert_eq!(depth, MAX_TREE_DEPTH - 1);
+        assert_eq!(node["entry"]["id"], format!("n{}", MAX_TREE_DEPTH - 1));
     }
 
     #[test]

@@ -263,6 +263,28 @@ pub enum StreamingBehavior {
     FollowUp,
 }
 
+/// What became of a submitted prompt (the 1.6.0 RPC `prompt` response's `disposition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptDisposition {
+    /// An extension command or `input` handler consumed it: no run started for it.
+    Handled,
+    /// Queued (steering or follow-up) behind the running turn.
+    Queued,
+    /// Accepted to start a run.
+    Started,
+}
+
+impl PromptDisposition {
+    /// The wire name: `handled`, `queued` or `started`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Handled => "handled",
+            Self::Queued => "queued",
+            Self::Started => "started",
+        }
+    }
+}
+
 /// Where a prompt came from (the extension `input` event's `source`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PromptSource {
@@ -1586,7 +1608,7 @@ impl AgentSession {
         &self,
         text: &str,
         options: PromptOptions,
-        accepted: Option<Box<dyn FnOnce() + Send>>,
+        accepted: Option<Box<dyn FnOnce(PromptDisposition) + Send>>,
     ) -> Result<(), SessionError> {
         self.refuse_read_only().await?;
         let bus = self.bus();
@@ -1595,7 +1617,7 @@ impl AgentSession {
         {
             bus.run_command(&command, args).await;
             if let Some(accepted) = accepted {
-                accepted();
+                accepted(PromptDisposition::Handled);
             }
             return Ok(());
         }
@@ -1609,7 +1631,7 @@ impl AgentSession {
             {
                 InputOutcome::Handled => {
                     if let Some(accepted) = accepted {
-                        accepted();
+                        accepted(PromptDisposition::Handled);
                     }
                     return Ok(());
                 }
@@ -1633,7 +1655,7 @@ impl AgentSession {
             };
             self.enqueue(behavior, expanded, images);
             if let Some(accepted) = accepted {
-                accepted();
+                accepted(PromptDisposition::Queued);
             }
             return Ok(());
         }
@@ -1691,7 +1713,7 @@ impl AgentSession {
         if let Some(accepted) = accepted {
             // Streaming from here on, so a command handled after the acceptance sees the run.
             self.state().streaming = true;
-            accepted();
+            accepted(PromptDisposition::Started);
         }
         self.record_thinking_level().await;
         self.run_agent(Some(messages)).await;
@@ -1834,16 +1856,28 @@ impl AgentSession {
         }
     }
 
-    /// Runs the agent (with new prompt messages, or continuing) and the retries it needs.
+    /// Runs the agent (with new prompt messages, or continuing) and the retries it needs,
+    /// then reports `agent_settled` (1.6.0: nothing more will run on its own).
     async fn run_agent(&self, prompts: Option<Vec<AgentMessage>>) {
+        let mut aborted = false;
+        if self.run_agent_loop(prompts, &mut aborted).await {
+            self.emit(SessionEvent::AgentSettled { aborted });
+        }
+    }
+
+    /// The runs of [`AgentSession::run_agent`]; returns whether any run started, and sets
+    /// `aborted` when one was aborted.
+    async fn run_agent_loop(&self, prompts: Option<Vec<AgentMessage>>, aborted: &mut bool) -> bool {
         let mut prompts = prompts;
+        let mut ran = false;
         loop {
             let (config, transcript, cancel) = {
                 let mut state = self.state();
                 let Some(model) = state.model.clone() else {
                     state.streaming = false;
-                    return;
+                    return ran;
                 };
+                ran = true;
                 let cancel = CancellationToken::new();
                 state.run_cancel = Some(cancel.clone());
                 state.streaming = true;
@@ -1877,6 +1911,7 @@ impl AgentSession {
                     }
                 }
             }
+            *aborted |= cancel.is_cancelled();
             let last = {
                 let mut state = self.state();
                 state.streaming = false;
@@ -1885,15 +1920,44 @@ impl AgentSession {
             };
             self.flush_pending_bash().await;
             let Some(last) = last else {
-                return;
+                return ran;
             };
             if self.retry_after(&last, &config.model).await {
                 continue;
             }
             if self.check_compaction(&last, true).await == compaction::AfterRun::Done {
-                return;
+                return ran;
             }
         }
+    }
+
+    /// 1.6.0's `_willRetryAfterAgentEnd`: not aborted, retries on and not used up, and the
+    /// run's last assistant message a retryable error ([`AgentSession::retry_after`]'s rule).
+    fn will_retry_after(&self, messages: &[AgentMessage]) -> bool {
+        let (enabled, attempt, aborted, window) = {
+            let state = self.state();
+            (
+                state.auto_retry,
+                state.retry_attempt,
+                state
+                    .run_cancel
+                    .as_ref()
+                    .is_some_and(CancellationToken::is_cancelled),
+                state.model.as_ref().map_or(0, |model| model.context_window),
+            )
+        };
+        let max = self.with_settings(|settings| settings.retry.max_retries);
+        if aborted || !enabled || attempt >= max {
+            return false;
+        }
+        messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                AgentMessage::Assistant(assistant) => Some(is_retryable(assistant, window)),
+                _ => None,
+            })
+            .unwrap_or(false)
     }
 
     /// Decides on a retry after a run ended with `last`; waits the backoff and returns true
@@ -2014,7 +2078,14 @@ impl AgentSession {
 
     /// Handles one agent event: extensions, transcript, persistence on `message_end`, queues,
     /// fan-out.
-    async fn on_agent_event(&self, event: AgentEvent) {
+    async fn on_agent_event(&self, mut event: AgentEvent) {
+        if let AgentEvent::AgentEnd {
+            messages,
+            will_retry,
+        } = &mut event
+        {
+            *will_retry = self.will_retry_after(messages);
+        }
         self.deliver_agent_event(&event).await;
         match &event {
             AgentEvent::MessageStart { message } if matches!(message, AgentMessage::User(_)) => {
@@ -2207,16 +2278,14 @@ impl AgentSession {
         }
     }
 
+    /// The level a model switch asks for (1.6.0): the `defaultThinkingLevel` setting, else
+    /// the current level (a switch from a non-reasoning model keeps its `off`); the new
+    /// model's levels then clamp it.
     fn level_for_model_switch(&self) -> ThinkingLevel {
-        let state = self.state();
-        if state.model.as_ref().is_some_and(|model| model.reasoning) {
-            state.thinking
-        } else {
-            self.config()
-                .settings
-                .default_thinking
-                .unwrap_or(ThinkingLevel::Medium)
-        }
+        self.config()
+            .settings
+            .default_thinking
+            .unwrap_or_else(|| self.state().thinking)
     }
 
     /// Cycles through the scoped models (or every available model); returns the new model, or
@@ -2890,7 +2959,7 @@ impl AgentSession {
         &self,
         text: &str,
         options: PromptOptions,
-        accepted: impl FnOnce() + Send + 'static,
+        accepted: impl FnOnce(PromptDisposition) + Send + 'static,
     ) -> Result<(), SessionError> {
         self.prompt_inner(text, options, Some(Box::new(accepted)))
             .await

@@ -51,6 +51,12 @@ pub enum SessionEvent {
         /// Queued follow-up texts.
         follow_up: Vec<String>,
     },
+    /// A session-level run settled: no retry, compaction recovery or queued message will
+    /// continue it on its own (1.6.0's `agent_settled`, after the last `agent_end`).
+    AgentSettled {
+        /// Whether the run ended because it was aborted.
+        aborted: bool,
+    },
     /// A compaction started.
     CompactionStart {
         /// `manual`, `threshold` or `overflow`.
@@ -119,7 +125,7 @@ impl SessionEvent {
     /// stream does not have (notices).
     pub fn to_json(&self) -> Option<Value> {
         let value = match self {
-            Self::Agent(event) => event.to_json(),
+            Self::Agent(event) => event.to_wire_json(),
             Self::AutoRetryStart {
                 attempt,
                 max_attempts,
@@ -150,6 +156,9 @@ impl SessionEvent {
                 steering,
                 follow_up,
             } => json!({"type": "queue_update", "steering": steering, "followUp": follow_up}),
+            Self::AgentSettled { aborted } => {
+                json!({"type": "agent_settled", "aborted": aborted})
+            }
             Self::CompactionStart { reason } => {
                 json!({"type": "compaction_start", "reason": reason})
             }

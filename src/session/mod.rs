@@ -15,9 +15,9 @@ pub mod trust;
 pub use crate::agent::AgentEvent;
 pub use agent_session::{
     AgentSession, DeliverAs, HeldSession, LeaseSettings, ModelCandidates, ModelChoice,
-    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, PromptOptions, PromptSource,
-    ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError, SessionStats, SessionTarget,
-    StreamingBehavior, WeakSession,
+    NavigateOptions, NavigateOutcome, OpenAccess, OpenReport, OutputSink, PromptDisposition,
+    PromptOptions, PromptSource, ReadOnlyReason, SendMessageOptions, SessionConfig, SessionError,
+    SessionStats, SessionTarget, StreamingBehavior, WeakSession,
 };
 pub use events::{NoticeLevel, SessionEvent};
 pub use settings::{QueueMode, RetrySettings, SessionSettings, SettingsSink};

@@ -16,35 +16,65 @@ pub fn to_js_string(value: &Value) -> String {
     out
 }
 
-/// Appends `value` to `out` as `JSON.stringify` would write it.
+/// Appends `value` to `out` as `JSON.stringify` would write it. Nesting is followed with an
+/// explicit stack, not recursion: RPC's `get_tree` nests as deep as a session is long.
 pub fn write_value(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => write_string(out, text),
-        Value::Array(items) => {
-            out.push('[');
-            for (idx, item) in items.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
+    enum Open<'a> {
+        Array(std::slice::Iter<'a, Value>),
+        Object(serde_json::map::Iter<'a>),
+    }
+    let mut stack: Vec<(Open<'_>, bool)> = Vec::new();
+    let mut next = Some(value);
+    loop {
+        if let Some(value) = next.take() {
+            match value {
+                Value::Null => out.push_str("null"),
+                Value::Bool(true) => out.push_str("true"),
+                Value::Bool(false) => out.push_str("false"),
+                Value::Number(number) => write_number(out, number),
+                Value::String(text) => write_string(out, text),
+                Value::Array(items) => {
+                    out.push('[');
+                    stack.push((Open::Array(items.iter()), true));
                 }
-                write_value(out, item);
+                Value::Object(map) => {
+                    out.push('{');
+                    stack.push((Open::Object(map.iter()), true));
+                }
             }
-            out.push(']');
         }
-        Value::Object(map) => {
-            out.push('{');
-            for (idx, (key, item)) in map.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
+        let Some((open, first)) = stack.last_mut() else {
+            return;
+        };
+        match open {
+            Open::Array(items) => match items.next() {
+                Some(item) => {
+                    if !*first {
+                        out.push(',');
+                    }
+                    *first = false;
+                    next = Some(item);
                 }
-                write_string(out, key);
-                out.push(':');
-                write_value(out, item);
-            }
-            out.push('}');
+                None => {
+                    out.push(']');
+                    stack.pop();
+                }
+            },
+            Open::Object(entries) => match entries.next() {
+                Some((key, item)) => {
+                    if !*first {
+                        out.push(',');
+                    }
+                    *first = false;
+                    write_string(out, key);
+                    out.push(':');
+                    next = Some(item);
+                }
+                None => {
+                    out.push('}');
+                    stack.pop();
+                }
+            },
         }
     }
 }

@@ -17,12 +17,22 @@ const { RpcClient } = await import("@earendil-works/pi-coding-agent");
 const spec = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const client = new RpcClient({ cliPath: spec.cli, cwd: spec.cwd, env: spec.env, args: spec.args });
 const events = [];
+let bashStream = "";
 client.onEvent((event) => {
 	process.stderr.write(`  event ${event.type}${event.type === "message_end" ? ` ${JSON.stringify(event.message).slice(0, 300)}` : ""}\n`);
 	// Streaming partials are left out: the reference serialises some of them after the
 	// message has grown further, so only the kind of each update is compared.
 	if (event.type === "message_update") {
 		events.push(`message_update:${event.assistantMessageEvent?.type}`);
+	} else if (event.type === "bash_execution_update") {
+		// How the output is split into chunks depends on timing: one entry per command, and
+		// the streamed text whole.
+		if (events.at(-1) !== event.type) events.push(event.type);
+		bashStream += event.delta;
+	} else if (event.type === "agent_end") {
+		events.push(`agent_end:willRetry=${event.willRetry}`);
+	} else if (event.type === "message_start" || event.type === "message_end") {
+		events.push(`${event.type}:${event.message?.role}`);
 	} else if (event.type === "queue_update" || event.type === "thinking_level_changed" || event.type === "session_info_changed") {
 		events.push(event);
 	} else {
@@ -42,10 +52,13 @@ const step = async (name, run) => {
 	if (out[name] === undefined) out[name] = "(undefined)";
 	process.stderr.write(`  answer ${JSON.stringify(out[name]).slice(0, 400)}\n`);
 };
-/** Runs a prompt to its agent_end and returns the final messages of the run. */
+/**
+ * Runs a prompt until it settles (1.6.0's promptAndWait waits for agent_settled); returns the
+ * messages of the last agent_end and the settled event.
+ */
 const promptAndWait = async (message) => {
 	const collected = await client.promptAndWait(message);
-	return collected.at(-1).messages;
+	return { messages: collected.findLast((event) => event.type === "agent_end")?.messages, settled: collected.at(-1) };
 };
 
 await client.start();
@@ -63,6 +76,7 @@ try {
 	await step("setModel", () => client.setModel("mock", "mock-reasoner"));
 	await step("setModelUnknown", () => client.setModel("mock", "nope"));
 	await step("stateAfterModel", () => client.getState());
+	await step("thinkingLevels", () => client.getAvailableThinkingLevels());
 	await step("setThinkingHigh", () => client.setThinkingLevel("high"));
 	await step("cycleThinking", () => client.cycleThinkingLevel());
 	await step("setThinkingXhigh", () => client.setThinkingLevel("xhigh"));
@@ -100,21 +114,27 @@ try {
 				}
 			});
 		});
-		await client.prompt("Start the long job.");
+		const disposition = await client.prompt("Start the long job.");
 		await started;
 		const busy = await client.send({ type: "prompt", message: "Again" });
-		await client.steer("Steer me");
-		await client.followUp("Then this");
+		const steer = await client.steer("Steer me");
+		const followUp = await client.followUp("Then this");
 		const state = await client.getState();
 		writeFileSync(join(spec.cwd, "go"), "");
 		await done;
-		return { busy, isStreaming: state.isStreaming, pendingMessageCount: state.pendingMessageCount };
+		return { disposition, busy, steer, followUp, isStreaming: state.isStreaming, pendingMessageCount: state.pendingMessageCount };
 	});
 	await step("messagesAfterBusyRun", () => client.getMessages());
 	await step("stateAfterBusyRun", () => client.getState());
+	await step("clearQueueIdle", () => client.clearQueue());
+	await step("entries", () => client.getEntries());
+	await step("entriesSince", () => client.getEntries(out.entries.entries[1].id));
+	await step("entriesUnknown", () => client.getEntries("ffffffff"));
+	await step("tree", () => client.getTree());
 } finally {
 	await client.stop();
 }
 out.events = events;
+out.bashStream = bashStream;
 out.stderr = client.getStderr();
 process.stdout.write(`${JSON.stringify(out)}\n`);

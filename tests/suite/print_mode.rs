@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use pi::model::entry::EntryKind;
 use pi::model::message::AgentMessage;
 use pi::store::ListScope;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::TestEnv;
 use crate::common::agent::models_json;
@@ -172,6 +172,7 @@ fn json_mode_writes_the_header_then_every_event_as_a_line() {
         "message_update",
         "message_end",
         "agent_end",
+        "agent_settled",
     ]
     .into_iter()
     .peekable();
@@ -185,14 +186,37 @@ fn json_mode_writes_the_header_then_every_event_as_a_line() {
         "missing {:?} in {types:?}",
         wanted.collect::<Vec<_>>()
     );
-    assert_eq!(types.last(), Some(&"agent_end"));
+    assert_eq!(
+        lines.last().unwrap(),
+        &json!({"type": "agent_settled", "aborted": false}),
+        "1.6.0 ends a run with agent_settled"
+    );
     let delta = lines
         .iter()
         .find(|line| line["assistantMessageEvent"]["type"] == "text_delta")
         .expect("a text delta");
+    let keys: Vec<&String> = delta.as_object().unwrap().keys().collect();
     assert_eq!(
-        delta["message"]["role"], "assistant",
-        "partials are carried"
+        keys,
+        ["type", "usage", "assistantMessageEvent"],
+        "updates are delta-only (1.6.0): no cumulative message"
+    );
+    assert_eq!(
+        delta["assistantMessageEvent"],
+        json!({"type": "text_delta", "contentIndex": 0, "delta": "Listed."}),
+        "no partial"
+    );
+    assert_eq!(
+        delta["usage"]["totalTokens"], 120,
+        "the latest usage the provider reported"
+    );
+    let call_start = lines
+        .iter()
+        .find(|line| line["assistantMessageEvent"]["type"] == "toolcall_start")
+        .expect("a tool call start");
+    assert_eq!(
+        call_start["assistantMessageEvent"],
+        json!({"type": "toolcall_start", "contentIndex": 0, "id": "call_1", "toolName": "ls"})
     );
     let end = lines
         .iter()

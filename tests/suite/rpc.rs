@@ -291,10 +291,11 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
     let env = mock_env(&server);
     let mut rpc = Rpc::start(&env, &[]);
     let id = rpc.send(json!({"type": "prompt", "message": "Hi"}));
-    let records = rpc.collect_until("agent_end");
+    let records = rpc.collect_until("agent_settled");
     assert_eq!(
         records[0],
-        json!({"id": id, "type": "response", "command": "prompt", "success": true}),
+        json!({"id": id, "type": "response", "command": "prompt", "success": true,
+               "data": {"disposition": "started"}}),
         "the response comes before the run's events"
     );
     let kinds = types(&records[1..]);
@@ -314,8 +315,13 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
             "message_start",
             "message_end",
             "turn_end",
-            "agent_end"
+            "agent_end",
+            "agent_settled"
         ]
+    );
+    assert_eq!(
+        records.last().unwrap(),
+        &json!({"type": "agent_settled", "aborted": false})
     );
     assert!(kinds.contains(&"message_update".to_owned()));
     let updates: Vec<&Value> = records
@@ -323,12 +329,20 @@ fn prompt_is_answered_once_with_its_id_then_streams_the_run() {
         .filter(|record| record["type"] == "message_update")
         .collect();
     assert!(
-        updates
-            .iter()
-            .all(|update| update.get("id").is_none() && update["message"]["role"] == "assistant"),
-        "events carry no id and the partial message"
+        updates.iter().all(|update| {
+            let keys: Vec<&String> = update.as_object().unwrap().keys().collect();
+            keys == ["type", "usage", "assistantMessageEvent"]
+                && update["assistantMessageEvent"].get("partial").is_none()
+        }),
+        "events carry no id; updates are delta-only (1.6.0): {updates:?}"
     );
-    let end = records.last().unwrap();
+    let deltas: String = updates
+        .iter()
+        .filter_map(|update| update["assistantMessageEvent"]["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, "Hello there.");
+    let end = &records[records.len() - 2];
+    assert_eq!(end["willRetry"], false);
     assert_eq!(end["messages"].as_array().unwrap().len(), 3);
 
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
@@ -428,13 +442,19 @@ fn a_prompt_while_streaming_needs_a_streaming_behavior_and_queued_messages_are_d
         error,
         "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
     );
-    rpc.ok(json!({"type": "prompt", "message": "Steer me", "streamingBehavior": "steer"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "prompt", "message": "Steer me", "streamingBehavior": "steer"})),
+        json!({"disposition": "queued"})
+    );
     let update = rpc.wait_event("queue_update");
     assert_eq!(
         update,
         json!({"type": "queue_update", "steering": ["Steer me"], "followUp": []})
     );
-    rpc.ok(json!({"type": "follow_up", "message": "Then this"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "follow_up", "message": "Then this"})),
+        json!({"disposition": "queued"})
+    );
     let update = rpc.wait_event("queue_update");
     assert_eq!(update["followUp"], json!(["Then this"]));
     let state = rpc.ok(json!({"type": "get_state"}));
@@ -472,6 +492,57 @@ fn a_prompt_while_streaming_needs_a_streaming_behavior_and_queued_messages_are_d
         rpc.ok(json!({"type": "get_last_assistant_text"}))["text"],
         "Followed up."
     );
+}
+
+#[test]
+fn clear_queue_returns_the_queued_texts_and_nothing_is_delivered() {
+    let server = ProviderServer::start(vec![
+        held_turn("call_1"),
+        MockResponse::sse(sse::openai_text("Done.")),
+    ]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
+    rpc.ok(json!({"type": "prompt", "message": "Start"}));
+    rpc.wait_event("tool_execution_start");
+    rpc.ok(json!({"type": "steer", "message": "Steer me"}));
+    rpc.ok(json!({"type": "follow_up", "message": "Then this"}));
+    assert_eq!(
+        rpc.ok(json!({"type": "clear_queue"})),
+        json!({"steering": ["Steer me"], "followUp": ["Then this"]})
+    );
+    assert_eq!(
+        rpc.ok(json!({"type": "get_state"}))["pendingMessageCount"],
+        0
+    );
+    release(&env);
+    let records = rpc.collect_until("agent_settled");
+    assert!(
+        records.iter().any(|record| record["type"] == "queue_update"
+            && record["steering"] == json!([])
+            && record["followUp"] == json!([])),
+        "the emptied queues are reported"
+    );
+    assert_eq!(server.requests().len(), 2, "no queued message was sent");
+
+    // get_entries / get_tree of this run: every entry once, a cursor, one linear branch.
+    let entries = rpc.ok(json!({"type": "get_entries"}));
+    let list = entries["entries"].as_array().unwrap().clone();
+    assert_eq!(entries["leafId"], list.last().unwrap()["id"]);
+    let since = rpc.ok(json!({"type": "get_entries", "since": list[0]["id"]}));
+    assert_eq!(since["entries"].as_array().unwrap()[..], list[1..]);
+    assert_eq!(
+        rpc.err(json!({"type": "get_entries", "since": "nope"})),
+        "Entry not found: nope"
+    );
+    let tree = rpc.ok(json!({"type": "get_tree"}));
+    assert_eq!(tree["leafId"], entries["leafId"]);
+    let mut node = &tree["tree"][0];
+    let mut seen = vec![node["entry"].clone()];
+    while let Some(child) = node["children"].get(0) {
+        seen.push(child["entry"].clone());
+        node = child;
+    }
+    assert_eq!(seen, list);
 }
 
 #[test]
@@ -576,6 +647,11 @@ fn abort_retry_cancels_the_wait_before_a_retry() {
     .unwrap();
     let mut rpc = Rpc::start(&env, &[]);
     rpc.ok(json!({"type": "prompt", "message": "tell me"}));
+    assert_eq!(
+        rpc.wait_event("agent_end")["willRetry"],
+        true,
+        "the failed run's agent_end says a retry follows"
+    );
     let start = rpc.wait_event("auto_retry_start");
     assert_eq!(start["attempt"], 1);
     assert_eq!(start["maxAttempts"], 3);
@@ -615,9 +691,23 @@ fn bash_runs_records_a_message_and_abort_bash_cancels_it() {
         data,
         json!({"output": "hi\n", "exitCode": 3, "cancelled": false, "truncated": false})
     );
+    let update = rpc.wait_event("bash_execution_update");
+    let id = update["id"].clone();
+    assert_eq!(
+        update,
+        json!({"type": "bash_execution_update", "id": id, "delta": "hi\n"}),
+        "the output streamed, with the command's id"
+    );
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["role"], "bashExecution");
     assert_eq!(messages[0]["command"], "echo hi; exit 3");
+    rpc.ok(json!({"type": "bash", "command": "echo private", "excludeFromContext": true}));
+    let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
+    assert_eq!(messages[1]["excludeFromContext"], true);
+    assert_eq!(
+        rpc.err(json!({"type": "bash", "command": "true", "excludeFromContext": "yes"})),
+        "Invalid bash command: \"excludeFromContext\" must be a boolean"
+    );
 
     let id = rpc.send(json!({"type": "bash", "command": "echo started; touch running; sleep 600"}));
     let marker = env.workspace.join("running");
@@ -633,7 +723,7 @@ fn bash_runs_records_a_message_and_abort_bash_cancels_it() {
     assert!(response["data"].get("exitCode").is_none());
     assert_eq!(response["data"]["output"], "started\n");
     let stats = rpc.ok(json!({"type": "get_session_stats"}));
-    assert_eq!(stats["totalMessages"], 2);
+    assert_eq!(stats["totalMessages"], 3);
     assert_eq!(stats["userMessages"], 0);
 }
 
@@ -669,12 +759,17 @@ fn models_and_thinking_levels() {
     let model =
         rpc.ok(json!({"type": "set_model", "provider": "mock", "modelId": "mock-reasoner"}));
     assert_eq!(model, models[1]);
-    let changed = rpc.wait_event("thinking_level_changed");
+    // 1.6.0 keeps the current level on a switch (no `defaultThinkingLevel` set): "off".
     assert_eq!(
-        changed["level"], "medium",
-        "the default level on a reasoning model"
+        rpc.ok(json!({"type": "get_state"}))["thinkingLevel"],
+        "off",
+        "the level of the model switched from"
     );
     assert_eq!(settings(&env)["defaultModel"], "mock-reasoner");
+    assert_eq!(
+        rpc.ok(json!({"type": "get_available_thinking_levels"})),
+        json!({"levels": ["off", "minimal", "low", "medium", "high"]})
+    );
 
     rpc.ok(json!({"type": "set_thinking_level", "level": "high"}));
     assert_eq!(rpc.wait_event("thinking_level_changed")["level"], "high");
@@ -912,7 +1007,7 @@ fn framing_is_lf_only_and_keeps_unicode_separators() {
     rpc.write(b"state\"}\n");
     assert_eq!(rpc.response("a")["success"], true);
     assert_eq!(rpc.response("b")["success"], true);
-    rpc.collect_until("agent_end");
+    rpc.collect_until("agent_settled");
     let messages = rpc.ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["role"], "system");
     assert_eq!(message_text(&messages[1]), text);
@@ -1394,9 +1489,9 @@ fn extension_dialogs_go_to_the_client_and_extension_commands_are_listed() {
     assert_eq!(next("setTitle")["title"], "pi-title");
     assert_eq!(next("set_editor_text")["text"], "edited=draft v2");
     assert_eq!(
-        rpc.response(&id)["success"],
-        true,
-        "a handled extension command is an accepted prompt"
+        rpc.response(&id)["data"],
+        json!({"disposition": "handled"}),
+        "a handled extension command is an accepted prompt that started no run"
     );
     assert_eq!(
         server.requests().len(),

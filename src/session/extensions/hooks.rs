@@ -174,7 +174,7 @@ impl AgentSession {
                 self.start_turn_count();
                 wanted.then_some(ExtensionEvent::AgentStart)
             }
-            AgentEvent::AgentEnd { messages } => wanted.then(|| ExtensionEvent::AgentEnd {
+            AgentEvent::AgentEnd { messages, .. } => wanted.then(|| ExtensionEvent::AgentEnd {
                 messages: messages.clone(),
             }),
             AgentEvent::TurnStart => wanted.then(|| ExtensionEvent::TurnStart {
@@ -228,6 +228,7 @@ impl AgentSession {
                 tool_name,
                 result,
                 is_error,
+                ..
             } => wanted.then(|| ExtensionEvent::ToolExecutionEnd {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
