@@ -595,3 +595,11 @@ fn pi_continues_a_session_with_omitted_attempts_as_1_6_does() {
         "the continued session",
     );
 }
+
+#[test]
+fn two_compactions_send_and_store_what_1_6_did() {
+    // cli-compact-twice: the first compaction cuts at a user message, the second splits a
+    // turn (a history and a turn-prefix summary request); both write `systemMessage` and the
+    // summary requests' `usage`.
+    check_scenario("cli-compact-twice");
+}
