@@ -489,7 +489,7 @@ async fn summary_requests_and_results_match_the_reference() {
                 compact(&prep, &summarizer, &options, &cancel)
                     .await
                     .unwrap_or_else(|err| panic!("{id}: {err}"))
-                    .to_json()
+                    .to_json(0)
             }
             "branch" => {
                 let model = local_model(&server, false);
@@ -501,6 +501,7 @@ async fn summary_requests_and_results_match_the_reference() {
                     custom_instructions: case["customInstructions"].as_str(),
                     replace_instructions: case["replaceInstructions"].as_bool().unwrap(),
                     reserve_tokens: 16_384,
+                    thinking_level: ThinkingLevel::Off,
                 };
                 let result =
                     generate_branch_summary(selection.entries, &summarizer, &options, &cancel)
@@ -686,6 +687,7 @@ async fn failures_are_typed_with_the_reference_wording() {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: 16_384,
+            thinking_level: ThinkingLevel::Off,
         },
         &CancellationToken::new(),
     )
@@ -739,6 +741,7 @@ async fn cancelling_stops_a_summary_in_flight() {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: 16_384,
+            thinking_level: ThinkingLevel::Off,
         },
         &cancel,
     )
@@ -768,6 +771,7 @@ async fn an_empty_branch_is_summarised_without_asking() {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: 16_384,
+            thinking_level: ThinkingLevel::Off,
         },
         &CancellationToken::new(),
     )
@@ -976,6 +980,7 @@ async fn a_branch_summary_lands_at_the_target_with_its_details() {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: 16_384,
+            thinking_level: ThinkingLevel::Off,
         },
         &CancellationToken::new(),
     )
@@ -1083,6 +1088,7 @@ async fn interop_session() -> (SessionStore, SessionId, Vec<u8>) {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: 16_384,
+            thinking_level: ThinkingLevel::Off,
         },
         &CancellationToken::new(),
     )
