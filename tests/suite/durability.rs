@@ -1064,7 +1064,10 @@ fn kill_during_compaction_keeps_the_session_whole() {
             .unwrap();
         assert!(output.status.success(), "{context}: {output:?}");
         let shown = stdout_json(&output);
-        let first = &shown["messages"][0];
+        // 1.6.0: the context leads with a system message (the prompt the run stored, or the
+        // compaction's checkpoint); the conversation starts after it.
+        assert_eq!(shown["messages"][0]["role"], "system", "{context}: {shown}");
+        let first = &shown["messages"][1];
         let phase = match compactions.first() {
             Some((id, compaction)) => {
                 assert_eq!(compaction.summary, KILL_SUMMARY, "{context}");
