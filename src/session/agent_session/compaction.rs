@@ -134,13 +134,11 @@ impl AgentSession {
                 }
             }
             CompactionCheck::Overflow => {
-                {
-                    let mut state = self.state();
-                    state.overflow_recovery_attempted = true;
-                    if matches!(state.transcript.last(), Some(AgentMessage::Assistant(_))) {
-                        state.transcript.pop();
-                    }
-                }
+                // 1.6.0: the failed attempt is omitted persistently (a `context_edit` with
+                // `replacement: null` per entry of the attempt) before the recovery compaction,
+                // whose plan then keeps nothing of it.
+                self.state().overflow_recovery_attempted = true;
+                self.omit_recovery_attempt(message).await;
                 // Before a prompt the new prompt follows at once: no separate continuation.
                 let will_retry = skip_aborted;
                 match self
