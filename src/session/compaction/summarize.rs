@@ -37,6 +37,7 @@ use crate::session::compaction::prompts::{
 use crate::session::compaction::serialize::serialize_conversation;
 use crate::session::compaction::{CompactionError, PathEntry};
 use crate::support::clock::Clock;
+use crate::support::json;
 
 /// The model a summary is asked of, and how to reach it.
 #[derive(Debug, Clone)]
@@ -122,10 +123,12 @@ impl CompactionResult {
             "estimatedTokensAfter".to_owned(),
             Value::from(estimated_tokens_after),
         );
-        map.insert(
-            "usage".to_owned(),
-            serde_json::to_value(&self.usage).unwrap_or(Value::Null),
-        );
+        // Numbers as JavaScript writes them (a zero cost is `0`, not `0.0`).
+        let usage = serde_json::to_value(&self.usage)
+            .ok()
+            .and_then(|usage| json::parse_lenient(json::to_js_string(&usage).as_bytes()).ok())
+            .unwrap_or(Value::Null);
+        map.insert("usage".to_owned(), usage);
         map.insert("details".to_owned(), self.details.to_details());
         Value::Object(map)
     }

@@ -32,19 +32,12 @@ fn ceil_quarter(chars: u64) -> u64 {
     chars.div_ceil(4)
 }
 
+/// 1.6.0 `estimateTextAndImageContentChars`: text, and a fixed size per image (user and
+/// system content count images too since 1.6.0).
 fn user_content_chars(content: &UserContent) -> u64 {
     match content {
         UserContent::Text(text) => js_len(text),
-        UserContent::Blocks(blocks) => blocks
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(text) => js_len(&text.text),
-                ContentBlock::Thinking(_)
-                | ContentBlock::Image(_)
-                | ContentBlock::ToolCall(_)
-                | ContentBlock::Unknown(_) => 0,
-            })
-            .sum(),
+        UserContent::Blocks(blocks) => blocks_with_images_chars(blocks),
     }
 }
 
@@ -128,10 +121,7 @@ fn unknown_message_chars(value: &Value) -> u64 {
     match role {
         "user" => match content {
             Some(Value::String(text)) => js_len(text),
-            _ => blocks()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .map(|block| str_len(block.get("text")))
-                .sum(),
+            _ => blocks().map(|block| unknown_block_chars(block, true)).sum(),
         },
         "assistant" => blocks()
             .map(|block| match block.get("type").and_then(Value::as_str) {
