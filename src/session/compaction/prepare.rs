@@ -555,7 +555,6 @@ pub fn prepare_manual_compaction<'a, E: PathEntry>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::compaction::files::FileLists;
     use serde_json::json;
 
     fn entry(id: &str, body: Value) -> Entry {
@@ -604,26 +603,24 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn the_range_starts_at_the_previous_kept_boundary_with_its_summary_and_files() {
-        let path = path(false);
-        let prep = prepare_compaction(&path, &CompactionSettings::default()).unwrap();
-        assert_eq!(prep.boundary_start, 2, "u2, the previous first kept entry");
-        assert_eq!(prep.previous_summary, Some("previous"));
-        // The context is summary, u2, a2, u3, a3, u4: a3's usage (300) plus u4 (10).
-        assert_eq!(prep.tokens_before, 310);
-        // Nothing reaches 20000 tokens: everything from the boundary is kept.
-        assert_eq!(prep.first_kept_entry_id.as_str(), "u2");
-        assert!(prep.messages_to_summarize.is_empty());
-        let lists = prep.file_ops().lists();
-        assert_eq!(lists.read_files, vec!["old.ts"]);
-        assert_eq!(lists.modified_files, vec!["gone.ts"]);
-
-        let tight = CompactionSettings {
+    fn tight() -> CompactionSettings {
+        CompactionSettings {
             keep_recent_tokens: 50,
             ..CompactionSettings::default()
-        };
-        let prep = prepare_compaction(&path, &tight).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_range_starts_after_the_previous_compaction_with_its_summary_and_files() {
+        let path = path(false);
+        // Nothing reaches 20000 tokens: everything is kept, nothing would be summarised
+        // (1.6.0 plans nothing then).
+        assert!(prepare_compaction(&path, &CompactionSettings::default()).is_none());
+        let prep = prepare_compaction(&path, &tight()).unwrap();
+        assert_eq!(prep.boundary_start, 2, "u2, the previous first kept entry");
+        assert_eq!(prep.previous_summary, Some("previous"));
+        // The projection is summary, u2, a2, u3, a3, u4: a3's usage (300) plus u4 (10).
+        assert_eq!(prep.tokens_before, 310);
         assert_eq!(prep.first_kept_entry_id.as_str(), "u3");
         let summarised: Vec<&str> = prep
             .messages_to_summarize
@@ -632,14 +629,42 @@ mod tests {
             .collect();
         assert_eq!(summarised, vec!["user", "assistant"], "u2 and a2, never c1");
         assert_eq!(prep.file_ops().lists().read_files, vec!["b.ts", "old.ts"]);
+        assert_eq!(prep.file_ops().lists().modified_files, vec!["gone.ts"]);
+        assert_eq!(prep.system_message, None, "no system message on the path");
     }
 
     #[test]
     fn an_extension_compaction_lends_no_files() {
         let path = path(true);
-        let prep = prepare_compaction(&path, &CompactionSettings::default()).unwrap();
+        let prep = prepare_compaction(&path, &tight()).unwrap();
         assert_eq!(prep.previous_details, None);
-        assert_eq!(prep.file_ops().lists(), FileLists::default());
+        assert_eq!(prep.file_ops().lists().read_files, vec!["b.ts"]);
+    }
+
+    #[test]
+    fn system_messages_are_checkpointed_not_summarised() {
+        let mut path = path(false);
+        path.insert(
+            0,
+            entry(
+                "s0",
+                json!({"type":"message","message":{"role":"system","content":"",
+                    "sections":{"preamble":"Be brief."},"timestamp":1}}),
+            ),
+        );
+        path.truncate(5);
+        path.push(user("u5", &"z".repeat(400)));
+        let prep = prepare_compaction(&path, &tight()).unwrap();
+        assert!(
+            prep.messages_to_summarize
+                .iter()
+                .all(|message| message.role() != "system")
+        );
+        let system = prep.system_message.expect("the checkpoint");
+        assert_eq!(
+            system.sections.as_ref().and_then(|sections| sections.get("preamble")),
+            Some(&json!("Be brief."))
+        );
     }
 
     #[test]
@@ -679,6 +704,9 @@ mod tests {
         let mut odd = path.clone();
         odd[4] = compaction("c1", "u4", false);
         assert_eq!(session_context_messages(&odd).len(), 4);
-        assert_eq!(context_tokens(&odd), 310);
+        assert_eq!(
+            estimate_projected_context_tokens(&project_path(&odd), &odd),
+            310
+        );
     }
 }

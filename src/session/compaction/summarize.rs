@@ -503,8 +503,14 @@ mod tests {
             format!("<conversation>\nc\n</conversation>\n\n{BRANCH_SUMMARY_PROMPT}")
         );
         assert_eq!(
-            turn_prefix_prompt("c"),
-            format!("<conversation>\nc\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}")
+            turn_prefix_prompt("c", None),
+            format!("# Conversation\nc\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}")
+        );
+        assert_eq!(
+            turn_prefix_prompt("c", Some("tests")),
+            format!(
+                "# Conversation\nc\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}\n\nAdditional focus: tests"
+            )
         );
     }
 
@@ -518,6 +524,13 @@ mod tests {
                 read_files: vec!["a".to_owned()],
                 modified_files: vec![],
             },
+            usage: Usage {
+                input: 10,
+                output: 2,
+                total_tokens: 12,
+                ..Usage::default()
+            },
+            system_message: None,
         };
         let entry = crate::model::Entry {
             id: Some(EntryId::from("e")),
@@ -528,11 +541,11 @@ mod tests {
         };
         assert_eq!(
             entry.to_line(),
-            r#"{"type":"compaction","id":"e","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z","summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]},"fromHook":false}"#
+            r#"{"type":"compaction","id":"e","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z","summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]},"usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"fromHook":false}"#
         );
         assert_eq!(
-            crate::support::json::to_js_string(&result.to_json()),
-            r#"{"summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]}}"#
+            crate::support::json::to_js_string(&result.to_json(7)),
+            r#"{"summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"estimatedTokensAfter":7,"usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"details":{"readFiles":["a"],"modifiedFiles":[]}}"#
         );
     }
 }

@@ -284,7 +284,12 @@ mod tests {
         let user_blocks = message(json!({"role":"user","content":[
             {"type":"text","text":"abcde"},{"type":"image","data":"AAAA","mimeType":"image/png"}
         ],"timestamp":1}));
-        assert_eq!(estimate_tokens(&user_blocks), 2, "images count 0 for users");
+        // 1.6.0 counts a user image as 4800 characters (0.73.1 counted 0).
+        assert_eq!(
+            estimate_tokens(&user_blocks),
+            1202,
+            "images count 4800 characters for users"
+        );
         let tool = message(
             json!({"role":"toolResult","toolCallId":"c","toolName":"read",
             "content":[{"type":"text","text":"abcd"},{"type":"image","data":"A","mimeType":"image/png"}],
