@@ -694,7 +694,12 @@ fn live_runs(
                 .unwrap()
                 .unwrap()
                 .path();
-            let file = std::fs::read_dir(dir).unwrap().next().unwrap().unwrap().path();
+            let file = std::fs::read_dir(dir)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
             std::fs::read_to_string(file)
                 .unwrap()
                 .lines()
@@ -730,7 +735,8 @@ fn an_overflow_is_recovered_as_1_6_recovers_it() {
     // the summary only.
     let settings = serde_json::json!({"retry": {"baseDelayMs": 20},
         "compaction": {"enabled": true, "reserveTokens": 200, "keepRecentTokens": 20}});
-    let usage = serde_json::json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
+    let usage =
+        serde_json::json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
     let overflow = serde_json::json!({"status": 400, "body": {"error": {
         "message": "This model's maximum context length is 1000 tokens. However, your messages resulted in 1500 tokens.",
         "type": "invalid_request_error", "code": "context_length_exceeded"}}});
@@ -754,7 +760,11 @@ fn an_overflow_is_recovered_as_1_6_recovers_it() {
     let (reference_requests, reference_lines) =
         live_runs(&Agent::Reference, &settings, 1000, &runs);
     let (our_requests, our_lines) = live_runs(&Agent::Pi, &settings, 1000, &runs);
-    assert_eq!(reference_requests[1].len(), 4, "overflow, two summaries, retry");
+    assert_eq!(
+        reference_requests[1].len(),
+        4,
+        "overflow, two summaries, retry"
+    );
     for (run, (expected, sent)) in reference_requests.iter().zip(&our_requests).enumerate() {
         assert_eq!(expected.len(), sent.len(), "run {run}: number of requests");
         for (idx, (expected, sent)) in expected.iter().zip(sent).enumerate() {

@@ -485,7 +485,10 @@ async fn summary_requests_and_results_match_the_reference() {
                     .unwrap_or_else(|err| panic!("{id}: {err}"))
                     .to_json(0);
                 // `compact()` itself has no estimate; the session adds it to its event.
-                result.as_object_mut().unwrap().shift_remove("estimatedTokensAfter");
+                result
+                    .as_object_mut()
+                    .unwrap()
+                    .shift_remove("estimatedTokensAfter");
                 result
             }
             "branch" => {

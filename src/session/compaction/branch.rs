@@ -184,7 +184,9 @@ fn edited(message: &AgentMessage, replacement: &Value) -> Option<PathMessage<'st
             }
         }
     }
-    Some(PathMessage::Owned(Box::new(AgentMessage::from_value(value))))
+    Some(PathMessage::Owned(Box::new(AgentMessage::from_value(
+        value,
+    ))))
 }
 
 /// Where the leaf goes when navigating to an entry.

@@ -54,8 +54,8 @@ pub use error::CompactionError;
 pub use files::{FileLists, FileOps, extract_file_ops_from_message, format_file_operations};
 pub use prepare::{
     CompactionPreparation, PathMessage, ProjectedEntry, entry_message_for_compaction,
-    estimate_projected_context_tokens, prepare_compaction, prepare_manual_compaction,
-    project_path, session_context_messages,
+    estimate_projected_context_tokens, prepare_compaction, prepare_manual_compaction, project_path,
+    session_context_messages,
 };
 pub use prompts::{
     BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, NO_BRANCH_CONTENT_SUMMARY, NO_PRIOR_HISTORY,

@@ -353,8 +353,10 @@ fn find_projected_cut_point(
     let recovery_suffix = exceeded
         && !external_replacement
         && suffix.iter().any(|entry| {
-            matches!(entry.entry.kind, EntryKind::Message(AgentMessage::Assistant(_)))
-                && omitted(entry)
+            matches!(
+                entry.entry.kind,
+                EntryKind::Message(AgentMessage::Assistant(_))
+            ) && omitted(entry)
         })
         && suffix.iter().all(|entry| {
             !is_compaction(entry.entry) && (!intrinsically_visible(entry) || omitted(entry))
@@ -470,7 +472,10 @@ pub fn prepare_compaction<'a, E: PathEntry>(
     path: &'a [E],
     settings: &CompactionSettings,
 ) -> Option<CompactionPreparation<'a>> {
-    if path.last().is_some_and(|entry| is_compaction(entry.entry())) {
+    if path
+        .last()
+        .is_some_and(|entry| is_compaction(entry.entry()))
+    {
         return None;
     }
     let projection = project_path(path);
@@ -486,7 +491,12 @@ pub fn prepare_compaction<'a, E: PathEntry>(
     };
     let end = projection.len();
     let tokens_before = estimate_projected_context_tokens(&projection, path);
-    let cut = find_projected_cut_point(&projection, boundary_start, end, settings.keep_recent_tokens);
+    let cut = find_projected_cut_point(
+        &projection,
+        boundary_start,
+        end,
+        settings.keep_recent_tokens,
+    );
     let first_kept = projection.get(cut.first_kept)?;
     let first_kept_entry_id = first_kept.entry.id.clone()?;
     let history_end = match cut.turn_start {
@@ -544,7 +554,10 @@ pub fn prepare_manual_compaction<'a, E: PathEntry>(
     settings: &CompactionSettings,
 ) -> Result<CompactionPreparation<'a>, CompactionError> {
     prepare_compaction(path, settings).ok_or_else(|| {
-        if path.last().is_some_and(|entry| is_compaction(entry.entry())) {
+        if path
+            .last()
+            .is_some_and(|entry| is_compaction(entry.entry()))
+        {
             CompactionError::AlreadyCompacted
         } else {
             CompactionError::NothingToCompact
@@ -662,7 +675,10 @@ mod tests {
         );
         let system = prep.system_message.expect("the checkpoint");
         assert_eq!(
-            system.sections.as_ref().and_then(|sections| sections.get("preamble")),
+            system
+                .sections
+                .as_ref()
+                .and_then(|sections| sections.get("preamble")),
             Some(&json!("Be brief."))
         );
     }
