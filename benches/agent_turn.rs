@@ -463,6 +463,8 @@ fn session_config(
         resources: Arc::new(Mutex::new(resources)),
         tools,
         tools_from_transcript: false,
+        tool_modifiers: Vec::new(),
+        startup_name: None,
         shell,
         cwd: workspace.to_path_buf(),
         settings: SessionSettings::default(),
@@ -484,6 +486,7 @@ fn session_config(
         harness_docs: HarnessDocs::in_dir(&scratch.join("docs")),
         emit_partials: false,
         extensions: ExtensionsConfig::default(),
+        trust: None,
     }
 }
 

@@ -4,7 +4,7 @@
 //! (`---…` counts as text), `@path` is a file argument, other words are messages, an unknown
 //! single-dash option is an error and unknown `--name[=value]` flags are collected (they are
 //! an error unless an extension declares them). The multi-letter short forms (`-nc`, `-nt`,
-//! `-nbt`, `-ne`, `-ns`, `-np`) are their long forms.
+//! `-nbt`, `-ne`, `-ns`, `-np`, `-na`) are their long forms.
 
 use std::collections::BTreeMap;
 
@@ -65,8 +65,14 @@ pub struct AgentArgs {
     pub no_tools: bool,
     /// `--no-builtin-tools`.
     pub no_builtin_tools: bool,
-    /// `--tools` (comma-separated, empty names dropped).
+    /// `--tools` (comma-separated, empty names dropped): plain names and `*` patterns (an
+    /// allowlist), or only `+name`/`-name` entries (changes to the default tools); a list that
+    /// mixes them, or a modifier with a pattern, is an error (1.6.0 `getToolListError`).
     pub tools: Option<Vec<String>>,
+    /// `--exclude-tools`/`-xt` (comma-separated names and `*` patterns never registered).
+    pub exclude_tools: Option<Vec<String>>,
+    /// `--name`/`-n`: the name the session is given at start (a `session_info` entry).
+    pub name: Option<String>,
     /// `--thinking` (valid levels only; an invalid one is a warning).
     pub thinking: Option<String>,
     /// `-p`.
@@ -91,6 +97,9 @@ pub struct AgentArgs {
     pub no_themes: bool,
     /// `--no-context-files`.
     pub no_context_files: bool,
+    /// `--approve` (`Some(true)`: trust the project for this run) or `--no-approve`
+    /// (`Some(false)`: ignore its protected resources); the last one given wins.
+    pub project_trust_override: Option<bool>,
     /// `--list-models`.
     pub list_models: Option<ListModels>,
     /// `--verbose`.
@@ -108,6 +117,42 @@ pub struct AgentArgs {
 }
 
 const THINKING_LEVELS: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// Splits a comma-separated list, trimming items and dropping empty ones.
+fn comma_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether a tool list entry is a `+name` or `-name` modifier (1.6.0 `isToolModifier`).
+pub fn is_tool_modifier(entry: &str) -> bool {
+    entry.starts_with('+') || entry.starts_with('-')
+}
+
+/// What is wrong with a `--tools` list, if anything (1.6.0 `getToolListError`): it is either
+/// an allowlist of names and patterns, or only `+name`/`-name` entries with exact names.
+pub fn tool_list_error(entries: &[String]) -> Option<String> {
+    let modifiers: Vec<&String> = entries
+        .iter()
+        .filter(|entry| is_tool_modifier(entry))
+        .collect();
+    if modifiers.is_empty() {
+        return None;
+    }
+    if modifiers.len() < entries.len() {
+        return Some("tool names cannot be mixed with +name or -name entries".to_owned());
+    }
+    modifiers
+        .iter()
+        .find(|entry| entry.contains('*'))
+        .map(|pattern| {
+            format!("+name and -name entries take exact tool names, not patterns: {pattern}")
+        })
+}
 
 /// Parses the agent's arguments (without the program name).
 pub fn parse(args: &[String]) -> AgentArgs {
@@ -165,15 +210,23 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--no-tools" | "-nt" => out.no_tools = true,
             "--no-builtin-tools" | "-nbt" => out.no_builtin_tools = true,
             "--tools" | "-t" if has_value => {
-                out.tools = take(&mut idx).map(|value| {
-                    value
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|name| !name.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                });
+                let tools = take(&mut idx).map(|value| comma_list(&value));
+                match tools.as_deref().and_then(tool_list_error) {
+                    Some(error) => out
+                        .diagnostics
+                        .push(Diagnostic::Error(format!("{arg}: {error}"))),
+                    None => out.tools = tools,
+                }
             }
+            "--exclude-tools" | "-xt" if has_value => {
+                out.exclude_tools = take(&mut idx).map(|value| comma_list(&value));
+            }
+            "--name" | "-n" => match take(&mut idx) {
+                Some(name) => out.name = Some(name),
+                None => out
+                    .diagnostics
+                    .push(Diagnostic::Error("--name requires a value".to_owned())),
+            },
             "--thinking" if has_value => {
                 if let Some(level) = take(&mut idx) {
                     if THINKING_LEVELS.contains(&level.as_str()) {
@@ -206,6 +259,8 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--no-prompt-templates" | "-np" => out.no_prompt_templates = true,
             "--no-themes" => out.no_themes = true,
             "--no-context-files" | "-nc" => out.no_context_files = true,
+            "--approve" | "-a" => out.project_trust_override = Some(true),
+            "--no-approve" | "-na" => out.project_trust_override = Some(false),
             "--list-models" => match args.get(idx + 1) {
                 Some(next) if !next.starts_with('-') && !next.starts_with('@') => {
                     out.list_models = Some(ListModels::Search(next.clone()));
@@ -277,6 +332,18 @@ mod tests {
     }
 
     #[test]
+    fn approve_and_no_approve_override_project_trust_and_the_last_wins() {
+        assert_eq!(parse_str(&["hi"]).project_trust_override, None);
+        assert_eq!(parse_str(&["-a"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["--approve"]).project_trust_override, Some(true));
+        assert_eq!(parse_str(&["-na"]).project_trust_override, Some(false));
+        let args = parse_str(&["--no-approve", "--approve", "-p", "x"]);
+        assert_eq!(args.project_trust_override, Some(true));
+        assert_eq!(args.messages, ["x"]);
+        assert!(args.diagnostics.is_empty());
+    }
+
+    #[test]
     fn value_flags_lists_and_unknowns() {
         let args = parse_str(&[
             "--model",
@@ -339,5 +406,38 @@ mod tests {
         );
         assert_eq!(args.mode, None);
         assert_eq!(args.list_models, Some(ListModels::Search("gpt".to_owned())));
+    }
+
+    #[test]
+    fn tool_lists_names_and_exclusions_parse_as_1_6_0_parses_them() {
+        let args = parse_str(&["-t", "+ls, -write", "-xt", "b*,ls", "-n", "Two\nlines"]);
+        assert_eq!(
+            args.tools,
+            Some(vec!["+ls".to_owned(), "-write".to_owned()])
+        );
+        assert_eq!(
+            args.exclude_tools,
+            Some(vec!["b*".to_owned(), "ls".to_owned()])
+        );
+        assert_eq!(args.name.as_deref(), Some("Two\nlines"));
+        assert!(args.diagnostics.is_empty());
+        let mixed = parse_str(&["--tools", "read,+ls"]);
+        assert_eq!(mixed.tools, None);
+        assert_eq!(
+            mixed.diagnostics,
+            [Diagnostic::Error(
+                "--tools: tool names cannot be mixed with +name or -name entries".to_owned()
+            )]
+        );
+        assert_eq!(
+            parse_str(&["-t", "+g*"]).diagnostics,
+            [Diagnostic::Error(
+                "-t: +name and -name entries take exact tool names, not patterns: +g*".to_owned()
+            )]
+        );
+        assert_eq!(
+            parse_str(&["-n"]).diagnostics,
+            [Diagnostic::Error("--name requires a value".to_owned())]
+        );
     }
 }

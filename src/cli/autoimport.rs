@@ -225,6 +225,8 @@ impl AutoImport {
                             StoreError::ReadOnly { .. }
                                 | StoreError::DiskFull { .. }
                                 | StoreError::Damaged { .. }
+                                | StoreError::MarkedDamaged { .. }
+                                | StoreError::WalLost { .. }
                                 | StoreError::Busy { .. }
                         )
                     );
@@ -243,6 +245,11 @@ impl AutoImport {
             }
         }
         if let Err(error) = writer.optimize_search_index_after_load(indexed_before) {
+            outcome.warnings.push(warning(&format!("{error:#}")));
+        }
+        if outcome.tally.whole + outcome.tally.appended + outcome.tally.changed > 0
+            && let Err(error) = writer.checkpoint()
+        {
             outcome.warnings.push(warning(&format!("{error:#}")));
         }
         outcome

@@ -1059,6 +1059,9 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
         bar.set_message("merging the search index");
     }
     store.optimize_search_index_after_load(indexed_before)?;
+    // Copy the bulk write into the database file and truncate the WAL (which would otherwise
+    // keep the size of the whole import while another process has the database open).
+    store.checkpoint()?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

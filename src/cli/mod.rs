@@ -18,6 +18,7 @@ pub mod sessions;
 pub mod settings;
 pub mod startup;
 pub mod tree_view;
+pub mod trust;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -325,7 +326,7 @@ mod tests {
                 pending.push(child);
             }
         }
-        assert_eq!(checked, 4 + 6 + 3, "commands checked");
+        assert_eq!(checked, 4 + 6 + 4, "commands checked");
     }
 
     #[test]

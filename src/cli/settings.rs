@@ -62,6 +62,9 @@ pub struct LoadError {
 /// What can go wrong writing settings.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
+    /// The project is not trusted (the reference's wording).
+    #[error("Project is not trusted; refusing to write project settings")]
+    ProjectNotTrusted,
     /// The file had a parse error at load; the reference does not write it, neither do we.
     #[error(
         "{}: not written, because it did not parse when pi started ({message}); fix the file first",
@@ -185,6 +188,8 @@ pub struct Settings {
     project: Map<String, Value>,
     merged: Map<String, Value>,
     errors: Vec<LoadError>,
+    /// Set by [`Settings::without_project`]: the project file is not to be written.
+    project_untrusted: bool,
 }
 
 /// The reference's legacy-key migration, applied to a file's object on load and before a
@@ -458,7 +463,18 @@ impl Settings {
             project,
             merged,
             errors,
+            project_untrusted: false,
         }
+    }
+
+    /// Drops the project file (an untrusted project, `session::trust`): what remains is the
+    /// user's `settings.json` alone, and writes to the project file are refused.
+    pub fn without_project(mut self) -> Self {
+        self.project = Map::new();
+        self.merged = merge(&self.global, &self.project);
+        self.errors.retain(|error| error.scope != Scope::Project);
+        self.project_untrusted = true;
+        self
     }
 
     /// Returns one file's (migrated) object as loaded.
@@ -836,6 +852,9 @@ impl Settings {
 
     /// Sets a top-level key in the project file (resource lists) and writes it back.
     pub fn set_project(&mut self, key: &str, value: Option<Value>) -> Result<(), SettingsError> {
+        if self.project_untrusted {
+            return Err(SettingsError::ProjectNotTrusted);
+        }
         self.write(Scope::Project, &[Change::Top(key, value)])
     }
 
@@ -966,6 +985,38 @@ mod tests {
 
     fn write(path: &Path, text: &str) {
         fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn an_untrusted_project_file_counts_for_nothing_and_is_not_written() {
+        let d = dirs();
+        write(&d.agent.join("settings.json"), r#"{"steeringMode": "all"}"#);
+        let project = d.cwd.join(".pi/settings.json");
+        write(
+            &project,
+            r#"{"defaultProjectTrust": "always", "followUpMode": "all", "skills": ["x"]"#,
+        );
+        let settings = Settings::load(&d.agent, &d.cwd, None);
+        assert_eq!(
+            settings.errors().len(),
+            1,
+            "the project file does not parse"
+        );
+        write(
+            &project,
+            r#"{"defaultProjectTrust": "always", "followUpMode": "all"}"#,
+        );
+        let mut settings = Settings::load(&d.agent, &d.cwd, None).without_project();
+        assert!(settings.errors().is_empty());
+        assert_eq!(settings.follow_up_mode(), "one-at-a-time");
+        assert_eq!(settings.steering_mode(), "all");
+        assert_eq!(settings.scope_object(Scope::Project), json!({}));
+        assert!(settings.get("defaultProjectTrust").is_none());
+        let error = settings
+            .set_project("prompts", Some(json!(["./p"])))
+            .unwrap_err();
+        assert!(matches!(error, SettingsError::ProjectNotTrusted), "{error}");
+        assert!(!fs::read_to_string(&project).unwrap().contains("prompts"));
     }
 
     #[test]

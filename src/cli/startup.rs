@@ -163,6 +163,7 @@ fn extensions_config(
     settings: &Settings,
     env: &Env,
     agent_dir: &Path,
+    project_trusted: bool,
     warnings: &mut Vec<String>,
 ) -> ExtensionsConfig {
     let project = executable_extensions(settings, Scope::Project);
@@ -175,6 +176,7 @@ fn extensions_config(
         project_settings: &project,
         user_settings: &user,
         discover: !args.no_extensions,
+        project_trusted,
     });
     warnings.extend(found.problems.iter().cloned());
     warnings.extend(found.skipped_notice());
@@ -518,23 +520,43 @@ pub fn prepare(
 ) -> Result<Prepared> {
     let mut warnings = Vec::new();
     let agent_dir = env.agent_dir();
-    let settings = Settings::load(&agent_dir, env.cwd(), env.home());
+    // Both files, the project's included: only the session lookup reads them (the database's
+    // busy timeout, the reference's sessions directory), as the reference looks up its session
+    // before it resolves project trust (`docs/SECURITY.md`, "Project trust").
+    let lookup_settings = Settings::load(&agent_dir, env.cwd(), env.home());
+    let clock = env.clock();
+    let ids = env.id_source();
+    let store = open_store(env, db, args.no_session, lookup_settings.busy_timeout_ms())?;
+    let mut auto_import = AutoImport::new(env, &lookup_settings, args.session_dir.as_deref());
+    // An in-memory session store keeps nothing: importing into it would only cost time.
+    auto_import.enabled &= !args.no_session;
+    let target = session_target(args, &store, env, &auto_import, &mut warnings)?;
+
+    // Project trust, for the directory the runtime will work in. The startup directory's
+    // project counts only when that is the one (a session of another directory moves the
+    // runtime there, and its own decision applies).
+    let mode = args.mode.unwrap_or(Mode::Text);
+    let interactive =
+        mode == Mode::Text && !args.print && stdin_text.is_none() && std::io::stdin().is_terminal();
+    let trust = crate::cli::trust::project_trust(args, env, &lookup_settings, interactive);
+    let runtime_cwd = crate::cli::trust::runtime_cwd(&store, &target, env.cwd())?;
+    let runtime_trusted =
+        crate::cli::trust::decide_at_startup(&trust, &runtime_cwd, env.cwd(), &mut warnings);
+    let project_trusted = runtime_trusted && runtime_cwd == env.cwd();
+    let settings = if project_trusted {
+        lookup_settings
+    } else {
+        lookup_settings.without_project()
+    };
     for error in settings.errors() {
         warnings.push(format!("{}: {}", error.path.display(), error.message));
     }
-    let clock = env.clock();
-    let ids = env.id_source();
     let registry = keys::load_model_registry(env);
     if let Some(error) = registry.error() {
         warnings.push(error.to_owned());
     }
     let mut credentials = keys::load_credentials(env, clock.clone());
     let models = model_candidates(args, &settings, &registry, &mut credentials, &mut warnings)?;
-    let store = open_store(env, db, args.no_session, settings.busy_timeout_ms())?;
-    let mut auto_import = AutoImport::new(env, &settings, args.session_dir.as_deref());
-    // An in-memory session store keeps nothing: importing into it would only cost time.
-    auto_import.enabled &= !args.no_session;
-    let target = session_target(args, &store, env, &auto_import, &mut warnings)?;
 
     let shell = ShellConfig {
         shell_path: settings.shell_path().map(str::to_owned),
@@ -557,13 +579,19 @@ pub fn prepare(
         },
         shell: shell.clone(),
     };
-    let extensions = extensions_config(args, &settings, env, &agent_dir, &mut warnings);
-    let tools_flag = args.tools.as_ref().map(|names| names.join(","));
-    let tools = ToolSet::new(
-        builtin_tools(&tools_config),
-        Vec::new(),
-        &ToolSelection::from_flags(tools_flag.as_deref(), args.no_tools, args.no_builtin_tools),
+    let extensions = extensions_config(
+        args,
+        &settings,
+        env,
+        &agent_dir,
+        project_trusted,
+        &mut warnings,
     );
+    let tools_flag = args.tools.as_ref().map(|names| names.join(","));
+    let tool_selection =
+        ToolSelection::from_flags(tools_flag.as_deref(), args.no_tools, args.no_builtin_tools);
+    let tools = ToolSet::new(builtin_tools(&tools_config), Vec::new(), &tool_selection)
+        .excluding(args.exclude_tools.as_deref().unwrap_or_default());
     let mut resource_config = ResourceConfig::new(env.cwd(), &agent_dir, env.home());
     resource_config.system_prompt = args.system_prompt.clone();
     resource_config.append_system_prompt = args.append_system_prompt.clone();
@@ -576,6 +604,7 @@ pub fn prepare(
         ScopeSettings::from_settings_json(&settings.scope_object(Scope::Global));
     resource_config.project_settings =
         ScopeSettings::from_settings_json(&settings.scope_object(Scope::Project));
+    resource_config.project_trusted = project_trusted;
     let resources = Resources::load(resource_config);
     for diagnostic in resources.diagnostics() {
         warnings.push(diagnostic.to_string());
@@ -589,7 +618,6 @@ pub fn prepare(
         None => HarnessDocs::in_dir(package_dir.as_deref().unwrap_or(&agent_dir)),
     };
 
-    let mode = args.mode.unwrap_or(Mode::Text);
     let print = mode == Mode::Text && (args.print || stdin_text.is_some());
     let (file_text, images) = if args.file_args.is_empty() {
         (String::new(), Vec::new())
@@ -632,12 +660,28 @@ pub fn prepare(
             env.clone(),
             session_settings.lease.owner.clone(),
         );
-        Arc::new(move |cwd: &std::path::Path| {
-            let mut reloaded =
-                session_settings_of(&Settings::load(&agent_dir, cwd, env.home()), &env);
+        Arc::new(move |cwd: &std::path::Path, project_trusted: bool| {
+            let loaded = Settings::load(&agent_dir, cwd, env.home());
+            let loaded = if project_trusted {
+                loaded
+            } else {
+                loaded.without_project()
+            };
+            let mut reloaded = session_settings_of(&loaded, &env);
             reloaded.lease.owner = owner.clone();
             reloaded
         })
+    };
+    // `--name` (1.6.0 `normalizeSessionName`, then its session_info sanitising).
+    let startup_name = match &args.name {
+        Some(name) => {
+            let name = crate::session::agent_session::sanitize_session_name(name);
+            if name.is_empty() {
+                bail!("--name requires a non-empty value");
+            }
+            Some(name)
+        }
+        None => None,
     };
     let config = SessionConfig {
         store,
@@ -646,7 +690,9 @@ pub fn prepare(
         credentials: Arc::new(credentials),
         resources: Arc::new(Mutex::new(resources)),
         tools,
-        tools_from_transcript: args.tools.is_none() && !args.no_tools,
+        tools_from_transcript: tool_selection.restores_transcript_tools(),
+        tool_modifiers: tool_selection.modifiers().to_vec(),
+        startup_name,
         shell,
         cwd: env.cwd().to_path_buf(),
         settings: session_settings,
@@ -661,6 +707,7 @@ pub fn prepare(
         harness_docs,
         emit_partials: mode != Mode::Text,
         extensions,
+        trust: Some(trust),
     };
     let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
     terminal.database = env.db_path(db).display().to_string();
@@ -683,7 +730,7 @@ fn help_text() -> String {
     format!(
         "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
 Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export --jsonl [SESSION]\n  pi db check|backup FILE|reindex\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -t, --tools <list>           Active tools (comma-separated)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -n, --name <name>            Name the session\n  -t, --tools <list>           Allowlist of tools (names, * patterns; comma-separated),\n                               or only +name/-name entries to change the defaults\n  -xt, --exclude-tools <list>  Tools never enabled (names, * patterns)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  -a, --approve                Trust project-local files for this run\n  -na, --no-approve            Ignore project-local files for this run\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
 Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  PI_CODING_AGENT_SESSION_DIR  The reference's sessions directory (default <agent dir>/sessions)\n  PI_AUTO_IMPORT=0             Do not import the reference's new sessions before -c, -r, /resume\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
         env!("CARGO_PKG_VERSION")
     )

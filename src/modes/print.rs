@@ -151,10 +151,17 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
     // then the extensions get `session_shutdown` (reason `quit`).
     session.wait_for_idle().await;
     session.shutdown().await;
+    // Entries that could not be stored (rescued to `unsaved/`, or dropped) fail the run,
+    // whatever else happened.
+    let done = if session.entries_not_stored() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    };
     let transcript = session.messages();
     let _ = done_tx.send(());
     if writer.await.unwrap_or(false) {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(done);
     }
     let code = signal_code.load(Ordering::SeqCst);
     if code != 0 {
@@ -165,7 +172,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let Some(AgentMessage::Assistant(last)) = transcript.last() else {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(done);
     };
     if matches!(last.stop_reason, StopReason::Error | StopReason::Aborted) {
         let reason = if last.stop_reason == StopReason::Error {
@@ -181,7 +188,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     if json {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(done);
     }
     let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut stdout = std::io::stdout().lock();
@@ -193,7 +200,7 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
         };
         if let Err(error) = writeln!(stdout, "{shown}") {
             if is_broken_pipe(&error) {
-                return Ok(ExitCode::SUCCESS);
+                return Ok(done);
             }
             return Err(error.into());
         }
@@ -203,5 +210,5 @@ pub async fn run(prepared: Prepared, json: bool) -> Result<ExitCode> {
     {
         return Err(error.into());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(done)
 }

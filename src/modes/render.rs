@@ -563,6 +563,8 @@ impl<W: Write> Renderer<W> {
                 self.line(&text)
             }
             SessionEvent::Notice { level, message } => self.notice(*level, message),
+            // The REPL shows the notice that comes with it.
+            SessionEvent::SessionUnsaved { .. } => Ok(()),
             SessionEvent::ExtensionError {
                 extension_path,
                 error,

@@ -326,6 +326,10 @@ pub async fn run(prepared: Prepared) -> Result<ExitCode> {
     output.flush_events();
     writer_done.cancel();
     let _ = writer.await;
+    // Entries that could not be stored (a `session_unsaved` event was sent) make it 1.
+    if code == 0 && session.entries_not_stored() {
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::from(code))
 }
 
@@ -944,10 +948,16 @@ impl Server {
             return Err(missing.error_message());
         }
         self.settle().await;
-        self.session
+        let report = self
+            .session
             .switch_session(id)
             .await
             .map_err(|error| error.to_string())?;
+        // Where tools now run, an untrusted project skipped: stderr, as at startup (stdout
+        // carries protocol records only).
+        for notice in &report.notices {
+            eprintln!("Warning: {}", crate::support::term::line(notice));
+        }
         Ok(Some(json!({"cancelled": false})))
     }
 

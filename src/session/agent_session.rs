@@ -55,6 +55,7 @@ use crate::session::settings::{QueueMode, SessionSettings, SettingsReload, Setti
 use crate::session::tools::ToolSet;
 use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::user_shell;
+use crate::session::trust::{self, ProjectTrust, TrustDecision};
 use crate::store::{LeafSelector, SessionStore, StoreError};
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
@@ -100,6 +101,24 @@ pub struct ModelCandidates {
     pub scope: Vec<ModelChoice>,
 }
 
+/// A session name as 1.6.0 stores it: each run of CR/LF becomes a space, then trimmed.
+pub fn sanitize_session_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_break = false;
+    for ch in name.chars() {
+        if ch == '\r' || ch == '\n' {
+            if !in_break {
+                out.push(' ');
+            }
+            in_break = true;
+        } else {
+            out.push(ch);
+            in_break = false;
+        }
+    }
+    out.trim().to_owned()
+}
+
 /// Everything a session is built from.
 #[derive(Clone)]
 pub struct SessionConfig {
@@ -118,6 +137,10 @@ pub struct SessionConfig {
     /// Whether the active tools follow the loaded branch's system messages (1.6.0
     /// `usesDefaultTools`: no `--tools` list of names and no `--no-tools`).
     pub tools_from_transcript: bool,
+    /// `--tools +name,-name` entries, applied to a loadout restored from the transcript.
+    pub tool_modifiers: Vec<String>,
+    /// `--name`: the name the session gets when it starts (a `session_info` entry first).
+    pub startup_name: Option<String>,
     /// The shell for `!cmd`.
     pub shell: ShellConfig,
     /// The working directory.
@@ -143,6 +166,9 @@ pub struct SessionConfig {
     pub emit_partials: bool,
     /// Extensions to load for every session runtime, and the UI their dialogs use.
     pub extensions: ExtensionsConfig,
+    /// Project trust (`session::trust`): whether a directory the runtime moves to may load
+    /// its protected resources. `None`: every project is trusted (library use, tests).
+    pub trust: Option<ProjectTrust>,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -399,6 +425,9 @@ struct Inner {
     executables: Mutex<Option<Vec<crate::session::extensions::ExecutableExtension>>>,
     /// The settings of the runtime's directory (the configured ones until it moves).
     settings: Mutex<SessionSettings>,
+    /// Set once entries could not be stored when a session was left (rescued to a file or
+    /// dropped): the process reports it in its exit code.
+    not_stored: std::sync::atomic::AtomicBool,
 }
 
 /// A weak handle to a session (what extensions hold, so they never keep it alive).
@@ -575,6 +604,7 @@ impl AgentSession {
                 cwd: Mutex::new(startup_cwd),
                 executables: Mutex::new(None),
                 settings: Mutex::new(startup_settings),
+                not_stored: std::sync::atomic::AtomicBool::new(false),
             }
         });
         let session = Self { inner };
@@ -631,11 +661,22 @@ impl AgentSession {
                 })
                 .await?;
                 // The runtime follows the session's directory while it exists (otherwise the
-                // session continues here, and says so).
+                // session continues here, and says so). Its protected project resources load
+                // only when that directory is trusted; a directory other than the current one
+                // is named before anything runs there.
                 if !summary.cwd.is_empty() {
                     let session_cwd = std::path::Path::new(&summary.cwd);
                     if session_cwd.is_dir() {
-                        report.notices.extend(self.relocate(session_cwd));
+                        let current = self.cwd();
+                        if current.as_path() != session_cwd {
+                            let trusted = self.project_trusted(session_cwd, &mut report).await;
+                            report.notices.push(format!(
+                                "Tools, commands and extensions of this session run in {} (the session's working directory), not in {}",
+                                summary.cwd,
+                                current.display()
+                            ));
+                            report.notices.extend(self.relocate(session_cwd, trusted));
+                        }
                     } else {
                         report.notices.push(format!(
                             "The session's working directory {} does not exist; continuing in {}",
@@ -753,6 +794,15 @@ impl AgentSession {
         }
         self.rebuild_system_prompt();
 
+        // `--name` (1.6.0 appends it when the session manager opens, before anything else).
+        if startup && let Some(name) = self.config().startup_name.clone() {
+            self.persist(EntryKind::SessionInfo {
+                name: Some(name.clone()),
+            })
+            .await;
+            self.state().name = Some(name);
+        }
+
         // Entries written at load (context-building §4).
         let thinking_entry = EntryKind::ThinkingLevelChange {
             thinking_level: thinking.as_str().to_owned(),
@@ -770,7 +820,10 @@ impl AgentSession {
         {
             let empty_store_session = context.is_some();
             let nothing_yet = match &*self.inner.persistence.lock().await {
-                Persistence::Pending { entries, .. } => entries.is_empty(),
+                // (a `--name` entry aside)
+                Persistence::Pending { entries, .. } => entries
+                    .iter()
+                    .all(|raw| matches!(raw.entry.kind, EntryKind::SessionInfo { .. })),
                 Persistence::Stored { .. } => empty_store_session,
             };
             if nothing_yet && (startup || matches!(target, SessionTarget::New { .. })) {
@@ -878,6 +931,8 @@ impl AgentSession {
             .filter(|name| !mentioned.contains(name))
             .collect();
         names.extend(new_extension_tools);
+        let names =
+            crate::session::tools::apply_tool_modifiers(&names, &self.config().tool_modifiers);
         state.tools.set_active(&names);
     }
 
@@ -1012,6 +1067,14 @@ impl AgentSession {
 
     fn notice(&self, level: NoticeLevel, message: String) {
         self.emit(SessionEvent::Notice { level, message });
+    }
+
+    /// Whether entries of a session this handle left could not be stored (they were saved to
+    /// the rescue directory, or dropped): print mode, JSON mode, RPC and the REPL exit 1.
+    pub fn entries_not_stored(&self) -> bool {
+        self.inner
+            .not_stored
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn notice_error(&self, message: String) {
@@ -1217,10 +1280,66 @@ impl AgentSession {
         lock(&self.inner.cwd).clone()
     }
 
-    /// Moves the runtime to `cwd`: the resources (context files, project skills and templates)
-    /// are loaded again for it, and the next extensions are that project's and start there.
-    /// Returns notices (extensions that cannot be used, reference extensions skipped).
-    fn relocate(&self, cwd: &std::path::Path) -> Vec<String> {
+    /// Decides whether `cwd`'s protected resources may load (`session::trust`): without a
+    /// decision and with a person to answer (the REPL), asks through the extension UI; what
+    /// could not be read or saved, and an untrusted project's notice, go to `report`.
+    async fn project_trusted(&self, cwd: &std::path::Path, report: &mut OpenReport) -> bool {
+        let Some(trust) = self.config().trust.clone() else {
+            return true;
+        };
+        let trusted = match trust.decide(cwd, &mut report.notices) {
+            TrustDecision::Decided(trusted) => trusted,
+            TrustDecision::Ask => {
+                let options = trust::trust_options(cwd, true);
+                let labels: Vec<String> = options.iter().map(|o| o.label.clone()).collect();
+                let ui = self.config().extensions.ui.clone();
+                let chosen = ui
+                    .select(&trust::trust_question(cwd), &labels, None)
+                    .await
+                    .and_then(|label| options.iter().find(|o| o.label == label));
+                match chosen {
+                    Some(option) => {
+                        if let Err(error) = trust.choose(cwd, option) {
+                            report.notices.push(error.to_string());
+                        }
+                        option.trusted
+                    }
+                    None => {
+                        trust.remember(cwd, false);
+                        false
+                    }
+                }
+            }
+        };
+        if !trusted && trust::has_protected_resources(cwd, trust.home.as_deref()) {
+            report.notices.push(if trust.interactive {
+                trust::UNTRUSTED_REPL_NOTICE.to_owned()
+            } else {
+                trust::untrusted_notice(cwd)
+            });
+        }
+        trusted
+    }
+
+    /// Returns the project trust of this process (`None`: every project is trusted).
+    pub fn project_trust(&self) -> Option<&ProjectTrust> {
+        self.config().trust.as_ref()
+    }
+
+    /// Returns whether the current runtime directory's protected resources were loaded
+    /// (`true` without project trust configured).
+    pub fn project_is_trusted(&self) -> bool {
+        match &self.config().trust {
+            Some(trust) => trust.decided_for(&self.cwd()).unwrap_or(false),
+            None => true,
+        }
+    }
+
+    /// Moves the runtime to `cwd`: the resources (context files, and for a trusted project
+    /// its skills, templates and prompt files) are loaded again for it, and the next
+    /// extensions are that project's (trusted only) and start there. Returns notices
+    /// (extensions that cannot be used, reference extensions skipped).
+    fn relocate(&self, cwd: &std::path::Path, project_trusted: bool) -> Vec<String> {
         {
             let mut current = lock(&self.inner.cwd);
             if current.as_path() == cwd {
@@ -1228,13 +1347,17 @@ impl AgentSession {
             }
             *current = cwd.to_path_buf();
         }
-        let project_settings = crate::session::settings::read_project_settings(cwd);
-        lock(&self.config().resources).relocate(cwd, &project_settings);
+        let project_settings = if project_trusted {
+            crate::session::settings::read_project_settings(cwd)
+        } else {
+            serde_json::Value::Null
+        };
+        lock(&self.config().resources).relocate(cwd, &project_settings, project_trusted);
         if let Some(reload) = &self.config().settings_reload {
             // As the reference builds a new runtime from that directory's settings: retry,
             // compaction, queue modes, provider transport and the rest follow the project; the
             // writer lease keeps the startup intervals (it belongs to the store).
-            let mut settings = reload(cwd);
+            let mut settings = reload(cwd, project_trusted);
             settings.lease = self.with_settings(|current| current.lease.clone());
             {
                 let mut state = self.state();
@@ -1248,7 +1371,7 @@ impl AgentSession {
         let Some(rediscovery) = &self.config().extensions.rediscovery else {
             return Vec::new();
         };
-        let found = rediscovery.discover(cwd, &project_settings);
+        let found = rediscovery.discover(cwd, &project_settings, project_trusted);
         let mut notices = found.problems.clone();
         notices.extend(found.skipped_notice());
         *lock(&self.inner.executables) = Some(found.executables);
@@ -1570,8 +1693,49 @@ impl AgentSession {
             self.state().streaming = true;
             accepted();
         }
+        self.record_thinking_level().await;
         self.run_agent(Some(messages)).await;
         Ok(())
+    }
+
+    /// Records the live thinking level on the branch when the branch's latest
+    /// `thinking_level_change` (clamped to the model) says another one, so that a resume
+    /// restores the level the run used: `-c --thinking high` on a `medium` session (1.6.0
+    /// `_recordThinkingLevel`, when a run starts).
+    async fn record_thinking_level(&self) {
+        // (The persistence lock is released before `persist` takes it again.)
+        let id = match &*self.inner.persistence.lock().await {
+            Persistence::Stored { id, .. } => id.clone(),
+            Persistence::Pending { .. } => return,
+        };
+        let store = self.config().store.clone();
+        let recorded = match blocking(move || store.branch_thinking_level(&id)).await {
+            Ok(Some(recorded)) => recorded,
+            Ok(None) => return,
+            Err(error) => {
+                self.notice_error(format!(
+                    "could not read the recorded thinking level: {error}"
+                ));
+                return;
+            }
+        };
+        let (live, recorded_effective) = {
+            let state = self.state();
+            let recorded = ThinkingLevel::parse(&recorded);
+            let effective = match (&state.model, recorded) {
+                (Some(model), Some(level)) => Some(clamp_thinking_level(model, level)),
+                (None, Some(_)) => Some(ThinkingLevel::Off),
+                (_, None) => None,
+            };
+            (state.thinking, effective)
+        };
+        if recorded_effective == Some(live) {
+            return;
+        }
+        self.persist(EntryKind::ThinkingLevelChange {
+            thinking_level: live.as_str().to_owned(),
+        })
+        .await;
     }
 
     /// Expands `/skill:name` and prompt templates.
@@ -2230,7 +2394,8 @@ impl AgentSession {
 
     /// Names the session (appends `session_info`, trimmed; empty names are refused).
     pub async fn set_session_name(&self, name: &str) -> Result<(), SessionError> {
-        let name = name.trim();
+        let name = sanitize_session_name(name);
+        let name = name.as_str();
         if name.is_empty() {
             return Err(SessionError::InvalidEntry(
                 "Session name cannot be empty".to_owned(),
@@ -2306,6 +2471,7 @@ impl AgentSession {
         }
         if options.trigger_turn {
             let _run = self.inner.run_lock.lock().await;
+            self.record_thinking_level().await;
             self.run_agent(Some(vec![agent_message])).await;
             return;
         }

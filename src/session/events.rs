@@ -91,6 +91,20 @@ pub enum SessionEvent {
         /// One line.
         error: String,
     },
+    /// Entries of a session could not be stored (a damaged database, a full disk, a lost
+    /// write-ahead log…) when the session was left: they were saved to `path` (a JSONL file
+    /// that `pi import` adds back), or, when even that failed, dropped (`path` is `None`).
+    /// pi's own event (`session_unsaved`); the process exits 1.
+    SessionUnsaved {
+        /// The session.
+        session_id: String,
+        /// How many entries were not stored.
+        entries: usize,
+        /// The rescue file, when it was written.
+        path: Option<String>,
+        /// Why they could not be stored (and, without a file, why it was not written).
+        error: String,
+    },
     /// Something the user should know (not part of the reference's event stream).
     Notice {
         /// Severity.
@@ -178,6 +192,18 @@ impl SessionEvent {
                 "type": "extension_error",
                 "extensionPath": extension_path,
                 "event": event,
+                "error": error,
+            }),
+            Self::SessionUnsaved {
+                session_id,
+                entries,
+                path,
+                error,
+            } => json!({
+                "type": "session_unsaved",
+                "sessionId": session_id,
+                "entries": entries,
+                "path": path,
                 "error": error,
             }),
             Self::Notice { .. } => return None,

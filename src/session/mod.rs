@@ -10,6 +10,7 @@ pub mod persist;
 pub mod resources;
 pub mod settings;
 pub mod tools;
+pub mod trust;
 
 pub use crate::agent::AgentEvent;
 pub use agent_session::{

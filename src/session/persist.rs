@@ -69,6 +69,26 @@ impl Persistence {
         }
     }
 
+    /// A pending session that should have been stored — it holds a user or assistant
+    /// message, whose append stores the session, so storing it failed: its header and
+    /// entries. `None` otherwise.
+    pub fn unstored_pending(&self) -> Option<(&SessionHeader, &[RawEntry])> {
+        match self {
+            Self::Pending {
+                header, entries, ..
+            } if entries.iter().any(|raw| {
+                matches!(
+                    &raw.entry.kind,
+                    EntryKind::Message(AgentMessage::User(_) | AgentMessage::Assistant(_))
+                )
+            }) =>
+            {
+                Some((header, entries))
+            }
+            _ => None,
+        }
+    }
+
     /// Returns the lines the store refused so far (empty for a pending session, whose buffer
     /// is not a failure).
     pub fn unsaved(&self) -> &[RawEntry] {

@@ -144,8 +144,10 @@ pub trait SettingsSink: Send + Sync + std::fmt::Debug {
 pub struct NoSettingsSink;
 
 /// Builds the session settings of a working directory (global `settings.json` overlaid by
-/// that directory's `.pi/settings.json`); `cli` provides it, since it owns the file format.
-pub type SettingsReload = std::sync::Arc<dyn Fn(&std::path::Path) -> SessionSettings + Send + Sync>;
+/// that directory's `.pi/settings.json` when the second argument says the project is trusted);
+/// `cli` provides it, since it owns the file format.
+pub type SettingsReload =
+    std::sync::Arc<dyn Fn(&std::path::Path, bool) -> SessionSettings + Send + Sync>;
 
 impl SettingsSink for NoSettingsSink {
     fn set_default_model(&self, _provider: &str, _model_id: &str) {}

@@ -203,6 +203,37 @@ pub enum StoreError {
         /// SQLite's description.
         detail: String,
     },
+    /// `pi db check` found the database damaged and left a mark beside it: nothing writes to
+    /// it until it is repaired (the mark is removed by a `db check` that passes).
+    #[error(
+        "{path}: `pi db check` found this database damaged (the mark {marker} beside it says what), so pi does not write to it; nothing from this command was saved to it — repair it: `pi db recover NEW.db` copies every session it can still read into a new database, to move into place of this one (or restore a backup); `pi db check` removes the mark once the database passes"
+    )]
+    MarkedDamaged {
+        /// The database file.
+        path: String,
+        /// The mark file's name (`<db name>.damaged`, beside the database).
+        marker: String,
+    },
+    /// Another import stored the same session while this one was staging it; what this one
+    /// staged was removed.
+    #[error(
+        "session {session} was imported by another process while this import was writing it; nothing of this import was kept — run it again to merge the file into that session"
+    )]
+    ImportRaced {
+        /// The session id of the file.
+        session: SessionId,
+    },
+    /// The `-wal` file was deleted or replaced by another program while this process had the
+    /// database open: what this process committed since may be only in the deleted file.
+    #[error(
+        "{path}: the write-ahead log {wal} was deleted or replaced by another program while pi was writing; what pi wrote may be lost with it, so pi stops writing to this database in this process — the entries of this run are saved under the agent dir's unsaved/ directory (`pi import FILE` adds them back)"
+    )]
+    WalLost {
+        /// The database file.
+        path: String,
+        /// The `-wal` file.
+        wal: String,
+    },
 }
 
 impl StoreError {

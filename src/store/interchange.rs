@@ -1,9 +1,12 @@
 //! Import, re-import (merge) and export of the reference's JSONL sessions
 //! (`CONTRACT.md`, "Interchange"), on top of the raw-line storage of `store/mod.rs`.
 //!
-//! - Import: one `BEGIN IMMEDIATE` transaction per file — the header row, every entry line
-//!   byte for byte with its derived rows, every skipped line into `quarantine`; the leaf
-//!   becomes the file's last entry (as the reference resumes there).
+//! - Import of a new session: the header row, every entry line byte for byte with its derived
+//!   rows, every skipped line into `quarantine`; the leaf becomes the file's last entry (as the
+//!   reference resumes there). A file of more than one step's lines is written in bounded
+//!   transactions into a staged session (a placeholder id nobody sees, migration 0007) that
+//!   the last one publishes, so other writers wait for a step, never for the whole file, and
+//!   the file is still all or nothing. A merge into a stored session is one transaction.
 //! - Re-import of a session already stored merges by union: a line whose bytes equal an
 //!   entry stored before this import is skipped, other entry lines are appended in file order
 //!   (`updated`, the leaf moves to the file's last entry); nothing new is `unchanged` (the
@@ -25,7 +28,7 @@ use crate::jsonl::reader::{FileEntry, Item, SkippedLine};
 use crate::jsonl::writer::{self, LeafFacts};
 use crate::model::entry::SessionHeader;
 use crate::model::ids::{EntryId, SessionId};
-use crate::store::error::StoreError;
+use crate::store::error::{SqliteContext, StoreError};
 use crate::store::imported::{self, FileMark, FileRecord};
 use crate::store::sql::{self, EntryInsert};
 use crate::store::{Result, SessionStore, derived};
@@ -148,12 +151,44 @@ impl Sink<'_> {
     }
 }
 
+/// The longest a step of a staged import holds the write lock (checked every 64 lines): other
+/// writers wait at most about this plus one line's insert.
+pub const STAGE_STEP_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Lines (entries and quarantined lines) per transaction of a staged import, at most.
+pub const STAGE_STEP_ENTRIES: usize = 50_000;
+
+/// Line bytes per transaction of a staged import, at most (bounds the WAL a step adds).
+pub const STAGE_STEP_BYTES: usize = 32 * 1024 * 1024;
+
+/// The pause between two steps of a staged import, in which other processes' writers take the
+/// lock: SQLite's busy handler polls at most every 100 ms, so a waiting writer wakes inside it.
+pub const STAGE_STEP_GAP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A staged import between steps: its session key, next sequence and last entry.
+struct Staged {
+    sid: i64,
+    seq: i64,
+    last: Option<(Option<EntryId>, i64)>,
+}
+
+/// How one step of a staged import ended.
+enum StageStep {
+    /// Lines remain: the next step goes on from here.
+    More(Staged),
+    /// The file is stored and published.
+    Done(ImportReport),
+}
+
 impl SessionStore {
-    /// Imports the lines of one file (header, then items in file order) in one transaction.
+    /// Imports the lines of one file (header, then items in file order), all or nothing: a
+    /// new session in bounded steps published by the last one (`import_staged`), a
+    /// merge into a stored session in one transaction.
     ///
     /// A conflict is not an error: it returns a [`ImportStatus::Refused`] report and stores
     /// nothing. An `Err` among the items (the reading side failed) rolls everything back
-    /// and is returned.
+    /// (what earlier steps staged is removed) and is returned. Sessions left staged by killed
+    /// imports are removed first ([`Self::remove_abandoned_imports`]).
     pub fn import_lines(
         &self,
         header: &SessionHeader,
@@ -177,50 +212,57 @@ impl SessionStore {
         mark: Option<&FileMark>,
     ) -> Result<ImportReport> {
         let imported_at = self.clock().now_iso();
-        let outcome = self.write_bulk(|conn, path| {
-            let existing = sql::sid_of(conn, path, header.id.as_str())?;
-            let report = match (existing, options.mode) {
-                (None, _) => Self::import_new(
-                    conn,
-                    path,
-                    header,
-                    header_bytes,
-                    items,
-                    options,
-                    &imported_at,
-                ),
-                (Some(_), ImportMode::AsNew) => {
-                    let id = SessionId::generate(self.ids(), self.clock().now_ms());
-                    let bytes = writer::header_with_id(header_bytes, &id)?;
-                    let renamed = SessionHeader {
-                        id,
-                        ..header.clone()
+        self.remove_abandoned_imports()?;
+        let existing = self.read(|conn, path| sql::sid_of(conn, path, header.id.as_str()))?;
+        let outcome = match (existing, options.mode) {
+            (None, _) => {
+                self.import_staged(header, header_bytes, items, options, mark, &imported_at)
+            }
+            (Some(_), ImportMode::AsNew) => {
+                let id = SessionId::generate(self.ids(), self.clock().now_ms());
+                let bytes = writer::header_with_id(header_bytes, &id)?;
+                let renamed = SessionHeader {
+                    id,
+                    ..header.clone()
+                };
+                self.import_staged(&renamed, &bytes, items, options, mark, &imported_at)
+            }
+            (Some(_), ImportMode::Merge) => {
+                let mut items = items;
+                let merged = self.write_bulk(|conn, path| {
+                    // Looked up again inside the transaction: it may have been removed meanwhile.
+                    let Some(sid) = sql::sid_of(conn, path, header.id.as_str())? else {
+                        return Ok(None);
                     };
-                    Self::import_new(conn, path, &renamed, &bytes, items, options, &imported_at)
-                }
-                (Some(sid), ImportMode::Merge) => {
                     // Only a merge that writes needs the session's writer lease to be free.
                     let guard = |conn: &Connection, path: &str| {
                         self.guard_session_write(conn, path, sid, &header.id)
                     };
-                    Self::merge(
+                    let report = Self::merge(
                         conn,
                         path,
                         sid,
                         &header.id,
-                        items,
+                        items.by_ref(),
                         options,
                         &imported_at,
                         &guard,
-                    )
+                    )?;
+                    if let Some(mark) = mark {
+                        imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+                    }
+                    Ok(Some(report))
+                });
+                match merged {
+                    Ok(Some(report)) => Ok(report),
+                    // Removed since it was looked up (nothing of the file read yet): a new session.
+                    Ok(None) => {
+                        self.import_staged(header, header_bytes, items, options, mark, &imported_at)
+                    }
+                    Err(error) => Err(error),
                 }
-            }?;
-            if let Some(mark) = mark {
-                let sid = sql::sid_of(conn, path, report.session.as_str())?;
-                imported::put_record(conn, path, mark, sid, &imported_at)?;
             }
-            Ok(report)
-        });
+        };
         match outcome {
             Err(StoreError::ImportConflict { session, line, id }) => {
                 let entries = self.session(&session)?.entries;
@@ -234,6 +276,219 @@ impl SessionStore {
             }
             other => other,
         }
+    }
+
+    /// Imports a file as a new session in bounded steps (migration 0007): each step is one
+    /// transaction of at most [`STAGE_STEP_TIME`], [`STAGE_STEP_ENTRIES`] lines or
+    /// [`STAGE_STEP_BYTES`] bytes, into
+    /// a session whose id is a placeholder (listed, searched and resolved by nobody), with a
+    /// pause of [`STAGE_STEP_GAP`] between steps in which other processes' writers get the
+    /// lock. The step that reads the file's end publishes the session — its real id, the leaf,
+    /// the file's record — in the same transaction, so a file that fits in one step is one
+    /// transaction as before. A failure removes what was staged; a kill leaves it to
+    /// [`Self::remove_abandoned_imports`]. Either way the file is all or nothing.
+    fn import_staged(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        mark: Option<&FileMark>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        let mut items = items;
+        let mut staged: Option<Staged> = None;
+        // The staged session committed by earlier steps (removed when a later one fails).
+        let mut committed: Option<i64> = None;
+        loop {
+            let step = self.write_bulk(|conn, path| {
+                let mut state = match staged.take() {
+                    Some(state) => state,
+                    None => Staged {
+                        sid: Self::insert_staged_header(conn, path, header, header_bytes)?,
+                        seq: 0,
+                        last: None,
+                    },
+                };
+                let mut lines = 0usize;
+                let mut bytes = 0usize;
+                let began = std::time::Instant::now();
+                loop {
+                    if lines >= STAGE_STEP_ENTRIES
+                        || bytes >= STAGE_STEP_BYTES
+                        || (lines % 64 == 63 && began.elapsed() >= STAGE_STEP_TIME)
+                    {
+                        return Ok(StageStep::More(state));
+                    }
+                    let Some(item) = items.next() else {
+                        return Self::publish_staged(conn, path, header, &state, mark, imported_at)
+                            .map(StageStep::Done);
+                    };
+                    match item? {
+                        Item::Entry(line) => {
+                            bytes += line.payload.len();
+                            Self::insert_file_entry(conn, path, state.sid, state.seq, &line)?;
+                            state.last = Some((line.entry.id, state.seq));
+                            state.seq += 1;
+                        }
+                        Item::Skipped(line) => {
+                            bytes += line.bytes.len();
+                            Self::quarantine_line(
+                                conn,
+                                path,
+                                state.sid,
+                                options.source,
+                                &line,
+                                imported_at,
+                            )?;
+                        }
+                    }
+                    lines += 1;
+                }
+            });
+            match step {
+                Ok(StageStep::Done(report)) => return Ok(report),
+                Ok(StageStep::More(state)) => {
+                    committed = Some(state.sid);
+                    staged = Some(state);
+                    std::thread::sleep(STAGE_STEP_GAP);
+                }
+                Err(error) => {
+                    // What earlier steps staged goes (a kill would leave it to the next import).
+                    if let Some(sid) = committed {
+                        let _ = self.write(|conn, path| Self::drop_staged(conn, path, sid));
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Inserts a staged session's row (a placeholder id) and its `staged_sessions` row.
+    fn insert_staged_header(
+        conn: &Connection,
+        path: &str,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+    ) -> Result<i64> {
+        let me = crate::store::lease::this_process();
+        let placeholder = format!(
+            "\u{1}staged {} {} {}",
+            me.pid,
+            me.start.unwrap_or(0),
+            header.id
+        );
+        let sid = sql::insert_session(
+            conn,
+            path,
+            &placeholder,
+            &header.cwd,
+            &header.timestamp,
+            header.parent_session.as_deref(),
+            header_bytes,
+        )?;
+        conn.execute(
+            "INSERT INTO staged_sessions (sid, id, pid, pid_start, host, started_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, CAST(strftime('%s', 'now') AS INTEGER) * 1000)",
+            rusqlite::params![sid, header.id.as_str(), me.pid, me.start, me.host],
+        )
+        .at(path)?;
+        Ok(sid)
+    }
+
+    /// The last step of a staged import: gives the session its id, sets the leaf, records the
+    /// file, removes the staging row.
+    fn publish_staged(
+        conn: &Connection,
+        path: &str,
+        header: &SessionHeader,
+        state: &Staged,
+        mark: Option<&FileMark>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        if sql::sid_of(conn, path, header.id.as_str())?.is_some() {
+            // Another import stored the same session while this one was staging it.
+            Self::drop_staged(conn, path, state.sid)?;
+            return Err(StoreError::ImportRaced {
+                session: header.id.clone(),
+            });
+        }
+        conn.execute(
+            "UPDATE sessions SET id = ?2 WHERE sid = ?1",
+            rusqlite::params![state.sid, header.id.as_str()],
+        )
+        .at(path)?;
+        conn.execute(
+            "DELETE FROM staged_sessions WHERE sid = ?1",
+            rusqlite::params![state.sid],
+        )
+        .at(path)?;
+        let leaf = Self::leaf_after_import(conn, path, state.sid, state.last.clone())?;
+        if leaf.is_some() {
+            sql::set_leaf(conn, path, state.sid, leaf)?;
+        }
+        if let Some(mark) = mark {
+            imported::put_record(conn, path, mark, Some(state.sid), imported_at)?;
+        }
+        let entries = Self::summary_by_sid(conn, path, state.sid)?.entries;
+        Ok(ImportReport {
+            session: header.id.clone(),
+            status: ImportStatus::Imported,
+            entries,
+            added: u64::try_from(state.seq).unwrap_or(0),
+            conflict: None,
+        })
+    }
+
+    /// Removes a staged session and its staging row.
+    fn drop_staged(conn: &Connection, path: &str, sid: i64) -> Result<()> {
+        conn.execute(
+            "DELETE FROM staged_sessions WHERE sid = ?1",
+            rusqlite::params![sid],
+        )
+        .at(path)?;
+        sql::delete_session(conn, path, sid)
+    }
+
+    /// Removes the sessions that killed imports left staged: those whose process is gone on
+    /// this host (a staging row of another host is left alone). Each in its own transaction.
+    pub fn remove_abandoned_imports(&self) -> Result<usize> {
+        let me = crate::store::lease::this_process();
+        let rows: Vec<(i64, u32, Option<i64>, String)> = self.read(|conn, path| {
+            let mut stmt = conn
+                .prepare("SELECT sid, pid, pid_start, host FROM staged_sessions")
+                .at(path)?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })
+                .at(path)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        })?;
+        let mut removed = 0;
+        for (sid, pid, start, host) in rows {
+            let gone = host == me.host
+                && !(pid == me.pid && start == me.start)
+                && !crate::store::lease::process_alive(pid, start);
+            if gone {
+                self.write(|conn, path| {
+                    // Still there (another process may have removed it meanwhile)?
+                    let still: bool = conn
+                        .query_row(
+                            "SELECT EXISTS (SELECT 1 FROM staged_sessions WHERE sid = ?1)",
+                            rusqlite::params![sid],
+                            |row| row.get(0),
+                        )
+                        .at(path)?;
+                    if still {
+                        Self::drop_staged(conn, path, sid)?;
+                    }
+                    Ok(())
+                })?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     fn insert_file_entry(
@@ -294,44 +549,6 @@ impl SessionStore {
             )),
             Some((None, seq)) => Ok(Some(seq)),
         }
-    }
-
-    fn import_new(
-        conn: &Connection,
-        path: &str,
-        header: &SessionHeader,
-        header_bytes: &[u8],
-        items: impl Iterator<Item = Result<Item>>,
-        options: &ImportOptions<'_>,
-        imported_at: &str,
-    ) -> Result<ImportReport> {
-        let sid = Self::insert_header(conn, path, header, header_bytes)?;
-        let mut seq = 0;
-        let mut last = None;
-        for item in items {
-            match item? {
-                Item::Entry(line) => {
-                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
-                    last = Some((line.entry.id, seq));
-                    seq += 1;
-                }
-                Item::Skipped(line) => {
-                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
-                }
-            }
-        }
-        let leaf = Self::leaf_after_import(conn, path, sid, last)?;
-        if leaf.is_some() {
-            sql::set_leaf(conn, path, sid, leaf)?;
-        }
-        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
-        Ok(ImportReport {
-            session: header.id.clone(),
-            status: ImportStatus::Imported,
-            entries,
-            added: u64::try_from(seq).unwrap_or(0),
-            conflict: None,
-        })
     }
 
     #[allow(clippy::too_many_arguments)]

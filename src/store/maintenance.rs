@@ -1,8 +1,9 @@
 //! Database maintenance: `db check` (integrity, orphans, derived tables consistent with the
 //! entries), `db backup` (an online, consistent copy) and usage statistics.
 //!
-//! Invariant: `check` changes nothing — its rebuild comparison runs inside a savepoint that
-//! is always rolled back.
+//! Invariant: `check` changes nothing in the database and takes no write lock — its rebuild
+//! comparison runs on a scratch copy, inside a savepoint that is always rolled back; the only
+//! file it writes is the damage mark beside a damaged database.
 
 use std::path::{Path, PathBuf};
 
@@ -174,7 +175,8 @@ fn check_snapshot(
 }
 
 /// Compares one session's derived rows with a rebuild from its entries, inside a savepoint
-/// that is always rolled back; returns the problem, if any.
+/// that is always rolled back (on a scratch copy, in a transaction the caller rolls back
+/// too); returns the problem, if any.
 fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<String>, StoreError> {
     let Some(session) = sql::session_by_sid(conn, path, sid)? else {
         // Deleted since the snapshot.
@@ -203,67 +205,187 @@ fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<Str
     )))
 }
 
-impl SessionStore {
-    /// Checks integrity, orphans and that every derived table matches a rebuild from the
-    /// entries. Changes nothing.
-    ///
-    /// Integrity and orphans are read in one snapshot on a reader connection (writers go on);
-    /// the full-text index check and each session's rebuild comparison run in their own short
-    /// write transaction, rolled back, so a writer waits at most for one session. Damage found
-    /// on the way is reported as a problem; a database that cannot be checked at all (read-only,
-    /// busy, disk full) is an error.
-    pub fn check(&self) -> Result<CheckReport, StoreError> {
-        let mut report = CheckReport::default();
-        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
-            Ok(sids) => sids,
-            Err(StoreError::Damaged { detail, .. }) => {
-                report.damaged = true;
-                report.problems.push(format!("damaged: {detail}"));
-                return Ok(report);
-            }
-            Err(other) => return Err(other),
-        };
-        let fts = self.write(|conn, path| {
-            Ok(conn
-                .execute(
-                    "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)",
-                    [],
-                )
-                .at(path))
-        })?;
-        match fts {
-            Ok(_) => {}
+/// The full-text index's integrity check and every session's rebuild comparison on `conn`
+/// (a scratch copy, or an in-memory store's own connection); problems go to `report`.
+fn compare_all(
+    conn: &Connection,
+    path: &str,
+    sids: Vec<i64>,
+    report: &mut CheckReport,
+) -> Result<(), StoreError> {
+    let fts = conn
+        .execute(
+            "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)",
+            [],
+        )
+        .at(path);
+    match fts {
+        Ok(_) => {}
+        Err(
+            error @ (StoreError::ReadOnly { .. }
+            | StoreError::Busy { .. }
+            | StoreError::DiskFull { .. }),
+        ) => return Err(error),
+        Err(error) => {
+            report.damaged |= matches!(error, StoreError::Damaged { .. });
+            report.problems.push(format!("full-text index: {error}"));
+        }
+    }
+    for sid in sids {
+        let compared = conn
+            .execute_batch("BEGIN")
+            .at(path)
+            .and_then(|()| compare_rebuild(conn, path, sid));
+        let _ = conn.execute_batch("ROLLBACK");
+        match compared {
+            Ok(None) => {}
+            Ok(Some(problem)) => report.problems.push(problem),
             Err(
                 error @ (StoreError::ReadOnly { .. }
                 | StoreError::Busy { .. }
                 | StoreError::DiskFull { .. }),
-            ) => {
-                return Err(error);
-            }
+            ) => return Err(error),
             Err(error) => {
                 report.damaged |= matches!(error, StoreError::Damaged { .. });
-                report.problems.push(format!("full-text index: {error}"));
+                report.problems.push(format!("session #{sid}: {error}"));
             }
         }
-        for sid in sids {
-            let compared = self.write(|conn, path| compare_rebuild(conn, path, sid));
-            match compared {
-                Ok(None) => {}
-                Ok(Some(problem)) => report.problems.push(problem),
-                Err(
-                    error @ (StoreError::ReadOnly { .. }
-                    | StoreError::Busy { .. }
-                    | StoreError::DiskFull { .. }),
-                ) => {
-                    return Err(error);
+    }
+    Ok(())
+}
+
+/// Leaves the damage mark `<db>.damaged` beside `db` (mode 0600, the problems found, one a
+/// line): until it is removed, no command writes to the database (`StoreError::MarkedDamaged`).
+/// Returns the mark's path.
+pub fn mark_damaged(db: &Path, problems: &[String]) -> Result<PathBuf, StoreError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mark = super::open::damage_mark_path(db);
+    let display = db.display().to_string();
+    let mut text = String::from(
+        "pi db check found this database damaged; pi does not write to it until it is repaired\n",
+    );
+    for problem in problems {
+        text.push_str(problem);
+        text.push('\n');
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&mark)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+        })
+        .map_err(|source| StoreError::io(&display, &mark, source))?;
+    Ok(mark)
+}
+
+/// Removes the damage mark beside `db`, if any (a `db check` that found no damage).
+pub fn clear_damage_mark(db: &Path) -> Result<(), StoreError> {
+    let mark = super::open::damage_mark_path(db);
+    match std::fs::remove_file(&mark) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StoreError::io(&db.display().to_string(), &mark, source)),
+    }
+}
+
+impl SessionStore {
+    /// Checks integrity, orphans and that every derived table matches a rebuild from the
+    /// entries. Changes nothing in the database, and never takes its write lock.
+    ///
+    /// Integrity and orphans are read in one snapshot on a reader connection (writers go on);
+    /// the full-text index check and each session's rebuild comparison run on a scratch copy
+    /// beside the database (`check_on_scratch`). Damage found on the way is reported as a
+    /// problem and leaves the damage mark `<db>.damaged` (no command writes to the database
+    /// until a check passes, which removes it); a database that cannot be checked at all
+    /// (busy, disk full, an unwritable directory for the scratch copy) is an error.
+    pub fn check(&self) -> Result<CheckReport, StoreError> {
+        let mut report = CheckReport::default();
+        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
+            Ok(sids) => Some(sids),
+            Err(StoreError::Damaged { detail, .. }) => {
+                report.damaged = true;
+                report.problems.push(format!("damaged: {detail}"));
+                None
+            }
+            Err(other) => return Err(other),
+        };
+        if let Some(sids) = sids {
+            match self.inner.conns.file.clone() {
+                Some(file) => self.check_on_scratch(&file, sids, &mut report)?,
+                None => {
+                    let conn = super::lock(&self.inner.conns.writer);
+                    compare_all(&conn, self.path(), sids, &mut report)?;
                 }
-                Err(error) => {
-                    report.damaged |= matches!(error, StoreError::Damaged { .. });
-                    report.problems.push(format!("session #{sid}: {error}"));
-                }
+            }
+        }
+        if let Some(file) = &self.inner.conns.file {
+            let marked = if report.damaged {
+                mark_damaged(file, &report.problems).map(|_| ())
+            } else {
+                clear_damage_mark(file)
+            };
+            if let Err(error) = marked {
+                report.problems.push(error.to_string());
             }
         }
         Ok(report)
+    }
+
+    /// The part of `check` that must write (the full-text index's integrity check, each
+    /// session's rebuild comparison), run on a scratch copy of the database beside it
+    /// (`.<name>.<pid>.pi-check`, made with `VACUUM INTO` on a reader, removed afterwards), so
+    /// that `db check` never takes the database's write lock: writers go on whatever its
+    /// length.
+    fn check_on_scratch(
+        &self,
+        file: &Path,
+        sids: Vec<i64>,
+        report: &mut CheckReport,
+    ) -> Result<(), StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let name = file
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "pi.db".to_owned());
+        let dir = match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let scratch = dir.join(format!(".{name}.{}.pi-check", std::process::id()));
+        remove_backup_files(&scratch);
+        let display = self.path().to_owned();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&scratch)
+            .map_err(|source| StoreError::io(&display, &scratch, source))?;
+        let result = (|| {
+            let scratch_text = scratch.to_string_lossy().into_owned();
+            let copied = self.with_reader(|conn, path| {
+                conn.execute("VACUUM INTO ?1", params![scratch_text])
+                    .at(path)?;
+                Ok(())
+            });
+            match copied {
+                Ok(()) => {}
+                Err(StoreError::Damaged { detail, .. }) => {
+                    report.damaged = true;
+                    report.problems.push(format!("damaged: {detail}"));
+                    return Ok(());
+                }
+                Err(other) => return Err(other),
+            }
+            let conn = Connection::open(&scratch).at(&scratch_text)?;
+            compare_all(&conn, &display, sids, report)
+        })();
+        remove_backup_files(&scratch);
+        result
     }
 
     /// Writes a consistent copy of the database to `dest` (mode 0600; it must not exist),

@@ -60,6 +60,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0006_prompt_state.sql"),
         rebuild_derived: true,
     },
+    Migration {
+        version: 7,
+        name: "0007_staged_imports.sql",
+        sql: include_str!("../../migrations/0007_staged_imports.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

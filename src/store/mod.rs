@@ -334,6 +334,7 @@ impl SessionStore {
         path: &str,
         f: impl FnOnce(&Connection, &str) -> Result<T>,
     ) -> Result<T> {
+        self.check_wal()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
@@ -342,7 +343,36 @@ impl SessionStore {
         self.inner
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A commit into a `-wal` file another program deleted "succeeds" into a file nobody
+        // will read again: reported as not saved.
+        self.check_wal()?;
         Ok(out)
+    }
+
+    /// Fails with [`StoreError::WalLost`] once the `-wal` file this process writes through was
+    /// deleted or replaced.
+    fn check_wal(&self) -> Result<()> {
+        match &self.inner.conns.wal {
+            Some(watch) if !watch.still_ours() => Err(StoreError::WalLost {
+                path: self.path().to_owned(),
+                wal: watch.path.display().to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies the write-ahead log into the database file and truncates it
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`): after a bulk write, so that the WAL does not keep
+    /// its size, and at a clean close (the store's last handle dropped does it too). Returns
+    /// whether every frame was copied (`false` when another process's read kept some; they are
+    /// copied by a later checkpoint). Nothing to do for an in-memory or read-only store.
+    pub fn checkpoint(&self) -> Result<bool> {
+        if self.inner.conns.wal.is_none() {
+            return Ok(true);
+        }
+        self.check_wal()?;
+        let conn = lock(&self.inner.conns.writer);
+        open::checkpoint_truncate(&conn, self.inner.conns.busy_timeout).at(self.path())
     }
 
     /// Returns how many write transactions this store has committed since it was opened
@@ -399,7 +429,17 @@ impl SessionStore {
         f: impl FnOnce(&Connection, &str) -> Result<T>,
     ) -> Result<T> {
         let path = self.path();
+        // Once the `-wal` file was deleted under this process, only the writer still reads the
+        // frames it committed (through its open descriptor): a new reader would open a new,
+        // empty file under the old name.
+        let wal_lost = self
+            .inner
+            .conns
+            .wal
+            .as_ref()
+            .is_some_and(|watch| watch.lost.load(std::sync::atomic::Ordering::SeqCst));
         let conn = match &self.inner.conns.readers {
+            _ if wal_lost => ReadConn::Writer(lock(&self.inner.conns.writer)),
             Some(pool) => ReadConn::Pooled(pool.get().map_err(|source| StoreError::Pool {
                 path: path.to_owned(),
                 source,
@@ -1118,6 +1158,39 @@ impl SessionStore {
         self.read(|conn, path| {
             let sid = Self::sid(conn, path, session)?;
             sql::session_totals(conn, path, sid)
+        })
+    }
+
+    /// The level the latest `thinking_level_change` on the path to the current leaf records
+    /// (`None`: the path has none). 1.6.0 compares it with the live level when a run starts
+    /// and records the live one when they differ (`_recordThinkingLevel`).
+    pub fn branch_thinking_level(&self, session: &SessionId) -> Result<Option<String>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let Some(leaf_seq) =
+                Self::resolve_leaf(conn, path, sid, session, &LeafSelector::Current)?
+            else {
+                return Ok(None);
+            };
+            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let thinking_seq = if irregular {
+                let mut found = None;
+                for seq in Self::plain_walk(conn, path, sid, leaf_seq)? {
+                    if sql::entry_by_seq(conn, path, sid, seq)?
+                        .is_some_and(|row| row.type_name == "thinking_level_change")
+                    {
+                        found = Some(seq);
+                    }
+                }
+                found
+            } else {
+                sql::path_state(conn, path, sid, leaf_seq)?.and_then(|state| state.thinking_seq)
+            };
+            Ok(match thinking_seq {
+                Some(seq) => sql::payload_by_seq(conn, path, sid, seq)?
+                    .and_then(|payload| context::thinking_of(&payload)),
+                None => None,
+            })
         })
     }
 

@@ -29,12 +29,135 @@ pub enum StoreLocation {
 pub(crate) struct Connections {
     /// The path (or `:memory:`) for messages.
     pub display: String,
+    /// The database file (`None` in memory).
+    pub file: Option<PathBuf>,
+    /// The busy timeout of the connections.
+    pub busy_timeout: Duration,
     /// The process's one writer connection.
     pub writer: Mutex<Connection>,
     /// Reader connections; `None` for an in-memory database, whose reads use the writer.
     pub readers: Option<r2d2::Pool<SqliteConnectionManager>>,
     /// Whether a migration applied at open asks for the derived tables to be rebuilt.
     pub needs_rebuild: bool,
+    /// The `-wal` file this process writes through (`None`: in memory, or read-only), to
+    /// notice it being deleted or replaced under a live process.
+    pub wal: Option<WalWatch>,
+}
+
+/// The identity (device, inode) of the `-wal` file the writer opened, checked after every
+/// commit: SQLite keeps writing to a deleted WAL's open descriptor, so a commit into a WAL that
+/// another program removed reports success and is lost when the process ends.
+#[derive(Debug)]
+pub(crate) struct WalWatch {
+    /// `<db>-wal`.
+    pub path: PathBuf,
+    /// (device, inode) when first seen; `None` until the file exists.
+    seen: Mutex<Option<(u64, u64)>>,
+    /// Set once the loss was seen: every later write is refused.
+    pub lost: std::sync::atomic::AtomicBool,
+}
+
+impl WalWatch {
+    fn new(db: &Path) -> Self {
+        let watch = Self {
+            path: wal_path(db),
+            seen: Mutex::new(None),
+            lost: std::sync::atomic::AtomicBool::new(false),
+        };
+        let _ = watch.still_ours();
+        watch
+    }
+
+    /// Whether the `-wal` file is still the one first seen (records it the first time it
+    /// exists). `false` once it was deleted or replaced.
+    pub fn still_ours(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        if self.lost.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let now = fs::metadata(&self.path)
+            .ok()
+            .map(|meta| (meta.dev(), meta.ino()));
+        let mut seen = match self.seen.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let ours = match (*seen, now) {
+            (None, Some(identity)) => {
+                *seen = Some(identity);
+                true
+            }
+            (None, None) => true,
+            (Some(first), Some(identity)) => first == identity,
+            (Some(_), None) => false,
+        };
+        if !ours {
+            self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        ours
+    }
+}
+
+/// `<db>-wal`.
+pub(crate) fn wal_path(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-wal", db.display()))
+}
+
+/// `<db>.damaged`: the mark `pi db check` leaves beside a database it found damaged.
+pub(crate) fn damage_mark_path(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.damaged", db.display()))
+}
+
+/// The most the `-wal` file keeps on disk after a checkpoint reset it (SQLite truncates it to
+/// this much): a bulk write no longer leaves hundreds of megabytes behind.
+pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+impl Drop for Connections {
+    /// A clean close: the readers go first, then the writer copies the WAL into the database
+    /// file and truncates it (`wal_checkpoint(TRUNCATE)`), so that `pi.db` alone holds every
+    /// committed entry once pi has ended. (Closed last, a read-only reader cannot checkpoint,
+    /// and SQLite left the data in `pi.db-wal`.) Best effort: a checkpoint that cannot run now
+    /// (another process reading) leaves the WAL to the next one, which loses nothing.
+    fn drop(&mut self) {
+        if let Some(readers) = self.readers.take() {
+            drop(readers);
+            if self.wal.as_ref().is_some_and(WalWatch::still_ours) {
+                let writer = match self.writer.get_mut() {
+                    Ok(conn) => conn,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                let _ = checkpoint_truncate(writer, CHECKPOINT_WAIT);
+            }
+        }
+    }
+}
+
+/// How long a checkpoint waits for other processes' readers and writer. A `TRUNCATE`
+/// checkpoint that waits holds back new writers meanwhile, so it gives up soon: the frames it
+/// could not copy stay in the WAL for the next checkpoint (nothing is lost).
+pub const CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
+
+/// Runs `PRAGMA wal_checkpoint(TRUNCATE)` on `conn`, waiting at most [`CHECKPOINT_WAIT`] for
+/// others, then puts back `busy_timeout`; returns whether it completed (`false` when another
+/// process kept it from copying every frame in time).
+pub(crate) fn checkpoint_truncate(
+    conn: &Connection,
+    busy_timeout: Duration,
+) -> rusqlite::Result<bool> {
+    conn.busy_timeout(CHECKPOINT_WAIT)?;
+    let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+        row.get::<_, i64>(0)
+    });
+    conn.busy_timeout(busy_timeout)?;
+    match result {
+        Ok(busy) => Ok(busy == 0),
+        Err(rusqlite::Error::SqliteFailure(error, _))
+            if error.code == rusqlite::ErrorCode::DatabaseBusy =>
+        {
+            Ok(false)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 impl std::fmt::Debug for Connections {
@@ -112,6 +235,17 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
             detail,
         });
     }
+    // A database `pi db check` found damaged is not written until it is repaired.
+    let mark = damage_mark_path(path);
+    if mark.exists() {
+        return Err(StoreError::MarkedDamaged {
+            path: display,
+            marker: mark.file_name().map_or_else(
+                || mark.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
+        });
+    }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -120,7 +254,9 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     // Refuse a newer database before anything below writes to the file.
     refuse_newer(&writer, &display)?;
     writer
-        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+        .execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
+        ))
         .at(&display)?;
     let needs_rebuild = migrate::migrate(&mut writer, &display)?;
 
@@ -132,11 +268,15 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
         .min_idle(Some(0))
         .connection_timeout(Duration::from_secs(30))
         .build_unchecked(manager);
+    let wal = Some(WalWatch::new(path));
     Ok(Connections {
         display,
+        file: Some(path.to_path_buf()),
+        busy_timeout,
         writer: Mutex::new(writer),
         readers: Some(readers),
         needs_rebuild,
+        wal,
     })
 }
 
@@ -195,9 +335,12 @@ pub(crate) fn open_read_only(
     }
     Ok(Some(Connections {
         display,
+        file: Some(path.to_path_buf()),
+        busy_timeout,
         writer: Mutex::new(conn),
         readers: None,
         needs_rebuild: false,
+        wal: None,
     }))
 }
 
@@ -209,7 +352,7 @@ pub(crate) fn open_read_only(
 /// creates no file and takes no lock (a write by another user with the right to make one,
 /// during this read, could give this read a torn view: `docs/RELIABILITY.md`).
 fn read_as_immutable(path: &Path) -> bool {
-    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    let wal = wal_path(path);
     !wal.exists() && nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_err()
 }
 
@@ -236,8 +379,11 @@ fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
     let needs_rebuild = migrate::migrate(&mut writer, &display)?;
     Ok(Connections {
         display,
+        file: None,
+        busy_timeout,
         writer: Mutex::new(writer),
         readers: None,
         needs_rebuild,
+        wal: None,
     })
 }

@@ -153,7 +153,7 @@ pub fn hit_session(conn: &Connection, path: &str, sid: i64) -> Result<Option<Hit
            FROM sessions s JOIN session_stats st ON st.sid = s.sid
            LEFT JOIN leaf l ON l.sid = s.sid
            LEFT JOIN entry_path p ON p.sid = s.sid AND p.seq = l.seq
-          WHERE s.sid = ?1",
+          WHERE s.sid = ?1 AND substr(s.id, 1, 1) <> char(1)",
     )
     .at(path)?
     .query_row(params![sid], |row| {
@@ -174,10 +174,12 @@ pub fn hit_session(conn: &Connection, path: &str, sid: i64) -> Result<Option<Hit
 
 /// Lists sessions, latest activity first; `cwd` limits to one working directory.
 pub fn list_sessions(conn: &Connection, path: &str, cwd: Option<&str>) -> Result<Vec<SessionRow>> {
+    // A staged import's session (its id a placeholder starting with U+0001, migration 0007)
+    // is not listed until it is published.
     let filter = if cwd.is_some() {
-        "WHERE s.cwd = ?1"
+        "WHERE s.cwd = ?1 AND substr(s.id, 1, 1) <> char(1)"
     } else {
-        ""
+        "WHERE substr(s.id, 1, 1) <> char(1)"
     };
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions s JOIN session_stats st ON st.sid = s.sid {filter}
@@ -201,7 +203,8 @@ pub fn sessions_with_prefix(
 ) -> Result<Vec<String>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2",
+            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 AND substr(id, 1, 1) <> char(1)
+              ORDER BY id LIMIT ?2",
         )
         .at(path)?;
     let rows = stmt
@@ -693,8 +696,7 @@ pub fn walk_path(
              SELECT e.seq, e.id, e.type, walk.depth,
                     CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction', 'context_edit')
                          THEN e.payload END, walk.flags
-               FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq
-              ORDER BY walk.depth",
+               FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq",
         )
         .at(path)?;
     let rows = stmt
@@ -709,7 +711,12 @@ pub fn walk_path(
             })
         })
         .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    let mut rows = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
+    // Root first. Sorted here rather than by `ORDER BY`: SQLite's sorter copies every payload
+    // and, past its memory budget, writes them to a temporary file (a 9 MB context spent a
+    // fifth of its rebuild there).
+    rows.sort_unstable_by_key(|row| row.depth);
+    Ok(rows)
 }
 
 /// Adds one entry's contribution to the session statistics.
@@ -1619,7 +1626,8 @@ pub fn usage_stats(
     let mut sql = format!(
         "SELECT {key_sql} AS key, COUNT(DISTINCT u.sid), SUM(u.is_message), SUM(u.input), SUM(u.output),
                 SUM(u.cache_read), SUM(u.cache_write), SUM(u.cost)
-           FROM usage u JOIN sessions s ON s.sid = u.sid WHERE u.ts >= ?1"
+           FROM usage u JOIN sessions s ON s.sid = u.sid
+          WHERE u.ts >= ?1 AND substr(s.id, 1, 1) <> char(1)"
     );
     if assistant_only {
         sql.push_str(" AND u.model IS NOT NULL");

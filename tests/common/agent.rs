@@ -125,6 +125,8 @@ impl Harness {
             resources: Arc::new(Mutex::new(resources)),
             tools,
             tools_from_transcript: false,
+            tool_modifiers: Vec::new(),
+            startup_name: None,
             shell,
             cwd: self.env.workspace.clone(),
             settings: self.settings.clone(),
@@ -146,6 +148,7 @@ impl Harness {
             harness_docs: HarnessDocs::in_dir(&self.env.dir.path().join("docs")),
             emit_partials: false,
             extensions: self.extensions.clone(),
+            trust: None,
         }
     }
 

@@ -170,6 +170,25 @@ fn assert_same(expected: &Value, ours: &Value, what: &str) {
                 assert_same(item, &right[idx], &format!("{what}[{idx}]"));
             }
         }
+        (Value::Array(left), Value::Array(right)) => {
+            // Different lengths: name the kind of each line first.
+            let kinds = |lines: &[Value]| -> Vec<String> {
+                lines
+                    .iter()
+                    .map(|line| {
+                        let role = line["message"]["role"].as_str().unwrap_or("");
+                        format!("{}{}", line["type"].as_str().unwrap_or("?"), role)
+                    })
+                    .collect()
+            };
+            panic!(
+                "{what}: {} against {} items\n1.6.0: {:?}\npi:    {:?}\n1.6.0: {expected_text}\npi:    {ours_text}",
+                left.len(),
+                right.len(),
+                kinds(left),
+                kinds(right)
+            );
+        }
         _ => {}
     }
     panic!("{what} differs\n1.6.0: {expected_text}\npi:    {ours_text}");
@@ -594,6 +613,25 @@ fn pi_continues_a_session_with_omitted_attempts_as_1_6_does() {
         &Value::Array(normalize_session(&ours.lines)),
         "the continued session",
     );
+}
+
+#[test]
+fn a_named_run_with_added_tools_sends_and_stores_what_1_6_did() {
+    // `-n` with a newline in the name, `-t +ls` (a modifier on the default tools), `--thinking
+    // max`.
+    check_scenario("cli-ls-named");
+}
+
+#[test]
+fn prompt_and_tool_changes_across_runs_persist_as_1_6_persists_them() {
+    // `--append-system-prompt` on a continued session (a section patch), then `-t -write,+ls`
+    // (tool removals and additions), then a run without either (back to the defaults).
+    check_scenario("cli-prompt-changes");
+}
+
+#[test]
+fn an_anthropic_session_continued_with_other_flags_sends_what_1_6_sent() {
+    check_scenario("cli-anthropic-midconvo");
 }
 
 #[test]

@@ -1231,7 +1231,8 @@ fn print_mode_loads_extensions_reports_faults_on_stderr_and_skips_reference_exte
     );
     let output = env
         .pi()
-        .args(["-p", "--model", "mock/mock-model", "-e"])
+        // The guard is the project's: trusted for this run (`docs/SECURITY.md`).
+        .args(["-a", "-p", "--model", "mock/mock-model", "-e"])
         .arg(&crash)
         .arg("Clean up.")
         .output()

@@ -436,6 +436,51 @@ fn the_reference_reads_sessions_we_create_as_we_do() {
         .unwrap();
     add("second root", &store, &session, None);
 
+    // 1.6.0 shapes pi writes: a system message with every section and tool declaration, a
+    // later patch, thinking level `max` recorded on an assistant message. 0.73.1 reads them
+    // as messages of their own (it has no other view of a system message).
+    let store = memory_store(41);
+    let session = store
+        .create_session(&NewSession {
+            cwd: "/work".to_owned(),
+            parent_session: None,
+        })
+        .unwrap()
+        .id;
+    let fixture = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/pi16/cli-tool-call.jsonl"),
+    )
+    .unwrap();
+    let system = fixture
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|line| line["message"]["role"] == "system")
+        .unwrap();
+    store
+        .append_message(&session, message(system["message"].clone()))
+        .unwrap();
+    store
+        .append_message(&session, user("what is here?", 3000))
+        .unwrap();
+    store
+        .append_message(&session, assistant("a README", 3001))
+        .unwrap();
+    store
+        .append_message(
+            &session,
+            message(json!({
+                "role": "system",
+                "content": "",
+                "sections": {"append": "Answer in one line."},
+                "timestamp": 3002,
+            })),
+        )
+        .unwrap();
+    store
+        .append_message(&session, user("and now?", 3003))
+        .unwrap();
+    add("system messages and a patch", &store, &session, None);
+
     check_cases(&cases, scratch.path());
 }
 

@@ -28,5 +28,7 @@ mod search;
 mod session_compaction;
 mod session_lease;
 mod store;
+mod store_hardening;
 mod store_props;
 mod tools;
+mod trust;

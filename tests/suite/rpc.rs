@@ -856,7 +856,8 @@ fn session_name_stats_and_commands() {
         "---\nname: tidy\ndescription: Tidy up\n---\nTidy.\n",
     )
     .unwrap();
-    let mut rpc = Rpc::start(&env, &[]);
+    // The project's skill loads once the project is trusted (`-a`: for this run).
+    let mut rpc = Rpc::start(&env, &["-a"]);
 
     assert_eq!(
         rpc.err(json!({"type": "set_session_name", "name": "   "})),
@@ -1087,6 +1088,14 @@ fn switch_session_moves_the_runtime_to_the_sessions_directory() {
     std::fs::write(
         env.workspace.join("project-b.jsonl"),
         format!("{header}\n{user}\n"),
+    )
+    .unwrap();
+    // Project B is trusted (a decision saved in 1.6.0's `trust.json`): its settings and
+    // extension load when the runtime moves there.
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("trust.json"),
+        format!("{}\n", json!({project.to_string_lossy(): true})),
     )
     .unwrap();
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");

@@ -362,6 +362,28 @@ fn activation_follows_the_cli_flags() {
             vec!["grep"],
             vec!["grep"],
         ),
+        // 1.6.0: patterns in an allowlist; only modifiers change the defaults (everything
+        // stays registered); with --no-tools the modified (empty) defaults are the allowlist.
+        (
+            ToolSelection::from_flags(Some("read,*i*"), false, false),
+            vec!["read", "edit", "write", "find"],
+            vec!["read", "edit", "write", "find"],
+        ),
+        (
+            ToolSelection::from_flags(Some("+ls,-write,+read,-nope"), false, false),
+            vec!["read", "bash", "edit", "write", "grep", "find", "ls"],
+            vec!["read", "bash", "edit", "ls"],
+        ),
+        (
+            ToolSelection::from_flags(Some("+grep"), true, false),
+            vec!["grep"],
+            vec!["grep"],
+        ),
+        (
+            ToolSelection::from_flags(Some("+grep"), false, true),
+            vec!["read", "bash", "edit", "write", "grep", "find", "ls"],
+            vec!["grep"],
+        ),
     ];
     for (selection, registry, active) in cases {
         let tools = set(selection.clone());
@@ -378,6 +400,21 @@ fn activation_follows_the_cli_flags() {
     limited.set_active(&["read", "bash"]);
     assert_eq!(limited.active_names(), ["read"]);
     assert!(!limited.is_allowed("bash"));
+    // --exclude-tools: names and patterns never registered, active or allowed later.
+    let mut excluded = set(ToolSelection::Default).excluding(&["b*".to_owned(), "ls".to_owned()]);
+    assert_eq!(
+        excluded.registry_names(),
+        ["read", "edit", "write", "grep", "find"]
+    );
+    assert_eq!(excluded.active_names(), ["read", "edit", "write"]);
+    excluded.set_active(&["bash", "grep"]);
+    assert_eq!(excluded.active_names(), ["grep"]);
+    assert!(!excluded.is_allowed("bash") && !excluded.is_allowed("ls"));
+    assert!(
+        ToolSelection::from_flags(Some("+ls"), false, false).restores_transcript_tools()
+            && !ToolSelection::from_flags(Some("ls"), false, false).restores_transcript_tools()
+            && !ToolSelection::from_flags(None, false, true).restores_transcript_tools()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ pub enum Command {
     Import(Option<String>),
     /// `/reload`: reload skills, prompt templates and context files.
     Reload,
+    /// `/trust`: save a project trust decision for this folder (used from the next start).
+    Trust,
     /// `/help`: the commands.
     Help,
     /// `/quit` (also `/exit`): leave.
@@ -99,6 +101,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "reload",
         "Reload skills, prompt templates and context files",
+    ),
+    (
+        "trust",
+        "Save a project trust decision for this folder (takes effect at the next start)",
     ),
     ("help", "Show this help"),
     ("quit", "Exit pi"),
@@ -180,6 +186,8 @@ pub fn parse(line: &str) -> Input {
         Command::Import(path_argument(args))
     } else if exact("reload") {
         Command::Reload
+    } else if exact("trust") {
+        Command::Trust
     } else if exact("help") {
         Command::Help
     } else if exact("quit") || exact("exit") {
@@ -208,6 +216,7 @@ mod tests {
         assert_eq!(parse("/name"), Input::Command(Command::Name(None)));
         assert_eq!(parse("/session"), Input::Command(Command::Session));
         assert_eq!(parse("/quit"), Input::Command(Command::Quit));
+        assert_eq!(parse("/trust"), Input::Command(Command::Trust));
         assert_eq!(parse("/takeover"), Input::Command(Command::TakeOver));
         assert_eq!(
             parse("/compact keep the API notes"),

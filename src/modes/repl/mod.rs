@@ -45,6 +45,7 @@ use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
 use crate::session::extensions::NotifyKind;
+use crate::session::trust;
 use crate::session::{
     AgentSession, NavigateOptions, OpenAccess, PromptOptions, SessionError, SessionEvent,
     SessionTarget,
@@ -180,6 +181,11 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
             let code = code?;
             // The extensions get `session_shutdown` (reason `quit`) before pi exits.
             repl.with_events(session.shutdown(), || {}).await?;
+            // Entries that could not be stored (rescued to `unsaved/`, or dropped) make the
+            // exit code 1.
+            if session.entries_not_stored() {
+                return Ok(ExitCode::FAILURE);
+            }
             Ok(code)
         }
         Err(signal) => {
@@ -683,8 +689,11 @@ impl Repl {
                 options,
                 reply,
             } => {
-                let title = self.palette().bold(&term::line(&title));
-                self.out.line(&title)?;
+                // A title of several lines (the trust question) is shown as those lines.
+                for line in title.split('\n') {
+                    let line = self.palette().bold(&term::line(line));
+                    self.out.line(&line)?;
+                }
                 let width = options.len().to_string().len();
                 for (idx, option) in options.iter().enumerate() {
                     let line = format!(
@@ -902,6 +911,7 @@ impl Repl {
             Command::Model(search) => self.model(search.as_deref()).await?,
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
             Command::Reload => self.reload().await?,
+            Command::Trust => self.trust().await?,
             Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
             Command::Import(path) => self.import(path.as_deref()).await?,
@@ -1642,6 +1652,100 @@ impl Repl {
             }
         }
         Ok(())
+    }
+
+    /// `/trust`: the folder, its saved decision and this session's, then the answers (1.6.0's
+    /// trust selector, without the "this session only" ones); the choice is saved for the
+    /// next start.
+    async fn trust(&mut self) -> Result<()> {
+        let Some(trust) = self.session.project_trust().cloned() else {
+            return Ok(self.warn("Project trust is not in use in this run.")?);
+        };
+        let cwd = self.session.cwd();
+        let saved = {
+            let (store, cwd) = (trust.store.clone(), cwd.clone());
+            tokio::task::spawn_blocking(move || store.get_entry(&cwd))
+                .await
+                .context("a trust store task failed")?
+        };
+        let saved = match saved {
+            Ok(saved) => saved,
+            Err(error) => return Ok(self.error(&error.to_string())?),
+        };
+        let options = trust::trust_options(&cwd, false);
+        let own = trust::trust_path(&cwd);
+        let saved_text = match &saved {
+            None => "none".to_owned(),
+            Some(entry) => {
+                let label = if entry.decision {
+                    "trusted"
+                } else {
+                    "untrusted"
+                };
+                if std::path::Path::new(&entry.path) == own {
+                    format!("{label} ({})", entry.path)
+                } else {
+                    format!("{label} (inherited from {})", entry.path)
+                }
+            }
+        };
+        let current = if self.session.project_is_trusted() {
+            "trusted"
+        } else {
+            "untrusted"
+        };
+        self.out.line("Project trust")?;
+        self.out.line(&term::line(&cwd.display().to_string()))?;
+        self.info(&format!("Saved decision: {saved_text}"))?;
+        self.info(&format!("Current session: {current}"))?;
+        for (index, option) in options.iter().enumerate() {
+            let mark = match &saved {
+                Some(entry)
+                    if entry.decision == option.trusted
+                        && option
+                            .saved_path
+                            .as_deref()
+                            .is_some_and(|path| path == std::path::Path::new(&entry.path)) =>
+                {
+                    "✓ "
+                }
+                _ => "  ",
+            };
+            self.out.line(&format!(
+                "  {}. {mark}{}",
+                index + 1,
+                term::line(&option.label)
+            ))?;
+        }
+        let question = format!("Choose 1-{} (Enter: cancel): ", options.len());
+        let Some(answer) = self.ask(&question).await else {
+            return Ok(());
+        };
+        let Some(option) = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|number| number.checked_sub(1))
+            .and_then(|index| options.get(index))
+            .cloned()
+        else {
+            return Ok(self.warn(&format!("No answer {answer}: nothing saved."))?);
+        };
+        let store = trust.store.clone();
+        let updates = option.updates.clone();
+        let saved = tokio::task::spawn_blocking(move || store.set_many(&updates))
+            .await
+            .context("a trust store task failed")?;
+        match saved {
+            Ok(()) => Ok(self.info(&format!(
+                "Saved trust decision: {}. Restart pi for this to take effect.",
+                if option.trusted {
+                    "trusted"
+                } else {
+                    "untrusted"
+                }
+            ))?),
+            Err(error) => Ok(self.error(&error.to_string())?),
+        }
     }
 
     async fn reload(&mut self) -> Result<()> {

@@ -326,26 +326,49 @@ impl AgentSession {
                 LeaseState::ReadOnly(_) => Ok(0),
                 _ => self.inner.writer.flush(&mut persistence).await,
             };
-            let count = persistence.unsaved().len();
             let session = persistence.id();
-            let lines: Vec<Vec<u8>> = persistence
-                .unsaved()
-                .iter()
-                .map(|raw| raw.payload.clone())
-                .collect();
+            // A new session whose first write failed (a damaged database, a full disk) is
+            // still pending: its header and every entry are unsaved.
+            let (header, lines): (Option<Vec<u8>>, Vec<Vec<u8>>) =
+                match persistence.unstored_pending() {
+                    Some((header, entries)) => (
+                        Some(header.to_line().into_bytes()),
+                        entries.iter().map(|raw| raw.payload.clone()).collect(),
+                    ),
+                    None => (
+                        None,
+                        persistence
+                            .unsaved()
+                            .iter()
+                            .map(|raw| raw.payload.clone())
+                            .collect(),
+                    ),
+                };
+            let count = lines.len();
+            let why = match (&flushed, header.is_some()) {
+                (_, true) => self
+                    .inner
+                    .writer
+                    .materialize(&mut persistence)
+                    .await
+                    .err()
+                    .map(|error| error.to_string()),
+                (Err(error), false) => Some(error.to_string()),
+                (Ok(_), false) => None,
+            };
+            // A last try at a pending session may have stored it after all.
+            let stored_now = header.is_some() && persistence.is_stored();
             drop(persistence);
-            if count > 0 {
-                let why = flushed.err().map_or_else(
-                    || "the session is read-only here".to_owned(),
-                    |error| error.to_string(),
-                );
+            if count > 0 && !stored_now {
+                let why = why.unwrap_or_else(|| "the session is read-only here".to_owned());
                 let entries = format!(
                     "{count} unsaved entr{}",
                     if count == 1 { "y" } else { "ies" }
                 );
-                let message = match self.rescue(&session, lines).await {
+                let rescued = self.rescue(&session, header, lines).await;
+                let message = match &rescued {
                     Some(Ok(path)) => format!(
-                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them once the session can be written",
+                        "{entries} of the session left could not be written ({why}); saved with the session to {} — `pi import {}` adds them back once the session can be written",
                         path.display(),
                         path.display()
                     ),
@@ -356,7 +379,19 @@ impl AgentSession {
                         "{entries} of the session left could not be written and are dropped ({why})"
                     ),
                 };
-                self.notice(NoticeLevel::Error, message);
+                self.inner
+                    .not_stored
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.notice(NoticeLevel::Error, message.clone());
+                self.emit(crate::session::events::SessionEvent::SessionUnsaved {
+                    session_id: session.to_string(),
+                    entries: count,
+                    path: match &rescued {
+                        Some(Ok(path)) => Some(path.display().to_string()),
+                        _ => None,
+                    },
+                    error: message,
+                });
             }
         }
         let LeaseState::Held(held) = state else {
@@ -384,6 +419,7 @@ impl AgentSession {
     async fn rescue(
         &self,
         session: &SessionId,
+        header: Option<Vec<u8>>,
         lines: Vec<Vec<u8>>,
     ) -> Option<Result<PathBuf, String>> {
         let dir = self.lease_settings().rescue_dir.clone()?;
@@ -401,10 +437,19 @@ impl AgentSession {
         .to_line();
         let result = tokio::task::spawn_blocking(move || {
             let mut file = Vec::new();
-            if store.export_jsonl(&session, &mut file).is_err() {
-                file.clear();
-                file.extend_from_slice(fallback_header.as_bytes());
-                file.push(b'\n');
+            match header {
+                // A session never stored: its own header, then all its entries.
+                Some(header) => {
+                    file.extend_from_slice(&header);
+                    file.push(b'\n');
+                }
+                None => {
+                    if store.export_jsonl(&session, &mut file).is_err() {
+                        file.clear();
+                        file.extend_from_slice(fallback_header.as_bytes());
+                        file.push(b'\n');
+                    }
+                }
             }
             for line in lines {
                 file.extend_from_slice(&line);
@@ -412,10 +457,8 @@ impl AgentSession {
             }
             // The id comes from the session's file: made a safe name, never a path.
             let stem = crate::jsonl::writer::session_file_stem(&session);
-            let path = dir.join(format!("{stem}-{stamp}.jsonl"));
-            write_private(&dir, &path, &file)
-                .map_err(|error| format!("{}: {error}", path.display()))?;
-            Ok(path)
+            write_private(&dir, &format!("{stem}-{stamp}"), &file)
+                .map_err(|(path, error)| format!("{}: {error}", path.display()))
         })
         .await
         .map_err(|error| error.to_string())
@@ -498,19 +541,58 @@ impl AgentSession {
     }
 }
 
-/// Writes `bytes` to a new file `path` readable only by this user, in `dir` (created 0700).
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to a new file `<dir>/<stem>.jsonl` (or `<stem>-2.jsonl`, … when the name is
+/// taken) readable only by this user, in `dir` (created 0700), and returns its path. The bytes
+/// go to a temporary file first, synced, then linked under the final name (never replacing a
+/// file) and the directory synced: the rescue file is whole or absent, never empty or cut
+/// (a full disk leaves no file, and the error says so).
+fn write_private(
+    dir: &Path,
+    stem: &str,
+    bytes: &[u8],
+) -> Result<PathBuf, (PathBuf, std::io::Error)> {
     use std::io::Write as _;
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let first = dir.join(format!("{stem}.jsonl"));
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir)?;
-    let mut file = std::fs::OpenOptions::new()
+        .create(dir)
+        .map_err(|error| (dir.to_path_buf(), error))?;
+    let temp = dir.join(format!(".{stem}.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+        .open(&temp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err((first, error));
+    }
+    let mut linked = Err((first.clone(), std::io::Error::other("no free name")));
+    for attempt in 1..1000 {
+        let path = if attempt == 1 {
+            first.clone()
+        } else {
+            dir.join(format!("{stem}-{attempt}.jsonl"))
+        };
+        match std::fs::hard_link(&temp, &path) {
+            Ok(()) => {
+                linked = Ok(path);
+                break;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => {
+                linked = Err((path, error));
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&temp);
+    let path = linked?;
+    std::fs::File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|error| (path.clone(), error))?;
+    Ok(path)
 }

@@ -4,7 +4,8 @@
 //! `--no-extensions`), the project settings key `executableExtensions`
 //! (`<cwd>/.pi/settings.json`, paths relative to `<cwd>/.pi`), the directory
 //! `<cwd>/.pi/extensions/`, the user settings key (`<agent dir>/settings.json`, relative to the
-//! agent dir), and `<agent dir>/extensions/`. A path may start with `~/`.
+//! agent dir), and `<agent dir>/extensions/`. A path may start with `~/`. The two project
+//! sources count only for a trusted project (`session::trust`).
 //!
 //! An extension is an executable file (any run bit set) or a directory holding an executable
 //! file named `extension`. The reference keeps its TypeScript extensions in the same places —
@@ -62,6 +63,9 @@ pub struct DiscoveryInput<'a> {
     pub user_settings: &'a [String],
     /// False with `--no-extensions` (settings and directories are then ignored).
     pub discover: bool,
+    /// Whether the project is trusted (`session::trust`): otherwise its `executableExtensions`
+    /// and `<cwd>/.pi/extensions/` are left alone — never run, not even listed.
+    pub project_trusted: bool,
 }
 
 /// What discovery found.
@@ -251,15 +255,17 @@ pub fn discover(input: &DiscoveryInput<'_>) -> Discovered {
         collector.add(&path, ExtensionOrigin::CommandLine, true);
     }
     if input.discover {
-        let project_base = input.cwd.join(".pi");
-        for value in input.project_settings {
-            let path = expand(value, &project_base, input.home);
-            collector.add(&path, ExtensionOrigin::ProjectSettings, true);
+        if input.project_trusted {
+            let project_base = input.cwd.join(".pi");
+            for value in input.project_settings {
+                let path = expand(value, &project_base, input.home);
+                collector.add(&path, ExtensionOrigin::ProjectSettings, true);
+            }
+            collector.scan(
+                &project_base.join("extensions"),
+                ExtensionOrigin::ProjectDir,
+            );
         }
-        collector.scan(
-            &project_base.join("extensions"),
-            ExtensionOrigin::ProjectDir,
-        );
         for value in input.user_settings {
             let path = expand(value, input.agent_dir, input.home);
             collector.add(&path, ExtensionOrigin::UserSettings, true);
@@ -326,6 +332,7 @@ mod tests {
             project_settings: &[],
             user_settings: &user,
             discover: true,
+            project_trusted: true,
         });
         let names: Vec<(String, ExtensionOrigin)> = found
             .executables
@@ -392,9 +399,22 @@ mod tests {
             project_settings: &[],
             user_settings: &[],
             discover: false,
+            project_trusted: true,
         });
         assert_eq!(found.executables.len(), 1);
         assert!(found.executables[0].program.ends_with("b"));
+        // An untrusted project's extensions and settings entries are not even looked at.
+        let found = discover(&DiscoveryInput {
+            cwd: dir.path(),
+            agent_dir: &dir.path().join("agent"),
+            home: None,
+            cli_paths: &[],
+            project_settings: &["b".to_owned()],
+            user_settings: &[],
+            discover: true,
+            project_trusted: false,
+        });
+        assert_eq!(found, Discovered::default());
         assert_eq!(found.skipped_notice(), None);
     }
 }

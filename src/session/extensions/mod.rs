@@ -98,11 +98,12 @@ pub struct Rediscovery {
 impl Rediscovery {
     /// Discovers the executable extensions of a runtime in `cwd` (its project's
     /// `.pi/extensions/` and the `executableExtensions` entries of its `project_settings`,
-    /// with the user's and `-e`).
+    /// with the user's and `-e`); the project's own only when `project_trusted`.
     pub fn discover(
         &self,
         cwd: &Path,
         project_settings: &serde_json::Value,
+        project_trusted: bool,
     ) -> discovery::Discovered {
         let project = discovery::executable_entries(project_settings);
         discovery::discover(&discovery::DiscoveryInput {
@@ -113,6 +114,7 @@ impl Rediscovery {
             project_settings: &project,
             user_settings: &self.user_settings,
             discover: self.discover,
+            project_trusted,
         })
     }
 }

@@ -385,8 +385,14 @@ impl Resources {
     /// `skills`/`prompts` entries of that project's parsed `settings.json`. Values given on
     /// the command line keep meaning what they meant at startup: `--skill` and
     /// `--prompt-template` paths, and `--system-prompt` / `--append-system-prompt` values
-    /// naming files, are resolved against the previous directory first.
-    pub fn relocate(&mut self, cwd: &Path, project_settings: &serde_json::Value) {
+    /// naming files, are resolved against the previous directory first. `project_trusted` is
+    /// that directory's trust decision (`session::trust`).
+    pub fn relocate(
+        &mut self,
+        cwd: &Path,
+        project_settings: &serde_json::Value,
+        project_trusted: bool,
+    ) {
         if self.config.cwd == cwd {
             return;
         }
@@ -413,6 +419,7 @@ impl Resources {
         config.prompt_template_paths = config.prompt_template_paths.iter().map(absolute).collect();
         // The project's own `skills` / `prompts` entries (`<cwd>/.pi/settings.json`).
         config.project_settings = ScopeSettings::from_settings_json(project_settings);
+        config.project_trusted = project_trusted;
         config.cwd = cwd.to_path_buf();
         *self = Self::load(config);
     }

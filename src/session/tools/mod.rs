@@ -84,8 +84,18 @@ pub fn builtin_tools(config: &ToolsConfig) -> Vec<Arc<dyn Tool>> {
 pub enum ToolSelection {
     /// No flag: all tools registered, `read bash edit write` + custom tools active.
     Default,
-    /// `--tools a,b`: only the listed tools exist, active in list order.
+    /// `--tools a,b,g*`: only the listed tools (names, `*` patterns) exist; the named ones are
+    /// active in list order, then every other allowed tool in registry order.
     Allowlist(Vec<String>),
+    /// `--tools +ls,-write` (only `+name`/`-name` entries): everything registered; `selected`
+    /// (the default tools changed by `entries` in order) + custom tools active (1.6.0). A
+    /// loadout restored from the transcript gets `entries` applied too.
+    Modifiers {
+        /// The `+name`/`-name` entries as given.
+        entries: Vec<String>,
+        /// The tools they select.
+        selected: Vec<String>,
+    },
     /// `--no-builtin-tools`: everything registered, only custom tools active.
     NoBuiltin,
     /// `--no-tools`: nothing registered.
@@ -93,15 +103,125 @@ pub enum ToolSelection {
 }
 
 impl ToolSelection {
-    /// Maps the flags (`--tools` wins over `--no-tools`, which wins over `--no-builtin-tools`).
+    /// Maps the flags as 1.6.0's `createAgentSession` does: `--tools` wins over `--no-tools`,
+    /// which wins over `--no-builtin-tools`; a list of only `+name`/`-name` entries changes
+    /// the default tools (none with `--no-tools` or `--no-builtin-tools`, and with `--no-tools`
+    /// the result is also the allowlist).
     pub fn from_flags(tools: Option<&str>, no_tools: bool, no_builtin_tools: bool) -> Self {
-        match tools {
-            Some(list) => Self::Allowlist(parse_tools_flag(list)),
+        match tools.map(parse_tools_flag) {
+            Some(list) if list.iter().any(|entry| is_modifier(entry)) => {
+                let base: Vec<String> = if no_tools || no_builtin_tools {
+                    Vec::new()
+                } else {
+                    DEFAULT_ACTIVE_TOOL_NAMES
+                        .iter()
+                        .map(|name| (*name).to_owned())
+                        .collect()
+                };
+                let selected = apply_tool_modifiers(&base, &list);
+                if no_tools {
+                    Self::Allowlist(selected)
+                } else {
+                    Self::Modifiers {
+                        entries: list,
+                        selected,
+                    }
+                }
+            }
+            Some(list) => Self::Allowlist(list),
             None if no_tools => Self::NoTools,
             None if no_builtin_tools => Self::NoBuiltin,
             None => Self::Default,
         }
     }
+
+    /// True when the tools a session's transcript declares are restored on load (1.6.0
+    /// `usesDefaultTools`: no `--tools`, or only modifiers, and no `--no-tools`).
+    pub fn restores_transcript_tools(&self) -> bool {
+        matches!(self, Self::Default | Self::Modifiers { .. })
+    }
+
+    /// The `+name`/`-name` entries to apply to a restored loadout.
+    pub fn modifiers(&self) -> &[String] {
+        match self {
+            Self::Modifiers { entries, .. } => entries,
+            _ => &[],
+        }
+    }
+}
+
+/// Whether a tool list entry is a `+name` or `-name` modifier.
+fn is_modifier(entry: &str) -> bool {
+    entry.starts_with('+') || entry.starts_with('-')
+}
+
+/// Applies the `+name` (add, at the end, if absent) and `-name` (remove) entries of
+/// `entries` to `base` in order; other entries are ignored (1.6.0 `applyToolModifiers`).
+pub fn apply_tool_modifiers(base: &[String], entries: &[String]) -> Vec<String> {
+    let mut tools = base.to_vec();
+    for entry in entries {
+        let Some(name) = entry.strip_prefix('+') else {
+            if let Some(name) = entry.strip_prefix('-') {
+                tools.retain(|tool| tool != name);
+            }
+            continue;
+        };
+        if !name.is_empty() && !tools.iter().any(|tool| tool == name) {
+            tools.push(name.to_owned());
+        }
+    }
+    tools
+}
+
+/// Tool names and `*` patterns (1.6.0 `createToolNameMatcher`: a pattern matches the whole
+/// name, `*` any run of characters).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolMatcher {
+    names: HashSet<String>,
+    patterns: Vec<String>,
+}
+
+impl ToolMatcher {
+    /// A matcher of `entries`.
+    pub fn new(entries: &[String]) -> Self {
+        let (patterns, names): (Vec<&String>, Vec<&String>) =
+            entries.iter().partition(|entry| entry.contains('*'));
+        Self {
+            names: names.into_iter().cloned().collect(),
+            patterns: patterns.into_iter().cloned().collect(),
+        }
+    }
+
+    /// True when `name` is one of the names or matches one of the patterns.
+    pub fn matches(&self, name: &str) -> bool {
+        self.names.contains(name)
+            || self
+                .patterns
+                .iter()
+                .any(|pattern| glob_matches(pattern, name))
+    }
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = match parts.split_first() {
+        Some(split) => split,
+        None => return name.is_empty(),
+    };
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return remaining.is_empty();
+    };
+    for part in middle {
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    remaining.len() >= last.len() && remaining.ends_with(last)
 }
 
 /// Splits a `--tools` value on `,`, trimming items and dropping empty ones (names are not
@@ -119,7 +239,8 @@ pub fn parse_tools_flag(value: &str) -> Vec<String> {
 #[derive(Clone)]
 pub struct ToolSet {
     registry: Vec<Arc<dyn Tool>>,
-    allowlist: Option<HashSet<String>>,
+    allowlist: Option<ToolMatcher>,
+    excluded: Option<ToolMatcher>,
     active: Vec<String>,
 }
 
@@ -140,12 +261,14 @@ impl ToolSet {
         custom: Vec<Arc<dyn Tool>>,
         selection: &ToolSelection,
     ) -> Self {
-        let allowlist: Option<HashSet<String>> = match selection {
-            ToolSelection::Allowlist(names) => Some(names.iter().cloned().collect()),
-            ToolSelection::NoTools => Some(HashSet::new()),
-            ToolSelection::Default | ToolSelection::NoBuiltin => None,
+        let allowlist: Option<ToolMatcher> = match selection {
+            ToolSelection::Allowlist(names) => Some(ToolMatcher::new(names)),
+            ToolSelection::NoTools => Some(ToolMatcher::default()),
+            ToolSelection::Default | ToolSelection::Modifiers { .. } | ToolSelection::NoBuiltin => {
+                None
+            }
         };
-        let allowed = |name: &str| allowlist.as_ref().is_none_or(|set| set.contains(name));
+        let allowed = |name: &str| allowlist.as_ref().is_none_or(|set| set.matches(name));
         let mut registry: Vec<Arc<dyn Tool>> = builtins
             .into_iter()
             .filter(|tool| allowed(&tool.definition().name))
@@ -169,7 +292,10 @@ impl ToolSet {
                 .iter()
                 .map(|name| (*name).to_owned())
                 .collect(),
-            ToolSelection::Allowlist(names) => names.clone(),
+            ToolSelection::Allowlist(names)
+            | ToolSelection::Modifiers {
+                selected: names, ..
+            } => names.clone(),
             ToolSelection::NoBuiltin | ToolSelection::NoTools => Vec::new(),
         };
         match &allowlist {
@@ -177,17 +303,32 @@ impl ToolSet {
                 registry
                     .iter()
                     .map(|tool| tool.definition().name.clone())
-                    .filter(|name| set.contains(name)),
+                    .filter(|name| set.matches(name)),
             ),
             None => wanted.extend(custom.iter().map(|tool| tool.definition().name.clone())),
         }
         let mut set = Self {
             registry,
             allowlist,
+            excluded: None,
             active: Vec::new(),
         };
         set.set_active(&wanted);
         set
+    }
+
+    /// Returns this set without the tools `entries` name or match (`--exclude-tools`): they
+    /// are not registered, now or when an extension registers them later.
+    pub fn excluding(mut self, entries: &[String]) -> Self {
+        if entries.is_empty() {
+            return self;
+        }
+        let excluded = ToolMatcher::new(entries);
+        self.registry
+            .retain(|tool| !excluded.matches(&tool.definition().name));
+        self.active.retain(|name| !excluded.matches(name));
+        self.excluded = Some(excluded);
+        self
     }
 
     /// Returns this set with more custom tools (extension tools, in registration order): a
@@ -290,9 +431,10 @@ impl ToolSet {
             .collect();
     }
 
-    /// True when `name` may ever be active (no allowlist, or listed in it).
+    /// True when `name` may ever be active (no allowlist, or listed in it, and not excluded).
     pub fn is_allowed(&self, name: &str) -> bool {
-        self.allowlist.as_ref().is_none_or(|set| set.contains(name))
+        self.allowlist.as_ref().is_none_or(|set| set.matches(name))
+            && !self.excluded.as_ref().is_some_and(|set| set.matches(name))
     }
 }
 
