@@ -876,9 +876,8 @@ fn compaction_router(slow: Arc<AtomicBool>) -> Router {
         let prompt = last_user_text(request);
         // 1.6.0's overflow recovery omits the failed attempt, so the cut moves past the
         // question (a split turn): the retried request ends with the summary itself.
-        let retried_after_overflow = prompt.starts_with(
-            "The conversation history before this point was compacted",
-        );
+        let retried_after_overflow =
+            prompt.starts_with("The conversation history before this point was compacted");
         let response = if retried_after_overflow {
             MockResponse::sse(sse::openai_text("Recovered answer."))
         } else if prompt.starts_with("THRESHOLD") {
