@@ -256,6 +256,19 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
+    /// Returns the entry kind as appended at `timestamp` (ISO): a compaction's checkpoint
+    /// (`systemMessage`) carries the compaction's own time, as 1.6.0's `appendCompaction`
+    /// writes it. Other kinds are unchanged.
+    pub fn stamped(mut self, timestamp: &str) -> Self {
+        if let Self::Compaction(compaction) = &mut self
+            && let Some(system) = &mut compaction.system_message
+            && let Some(ms) = crate::support::clock::ms_from_iso(timestamp)
+        {
+            system.timestamp = ms;
+        }
+        self
+    }
+
     /// Returns the `type` string as written in JSON.
     pub fn type_name(&self) -> &str {
         match self {

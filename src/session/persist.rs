@@ -158,11 +158,12 @@ impl Writer {
                     .filter_map(|raw| raw.entry.id.as_ref().map(ToString::to_string))
                     .collect();
                 let id = EntryId::generate(&self.ids, |candidate| taken.contains(candidate));
+                let timestamp = self.clock.now_iso();
                 let entry = Entry {
                     id: Some(id.clone()),
                     parent_id: leaf.clone(),
-                    timestamp: self.clock.now_iso(),
-                    kind,
+                    kind: kind.stamped(&timestamp),
+                    timestamp,
                     extra: serde_json::Map::new(),
                 };
                 entries.push(RawEntry {
@@ -296,11 +297,12 @@ fn kept_line(
             .flatten()
             .is_some()
     });
+    let timestamp = store.clock().now_iso();
     let entry = Entry {
         id: Some(id),
         parent_id: parent,
-        timestamp: store.clock().now_iso(),
-        kind,
+        kind: kind.stamped(&timestamp),
+        timestamp,
         extra: serde_json::Map::new(),
     };
     RawEntry {

@@ -593,6 +593,40 @@ fn apply_edit(messages: Vec<String>, edit: &ContextEdit) -> Vec<String> {
 /// 2. The latest `context_edit` among those entries, per target, is applied to the target's
 ///    messages; edits elsewhere (other branches, the summarised part) do nothing.
 pub fn build(mut path: Vec<PathRow>, settings: PathSettings) -> SessionContext {
+    let projected = project(&mut path);
+    let mut messages = Vec::new();
+    let mut sources = Vec::new();
+    for entry in projected {
+        let seq = path[entry.index].seq;
+        for message in entry.messages {
+            messages.push(message);
+            sources.push(seq);
+        }
+    }
+    SessionContext {
+        messages,
+        sources,
+        has_thinking_entry: settings.thinking_level.is_some(),
+        thinking_level: settings.thinking_level.unwrap_or_else(|| "off".to_owned()),
+        model: settings.model,
+    }
+}
+
+/// One entry of a projection (1.6.0 `ProjectedSessionEntry`): where it is on the path and the
+/// messages it gives the context, after edits (none for an omitted target, a metadata entry
+/// or an older compaction inside the kept range).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectedEntry {
+    /// Index of the source entry in the path given to [`project`].
+    pub index: usize,
+    /// Its messages as JSON text.
+    pub messages: Vec<String>,
+}
+
+/// 1.6.0's `buildSessionProjection().entries` over a path (the rule of [`build`]): the
+/// selected entries in context order, the leading compaction first. Message payloads are
+/// moved out of `path` (the rows keep their other fields).
+pub fn project(path: &mut [PathRow]) -> Vec<ProjectedEntry> {
     // The selected entries: indexes into `path`, the leading compaction first. Messages of the
     // kept range are read while selecting (to drop system messages) and kept for the output.
     let mut selected: Vec<usize> = Vec::with_capacity(path.len());
@@ -657,8 +691,7 @@ pub fn build(mut path: Vec<PathRow>, settings: PathSettings) -> SessionContext {
         }
     }
 
-    let mut messages = Vec::new();
-    let mut sources = Vec::new();
+    let mut out = Vec::with_capacity(selected.len());
     for (position, &idx) in selected.iter().enumerate() {
         let row = &mut path[idx];
         let produced = match &head_compaction {
@@ -683,18 +716,12 @@ pub fn build(mut path: Vec<PathRow>, settings: PathSettings) -> SessionContext {
             Some(edit) if !produced.is_empty() => apply_edit(produced, edit),
             _ => produced,
         };
-        for message in produced {
-            messages.push(message);
-            sources.push(row.seq);
-        }
+        out.push(ProjectedEntry {
+            index: idx,
+            messages: produced,
+        });
     }
-    SessionContext {
-        messages,
-        sources,
-        has_thinking_entry: settings.thinking_level.is_some(),
-        thinking_level: settings.thinking_level.unwrap_or_else(|| "off".to_owned()),
-        model: settings.model,
-    }
+    out
 }
 
 /// Returns the message of a `message` entry holding a system message, as JSON text (null

@@ -37,7 +37,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::model::ModelRef;
 use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind, SessionHeader};
 use crate::model::ids::{EntryId, SessionId};
-use crate::model::message::{AgentMessage, UserContent};
+use crate::model::message::{AgentMessage, Usage, UserContent};
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
 
@@ -608,11 +608,12 @@ impl SessionStore {
         if let Some(error) = lookup_error {
             return Err(error);
         }
+        let timestamp = inner.clock.now_iso();
         let entry = Entry {
             id: Some(id),
             parent_id: parent_id.map(EntryId::new),
-            timestamp: inner.clock.now_iso(),
-            kind,
+            kind: kind.stamped(&timestamp),
+            timestamp,
             extra: serde_json::Map::new(),
         };
         let payload = entry.to_line().into_bytes();
@@ -754,7 +755,8 @@ impl SessionStore {
     }
 
     /// Moves the leaf to `target` (or before the first entry) and appends a `branch_summary`
-    /// child there, in one transaction. `fromId` is the target's id, or `root`.
+    /// child there, in one transaction. `fromId` is the leaf left (1.6.0
+    /// `branchWithSummary`: `this.leafId ?? "root"`).
     pub fn branch_with_summary(
         &self,
         session: &SessionId,
@@ -763,17 +765,34 @@ impl SessionStore {
         details: Option<serde_json::Value>,
         from_hook: Option<bool>,
     ) -> Result<StoredEntry> {
+        self.branch_with_summary_usage(session, target, summary, details, None, from_hook)
+    }
+
+    /// As [`Self::branch_with_summary`], with the usage of the summary request.
+    pub fn branch_with_summary_usage(
+        &self,
+        session: &SessionId,
+        target: Option<&EntryId>,
+        summary: String,
+        details: Option<serde_json::Value>,
+        usage: Option<Usage>,
+        from_hook: Option<bool>,
+    ) -> Result<StoredEntry> {
         self.write_session(session, |conn, path, sid| {
             let seq = match target {
                 Some(id) => Some(Self::seq_of(conn, path, sid, session, id)?),
                 None => None,
             };
+            let from_id = match sql::leaf(conn, path, sid)? {
+                Some(leaf) => sql::id_by_seq(conn, path, sid, leaf)?.flatten(),
+                None => None,
+            };
             sql::set_leaf(conn, path, sid, seq)?;
             let kind = EntryKind::BranchSummary(BranchSummaryEntry {
-                from_id: target.map_or_else(|| "root".to_owned(), |id| id.to_string()),
+                from_id: from_id.unwrap_or_else(|| "root".to_owned()),
                 summary,
                 details,
-                usage: None,
+                usage,
                 from_hook,
             });
             Self::append_in(conn, path, sid, &self.inner, kind)

@@ -633,3 +633,185 @@ fn prompt_and_tool_changes_across_runs_persist_as_1_6_persists_them() {
 fn an_anthropic_session_continued_with_other_flags_sends_what_1_6_sent() {
     check_scenario("cli-anthropic-midconvo");
 }
+
+#[test]
+fn two_compactions_send_and_store_what_1_6_did() {
+    // cli-compact-twice: the first compaction cuts at a user message, the second splits a
+    // turn (a history and a turn-prefix summary request); both write `systemMessage` and the
+    // summary requests' `usage`.
+    check_scenario("cli-compact-twice");
+}
+
+/// The same print-mode runs made by pi or by the real 1.6.0 CLI in a fresh workspace of the
+/// cli-tool-call scenario (its files), with `settings` and one model of `context_window`
+/// tokens: each run gets its own scripted server with its responses. Returns the requests
+/// of every run and the session's lines (cwd replaced by the fixtures' one).
+fn live_runs(
+    agent: &Agent,
+    settings: &Value,
+    context_window: u64,
+    runs: &[(Vec<&str>, Value)],
+) -> (Vec<Vec<Value>>, Vec<Value>) {
+    let script = read_json(&fixtures::dir16().join("cli-tool-call.script.json"));
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let (agent_dir, home, work) = (
+        root_path.join("agent"),
+        root_path.join("home"),
+        root_path.join("work"),
+    );
+    for dir in [&agent_dir, &home, &work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (file, content) in script["workFiles"].as_object().unwrap() {
+        std::fs::write(work.join(file), content.as_str().unwrap()).unwrap();
+    }
+    std::fs::write(
+        agent_dir.join("settings.json"),
+        serde_json::to_vec(settings).unwrap(),
+    )
+    .unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let mut requests = Vec::new();
+    for (idx, (args, responses)) in runs.iter().enumerate() {
+        let server_dir = root_path.join(format!("server{idx}"));
+        std::fs::create_dir_all(&server_dir).unwrap();
+        let server = Scripted::start(responses, &server_dir);
+        let models = serde_json::json!({"providers": {"scripted": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", server.port),
+            "api": "openai-completions", "apiKey": "scripted-key",
+            "models": [{"id": "scripted-small-1", "name": "Scripted Small", "reasoning": false,
+                "contextWindow": context_window, "maxTokens": 200,
+                "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}}]}}});
+        std::fs::write(
+            agent_dir.join("models.json"),
+            serde_json::to_vec(&models).unwrap(),
+        )
+        .unwrap();
+        let mut command = match agent {
+            Agent::Pi => Command::new(env!("CARGO_BIN_EXE_pi")),
+            Agent::Reference => {
+                let mut command = Command::new(node22());
+                command.arg(reference_cli16());
+                command
+            }
+        };
+        let output = command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PI_CODING_AGENT_DIR", &agent_dir)
+            .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
+            .env("PI_TELEMETRY", "0")
+            .env("PI_OFFLINE", "1")
+            .env("PI_SKIP_VERSION_CHECK", "1")
+            .current_dir(&work)
+            .args(["--offline", "--model", "scripted/scripted-small-1"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "run {idx} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        requests.push(
+            server
+                .finish()
+                .iter()
+                .map(|request| replace_strings(request, &cwd, FIXTURE_CWD))
+                .collect(),
+        );
+    }
+    let lines: Vec<Value> = match agent {
+        Agent::Reference => {
+            let sessions = agent_dir.join("sessions");
+            let dir = std::fs::read_dir(&sessions)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            let file = std::fs::read_dir(dir)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(|line| pi::support::json::parse_lenient(line.as_bytes()).unwrap())
+                .collect()
+        }
+        Agent::Pi => {
+            let store = crate::common::open_store(&agent_dir.join("pi.db"), 1);
+            let sessions = store.list(&pi::store::ListScope::All).unwrap();
+            assert_eq!(sessions.len(), 1);
+            let mut exported = Vec::new();
+            store.export_jsonl(&sessions[0].id, &mut exported).unwrap();
+            exported
+                .split(|&byte| byte == b'\n')
+                .filter(|line| !line.is_empty())
+                .map(|line| pi::support::json::parse_lenient(line).unwrap())
+                .collect()
+        }
+    };
+    let lines = lines
+        .iter()
+        .map(|line| replace_strings(line, &cwd, FIXTURE_CWD))
+        .collect();
+    (requests, lines)
+}
+
+#[test]
+fn an_overflow_is_recovered_as_1_6_recovers_it() {
+    // A 1000-token window; the second question's request fails with a context overflow. 1.6.0
+    // omits the failed attempt (context_edit), compacts once and retries: the omitted attempt
+    // closes the kept range, so the cut moves past the question and splits the turn (a history
+    // and a turn-prefix summary request), and the retried request carries the checkpoint and
+    // the summary only.
+    let settings = serde_json::json!({"retry": {"baseDelayMs": 20},
+        "compaction": {"enabled": true, "reserveTokens": 200, "keepRecentTokens": 20}});
+    let usage =
+        serde_json::json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
+    let overflow = serde_json::json!({"status": 400, "body": {"error": {
+        "message": "This model's maximum context length is 1000 tokens. However, your messages resulted in 1500 tokens.",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}}});
+    let runs = vec![
+        (
+            vec!["-p", "first question about apples"],
+            serde_json::json!([{"text": "Answer one.", "id": "chatcmpl-live-1", "usage": usage}]),
+        ),
+        (
+            vec![
+                "-c",
+                "-p",
+                "Second question: pears pears pears pears pears pears pears pears pears pears pears pears pears pears pears",
+            ],
+            serde_json::json!([overflow,
+                {"text": "## Goal\nOverflow summary.", "id": "chatcmpl-live-2", "usage": usage},
+                {"text": "The user asked about pears.", "id": "chatcmpl-live-3", "usage": usage},
+                {"text": "Recovered answer.", "id": "chatcmpl-live-4", "usage": usage}]),
+        ),
+    ];
+    let (reference_requests, reference_lines) =
+        live_runs(&Agent::Reference, &settings, 1000, &runs);
+    let (our_requests, our_lines) = live_runs(&Agent::Pi, &settings, 1000, &runs);
+    assert_eq!(
+        reference_requests[1].len(),
+        4,
+        "overflow, two summaries, retry"
+    );
+    for (run, (expected, sent)) in reference_requests.iter().zip(&our_requests).enumerate() {
+        assert_eq!(expected.len(), sent.len(), "run {run}: number of requests");
+        for (idx, (expected, sent)) in expected.iter().zip(sent).enumerate() {
+            assert_same(expected, sent, &format!("run {run} request {idx}"));
+        }
+    }
+    assert_same(
+        &Value::Array(normalize_session(&reference_lines)),
+        &Value::Array(normalize_session(&our_lines)),
+        "the recovered session",
+    );
+}

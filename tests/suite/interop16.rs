@@ -78,7 +78,7 @@ pub fn ask_reference16(asks: &[Ask], scratch: &Path) -> Vec<Value> {
 }
 
 /// What we rebuild, in the oracle's shape.
-fn ours(store: &SessionStore, session: &SessionId, leaf: Option<&str>) -> Value {
+pub(crate) fn ours(store: &SessionStore, session: &SessionId, leaf: Option<&str>) -> Value {
     let selector = match leaf {
         Some(id) => LeafSelector::Entry(EntryId::new(id)),
         None => LeafSelector::Current,
@@ -115,7 +115,7 @@ fn ours(store: &SessionStore, session: &SessionId, leaf: Option<&str>) -> Value 
     })
 }
 
-fn assert_same(reference: &Value, ours: &Value, what: &str) {
+pub(crate) fn assert_same(reference: &Value, ours: &Value, what: &str) {
     assert!(
         reference.get("error").is_none(),
         "{what}: 1.6.0 failed: {}",

@@ -494,6 +494,13 @@ fn compact_and_a_branch_summary_from_the_repl() {
         MockResponse::sse(sse::openai_text("Compacted: the numbers are 1, 2, 3.")),
     ]);
     configure(&env, &server);
+    // Keep almost nothing: 1.6.0 plans no compaction when everything would be kept (the
+    // default keeps 20000 tokens, more than this whole session).
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "compaction": {"keepRecentTokens": 1}}"#,
+    )
+    .unwrap();
     let tmux = Tmux::start(&env, "compact", &[], &[]);
     tmux.wait_for_prompt();
     tmux.line("first question");

@@ -77,6 +77,14 @@ impl Sandbox {
             std::fs::create_dir_all(path).unwrap();
         }
         std::fs::write(sandbox.agent_dir().join("models.json"), models_json).unwrap();
+        // Keep almost nothing, so that the scenario's small `compact` has something to
+        // summarise for 1.6.0's rule too (it plans nothing when everything would be kept; 0.73.1
+        // summarised anyway): both sides then ask for the one scripted summary.
+        std::fs::write(
+            sandbox.agent_dir().join("settings.json"),
+            r#"{"compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
         std::fs::write(
             sandbox.agent_dir().join("prompts/review.md"),
             "---\ndescription: Review the change\n---\nReview $1\n",

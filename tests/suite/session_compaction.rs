@@ -187,14 +187,18 @@ async fn crossing_the_threshold_compacts_and_the_next_compaction_updates_the_sum
     assert!(!prompt.contains("pears"), "{prompt}");
     assert!(!prompt.contains("<previous-summary>"), "{prompt}");
 
-    // The stored context and the session's transcript now start with the summary.
+    // The stored context and the session's transcript now start with the compaction's
+    // checkpoint (1.6.0: the replayed system message, stored as `systemMessage`) and the
+    // summary.
     let context = harness.store.context(&id, &LeafSelector::Current).unwrap();
     assert_eq!(
         context.messages.len(),
-        3,
-        "summary, second question, answer"
+        4,
+        "checkpoint, summary, second question, answer"
     );
-    assert_eq!(session.messages().len(), 3);
+    assert!(context.messages[0].starts_with(r#"{"role":"system""#));
+    assert!(compaction.system_message.is_some());
+    assert_eq!(session.messages().len(), 4);
 
     // The next run crosses again: the second summary updates the first.
     let third = long_prompt("Third question", "plums");
@@ -244,10 +248,15 @@ async fn crossing_the_threshold_compacts_and_the_next_compaction_updates_the_sum
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overflow_compacts_once_and_continues_without_the_error() {
+    // 1.6.0 omits the failed attempt before compacting; the omitted attempt closes the kept
+    // range, so the cut lies after the question and splits its turn: a history summary and a
+    // turn-prefix summary (cli16 `an_overflow_is_recovered_as_1_6_recovers_it` checks the same
+    // against the 1.6.0 CLI).
     let harness = small_window(vec![
         MockResponse::sse(sse::openai_text("Answer one.")),
         MockResponse::json(400, OVERFLOW_BODY),
         MockResponse::sse(sse::openai_text("## Goal\nOverflow summary.")),
+        MockResponse::sse(sse::openai_text("The user asked about pears.")),
         MockResponse::sse(sse::openai_text("Recovered answer.")),
     ]);
     let session = harness.open(new_target()).await;
@@ -268,10 +277,10 @@ async fn an_overflow_compacts_once_and_continues_without_the_error() {
         session.last_assistant_text().as_deref(),
         Some("Recovered answer.")
     );
-    assert_eq!(harness.server.requests().len(), 4);
+    assert_eq!(harness.server.requests().len(), 5);
 
-    // One compaction; the failed answer stays in the store, the recovered one follows the
-    // compaction.
+    // One compaction; the failed answer stays in the store (omitted by a context edit), the
+    // recovered one follows the compaction.
     let all = compactions(&harness.store, &id);
     assert_eq!(all.len(), 1);
     let entries = harness.store.entries(&id).unwrap();
@@ -286,12 +295,20 @@ async fn an_overflow_compacts_once_and_continues_without_the_error() {
     let last = entries.last().unwrap();
     assert_eq!(last.entry.parent_id.as_ref(), Some(&all[0].0));
 
-    // The continued request: summary, the second question; no error, no first exchange.
-    let sent = request_messages(&harness.server.requests()[3]);
+    let omitted = entries.iter().any(|stored| {
+        matches!(&stored.entry.kind, EntryKind::ContextEdit(edit)
+            if edit.target_id == errors[0].entry.id && edit.replacement == Some(Value::Null))
+    });
+    assert!(omitted, "the failed attempt is omitted");
+    assert_eq!(all[0].1.first_kept_entry_id, errors[0].entry.id);
+
+    // The continued request: the summary (the question is in its turn-prefix part); no
+    // error, no first exchange.
+    let sent = request_messages(&harness.server.requests()[4]);
     let roles: Vec<&str> = sent.iter().map(|(role, _)| role.as_str()).collect();
-    assert_eq!(roles, ["system", "user", "user"]);
+    assert_eq!(roles, ["system", "user"]);
     assert!(sent[1].1.contains("Overflow summary."));
-    assert!(sent[2].1.starts_with("Second question"));
+    assert!(sent[1].1.contains("The user asked about pears."));
     assert!(
         sent.iter()
             .all(|(_, text)| !text.contains("maximum context length"))
@@ -315,6 +332,7 @@ async fn a_second_overflow_after_recovery_stops_instead_of_looping() {
         MockResponse::sse(sse::openai_text("Answer one.")),
         MockResponse::json(400, OVERFLOW_BODY),
         MockResponse::sse(sse::openai_text("## Goal\nOverflow summary.")),
+        MockResponse::sse(sse::openai_text("The user asked about pears.")),
         MockResponse::json(400, OVERFLOW_BODY),
         MockResponse::sse(sse::openai_text("never sent")),
     ]);
@@ -333,8 +351,8 @@ async fn a_second_overflow_after_recovery_stops_instead_of_looping() {
     let id = session.session_id().await;
     assert_eq!(
         harness.server.requests().len(),
-        4,
-        "no second compaction, no loop"
+        5,
+        "no second compaction, no loop (the first splits the turn: two summaries)"
     );
     assert_eq!(harness.server.remaining(), 1);
     assert_eq!(compactions(&harness.store, &id).len(), 1);
@@ -462,11 +480,10 @@ async fn navigating_away_with_a_summary_records_the_abandoned_branch() {
         unreachable!()
     };
     let text = &branch.summary;
-    assert_eq!(
-        branch.from_id,
-        answer_one.as_str(),
-        "the position it was attached at"
-    );
+    // 1.6.0 `branchWithSummary`: `fromId` is the leaf left (0.73.1 named the destination),
+    // and the entry carries the summary request's usage.
+    assert_eq!(branch.from_id, old_leaf.as_str(), "the leaf left");
+    assert!(branch.usage.is_some(), "the summary's usage");
     let details = branch.details.as_ref().expect("details");
     assert!(details.get("readFiles").is_some() && details.get("modifiedFiles").is_some());
     assert_ne!(old_leaf, answer_one);
@@ -496,7 +513,16 @@ async fn navigating_away_with_a_summary_records_the_abandoned_branch() {
     let first_question = user_entry(&harness.store, &id, "first question");
     let outcome = session.navigate_tree(&first_question).await.unwrap();
     assert_eq!(outcome.as_deref(), Some("first question about apples"));
-    assert!(session.messages().is_empty());
+    // The leaf is the question's parent: the system message the first run stored (1.6.0), so
+    // the context holds the prompt and nothing of the conversation.
+    assert!(
+        session
+            .messages()
+            .iter()
+            .all(|message| matches!(message, AgentMessage::System(_))),
+        "{:?}",
+        session.messages()
+    );
     assert_eq!(harness.server.requests().len(), 4);
 }
 
@@ -505,10 +531,12 @@ async fn navigating_away_with_a_summary_records_the_abandoned_branch() {
 #[test]
 fn print_mode_prints_the_answer_recovered_after_an_overflow() {
     let env = TestEnv::new();
+    // Two summary requests: the omitted attempt splits the question's turn (1.6.0).
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_text("Answer one.")),
         MockResponse::json(400, OVERFLOW_BODY),
         MockResponse::sse(sse::openai_text("## Goal\nOverflow summary.")),
+        MockResponse::sse(sse::openai_text("The user asked about pears.")),
         MockResponse::sse(sse::openai_text("Recovered answer.")),
     ]);
     std::fs::create_dir_all(&env.agent_dir).unwrap();

@@ -216,7 +216,7 @@ fn branch_with_summary_appends_at_the_destination() {
     let store = memory_store(3);
     let session = new_session(&store);
     let a = store.append_message(&session, user("a", 1)).unwrap();
-    store.append_message(&session, user("b", 2)).unwrap();
+    let b = store.append_message(&session, user("b", 2)).unwrap();
     let a_id = a.entry.id.unwrap();
     let summary = store
         .branch_with_summary(
@@ -228,14 +228,27 @@ fn branch_with_summary_appends_at_the_destination() {
         )
         .unwrap();
     assert_eq!(summary.entry.parent_id.as_ref(), Some(&a_id));
+    // 1.6.0 `branchWithSummary`: `fromId` is the leaf left (b), not the destination.
+    let b_id = b.entry.id.unwrap();
     let text = String::from_utf8(summary.payload).unwrap();
-    assert!(text.contains(&format!(r#""fromId":"{a_id}","summary":"tried b","details":{{"readFiles":[],"modifiedFiles":[]}},"fromHook":false"#)), "{text}");
+    assert!(text.contains(&format!(r#""fromId":"{b_id}","summary":"tried b","details":{{"readFiles":[],"modifiedFiles":[]}},"fromHook":false"#)), "{text}");
+    let summary_id = summary.entry.id.unwrap();
     let root = store
         .branch_with_summary(&session, None, "from root".into(), None, None)
         .unwrap();
     assert_eq!(root.entry.parent_id, None);
     assert!(
         String::from_utf8(root.payload)
+            .unwrap()
+            .contains(&format!(r#""fromId":"{summary_id}""#))
+    );
+    // Without a leaf (a fresh session) it is `root`.
+    let fresh = new_session(&store);
+    let alone = store
+        .branch_with_summary(&fresh, None, "nothing".into(), None, None)
+        .unwrap();
+    assert!(
+        String::from_utf8(alone.payload)
             .unwrap()
             .contains(r#""fromId":"root""#)
     );

@@ -134,13 +134,11 @@ impl AgentSession {
                 }
             }
             CompactionCheck::Overflow => {
-                {
-                    let mut state = self.state();
-                    state.overflow_recovery_attempted = true;
-                    if matches!(state.transcript.last(), Some(AgentMessage::Assistant(_))) {
-                        state.transcript.pop();
-                    }
-                }
+                // 1.6.0: the failed attempt is omitted persistently (a `context_edit` with
+                // `replacement: null` per entry of the attempt) before the recovery compaction,
+                // whose plan then keeps nothing of it.
+                self.state().overflow_recovery_attempted = true;
+                self.omit_recovery_attempt(message).await;
                 // Before a prompt the new prompt follows at once: no separate continuation.
                 let will_retry = skip_aborted;
                 match self
@@ -261,8 +259,10 @@ impl AgentSession {
         };
         if let Some(supplied) = supplied {
             let result = supplied.to_result_json();
-            self.persist(EntryKind::Compaction(supplied.to_entry()))
-                .await;
+            // 1.6.0's `appendCompaction` stores the checkpoint whoever wrote the summary.
+            let mut entry = supplied.to_entry();
+            entry.system_message = preparation.system_message.clone();
+            self.persist(EntryKind::Compaction(entry)).await;
             if let Err(error) = self.reload_transcript().await {
                 self.notice_error(format!(
                     "could not rebuild the context after compacting: {error}"
@@ -318,7 +318,14 @@ impl AgentSession {
             ));
         }
         self.extensions_compacted_at_leaf(false).await;
-        let result = result.to_json();
+        // `estimatedTokensAfter`: the estimate of the rebuilt context.
+        let estimated_after = self
+            .state()
+            .transcript
+            .iter()
+            .map(crate::session::compaction::estimate_tokens)
+            .sum();
+        let result = result.to_json(estimated_after);
         self.emit(end(Some(&result), false, None));
         Ok(Some(result))
     }
@@ -423,7 +430,12 @@ impl AgentSession {
         }
         let mut summary = None;
         if let Some(extension_summary) = supplied {
-            summary = Some((extension_summary.summary, extension_summary.details, true));
+            summary = Some((
+                extension_summary.summary,
+                extension_summary.details,
+                None,
+                true,
+            ));
         } else if options.summarize && !selection.entries.is_empty() {
             let model = self.model().ok_or(SessionError::NoModel)?;
             let stream_options = self
@@ -448,6 +460,7 @@ impl AgentSession {
                     replace_instructions: options.replace_instructions,
                     reserve_tokens: self
                         .with_settings(|settings| settings.branch_summary_reserve_tokens),
+                    thinking_level: self.thinking_level(),
                 },
                 &cancel,
             )
@@ -455,7 +468,12 @@ impl AgentSession {
             self.state().compaction_cancel = None;
             match outcome {
                 Ok(result) => {
-                    summary = Some((result.summary.clone(), Some(result.details()), false))
+                    summary = Some((
+                        result.summary.clone(),
+                        Some(result.details()),
+                        result.usage.clone(),
+                        false,
+                    ))
                 }
                 Err(CompactionError::Cancelled) => {
                     return Ok(NavigateOutcome {
@@ -470,14 +488,15 @@ impl AgentSession {
         let store = self.store().clone();
         let target_id = target.clone();
         let label = options.label.clone().filter(|label| !label.is_empty());
-        let from_extension = summary.as_ref().map(|(_, _, from_hook)| *from_hook);
+        let from_extension = summary.as_ref().map(|(_, _, _, from_hook)| *from_hook);
         let summary_entry = blocking(move || match summary {
-            Some((text, details, from_hook)) => {
-                let entry = store.branch_with_summary(
+            Some((text, details, usage, from_hook)) => {
+                let entry = store.branch_with_summary_usage(
                     &session,
                     destination.new_leaf.as_ref(),
                     text,
                     details,
+                    usage,
                     Some(from_hook),
                 )?;
                 if let (Some(label), Some(id)) = (&label, &entry.entry.id) {

@@ -4,7 +4,9 @@
 //!
 //! Invariant: pure; messages of `message` entries are borrowed from the path.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
 
 use crate::model::entry::{Entry, EntryKind};
 use crate::model::ids::EntryId;
@@ -105,11 +107,30 @@ pub fn prepare_branch_entries<E: PathEntry>(
             file_ops.add_details(details);
         }
     }
+    // 1.6.0: context edits among the abandoned entries hide or replace their targets; the
+    // latest edit per target wins.
+    let mut edits: HashMap<Option<&EntryId>, &Value> = HashMap::new();
+    for entry in entries {
+        if let EntryKind::ContextEdit(edit) = &entry.entry().kind
+            && let Some(replacement) = &edit.replacement
+        {
+            edits.insert(edit.target_id.as_ref(), replacement);
+        }
+    }
     let mut newest_first: Vec<PathMessage<'_>> = Vec::new();
     let mut total_tokens: u64 = 0;
     for entry in entries.iter().rev().map(PathEntry::entry) {
         let Some(message) = branch_message(entry) else {
             continue;
+        };
+        let message = match (&entry.kind, edits.get(&entry.id.as_ref())) {
+            (EntryKind::Message(_) | EntryKind::CustomMessage { .. }, Some(replacement)) => {
+                match edited(&message, replacement) {
+                    Some(message) => message,
+                    None => continue,
+                }
+            }
+            _ => message,
         };
         file_ops.add_message(&message);
         let tokens = estimate_tokens(&message);
@@ -133,6 +154,39 @@ pub fn prepare_branch_entries<E: PathEntry>(
         file_ops,
         total_tokens,
     }
+}
+
+/// A message under a context edit (1.6.0 `projectContextEntry(entry, edit)[0]`): `None` when
+/// the edit omits it; otherwise user, assistant, tool-result and custom messages get the
+/// replacement's content (a string becomes one text block for assistant and tool results).
+fn edited(message: &AgentMessage, replacement: &Value) -> Option<PathMessage<'static>> {
+    if replacement.is_null() {
+        return None;
+    }
+    let role = message.role();
+    if !matches!(role, "user" | "assistant" | "toolResult" | "custom") {
+        return Some(PathMessage::Owned(Box::new(message.clone())));
+    }
+    let mut value = message.to_value();
+    if let Value::Object(map) = &mut value {
+        match replacement.get("content") {
+            None => {
+                map.shift_remove("content");
+            }
+            Some(Value::String(text)) if matches!(role, "assistant" | "toolResult") => {
+                map.insert(
+                    "content".to_owned(),
+                    serde_json::json!([{"type": "text", "text": text}]),
+                );
+            }
+            Some(content) => {
+                map.insert("content".to_owned(), content.clone());
+            }
+        }
+    }
+    Some(PathMessage::Owned(Box::new(AgentMessage::from_value(
+        value,
+    ))))
 }
 
 /// Where the leaf goes when navigating to an entry.

@@ -30,9 +30,22 @@ pub enum CompactionError {
         message: String,
     },
     /// The branch summary request ended in an error.
-    #[error("{message}")]
+    #[error("Branch summarization failed: {message}")]
     BranchSummaryFailed {
-        /// The provider's error text (`Summarization failed` when it gave none).
+        /// The provider's error text (`Unknown error` when it gave none).
         message: String,
+    },
+    /// A summary request stopped at the output limit (`stopReason: length`): partial text
+    /// never becomes a checkpoint (1.6.0 `getSummarizationFailure`).
+    #[error("{label} failed: generation hit the token cap and the summary is incomplete")]
+    Truncated {
+        /// `Summarization`, `Turn prefix summarization` or `Branch summarization`.
+        label: &'static str,
+    },
+    /// The summariser answered with a tool call.
+    #[error("{label} attempted to call a tool")]
+    CalledTool {
+        /// `Summarization`, `Turn prefix summarization` or `Branch summarization`.
+        label: &'static str,
     },
 }

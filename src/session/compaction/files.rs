@@ -117,8 +117,9 @@ fn record(ops: &mut FileOps, name: &str, path: &str) {
     }
 }
 
-/// Adds the `read`/`write`/`edit` tool calls of an assistant message whose `arguments.path`
-/// is a non-empty string (`extractFileOpsFromMessage`); other messages add nothing.
+/// Adds the `read`/`write`/`edit` tool calls of an assistant message, or the nested calls a
+/// tool result records, whose `arguments.path` is a non-empty string
+/// (`extractFileOpsFromMessage`); other messages add nothing.
 pub fn extract_file_ops_from_message(message: &AgentMessage, ops: &mut FileOps) {
     match message {
         AgentMessage::Assistant(assistant) => {
@@ -146,9 +147,28 @@ pub fn extract_file_ops_from_message(message: &AgentMessage, ops: &mut FileOps) 
                 unknown_tool_call(block, ops);
             }
         }
+        // Calls made from codemode scripts are recorded on the script's result (1.6.0).
+        AgentMessage::ToolResult(result) => {
+            for call in result
+                .nested_calls
+                .as_ref()
+                .and_then(|nested| nested.get("calls"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let (Some(name), Some(path)) = (
+                    call.get("name").and_then(Value::as_str),
+                    call.get("arguments")
+                        .and_then(|arguments| arguments.get("path"))
+                        .and_then(Value::as_str),
+                ) {
+                    record(ops, name, path);
+                }
+            }
+        }
         AgentMessage::System(_)
         | AgentMessage::User(_)
-        | AgentMessage::ToolResult(_)
         | AgentMessage::BashExecution(_)
         | AgentMessage::Custom(_)
         | AgentMessage::BranchSummary(_)

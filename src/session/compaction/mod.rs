@@ -53,8 +53,9 @@ pub use cut::{CutPoint, find_cut_point, find_turn_start_index, find_valid_cut_po
 pub use error::CompactionError;
 pub use files::{FileLists, FileOps, extract_file_ops_from_message, format_file_operations};
 pub use prepare::{
-    CompactionPreparation, PathMessage, entry_message_for_compaction, prepare_compaction,
-    prepare_manual_compaction, session_context_messages,
+    CompactionPreparation, PathMessage, ProjectedEntry, entry_message_for_compaction,
+    estimate_projected_context_tokens, prepare_compaction, prepare_manual_compaction, project_path,
+    session_context_messages,
 };
 pub use prompts::{
     BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, NO_BRANCH_CONTENT_SUMMARY, NO_PRIOR_HISTORY,
@@ -130,6 +131,11 @@ impl Default for BranchSummarySettings {
 pub trait PathEntry {
     /// Returns the typed entry.
     fn entry(&self) -> &Entry;
+
+    /// Returns the entry's line (its stored bytes when there are any).
+    fn line(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Owned(self.entry().to_line().into_bytes())
+    }
 }
 
 impl PathEntry for Entry {
@@ -142,11 +148,19 @@ impl PathEntry for StoredEntry {
     fn entry(&self) -> &Entry {
         &self.entry
     }
+
+    fn line(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&self.payload)
+    }
 }
 
 impl<T: PathEntry + ?Sized> PathEntry for &T {
     fn entry(&self) -> &Entry {
         (**self).entry()
+    }
+
+    fn line(&self) -> std::borrow::Cow<'_, [u8]> {
+        (**self).line()
     }
 }
 

@@ -1,39 +1,42 @@
-//! The compaction plan (`spec/compaction.md` §5, `prepareCompaction` of 0.73.1): what is
-//! summarised, what is kept, the previous summary to update, and the files touched.
+//! The compaction plan (1.6.0 `prepareCompaction`): what is summarised, what is kept, the
+//! previous summary to update, the files touched and the checkpoint of the prompt state.
 //!
-//! The summarised range starts at the previous compaction's kept boundary (its
-//! `firstKeptEntryId`), so messages that survived the earlier compaction are folded into the new
-//! summary together with the previous summary text; it ends at the cut (or at the start of a
-//! split turn, whose prefix is summarised apart).
+//! Planning reads the **projection** of the path (`buildSessionProjection`, the rule of
+//! [`crate::store::context::project`]): the newest compaction (checkpoint and summary) first,
+//! its kept range without system messages, then every later entry, context edits applied. The
+//! summarised range starts right after the previous compaction in that projection (its kept
+//! range is folded into the new summary together with the previous summary text) and ends at
+//! the cut, or at the start of a split turn, whose prefix is summarised apart. System messages
+//! are never summarised: the compaction entry carries their replay (`systemMessage`).
 //!
-//! Invariant: pure; messages of `message` entries are borrowed from the path, never copied.
+//! Invariant: pure.
 
 use std::borrow::Borrow;
 use std::ops::Deref;
 
 use serde_json::{Map, Value};
 
-use crate::model::entry::{CompactionEntry, Entry, EntryKind};
+use crate::ai::transcript::get_current_system_message;
+use crate::model::entry::{Entry, EntryKind};
 use crate::model::ids::EntryId;
 use crate::model::message::{
-    AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, UserContent,
+    AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, SystemMessage,
+    UserContent,
 };
-use crate::session::compaction::cut::find_cut_point;
 use crate::session::compaction::files::FileOps;
-use crate::session::compaction::tokens::{
-    assistant_usage, calculate_context_tokens, estimate_tokens,
-};
+use crate::session::compaction::tokens::{estimate_context_tokens, estimate_tokens};
 use crate::session::compaction::{CompactionError, CompactionSettings, PathEntry};
+use crate::store::context::{PathRow, project};
 use crate::support::clock::ms_from_iso;
+use crate::support::json;
 
 /// A message of a path: borrowed from a `message` entry, or made from another entry type
-/// (custom message, branch summary, compaction). Two words wide, so plans over long paths stay
-/// small.
+/// (custom message, branch summary, compaction) or by the projection (an edited message).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PathMessage<'a> {
     /// The message of a `message` entry.
     Borrowed(&'a AgentMessage),
-    /// A message made from a `custom_message`, `branch_summary` or `compaction` entry.
+    /// A message made from an entry.
     Owned(Box<AgentMessage>),
 }
 
@@ -64,6 +67,49 @@ fn owned(message: AgentMessage) -> PathMessage<'static> {
     PathMessage::Owned(Box::new(message))
 }
 
+/// One entry of a path's projection: its source entry, where it is on the path, and the
+/// messages it gives the context (after edits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectedEntry<'a> {
+    /// The source entry.
+    pub entry: &'a Entry,
+    /// Its index in the path.
+    pub path_index: usize,
+    /// Its context messages.
+    pub messages: Vec<AgentMessage>,
+}
+
+/// Returns the projection of a path (root → leaf, or a tail of it from the last compaction's
+/// kept boundary): 1.6.0's `buildSessionProjection(path).entries`.
+pub fn project_path<E: PathEntry>(path: &[E]) -> Vec<ProjectedEntry<'_>> {
+    let mut rows: Vec<PathRow> = path
+        .iter()
+        .enumerate()
+        .map(|(idx, entry)| PathRow {
+            seq: i64::try_from(idx).unwrap_or(i64::MAX),
+            id: entry.entry().id.as_ref().map(ToString::to_string),
+            type_name: entry.entry().type_name().to_owned(),
+            payload: Some(entry.line().into_owned()),
+            flags: None,
+        })
+        .collect();
+    project(&mut rows)
+        .into_iter()
+        .map(|projected| ProjectedEntry {
+            entry: path[projected.index].entry(),
+            path_index: projected.index,
+            messages: projected
+                .messages
+                .iter()
+                .map(|text| match json::parse_lenient(text.as_bytes()) {
+                    Ok(value) => AgentMessage::from_value(value),
+                    Err(_) => AgentMessage::Unknown(Value::Null),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// What [`crate::session::compaction::compact`] summarises and keeps (the reference's
 /// `CompactionPreparation`, plus the indices it was derived from).
 #[derive(Debug, Clone, PartialEq)]
@@ -72,24 +118,28 @@ pub struct CompactionPreparation<'a> {
     pub first_kept_entry_id: EntryId,
     /// Its index in the path.
     pub first_kept_entry_index: usize,
-    /// Where the summarised range starts: the previous compaction's first kept entry (or the
-    /// entry after it when that id is not on the path), else 0.
+    /// Where the summarised range starts, as an index in the path: the entry after the
+    /// previous compaction in the projection (the first of its kept range), else the first
+    /// projected entry.
     pub boundary_start: usize,
-    /// Index of the split turn's first entry.
+    /// Index in the path of the split turn's first entry.
     pub turn_start_index: Option<usize>,
-    /// The history to summarise: messages of `path[boundary_start .. turn start or cut)`.
+    /// The history to summarise (system messages left out).
     pub messages_to_summarize: Vec<PathMessage<'a>>,
-    /// The prefix of a split turn: messages of `path[turn start .. cut)`.
+    /// The prefix of a split turn.
     pub turn_prefix_messages: Vec<PathMessage<'a>>,
     /// Whether the cut falls inside a turn.
     pub is_split_turn: bool,
-    /// Estimated context size before compacting (over the rebuilt context of the whole path).
+    /// Estimated context size before compacting (`estimateProjectedContextTokens`).
     pub tokens_before: u64,
     /// The previous compaction's summary, to be updated rather than rewritten.
     pub previous_summary: Option<&'a str>,
     /// The previous compaction's `details`, when pi wrote it (not an extension): its file
     /// lists carry over.
     pub previous_details: Option<&'a Value>,
+    /// The prompt state of the projection (`getCurrentSystemMessage`): the checkpoint the
+    /// compaction entry stores as `systemMessage` (its timestamp set to the entry's time).
+    pub system_message: Option<SystemMessage>,
     /// The settings the plan was made with.
     pub settings: CompactionSettings,
 }
@@ -97,9 +147,6 @@ pub struct CompactionPreparation<'a> {
 impl CompactionPreparation<'_> {
     /// Returns the files touched by the summarised messages (history and turn prefix) and
     /// recorded by the previous compaction (the reference's `fileOps`).
-    ///
-    /// Computed on demand: only a generated summary needs it, and on a long range it is the
-    /// costly part (every tool call of the range is read).
     pub fn file_ops(&self) -> FileOps {
         let mut ops = FileOps::default();
         if let Some(details) = self.previous_details {
@@ -175,187 +222,327 @@ pub(crate) fn entry_message(entry: &Entry, compaction_too: bool) -> Option<PathM
     }
 }
 
-/// Returns the message an entry contributes to a compaction's summarised range
-/// (`getMessageFromEntryForCompaction`): messages, custom messages, branch summaries; never a
-/// compaction.
+/// Returns the message an entry contributes to a compaction's summarised range, unedited:
+/// messages, custom messages, branch summaries; never a compaction.
 pub fn entry_message_for_compaction(entry: &Entry) -> Option<PathMessage<'_>> {
     entry_message(entry, false)
 }
 
-/// The message `buildSessionContext` emits for an entry (`appendMessage`): empty branch
-/// summaries are skipped.
-fn context_message(entry: &Entry) -> Option<PathMessage<'_>> {
+/// Returns the messages of 1.6.0's `buildSessionContext` over a path (root → leaf): the
+/// projection's messages, in order.
+pub fn session_context_messages<E: PathEntry>(path: &[E]) -> Vec<PathMessage<'_>> {
+    project_path(path)
+        .into_iter()
+        .flat_map(|entry| entry.messages)
+        .map(owned)
+        .collect()
+}
+
+/// `isCutPointMessage`.
+fn is_cut_point_message(message: &AgentMessage) -> bool {
+    matches!(
+        message.role(),
+        "user" | "assistant" | "bashExecution" | "custom" | "branchSummary" | "compactionSummary"
+    )
+}
+
+/// `isTurnStartMessage`.
+fn is_turn_start_message(message: &AgentMessage) -> bool {
+    matches!(
+        message.role(),
+        "user" | "bashExecution" | "custom" | "branchSummary" | "compactionSummary"
+    )
+}
+
+fn is_compaction(entry: &Entry) -> bool {
+    matches!(entry.kind, EntryKind::Compaction(_))
+}
+
+/// `isProjectedTurnStart`.
+fn is_projected_turn_start(entry: &ProjectedEntry<'_>) -> bool {
+    !is_compaction(entry.entry) && entry.messages.iter().any(is_turn_start_message)
+}
+
+/// Whether the entry gives the context messages before any edit
+/// (`sessionEntryToContextMessages(entry).length > 0`).
+fn gives_messages(entry: &Entry) -> bool {
     match &entry.kind {
-        EntryKind::BranchSummary(summary) if summary.summary.is_empty() => None,
-        _ => entry_message(entry, false),
+        EntryKind::Message(_) | EntryKind::CustomMessage { .. } | EntryKind::Compaction(_) => true,
+        EntryKind::BranchSummary(summary) => !summary.summary.is_empty(),
+        EntryKind::ThinkingLevelChange { .. }
+        | EntryKind::ModelChange(_)
+        | EntryKind::Usage(_)
+        | EntryKind::ContextEdit(_)
+        | EntryKind::Custom { .. }
+        | EntryKind::Label { .. }
+        | EntryKind::SessionInfo { .. }
+        | EntryKind::Unknown { .. } => false,
     }
 }
 
-/// The last compaction of a path: its index and fields.
-fn last_compaction<E: PathEntry>(path: &[E]) -> Option<(usize, &CompactionEntry)> {
-    path.iter()
-        .enumerate()
-        .rev()
-        .find_map(|(idx, entry)| match &entry.entry().kind {
-            EntryKind::Compaction(compaction) => Some((idx, compaction)),
-            _ => None,
+/// Where a compaction cuts a projection (indices into the projection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProjectedCut {
+    first_kept: usize,
+    turn_start: Option<usize>,
+    is_split_turn: bool,
+}
+
+/// `findProjectedCutPoint`: walking back from the newest projected entry, message estimates
+/// accumulate until `keep_recent_tokens`; the cut is the nearest cut point at or after that
+/// entry. A suffix made only of an omitted recovery attempt (and its edits) moves the cut one
+/// entry on; metadata entries just before the cut are pulled into the kept part.
+fn find_projected_cut_point(
+    entries: &[ProjectedEntry<'_>],
+    start: usize,
+    end: usize,
+    keep_recent_tokens: u64,
+) -> ProjectedCut {
+    let cut_points: Vec<usize> = (start..end)
+        .filter(|&idx| {
+            !is_compaction(entries[idx].entry)
+                && entries[idx].messages.iter().any(is_cut_point_message)
         })
-}
-
-/// Returns the index of the entry with this id (`findIndex(entry.id === id)`), looking back from
-/// `near` first.
-///
-/// The ids on a path are unique (it is walked by parent id through an id → entry map, so an
-/// id cannot come twice), which makes the first match anywhere the only one; looking back
-/// from the compaction finds a kept boundary after a few entries instead of a whole path.
-/// Without an id, the first entry without one matches, as in the reference.
-fn index_of<E: PathEntry>(path: &[E], id: Option<&EntryId>, near: usize) -> Option<usize> {
-    let matches = |entry: &E| entry.entry().id.as_ref() == id;
-    if id.is_none() {
-        return path.iter().position(matches);
-    }
-    let near = near.min(path.len());
-    path[..near]
-        .iter()
-        .rposition(matches)
-        .or_else(|| path[near..].iter().position(matches).map(|idx| idx + near))
-}
-
-/// Where the messages of the reference's `buildSessionContext` come from.
-struct ContextRanges<'p> {
-    /// The last compaction: its summary comes first.
-    compaction: Option<(&'p Entry, &'p CompactionEntry)>,
-    /// Entries whose messages follow, in order (before the compaction from its first kept
-    /// entry, then after it; or the whole path).
-    ranges: [std::ops::Range<usize>; 2],
-}
-
-fn context_ranges<E: PathEntry>(path: &[E]) -> ContextRanges<'_> {
-    let Some((idx, compaction)) = last_compaction(path) else {
-        return ContextRanges {
-            compaction: None,
-            ranges: [0..path.len(), 0..0],
+        .collect();
+    let (Some(&first), Some(&last)) = (cut_points.first(), cut_points.last()) else {
+        return ProjectedCut {
+            first_kept: start,
+            turn_start: None,
+            is_split_turn: false,
         };
     };
-    // Only entries before the compaction can start the kept part.
-    let kept = index_of(path, compaction.first_kept_entry_id.as_ref(), idx)
-        .filter(|&kept| kept < idx)
-        .map_or(0..0, |kept| kept..idx);
-    ContextRanges {
-        compaction: Some((path[idx].entry(), compaction)),
-        ranges: [kept, idx + 1..path.len()],
-    }
-}
-
-fn summary_message(entry: &Entry, compaction: &CompactionEntry) -> PathMessage<'static> {
-    owned(AgentMessage::CompactionSummary(CompactionSummaryMessage {
-        summary: compaction.summary.clone(),
-        tokens_before: compaction.tokens_before,
-        timestamp: entry_ms(entry),
-    }))
-}
-
-/// Returns the messages of the reference's `buildSessionContext` over a path (root → leaf): with
-/// a compaction on it, the last one's summary, then the entries from its `firstKeptEntryId` up
-/// to it, then everything after it.
-pub fn session_context_messages<E: PathEntry>(path: &[E]) -> Vec<PathMessage<'_>> {
-    let context = context_ranges(path);
-    let mut messages = Vec::new();
-    if let Some((entry, compaction)) = context.compaction {
-        messages.push(summary_message(entry, compaction));
-    }
-    for range in context.ranges {
-        messages.extend(
-            path[range]
-                .iter()
-                .filter_map(|entry| context_message(entry.entry())),
-        );
-    }
-    messages
-}
-
-/// `estimateContextTokens(buildSessionContext(path).messages).tokens`, reading the context
-/// backwards only as far as its last trustworthy usage.
-fn context_tokens<E: PathEntry>(path: &[E]) -> u64 {
-    let context = context_ranges(path);
-    let mut trailing: u64 = 0;
-    let [kept, after] = context.ranges;
-    for entry in path[after].iter().rev().chain(path[kept].iter().rev()) {
-        let Some(message) = context_message(entry.entry()) else {
+    let mut accumulated: u64 = 0;
+    let mut exceeded = false;
+    let mut cut = first;
+    for idx in (start..end).rev() {
+        let tokens: u64 = entries[idx].messages.iter().map(estimate_tokens).sum();
+        if tokens == 0 {
             continue;
-        };
-        if let Some(usage) = assistant_usage(&message) {
-            return calculate_context_tokens(usage) + trailing;
         }
-        trailing += estimate_tokens(&message);
+        accumulated += tokens;
+        if accumulated >= keep_recent_tokens {
+            exceeded = true;
+            cut = cut_points
+                .iter()
+                .copied()
+                .find(|&candidate| candidate >= idx)
+                .unwrap_or(last);
+            break;
+        }
     }
-    if let Some((entry, compaction)) = context.compaction {
-        trailing += estimate_tokens(&summary_message(entry, compaction));
+    // A recovery attempt and its omission edits are context-invisible after the last visible
+    // input: advance only for a closed suffix containing an omitted assistant attempt.
+    let suffix = entries.get(cut + 1..end).unwrap_or_default();
+    let intrinsically_visible = |entry: &ProjectedEntry<'_>| {
+        !matches!(entry.entry.kind, EntryKind::ContextEdit(_)) && gives_messages(entry.entry)
+    };
+    let omitted =
+        |entry: &ProjectedEntry<'_>| intrinsically_visible(entry) && entry.messages.is_empty();
+    let omitted_ids: Vec<Option<&EntryId>> = suffix
+        .iter()
+        .filter(|entry| omitted(entry))
+        .map(|entry| entry.entry.id.as_ref())
+        .collect();
+    let external_replacement = suffix.iter().any(|entry| match &entry.entry.kind {
+        EntryKind::ContextEdit(edit) => {
+            !matches!(edit.replacement, Some(Value::Null))
+                && !omitted_ids.contains(&edit.target_id.as_ref())
+        }
+        _ => false,
+    });
+    let recovery_suffix = exceeded
+        && !external_replacement
+        && suffix.iter().any(|entry| {
+            matches!(
+                entry.entry.kind,
+                EntryKind::Message(AgentMessage::Assistant(_))
+            ) && omitted(entry)
+        })
+        && suffix.iter().all(|entry| {
+            !is_compaction(entry.entry) && (!intrinsically_visible(entry) || omitted(entry))
+        });
+    if recovery_suffix {
+        cut += 1;
     }
-    trailing
+    while cut > start {
+        let previous = &entries[cut - 1];
+        if is_compaction(previous.entry) || !previous.messages.is_empty() {
+            break;
+        }
+        cut -= 1;
+    }
+    let starts_turn = entries.get(cut).is_some_and(is_projected_turn_start);
+    let turn_start = if starts_turn {
+        None
+    } else {
+        (start..=cut.min(entries.len().saturating_sub(1)))
+            .rev()
+            .find(|&idx| is_projected_turn_start(&entries[idx]))
+    };
+    ProjectedCut {
+        first_kept: cut,
+        turn_start,
+        is_split_turn: !starts_turn && turn_start.is_some(),
+    }
 }
 
-/// Plans a compaction of a path (root → leaf); `None` when the last entry is already a
-/// compaction, when the path is empty, or when the first kept entry has no id.
+/// `estimateProjectedContextTokens`: the last trustworthy usage plus the estimates after it,
+/// unless a context edit or compaction on the path comes after the entry that usage came
+/// from; then the estimate of the replayed prompt and every other message.
+pub fn estimate_projected_context_tokens<E: PathEntry>(
+    projection: &[ProjectedEntry<'_>],
+    path: &[E],
+) -> u64 {
+    let messages: Vec<&AgentMessage> = projection
+        .iter()
+        .flat_map(|entry| entry.messages.iter())
+        .collect();
+    let estimate = estimate_context_tokens(&messages);
+    if let Some(usage_index) = estimate.last_usage_index {
+        let mut at = 0;
+        let mut usage_entry = None;
+        for entry in projection {
+            let next = at + entry.messages.len();
+            if usage_index < next {
+                usage_entry = Some(entry.entry.id.as_ref());
+                break;
+            }
+            at = next;
+        }
+        let usage_entry_index = usage_entry.and_then(|id| {
+            path.iter()
+                .position(|entry| entry.entry().id.as_ref() == id)
+        });
+        let invalidating = path.iter().rposition(|entry| {
+            matches!(
+                entry.entry().kind,
+                EntryKind::ContextEdit(_) | EntryKind::Compaction(_)
+            )
+        });
+        let valid = match (usage_entry_index, invalidating) {
+            (Some(usage), Some(invalidating)) => usage > invalidating,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if valid {
+            return estimate.tokens;
+        }
+    }
+    let mut tokens = get_current_system_message(&messages_owned(&messages))
+        .map_or(0, |system| estimate_tokens(&AgentMessage::System(system)));
+    for message in &messages {
+        if message.role() != "system" {
+            tokens += estimate_tokens(message);
+        }
+    }
+    tokens
+}
+
+fn messages_owned(messages: &[&AgentMessage]) -> Vec<AgentMessage> {
+    messages
+        .iter()
+        .filter(|message| message.role() == "system")
+        .map(|message| (*message).clone())
+        .collect()
+}
+
+/// `getMessagesFromProjectedEntryForCompaction`: a compaction gives nothing, system messages
+/// are prompt state, not conversation.
+fn summarised_messages<'a>(entry: &ProjectedEntry<'_>) -> Vec<PathMessage<'a>> {
+    let messages = if is_compaction(entry.entry) {
+        Vec::new()
+    } else {
+        entry
+            .messages
+            .iter()
+            .filter(|message| message.role() != "system")
+            .cloned()
+            .collect()
+    };
+    messages
+        .into_iter()
+        .map(|message| PathMessage::Owned(Box::new(message)))
+        .collect()
+}
+
+/// Plans a compaction of a path (root → leaf, or its tail from the last compaction's kept
+/// boundary); `None` when the last entry is already a compaction, when the first kept entry
+/// has no id, or when nothing would be summarised.
 pub fn prepare_compaction<'a, E: PathEntry>(
     path: &'a [E],
     settings: &CompactionSettings,
 ) -> Option<CompactionPreparation<'a>> {
     if path
         .last()
-        .is_some_and(|entry| matches!(entry.entry().kind, EntryKind::Compaction(_)))
+        .is_some_and(|entry| is_compaction(entry.entry()))
     {
         return None;
     }
-    let previous = last_compaction(path);
-    let (boundary_start, previous_summary) = match previous {
-        Some((idx, compaction)) => {
-            let start =
-                index_of(path, compaction.first_kept_entry_id.as_ref(), idx).unwrap_or(idx + 1);
-            (start, Some(compaction.summary.as_str()))
-        }
+    let projection = project_path(path);
+    let previous = projection
+        .iter()
+        .position(|entry| is_compaction(entry.entry) && !entry.messages.is_empty());
+    let (boundary_start, previous_compaction) = match previous {
+        Some(idx) => match &projection[idx].entry.kind {
+            EntryKind::Compaction(compaction) => (idx + 1, Some(compaction)),
+            _ => (idx + 1, None),
+        },
         None => (0, None),
     };
-    let tokens_before = context_tokens(path);
-    let cut = find_cut_point(
-        path,
+    let end = projection.len();
+    let tokens_before = estimate_projected_context_tokens(&projection, path);
+    let cut = find_projected_cut_point(
+        &projection,
         boundary_start,
-        path.len(),
+        end,
         settings.keep_recent_tokens,
     );
-    let first_kept_entry_id = path.get(cut.first_kept_entry_index)?.entry().id.clone()?;
-    let history_end = match cut.turn_start_index {
+    let first_kept = projection.get(cut.first_kept)?;
+    let first_kept_entry_id = first_kept.entry.id.clone()?;
+    let history_end = match cut.turn_start {
         Some(turn_start) if cut.is_split_turn => turn_start,
-        _ => cut.first_kept_entry_index,
+        _ => cut.first_kept,
     };
-    let previous_details = previous
-        .filter(|(_, compaction)| compaction.from_hook != Some(true))
-        .and_then(|(_, compaction)| compaction.details.as_ref());
-    let messages_in = |from: usize, to: usize| -> Vec<PathMessage<'a>> {
-        path.get(from..to.max(from))
+    let range = |from: usize, to: usize| -> Vec<PathMessage<'a>> {
+        projection
+            .get(from..to.max(from))
             .unwrap_or_default()
             .iter()
-            .filter_map(|entry| entry_message_for_compaction(entry.entry()))
+            .flat_map(summarised_messages)
             .collect()
     };
-    let messages_to_summarize = messages_in(boundary_start, history_end);
-    let turn_prefix_messages = match cut.turn_start_index {
-        Some(turn_start) if cut.is_split_turn => {
-            messages_in(turn_start, cut.first_kept_entry_index)
-        }
+    let messages_to_summarize = range(boundary_start, history_end);
+    let turn_prefix_messages = match cut.turn_start {
+        Some(turn_start) if cut.is_split_turn => range(turn_start, cut.first_kept),
         _ => Vec::new(),
+    };
+    if messages_to_summarize.is_empty() && turn_prefix_messages.is_empty() {
+        return None;
+    }
+    let all: Vec<&AgentMessage> = projection
+        .iter()
+        .flat_map(|entry| entry.messages.iter())
+        .collect();
+    let system_message = get_current_system_message(&messages_owned(&all));
+    let path_index = |idx: usize| {
+        projection
+            .get(idx)
+            .map_or(path.len(), |entry| entry.path_index)
     };
     Some(CompactionPreparation {
         first_kept_entry_id,
-        first_kept_entry_index: cut.first_kept_entry_index,
-        boundary_start,
-        turn_start_index: cut.turn_start_index,
+        first_kept_entry_index: first_kept.path_index,
+        boundary_start: path_index(boundary_start),
+        turn_start_index: cut.turn_start.map(path_index),
         messages_to_summarize,
         turn_prefix_messages,
         is_split_turn: cut.is_split_turn,
         tokens_before,
-        previous_summary,
-        previous_details,
+        previous_summary: previous_compaction.map(|compaction| compaction.summary.as_str()),
+        previous_details: previous_compaction
+            .filter(|compaction| compaction.from_hook != Some(true))
+            .and_then(|compaction| compaction.details.as_ref()),
+        system_message,
         settings: *settings,
     })
 }
@@ -369,7 +556,7 @@ pub fn prepare_manual_compaction<'a, E: PathEntry>(
     prepare_compaction(path, settings).ok_or_else(|| {
         if path
             .last()
-            .is_some_and(|entry| matches!(entry.entry().kind, EntryKind::Compaction(_)))
+            .is_some_and(|entry| is_compaction(entry.entry()))
         {
             CompactionError::AlreadyCompacted
         } else {
@@ -381,7 +568,6 @@ pub fn prepare_manual_compaction<'a, E: PathEntry>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::compaction::files::FileLists;
     use serde_json::json;
 
     fn entry(id: &str, body: Value) -> Entry {
@@ -430,26 +616,24 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn the_range_starts_at_the_previous_kept_boundary_with_its_summary_and_files() {
-        let path = path(false);
-        let prep = prepare_compaction(&path, &CompactionSettings::default()).unwrap();
-        assert_eq!(prep.boundary_start, 2, "u2, the previous first kept entry");
-        assert_eq!(prep.previous_summary, Some("previous"));
-        // The context is summary, u2, a2, u3, a3, u4: a3's usage (300) plus u4 (10).
-        assert_eq!(prep.tokens_before, 310);
-        // Nothing reaches 20000 tokens: everything from the boundary is kept.
-        assert_eq!(prep.first_kept_entry_id.as_str(), "u2");
-        assert!(prep.messages_to_summarize.is_empty());
-        let lists = prep.file_ops().lists();
-        assert_eq!(lists.read_files, vec!["old.ts"]);
-        assert_eq!(lists.modified_files, vec!["gone.ts"]);
-
-        let tight = CompactionSettings {
+    fn tight() -> CompactionSettings {
+        CompactionSettings {
             keep_recent_tokens: 50,
             ..CompactionSettings::default()
-        };
-        let prep = prepare_compaction(&path, &tight).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_range_starts_after_the_previous_compaction_with_its_summary_and_files() {
+        let path = path(false);
+        // Nothing reaches 20000 tokens: everything is kept, nothing would be summarised
+        // (1.6.0 plans nothing then).
+        assert!(prepare_compaction(&path, &CompactionSettings::default()).is_none());
+        let prep = prepare_compaction(&path, &tight()).unwrap();
+        assert_eq!(prep.boundary_start, 2, "u2, the previous first kept entry");
+        assert_eq!(prep.previous_summary, Some("previous"));
+        // The projection is summary, u2, a2, u3, a3, u4: a3's usage (300) plus u4 (10).
+        assert_eq!(prep.tokens_before, 310);
         assert_eq!(prep.first_kept_entry_id.as_str(), "u3");
         let summarised: Vec<&str> = prep
             .messages_to_summarize
@@ -458,14 +642,45 @@ mod tests {
             .collect();
         assert_eq!(summarised, vec!["user", "assistant"], "u2 and a2, never c1");
         assert_eq!(prep.file_ops().lists().read_files, vec!["b.ts", "old.ts"]);
+        assert_eq!(prep.file_ops().lists().modified_files, vec!["gone.ts"]);
+        assert_eq!(prep.system_message, None, "no system message on the path");
     }
 
     #[test]
     fn an_extension_compaction_lends_no_files() {
         let path = path(true);
-        let prep = prepare_compaction(&path, &CompactionSettings::default()).unwrap();
+        let prep = prepare_compaction(&path, &tight()).unwrap();
         assert_eq!(prep.previous_details, None);
-        assert_eq!(prep.file_ops().lists(), FileLists::default());
+        assert_eq!(prep.file_ops().lists().read_files, vec!["b.ts"]);
+    }
+
+    #[test]
+    fn system_messages_are_checkpointed_not_summarised() {
+        let mut path = path(false);
+        path.insert(
+            0,
+            entry(
+                "s0",
+                json!({"type":"message","message":{"role":"system","content":"",
+                    "sections":{"preamble":"Be brief."},"timestamp":1}}),
+            ),
+        );
+        path.truncate(5);
+        path.push(user("u5", &"z".repeat(400)));
+        let prep = prepare_compaction(&path, &tight()).unwrap();
+        assert!(
+            prep.messages_to_summarize
+                .iter()
+                .all(|message| message.role() != "system")
+        );
+        let system = prep.system_message.expect("the checkpoint");
+        assert_eq!(
+            system
+                .sections
+                .as_ref()
+                .and_then(|sections| sections.get("preamble")),
+            Some(&json!("Be brief."))
+        );
     }
 
     #[test]
@@ -505,6 +720,9 @@ mod tests {
         let mut odd = path.clone();
         odd[4] = compaction("c1", "u4", false);
         assert_eq!(session_context_messages(&odd).len(), 4);
-        assert_eq!(context_tokens(&odd), 310);
+        assert_eq!(
+            estimate_projected_context_tokens(&project_path(&odd), &odd),
+            310
+        );
     }
 }

@@ -1,14 +1,14 @@
-//! Summary generation through the real LLM client (`spec/compaction.md` §5, §6.2, §8.3):
-//! the compaction summary (initial or update prompt, custom focus), the split-turn prefix
-//! summary in parallel with it, and the branch summary; each assembled exactly as the
-//! reference assembles it.
+//! Summary generation through the real LLM client (1.6.0 `compact`, `generateSummary`,
+//! `generateTurnPrefixSummary`, `generateBranchSummary`): the compaction summary (initial or
+//! update prompt, custom focus), the split-turn prefix summary after it, and the branch
+//! summary; each assembled exactly as the reference assembles it, with the usage of the calls.
 //!
 //! Each request: the summarisation system prompt, one user message
-//! `<conversation>\n…\n</conversation>\n\n[<previous-summary>\n…\n</previous-summary>\n\n]<instructions>`,
-//! no tools. Budgets: `floor(0.8 × reserveTokens)` for the history, `floor(0.5 ×
-//! reserveTokens)` for a turn prefix, 2048 for a branch. Reasoning: the session's thinking
-//! level for compaction requests when the model reasons and the level is not `off`; none for
-//! branch summaries.
+//! `<conversation>\n…\n</conversation>\n\n[<previous-summary>\n…\n</previous-summary>\n\n]<instructions>`
+//! (a turn prefix: `# Conversation\n…\n\n# Instructions\n…`), no tools, the model's output
+//! limit (1.6.0 #9512), no prompt caching, no session id. Reasoning: the session's thinking
+//! level when the model reasons and the level is not `off` (branch summaries too). A `length`
+//! stop or a tool call is a failure: partial text never becomes a checkpoint.
 //!
 //! Invariant: the only effects are the LLM requests; nothing is stored or emitted here.
 
@@ -17,11 +17,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ai::convert::convert_to_llm;
 use crate::ai::{
-    AiClient, LlmMessage, Model, Request, StreamOptions, ThinkingBudgets, ThinkingLevel,
+    AiClient, CacheRetention, LlmMessage, Model, Request, StreamOptions, ThinkingBudgets,
+    ThinkingLevel,
 };
 use crate::model::entry::CompactionEntry;
 use crate::model::ids::EntryId;
-use crate::model::message::{AssistantMessage, ContentBlock, StopReason, UserContent, UserMessage};
+use crate::model::message::{
+    AssistantMessage, ContentBlock, Cost, StopReason, SystemMessage, Usage, UserContent,
+    UserMessage,
+};
 use crate::session::compaction::branch::prepare_branch_entries;
 use crate::session::compaction::files::FileLists;
 use crate::session::compaction::prepare::{CompactionPreparation, PathMessage};
@@ -33,6 +37,7 @@ use crate::session::compaction::prompts::{
 use crate::session::compaction::serialize::serialize_conversation;
 use crate::session::compaction::{CompactionError, PathEntry};
 use crate::support::clock::Clock;
+use crate::support::json;
 
 /// The model a summary is asked of, and how to reach it.
 #[derive(Debug, Clone)]
@@ -67,10 +72,12 @@ pub struct BranchSummaryOptions<'a> {
     pub replace_instructions: bool,
     /// `branchSummary.reserveTokens`.
     pub reserve_tokens: u64,
+    /// The session's thinking level (used when the model reasons).
+    pub thinking_level: ThinkingLevel,
 }
 
 /// A compaction ready to append (the reference's `CompactionResult`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CompactionResult {
     /// The summary text, file lists appended.
     pub summary: String,
@@ -80,6 +87,10 @@ pub struct CompactionResult {
     pub tokens_before: u64,
     /// The files read and modified by everything summarised so far.
     pub details: FileLists,
+    /// The usage of the summary requests (summed over a split turn's two).
+    pub usage: Usage,
+    /// The checkpoint of the prompt state at the cut (stored as `systemMessage`).
+    pub system_message: Option<SystemMessage>,
 }
 
 impl CompactionResult {
@@ -91,15 +102,16 @@ impl CompactionResult {
             first_kept_entry_id: Some(self.first_kept_entry_id.clone()),
             tokens_before: self.tokens_before,
             details: Some(self.details.to_details()),
-            usage: None,
+            usage: Some(self.usage.clone()),
             from_hook: Some(from_hook),
-            system_message: None,
+            system_message: self.system_message.clone(),
         }
     }
 
-    /// Returns the result as `compaction_end.result` and `compact()` return it:
-    /// `{summary, firstKeptEntryId, tokensBefore, details}`.
-    pub fn to_json(&self) -> Value {
+    /// Returns the result as `compaction_end.result` and `compact()` return it (1.6.0):
+    /// `{summary, firstKeptEntryId, tokensBefore, estimatedTokensAfter, usage, details}`, with
+    /// the estimate of the context rebuilt after appending.
+    pub fn to_json(&self, estimated_tokens_after: u64) -> Value {
         let mut map = Map::new();
         map.insert("summary".to_owned(), Value::from(self.summary.as_str()));
         map.insert(
@@ -107,18 +119,30 @@ impl CompactionResult {
             Value::from(self.first_kept_entry_id.as_str()),
         );
         map.insert("tokensBefore".to_owned(), Value::from(self.tokens_before));
+        map.insert(
+            "estimatedTokensAfter".to_owned(),
+            Value::from(estimated_tokens_after),
+        );
+        // Numbers as JavaScript writes them (a zero cost is `0`, not `0.0`).
+        let usage = serde_json::to_value(&self.usage)
+            .ok()
+            .and_then(|usage| json::parse_lenient(json::to_js_string(&usage).as_bytes()).ok())
+            .unwrap_or(Value::Null);
+        map.insert("usage".to_owned(), usage);
         map.insert("details".to_owned(), self.details.to_details());
         Value::Object(map)
     }
 }
 
 /// A branch summary ready to append with `SessionStore::branch_with_summary`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BranchSummaryResult {
     /// The summary text: preamble, the model's text, file lists.
     pub summary: String,
     /// The files the abandoned branch read and modified (empty without messages).
     pub files: FileLists,
+    /// The usage of the summary request (`None` when no request was made).
+    pub usage: Option<Usage>,
 }
 
 impl BranchSummaryResult {
@@ -166,9 +190,17 @@ pub fn compaction_prompt(
     prompt
 }
 
-/// Returns the user text of a split turn's prefix summary request.
-pub fn turn_prefix_prompt(conversation: &str) -> String {
-    format!("<conversation>\n{conversation}\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}")
+/// Returns the user text of a split turn's prefix summary request (1.6.0: the focus is
+/// appended here too).
+pub fn turn_prefix_prompt(conversation: &str, custom_instructions: Option<&str>) -> String {
+    let mut prompt = format!(
+        "# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
+    );
+    if let Some(custom) = non_empty(custom_instructions) {
+        prompt.push_str(ADDITIONAL_FOCUS);
+        prompt.push_str(custom);
+    }
+    prompt
 }
 
 /// Returns the user text of a branch summary request: custom instructions replace the default
@@ -201,7 +233,6 @@ impl Summarizer<'_> {
     async fn complete(
         &self,
         prompt: String,
-        max_tokens: u64,
         thinking: ThinkingLevel,
         cancel: &CancellationToken,
     ) -> AssistantMessage {
@@ -215,9 +246,11 @@ impl Summarizer<'_> {
             tools: Vec::new(),
         };
         let mut options = self.options.clone();
-        options.max_tokens = Some(max_tokens);
+        // 1.6.0: the model's output limit (#9512), no cache writes for one-off summaries, a
+        // routing id of its own rather than the session's, no thinking budgets.
+        options.max_tokens = None;
         options.thinking = thinking;
-        // The reference passes neither a session id nor thinking budgets to these calls.
+        options.cache_retention = CacheRetention::None;
         options.session_id = None;
         options.thinking_budgets = ThinkingBudgets::default();
         self.client
@@ -226,8 +259,8 @@ impl Summarizer<'_> {
             .await
     }
 
-    /// The reasoning level of compaction requests: the session's when the model reasons.
-    fn compaction_thinking(&self, level: ThinkingLevel) -> ThinkingLevel {
+    /// The reasoning level of summary requests: the session's when the model reasons.
+    fn summary_thinking(&self, level: ThinkingLevel) -> ThinkingLevel {
         if self.model.reasoning && level != ThinkingLevel::Off {
             level
         } else {
@@ -236,12 +269,14 @@ impl Summarizer<'_> {
     }
 }
 
-/// Turns a summarisation answer into its text, or the error it stands for.
+/// Turns a summarisation answer into its text and usage, or the error it stands for
+/// (1.6.0 `getSummarizationFailure` and the tool-call check).
 fn summary_text(
     message: &AssistantMessage,
     cancel: &CancellationToken,
+    label: &'static str,
     failed: impl FnOnce(String) -> CompactionError,
-) -> Result<String, CompactionError> {
+) -> Result<(String, Usage), CompactionError> {
     if cancel.is_cancelled() || message.stop_reason == StopReason::Aborted {
         return Err(CompactionError::Cancelled);
     }
@@ -249,7 +284,17 @@ fn summary_text(
         let reason = non_empty(message.error_message.as_deref()).unwrap_or("Unknown error");
         return Err(failed(reason.to_owned()));
     }
-    Ok(answer_text(message))
+    if message.stop_reason == StopReason::Length {
+        return Err(CompactionError::Truncated { label });
+    }
+    if message
+        .content
+        .iter()
+        .any(|block| matches!(block, ContentBlock::ToolCall(_)))
+    {
+        return Err(CompactionError::CalledTool { label });
+    }
+    Ok((answer_text(message), message.usage.clone()))
 }
 
 async fn history_summary(
@@ -257,23 +302,20 @@ async fn history_summary(
     summarizer: &Summarizer<'_>,
     options: &CompactOptions<'_>,
     cancel: &CancellationToken,
-) -> Result<String, CompactionError> {
+) -> Result<(String, Usage), CompactionError> {
     let prompt = compaction_prompt(
         &conversation_text(&prep.messages_to_summarize),
         prep.previous_summary,
         options.custom_instructions,
     );
-    // `Math.floor(0.8 * reserveTokens)`, computed in floating point as the reference does.
-    let max_tokens = (0.8 * prep.settings.reserve_tokens as f64).floor() as u64;
     let answer = summarizer
         .complete(
             prompt,
-            max_tokens,
-            summarizer.compaction_thinking(options.thinking_level),
+            summarizer.summary_thinking(options.thinking_level),
             cancel,
         )
         .await;
-    summary_text(&answer, cancel, |message| {
+    summary_text(&answer, cancel, "Summarization", |message| {
         CompactionError::SummarizationFailed { message }
     })
 }
@@ -283,43 +325,79 @@ async fn turn_prefix_summary(
     summarizer: &Summarizer<'_>,
     options: &CompactOptions<'_>,
     cancel: &CancellationToken,
-) -> Result<String, CompactionError> {
-    let prompt = turn_prefix_prompt(&conversation_text(&prep.turn_prefix_messages));
-    let max_tokens = (0.5 * prep.settings.reserve_tokens as f64).floor() as u64;
+) -> Result<(String, Usage), CompactionError> {
+    let prompt = turn_prefix_prompt(
+        &conversation_text(&prep.turn_prefix_messages),
+        options.custom_instructions,
+    );
     let answer = summarizer
         .complete(
             prompt,
-            max_tokens,
-            summarizer.compaction_thinking(options.thinking_level),
+            summarizer.summary_thinking(options.thinking_level),
             cancel,
         )
         .await;
-    summary_text(&answer, cancel, |message| {
+    summary_text(&answer, cancel, "Turn prefix summarization", |message| {
         CompactionError::TurnPrefixFailed { message }
     })
 }
 
-/// Summarises a planned compaction (`compact`): for a split turn with a prefix, the history
-/// (or [`NO_PRIOR_HISTORY`] when there is none) and the prefix in parallel, joined under the
-/// split-turn heading; otherwise the history alone (even when empty). The file lists are
-/// appended to the text and returned as `details`.
+/// The sum of two usages (1.6.0 `combineUsage`): every count and cost added; the total is
+/// provider-reported only when both are.
+pub fn combine_usage(first: &Usage, second: &Usage) -> Usage {
+    let optional = |left: Option<u64>, right: Option<u64>| match (left, right) {
+        (None, None) => None,
+        (left, right) => Some(left.unwrap_or(0) + right.unwrap_or(0)),
+    };
+    Usage {
+        input: first.input + second.input,
+        output: first.output + second.output,
+        cache_read: first.cache_read + second.cache_read,
+        cache_write: first.cache_write + second.cache_write,
+        reasoning: optional(first.reasoning, second.reasoning),
+        total_tokens: first.total_tokens + second.total_tokens,
+        cost: Cost {
+            input: first.cost.input + second.cost.input,
+            output: first.cost.output + second.cost.output,
+            cache_read: first.cost.cache_read + second.cost.cache_read,
+            cache_write: first.cost.cache_write + second.cost.cache_write,
+            total: first.cost.total + second.cost.total,
+            total_from_provider: Some(
+                first.cost.total_from_provider == Some(true)
+                    && second.cost.total_from_provider == Some(true),
+            ),
+        },
+        cache_write_1h: optional(first.cache_write_1h, second.cache_write_1h),
+        key_order: first.key_order,
+    }
+}
+
+/// Summarises a planned compaction (1.6.0 `compact`): for a split turn with a prefix, the
+/// history (or the previous summary, else [`NO_PRIOR_HISTORY`], when there is none) and then
+/// the prefix, joined under the split-turn heading, their usages summed; otherwise the history
+/// alone. The file lists are appended to the text and returned as `details`.
 pub async fn compact(
     prep: &CompactionPreparation<'_>,
     summarizer: &Summarizer<'_>,
     options: &CompactOptions<'_>,
     cancel: &CancellationToken,
 ) -> Result<CompactionResult, CompactionError> {
-    let mut summary = if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
-        let history = async {
-            if prep.messages_to_summarize.is_empty() {
-                Ok(NO_PRIOR_HISTORY.to_owned())
-            } else {
-                history_summary(prep, summarizer, options, cancel).await
-            }
+    let (mut summary, usage) = if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
+        let (history, history_usage) = if prep.messages_to_summarize.is_empty() {
+            (
+                prep.previous_summary.unwrap_or(NO_PRIOR_HISTORY).to_owned(),
+                None,
+            )
+        } else {
+            let (text, usage) = history_summary(prep, summarizer, options, cancel).await?;
+            (text, Some(usage))
         };
-        let prefix = turn_prefix_summary(prep, summarizer, options, cancel);
-        let (history, prefix) = futures::try_join!(history, prefix)?;
-        format!("{history}{SPLIT_TURN_HEADING}{prefix}")
+        let (prefix, prefix_usage) = turn_prefix_summary(prep, summarizer, options, cancel).await?;
+        let usage = match history_usage {
+            Some(history_usage) => combine_usage(&history_usage, &prefix_usage),
+            None => prefix_usage,
+        };
+        (format!("{history}{SPLIT_TURN_HEADING}{prefix}"), usage)
     } else {
         history_summary(prep, summarizer, options, cancel).await?
     };
@@ -330,6 +408,8 @@ pub async fn compact(
         first_kept_entry_id: prep.first_kept_entry_id.clone(),
         tokens_before: prep.tokens_before,
         details,
+        usage,
+        system_message: prep.system_message.clone(),
     })
 }
 
@@ -353,6 +433,7 @@ pub async fn generate_branch_summary<E: PathEntry>(
         return Ok(BranchSummaryResult {
             summary: NO_BRANCH_CONTENT_SUMMARY.to_owned(),
             files: FileLists::default(),
+            usage: None,
         });
     }
     let prompt = branch_summary_prompt(
@@ -361,24 +442,22 @@ pub async fn generate_branch_summary<E: PathEntry>(
         options.replace_instructions,
     );
     let answer = summarizer
-        .complete(prompt, 2048, ThinkingLevel::Off, cancel)
+        .complete(
+            prompt,
+            summarizer.summary_thinking(options.thinking_level),
+            cancel,
+        )
         .await;
-    if cancel.is_cancelled() || answer.stop_reason == StopReason::Aborted {
-        return Err(CompactionError::Cancelled);
-    }
-    if answer.stop_reason == StopReason::Error {
-        let message = non_empty(answer.error_message.as_deref()).unwrap_or("Summarization failed");
-        return Err(CompactionError::BranchSummaryFailed {
-            message: message.to_owned(),
-        });
-    }
+    let (text, usage) = summary_text(&answer, cancel, "Branch summarization", |message| {
+        CompactionError::BranchSummaryFailed { message }
+    })?;
     let files = prepared.file_ops.lists();
-    let summary = format!(
-        "{BRANCH_SUMMARY_PREAMBLE}{}{}",
-        answer_text(&answer),
-        files.format()
-    );
-    Ok(BranchSummaryResult { summary, files })
+    let summary = format!("{BRANCH_SUMMARY_PREAMBLE}{text}{}", files.format());
+    Ok(BranchSummaryResult {
+        summary,
+        files,
+        usage: Some(usage),
+    })
 }
 
 #[cfg(test)]
@@ -424,8 +503,14 @@ mod tests {
             format!("<conversation>\nc\n</conversation>\n\n{BRANCH_SUMMARY_PROMPT}")
         );
         assert_eq!(
-            turn_prefix_prompt("c"),
-            format!("<conversation>\nc\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}")
+            turn_prefix_prompt("c", None),
+            format!("# Conversation\nc\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}")
+        );
+        assert_eq!(
+            turn_prefix_prompt("c", Some("tests")),
+            format!(
+                "# Conversation\nc\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}\n\nAdditional focus: tests"
+            )
         );
     }
 
@@ -439,6 +524,13 @@ mod tests {
                 read_files: vec!["a".to_owned()],
                 modified_files: vec![],
             },
+            usage: Usage {
+                input: 10,
+                output: 2,
+                total_tokens: 12,
+                ..Usage::default()
+            },
+            system_message: None,
         };
         let entry = crate::model::Entry {
             id: Some(EntryId::from("e")),
@@ -449,11 +541,11 @@ mod tests {
         };
         assert_eq!(
             entry.to_line(),
-            r#"{"type":"compaction","id":"e","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z","summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]},"fromHook":false}"#
+            r#"{"type":"compaction","id":"e","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z","summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]},"usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"fromHook":false}"#
         );
         assert_eq!(
-            crate::support::json::to_js_string(&result.to_json()),
-            r#"{"summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"details":{"readFiles":["a"],"modifiedFiles":[]}}"#
+            crate::support::json::to_js_string(&result.to_json(7)),
+            r#"{"summary":"S","firstKeptEntryId":"abcd1234","tokensBefore":42,"estimatedTokensAfter":7,"usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"details":{"readFiles":["a"],"modifiedFiles":[]}}"#
         );
     }
 }

@@ -32,19 +32,12 @@ fn ceil_quarter(chars: u64) -> u64 {
     chars.div_ceil(4)
 }
 
+/// 1.6.0 `estimateTextAndImageContentChars`: text, and a fixed size per image (user and
+/// system content count images too since 1.6.0).
 fn user_content_chars(content: &UserContent) -> u64 {
     match content {
         UserContent::Text(text) => js_len(text),
-        UserContent::Blocks(blocks) => blocks
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(text) => js_len(&text.text),
-                ContentBlock::Thinking(_)
-                | ContentBlock::Image(_)
-                | ContentBlock::ToolCall(_)
-                | ContentBlock::Unknown(_) => 0,
-            })
-            .sum(),
+        UserContent::Blocks(blocks) => blocks_with_images_chars(blocks),
     }
 }
 
@@ -128,10 +121,7 @@ fn unknown_message_chars(value: &Value) -> u64 {
     match role {
         "user" => match content {
             Some(Value::String(text)) => js_len(text),
-            _ => blocks()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .map(|block| str_len(block.get("text")))
-                .sum(),
+            _ => blocks().map(|block| unknown_block_chars(block, true)).sum(),
         },
         "assistant" => blocks()
             .map(|block| match block.get("type").and_then(Value::as_str) {
@@ -294,7 +284,12 @@ mod tests {
         let user_blocks = message(json!({"role":"user","content":[
             {"type":"text","text":"abcde"},{"type":"image","data":"AAAA","mimeType":"image/png"}
         ],"timestamp":1}));
-        assert_eq!(estimate_tokens(&user_blocks), 2, "images count 0 for users");
+        // 1.6.0 counts a user image as 4800 characters (0.73.1 counted 0).
+        assert_eq!(
+            estimate_tokens(&user_blocks),
+            1202,
+            "images count 4800 characters for users"
+        );
         let tool = message(
             json!({"role":"toolResult","toolCallId":"c","toolName":"read",
             "content":[{"type":"text","text":"abcd"},{"type":"image","data":"A","mimeType":"image/png"}],
