@@ -16,9 +16,8 @@
 //!   `streamingBehavior`; steering and follow-up queued and delivered), `clear_queue`,
 //!   `get_entries` and `get_tree` — and the model is sent the same conversations.
 //!
-//! Known differences, each normalised where it is handled and named there: 1.6.0's builtin
-//! extension commands in `get_commands` (issue 25), and pi still compacting a session 1.6.0
-//! finds too small (branch compaction16, [`KNOWN_COMPACTION_DIFFERENCE`]).
+//! Known difference, normalised where it is handled and named there: 1.6.0's builtin
+//! extension commands in `get_commands` (issue 25).
 //!
 //! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
 //! temporary directories; the reference's session file against our `<db>#<id>`). Everything
@@ -498,24 +497,8 @@ fn run_scenario(sandbox: &Sandbox, cli: &Path, extra_env: &[(&str, &str)]) -> Va
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// The summary pi writes for the scenario's manual compaction (see
-/// [`KNOWN_COMPACTION_DIFFERENCE`]).
+/// The summary both sides write for the scenario's manual compaction.
 const SMALL_SUMMARY: &str = "## Goal\nList the files.\n\n## Progress\nListed them.";
-
-/// Known difference, not an RPC one: 1.6.0 answers a manual compaction of a session this
-/// small with "Nothing to compact (session too small)" (its prepareCompaction finds nothing to
-/// cut); pi still compacts it. The port of prepareCompaction is under way on branch
-/// compaction16; until it lands, the steps whose answers follow from the compaction (the
-/// summary in the context, the events it adds, the model requests of that session after it)
-/// are compared only when pi refuses the compaction as 1.6.0 does.
-const KNOWN_COMPACTION_DIFFERENCE: &[&str] = &[
-    "compactSmall",
-    "messagesAfterBash",
-    "stats2",
-    "messagesAfterFork",
-    "stateAfterFork",
-    "stateAfterClone",
-];
 
 /// Whether a request is a compaction's summary request.
 fn is_summary_request(request: &RecordedRequest) -> bool {
@@ -537,9 +520,8 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
         script.push_back(MockResponse::sse(sse::openai_text("Steered.")));
         script.push_back(MockResponse::sse(sse::openai_text("Followed up.")));
     }
-    // 1.6.0 refuses to compact a session this small (no summary request); pi still compacts
-    // it until prepareCompaction is ported (branch compaction16), so a summary request is
-    // answered on its own, outside the turn script, and the turns stay aligned either way.
+    // A summary request is answered on its own, outside the turn script: should one side not
+    // compact, the turns still stay aligned and the comparison names the step.
     let script = std::sync::Mutex::new(script);
     let server = ProviderServer::start_routed(std::sync::Arc::new(move |request| {
         if is_summary_request(request) {
@@ -580,9 +562,12 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
         json!({"type": "agent_settled", "aborted": false}),
         "promptAndWait waits for agent_settled"
     );
+    // With `keepRecentTokens: 1` the small session has something to summarise (1.6.0 plans
+    // nothing when everything would be kept: "Nothing to compact (session too small)").
+    // (The whole session is one turn: a split turn with no history before it.)
     assert_eq!(
-        reference_answers["compactSmall"]["error"],
-        "Nothing to compact (session too small)"
+        reference_answers["compactSmall"]["summary"],
+        format!("No prior history.\n\n---\n\n**Turn Context (split turn):**\n\n{SMALL_SUMMARY}")
     );
     assert_eq!(reference_answers["messagesAfterFork"][0]["role"], "system");
     // A model switch keeps the current level ("off") rather than 0.73.1's default "medium".
@@ -599,33 +584,6 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
                     .is_some_and(|path| path.starts_with("builtin:")))
         });
     }
-    // Known difference (branch compaction16): see KNOWN_COMPACTION_DIFFERENCE.
-    let pi_compacts = our_answers["compactSmall"].get("summary").is_some();
-    if pi_compacts {
-        assert_eq!(our_answers["compactSmall"]["summary"], SMALL_SUMMARY);
-        assert_eq!(
-            our_answers["messagesAfterFork"][0]["role"],
-            "compactionSummary"
-        );
-        for step in KNOWN_COMPACTION_DIFFERENCE {
-            reference_answers[*step] = Value::from("<known difference: compaction16>");
-            our_answers[*step] = Value::from("<known difference: compaction16>");
-        }
-        // The compaction left the prompt out of pi's context, so pi's next run of that
-        // session persists it again: a system message more in that run's messages and a
-        // system message pair more in the event stream.
-        for answers in [&mut reference_answers, &mut our_answers] {
-            if let Some(messages) = answers["run2"]["messages"].as_array_mut() {
-                messages.retain(|message| message["role"] != "system");
-            }
-            if let Some(events) = answers["events"].as_array_mut() {
-                events.retain(|event| {
-                    event != "message_start:system" && event != "message_end:system"
-                });
-            }
-        }
-    }
-
     // Entry ids differ by side: the entries and tree answers name them as placeholders.
     for answers in [&mut reference_answers, &mut our_answers] {
         for step in ["entries", "entriesSince", "tree"] {
@@ -713,22 +671,22 @@ fn the_reference_rpc_client_gets_the_same_answers_from_pi_as_from_the_reference(
     );
     assert_eq!(our_answers["bashStream"], "one\ntwo\n");
 
-    // The model was sent the same conversations (a summary request of pi's is the known
-    // difference above; the conversation after it differs by the summary).
-    let requests: Vec<RecordedRequest> = server
-        .requests()
-        .into_iter()
-        .filter(|request| !is_summary_request(request))
-        .collect();
-    assert_eq!(requests.len(), 12, "six model calls on each side");
-    for idx in 0..6 {
-        // Request 2 is the second prompt's, in the session pi compacted.
-        if pi_compacts && idx == 2 {
-            continue;
-        }
+    // The model was sent the same requests, the summary request included (whole bodies:
+    // system prompt, tools, messages, key order).
+    let requests = server.requests();
+    assert_eq!(requests.len(), 14, "seven model calls on each side");
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|request| is_summary_request(request))
+            .count(),
+        2,
+        "one summary request on each side"
+    );
+    for idx in 0..7 {
         assert_same(
-            &sent_messages(&requests[idx]),
-            &sent_messages(&requests[idx + 6]),
+            &normalize(&requests[idx].json(), reference.root()),
+            &normalize(&requests[idx + 7].json(), ours.root()),
             &format!("request {idx}"),
         );
     }
