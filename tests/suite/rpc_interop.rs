@@ -248,21 +248,6 @@ fn assert_same(reference: &Value, ours: &Value, what: &str) {
     panic!("{what} differs\nreference: {reference_text}\nours:      {ours_text}");
 }
 
-/// The conversation the model was sent: the request's messages without the system prompt
-/// (the system prompts differ by design; 0.73.1 sent it as `developer` to reasoning models).
-fn sent_messages(request: &RecordedRequest) -> Value {
-    let body = request.json();
-    Value::Array(
-        body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|message| message["role"] != "system" && message["role"] != "developer")
-            .cloned()
-            .collect(),
-    )
-}
-
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("run the agent");
     assert!(
