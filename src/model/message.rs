@@ -258,6 +258,9 @@ pub enum UsageKeyOrder {
     ReasoningBeforeTotal,
     /// `input, output, cacheRead, cacheWrite, totalTokens, cost, cacheWrite1h, reasoning`.
     ReasoningAfterCost,
+    /// `input, output, cacheRead, cacheWrite, cacheWrite1h, reasoning, totalTokens, cost`: a
+    /// sum of two usages (1.6.0 `combineUsage`, a split turn's summaries).
+    Combined,
 }
 
 impl PartialEq for UsageKeyOrder {
@@ -298,13 +301,17 @@ impl Serialize for Usage {
         map.serialize_entry("output", &self.output)?;
         map.serialize_entry("cacheRead", &self.cache_read)?;
         map.serialize_entry("cacheWrite", &self.cache_write)?;
+        let combined = matches!(self.key_order, UsageKeyOrder::Combined);
+        if combined && let Some(long) = self.cache_write_1h {
+            map.serialize_entry("cacheWrite1h", &long)?;
+        }
         let after_cost = matches!(self.key_order, UsageKeyOrder::ReasoningAfterCost);
         if !after_cost && let Some(reasoning) = self.reasoning {
             map.serialize_entry("reasoning", &reasoning)?;
         }
         map.serialize_entry("totalTokens", &self.total_tokens)?;
         map.serialize_entry("cost", &self.cost)?;
-        if let Some(long) = self.cache_write_1h {
+        if !combined && let Some(long) = self.cache_write_1h {
             map.serialize_entry("cacheWrite1h", &long)?;
         }
         if after_cost && let Some(reasoning) = self.reasoning {
@@ -1200,6 +1207,27 @@ mod tests {
         let message: AgentMessage = serde_json::from_str(text).unwrap();
         assert!(!matches!(message, AgentMessage::Unknown(_)), "{text}");
         assert_eq!(to_js_string(&message.to_value()), text);
+    }
+
+    #[test]
+    fn a_combined_usage_writes_its_splits_before_the_total_as_1_6_0_combine_usage() {
+        let usage = Usage {
+            input: 1,
+            output: 2,
+            cache_write: 3,
+            cache_write_1h: Some(3),
+            reasoning: Some(1),
+            total_tokens: 6,
+            key_order: UsageKeyOrder::Combined,
+            ..Usage::default()
+        };
+        let text = serde_json::to_string(&usage).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":3,"cacheWrite1h":3,"reasoning":1,"totalTokens":6,"cost":"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]

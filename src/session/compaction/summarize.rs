@@ -23,8 +23,8 @@ use crate::ai::{
 use crate::model::entry::CompactionEntry;
 use crate::model::ids::EntryId;
 use crate::model::message::{
-    AssistantMessage, ContentBlock, Cost, StopReason, SystemMessage, Usage, UserContent,
-    UserMessage,
+    AssistantMessage, ContentBlock, Cost, StopReason, SystemMessage, Usage, UsageKeyOrder,
+    UserContent, UserMessage,
 };
 use crate::session::compaction::branch::prepare_branch_entries;
 use crate::session::compaction::files::FileLists;
@@ -368,7 +368,7 @@ pub fn combine_usage(first: &Usage, second: &Usage) -> Usage {
             ),
         },
         cache_write_1h: optional(first.cache_write_1h, second.cache_write_1h),
-        key_order: first.key_order,
+        key_order: UsageKeyOrder::Combined,
     }
 }
 
