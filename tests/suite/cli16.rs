@@ -432,6 +432,30 @@ fn reference_cli16() -> PathBuf {
     interop16_dir().join("node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js")
 }
 
+/// pi or the 1.6.0 CLI, run as the fixtures ran it: only `PATH` from our environment, its own
+/// home and agent dir, the fixtures' package dir, offline, no telemetry.
+fn agent_command(agent: Agent, home: &Path, agent_dir: &Path, work: &Path) -> Command {
+    let mut command = match agent {
+        Agent::Pi => Command::new(env!("CARGO_BIN_EXE_pi")),
+        Agent::Reference => {
+            let mut command = Command::new(node22());
+            command.arg(reference_cli16());
+            command
+        }
+    };
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
+        .env("PI_TELEMETRY", "0")
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .current_dir(work);
+    command
+}
+
 /// One agent continuing a session file with a prompt against a scripted answer: the request
 /// it sent, and the lines its session holds afterwards.
 struct Continued {
@@ -439,6 +463,7 @@ struct Continued {
     lines: Vec<Value>,
 }
 
+#[derive(Clone, Copy)]
 enum Agent {
     Pi,
     Reference,
@@ -479,24 +504,7 @@ fn continue_session(agent: Agent, session: &str, prompt: &str, answer: &str) -> 
     std::fs::write(agent_dir.join("models.json"), models).unwrap();
     let file_arg = file.to_string_lossy().into_owned();
     let args = ["--offline", "--session", &file_arg, "-p", prompt];
-    let mut command = match agent {
-        Agent::Pi => Command::new(env!("CARGO_BIN_EXE_pi")),
-        Agent::Reference => {
-            let mut command = Command::new(node22());
-            command.arg(reference_cli16());
-            command
-        }
-    };
-    let output = command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("PI_CODING_AGENT_DIR", &agent_dir)
-        .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
-        .env("PI_TELEMETRY", "0")
-        .env("PI_OFFLINE", "1")
-        .env("PI_SKIP_VERSION_CHECK", "1")
-        .current_dir(&work)
+    let output = agent_command(agent, &home, &agent_dir, &work)
         .args(args)
         .output()
         .unwrap();
@@ -688,24 +696,7 @@ fn live_runs(
             serde_json::to_vec(&models).unwrap(),
         )
         .unwrap();
-        let mut command = match agent {
-            Agent::Pi => Command::new(env!("CARGO_BIN_EXE_pi")),
-            Agent::Reference => {
-                let mut command = Command::new(node22());
-                command.arg(reference_cli16());
-                command
-            }
-        };
-        let output = command
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("PI_CODING_AGENT_DIR", &agent_dir)
-            .env("PI_PACKAGE_DIR", "/tmp/pi16-fixture/pkg")
-            .env("PI_TELEMETRY", "0")
-            .env("PI_OFFLINE", "1")
-            .env("PI_SKIP_VERSION_CHECK", "1")
-            .current_dir(&work)
+        let output = agent_command(*agent, &home, &agent_dir, &work)
             .args(["--offline", "--model", "scripted/scripted-small-1"])
             .args(args)
             .output()
