@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::session::tools::{is_tool_modifier, parse_tools_flag};
+
 pub use crate::modes::Mode;
 
 /// `--list-models` with or without a search.
@@ -118,21 +120,6 @@ pub struct AgentArgs {
 
 const THINKING_LEVELS: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 
-/// Splits a comma-separated list, trimming items and dropping empty ones.
-fn comma_list(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Whether a tool list entry is a `+name` or `-name` modifier (1.6.0 `isToolModifier`).
-pub fn is_tool_modifier(entry: &str) -> bool {
-    entry.starts_with('+') || entry.starts_with('-')
-}
-
 /// What is wrong with a `--tools` list, if anything (1.6.0 `getToolListError`): it is either
 /// an allowlist of names and patterns, or only `+name`/`-name` entries with exact names.
 pub fn tool_list_error(entries: &[String]) -> Option<String> {
@@ -210,7 +197,7 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--no-tools" | "-nt" => out.no_tools = true,
             "--no-builtin-tools" | "-nbt" => out.no_builtin_tools = true,
             "--tools" | "-t" if has_value => {
-                let tools = take(&mut idx).map(|value| comma_list(&value));
+                let tools = take(&mut idx).map(|value| parse_tools_flag(&value));
                 match tools.as_deref().and_then(tool_list_error) {
                     Some(error) => out
                         .diagnostics
@@ -219,7 +206,7 @@ pub fn parse(args: &[String]) -> AgentArgs {
                 }
             }
             "--exclude-tools" | "-xt" if has_value => {
-                out.exclude_tools = take(&mut idx).map(|value| comma_list(&value));
+                out.exclude_tools = take(&mut idx).map(|value| parse_tools_flag(&value));
             }
             "--name" | "-n" => match take(&mut idx) {
                 Some(name) => out.name = Some(name),

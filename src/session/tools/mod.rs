@@ -109,7 +109,7 @@ impl ToolSelection {
     /// the result is also the allowlist).
     pub fn from_flags(tools: Option<&str>, no_tools: bool, no_builtin_tools: bool) -> Self {
         match tools.map(parse_tools_flag) {
-            Some(list) if list.iter().any(|entry| is_modifier(entry)) => {
+            Some(list) if list.iter().any(|entry| is_tool_modifier(entry)) => {
                 let base: Vec<String> = if no_tools || no_builtin_tools {
                     Vec::new()
                 } else {
@@ -150,8 +150,8 @@ impl ToolSelection {
     }
 }
 
-/// Whether a tool list entry is a `+name` or `-name` modifier.
-fn is_modifier(entry: &str) -> bool {
+/// Whether a tool list entry is a `+name` or `-name` modifier (1.6.0 `isToolModifier`).
+pub fn is_tool_modifier(entry: &str) -> bool {
     entry.starts_with('+') || entry.starts_with('-')
 }
 
