@@ -1206,6 +1206,7 @@ impl ExtensionEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::AgentEvent;
 
     #[test]
     fn input_results_parse_every_action_and_refuse_a_transform_without_text() {
@@ -1276,6 +1277,183 @@ mod tests {
         assert_eq!(change.content.unwrap().len(), 1);
         assert!(change.details.is_none() && change.is_error.is_none());
         assert!(ToolResultChange::from_json(Some(json!({"isError": "yes"}))).is_err());
+    }
+
+    /// The agent events as the session hands them to extensions (`turn_index` and
+    /// `timestamp` as the session counts them).
+    fn as_extension_event(event: &AgentEvent, turn_index: u64, timestamp: i64) -> ExtensionEvent {
+        match event {
+            AgentEvent::AgentStart => ExtensionEvent::AgentStart,
+            AgentEvent::AgentEnd { messages, .. } => ExtensionEvent::AgentEnd {
+                messages: messages.clone(),
+            },
+            AgentEvent::TurnStart => ExtensionEvent::TurnStart {
+                turn_index,
+                timestamp,
+            },
+            AgentEvent::TurnEnd {
+                message,
+                tool_results,
+            } => ExtensionEvent::TurnEnd {
+                turn_index,
+                message: message.clone(),
+                tool_results: tool_results.clone(),
+            },
+            AgentEvent::MessageStart { message } => ExtensionEvent::MessageStart {
+                message: message.clone(),
+            },
+            AgentEvent::MessageUpdate { .. } => {
+                let mut json = event.to_json();
+                ExtensionEvent::MessageUpdate {
+                    message: json["message"].take(),
+                    assistant_message_event: json["assistantMessageEvent"].take(),
+                }
+            }
+            AgentEvent::MessageEnd { message } => ExtensionEvent::MessageEnd {
+                message: message.clone(),
+            },
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => ExtensionEvent::ToolExecutionStart {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: args.clone(),
+            },
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id,
+                tool_name,
+                args,
+                partial_result,
+            } => ExtensionEvent::ToolExecutionUpdate {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: args.clone(),
+                partial_result: partial_result.clone(),
+            },
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                tool_name,
+                result,
+                is_error,
+                ..
+            } => ExtensionEvent::ToolExecutionEnd {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                result: result.clone(),
+                is_error: *is_error,
+            },
+        }
+    }
+
+    fn events_user() -> AgentMessage {
+        AgentMessage::from_value(
+            json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}),
+        )
+    }
+
+    fn events_assistant() -> AgentMessage {
+        AgentMessage::from_value(json!({
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {"path": "."}}],
+            "api": "openai-completions", "provider": "p", "model": "m",
+            "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+            "stopReason": "toolUse", "timestamp": 2
+        }))
+    }
+
+    fn events_result() -> AgentMessage {
+        AgentMessage::from_value(json!({
+            "role": "toolResult", "toolCallId": "c1", "toolName": "ls",
+            "content": [{"type": "text", "text": "a"}], "isError": false, "timestamp": 3
+        }))
+    }
+
+    #[test]
+    fn agent_events_reach_extensions_in_the_reference_shape() {
+        let (user, assistant, result) = (events_user(), events_assistant(), events_result());
+        let AgentMessage::Assistant(partial) = assistant.clone() else {
+            unreachable!("an assistant message");
+        };
+        let output = ToolOutput {
+            content: vec![ContentBlock::text("a")],
+            details: Some(json!({"n": 1})),
+        };
+        let events = [
+            AgentEvent::AgentStart,
+            AgentEvent::TurnStart,
+            AgentEvent::MessageStart {
+                message: user.clone(),
+            },
+            AgentEvent::MessageUpdate {
+                event: crate::ai::StreamEvent::TextDelta {
+                    content_index: 0,
+                    delta: "x".into(),
+                },
+                partial: Some(Box::new(partial)),
+            },
+            AgentEvent::MessageEnd {
+                message: assistant.clone(),
+            },
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "c1".into(),
+                tool_name: "ls".into(),
+                args: json!({"path": "."}),
+            },
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id: "c1".into(),
+                tool_name: "ls".into(),
+                args: json!({"path": "."}),
+                partial_result: output.clone(),
+            },
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "c1".into(),
+                tool_name: "ls".into(),
+                result: output,
+                is_error: false,
+                duration_ms: Some(7),
+            },
+            AgentEvent::TurnEnd {
+                message: assistant.clone(),
+                tool_results: vec![result.clone()],
+            },
+            AgentEvent::AgentEnd {
+                messages: vec![user, assistant, result],
+                will_retry: true,
+            },
+        ];
+        let lines: Vec<String> = events
+            .iter()
+            .map(|event| {
+                let extension = as_extension_event(event, 4, 1234);
+                assert_eq!(extension.name(), event.kind());
+                crate::support::json::to_js_string(&extension.to_json())
+            })
+            .collect();
+        // The messages as `to_js_string` writes them (`U`ser, `A`ssistant, tool `R`esult).
+        let js = |message: &AgentMessage| crate::support::json::to_js_string(&message.to_value());
+        let (u, a, r) = (
+            js(&events_user()),
+            js(&events_assistant()),
+            js(&events_result()),
+        );
+        let expected = [
+            r#"{"type":"agent_start"}"#.to_owned(),
+            r#"{"type":"turn_start","turnIndex":4,"timestamp":1234}"#.to_owned(),
+            format!(r#"{{"type":"message_start","message":{u}}}"#),
+            format!(
+                r#"{{"type":"message_update","message":{a},"assistantMessageEvent":{{"type":"text_delta","contentIndex":0,"delta":"x","partial":{a}}}}}"#
+            ),
+            format!(r#"{{"type":"message_end","message":{a}}}"#),
+            r#"{"type":"tool_execution_start","toolCallId":"c1","toolName":"ls","args":{"path":"."}}"#.to_owned(),
+            r#"{"type":"tool_execution_update","toolCallId":"c1","toolName":"ls","args":{"path":"."},"partialResult":{"content":[{"type":"text","text":"a"}],"details":{"n":1}}}"#.to_owned(),
+            r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"ls","result":{"content":[{"type":"text","text":"a"}],"details":{"n":1}},"isError":false}"#.to_owned(),
+            format!(r#"{{"type":"turn_end","turnIndex":4,"message":{a},"toolResults":[{r}]}}"#),
+            format!(r#"{{"type":"agent_end","messages":[{u},{a},{r}]}}"#),
+        ];
+        assert_eq!(lines, expected);
     }
 
     #[test]
