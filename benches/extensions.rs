@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pi::session::extensions::event::{ExtensionEvent, ToolCallEvent};
+use pi::agent::AgentEvent;
+use pi::session::extensions::event::{ExtensionEvent, ToolCallEvent, TurnStamp};
 use pi::session::extensions::{
     Extension, ExtensionBus, ExtensionContext, NoUi, ProcessConfig, ProcessExtension,
 };
@@ -96,9 +97,9 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let turn_start = ExtensionEvent::TurnStart {
-            turn_index: 0,
-            timestamp: 0,
+        let turn_start = ExtensionEvent::Agent {
+            event: Box::new(AgentEvent::TurnStart),
+            turn: TurnStamp::default(),
         };
         match example_binary() {
             Some(binary) => {

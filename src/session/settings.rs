@@ -2,7 +2,10 @@
 //! and the sink through which the session writes back what the reference persists (default
 //! model and thinking level, toggles).
 
+use std::path::PathBuf;
+
 use crate::ai::{CacheRetention, ThinkingBudgets, ThinkingLevel, TransportConfig};
+use crate::store::LeaseConfig;
 
 /// Session-level retry of a failed turn (`retry.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +104,7 @@ pub struct SessionSettings {
     /// Whether attribution headers are sent (`enableInstallTelemetry`, `PI_TELEMETRY`).
     pub telemetry: bool,
     /// The writer lease (`lease.heartbeatMs`, `lease.staleMs`; the owner the mode names).
-    pub lease: crate::session::agent_session::LeaseSettings,
+    pub lease: LeaseSettings,
 }
 
 impl Default for SessionSettings {
@@ -118,7 +121,7 @@ impl Default for SessionSettings {
             compaction: CompactionToggles::default(),
             branch_summary_reserve_tokens: 16384,
             telemetry: true,
-            lease: crate::session::agent_session::LeaseSettings::default(),
+            lease: LeaseSettings::default(),
         }
     }
 }
@@ -165,4 +168,27 @@ pub fn read_project_settings(cwd: &std::path::Path) -> serde_json::Value {
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or(serde_json::Value::Null)
+}
+
+/// The lease settings of a session (`settings.json` `lease.*`; see docs/RELIABILITY.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// Heartbeat and staleness.
+    pub config: LeaseConfig,
+    /// What the lease row names as its owner, such as `pi (interactive)`.
+    pub owner: String,
+    /// Where entries that could still not be written when their session is left are saved,
+    /// as a JSONL file of the session that `pi import` merges back (`<agent dir>/unsaved`);
+    /// `None` drops them with an error notice.
+    pub rescue_dir: Option<PathBuf>,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self {
+            config: LeaseConfig::default(),
+            owner: "pi".to_owned(),
+            rescue_dir: None,
+        }
+    }
 }

@@ -456,7 +456,7 @@ fn import_cycles(layer: &str, split: &[&str], files: &[ModFile]) -> Vec<String> 
             }
             let len = (1..=path.len())
                 .rev()
-                .find(|len| modules.contains(&path[..*len].to_vec()))?;
+                .find(|len| modules.contains(&path[..*len]))?;
             let module = path[..len].to_vec();
             let target = path
                 .get(len)

@@ -14,7 +14,8 @@ use crate::ai::Model;
 use crate::model::entry::EntryKind;
 use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
-use crate::session::agent_session::{AgentSession, SessionError};
+use crate::session::agent_session::error::SessionError;
+use crate::session::agent_session::state::AgentSession;
 use crate::session::compaction::{
     BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
     CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, Summarizer,
@@ -22,7 +23,7 @@ use crate::session::compaction::{
     navigation_target, prepare_compaction, prepare_manual_compaction,
 };
 use crate::session::events::SessionEvent;
-use crate::session::extensions::hooks::TreePreparation;
+use crate::session::extensions::event::TreePreparation;
 use crate::session::persist::{Persistence, blocking};
 use crate::store::{LeafSelector, RawEntry, StoredEntry};
 
@@ -554,4 +555,22 @@ fn pending_path(entries: &[RawEntry], leaf: Option<&EntryId>) -> Vec<StoredEntry
     }
     path.reverse();
     path
+}
+
+impl AgentSession {
+    /// Returns whether automatic compaction is on.
+    pub fn auto_compaction(&self) -> bool {
+        self.state().auto_compaction
+    }
+
+    /// Turns automatic compaction on or off (saved to settings).
+    pub fn set_auto_compaction(&self, enabled: bool) {
+        self.state().auto_compaction = enabled;
+        self.config().settings_sink.set_auto_compaction(enabled);
+    }
+
+    /// Returns whether a compaction or branch summary is running.
+    pub fn is_compacting(&self) -> bool {
+        self.state().compaction_cancel.is_some()
+    }
 }

@@ -16,42 +16,18 @@
 //! session (entries are kept unsaved) and prompts are refused with [`SessionError::ReadOnly`].
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentSession, SessionError, SessionTarget, lock};
 use crate::model::entry::SessionHeader;
 use crate::model::ids::SessionId;
+use crate::session::agent_session::config::SessionTarget;
+use crate::session::agent_session::error::{HeldSession, ReadOnlyReason, SessionError};
+use crate::session::agent_session::state::{AgentSession, HeldLease, LeaseState, lock};
 use crate::session::events::NoticeLevel;
 use crate::session::persist::{Persistence, blocking};
-use crate::store::{
-    Lease, LeaseAttempt, LeaseConfig, LeaseHolder, SessionStore, StoreError, spawn_heartbeat,
-};
-
-/// The lease settings of a session (`settings.json` `lease.*`; see docs/RELIABILITY.md).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseSettings {
-    /// Heartbeat and staleness.
-    pub config: LeaseConfig,
-    /// What the lease row names as its owner, such as `pi (interactive)`.
-    pub owner: String,
-    /// Where entries that could still not be written when their session is left are saved,
-    /// as a JSONL file of the session that `pi import` merges back (`<agent dir>/unsaved`);
-    /// `None` drops them with an error notice.
-    pub rescue_dir: Option<PathBuf>,
-}
-
-impl Default for LeaseSettings {
-    fn default() -> Self {
-        Self {
-            config: LeaseConfig::default(),
-            owner: "pi".to_owned(),
-            rescue_dir: None,
-        }
-    }
-}
+use crate::session::settings::LeaseSettings;
+use crate::store::{Lease, LeaseAttempt, LeaseHolder, SessionStore, StoreError, spawn_heartbeat};
 
 /// How a stored session is opened when another process may be writing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,74 +42,6 @@ pub enum OpenAccess {
     Ask,
     /// Take no lease: history visible, prompts refused, other entries kept unsaved.
     ReadOnly,
-}
-
-/// A session another process holds, for the mode to offer its choice.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "session {session} is held by another writer ({holder}); continue it in a new session with `pi --fork {session}`, or retry once that process has ended{}",
-    take_over_hint(holder)
-)]
-pub struct HeldSession {
-    /// The session.
-    pub session: SessionId,
-    /// Who holds it.
-    pub holder: LeaseHolder,
-}
-
-fn take_over_hint(holder: &LeaseHolder) -> String {
-    if holder.can_take_over_now() {
-        " (it may be taken over now)".to_owned()
-    } else {
-        format!(
-            " (or in {} s, when it is taken over if it stopped responding)",
-            seconds(holder.take_over_in())
-        )
-    }
-}
-
-/// Rounds a wait up to whole seconds (at least 1).
-pub fn seconds(wait: Duration) -> u64 {
-    wait.as_millis()
-        .div_ceil(1000)
-        .max(1)
-        .try_into()
-        .unwrap_or(u64::MAX)
-}
-
-/// Why a session is read-only in this process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReadOnlyReason {
-    /// It was opened read-only while another process held it.
-    Opened {
-        /// The holder at the time (`None`: it had ended meanwhile).
-        holder: Option<LeaseHolder>,
-    },
-    /// Another process took the lease over.
-    Lost {
-        /// The store's message.
-        message: String,
-    },
-}
-
-/// The lease state of a handle.
-#[derive(Debug, Default)]
-pub(super) enum LeaseState {
-    /// Nothing held: a new session not written yet, or an in-memory store.
-    #[default]
-    Unleased,
-    /// The current session's lease, renewed by a heartbeat task.
-    Held(HeldLease),
-    /// Read-only.
-    ReadOnly(ReadOnlyReason),
-}
-
-/// A held lease and the task renewing it.
-#[derive(Debug)]
-pub(super) struct HeldLease {
-    lease: Lease,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
 }
 
 /// What opening a target claimed, installed by `load`.
@@ -538,6 +446,16 @@ impl AgentSession {
         let store = self.store().clone();
         let session = session.clone();
         Ok(blocking(move || store.lease_holder(&session)).await?)
+    }
+}
+
+impl AgentSession {
+    /// Whether entries of a session this handle left could not be stored (they were saved to
+    /// the rescue directory, or dropped): print mode, JSON mode, RPC and the REPL exit 1.
+    pub fn entries_not_stored(&self) -> bool {
+        self.inner
+            .not_stored
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

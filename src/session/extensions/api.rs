@@ -14,43 +14,18 @@ use std::sync::Arc;
 use crate::agent::tool::{BoxFuture, Tool};
 use crate::model::message::AgentMessage;
 use crate::session::extensions::context::ExtensionContext;
+use crate::session::extensions::error::ExtensionError;
 use crate::session::extensions::event::{
-    BeforeAgentStartEvent, BeforeAgentStartResult, ExtensionEvent, InputAction, InputEvent,
-    ResourcePaths, ResultError, SessionBeforeResult, ToolCallEvent, ToolCallResult,
-    ToolResultChange, ToolResultEvent, UserBashEvent, UserBashResult,
+    BeforeAgentStartEvent, ExtensionEvent, InputEvent, ToolCallEvent, ToolResultEvent,
+    UserBashEvent,
+};
+use crate::session::extensions::result::{
+    BeforeAgentStartResult, InputAction, ResourcePaths, SessionBeforeResult, ToolCallResult,
+    ToolResultChange, UserBashResult,
 };
 
 /// The future every hook returns.
 pub type HookFuture<'a, T> = BoxFuture<'a, Result<T, ExtensionError>>;
-
-/// Why an extension hook (or the extension itself) failed. Each variant displays as one line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExtensionError {
-    /// The handler reported an error (the reference's thrown exception).
-    #[error("{0}")]
-    Handler(String),
-    /// The answer did not have the shape the event allows.
-    #[error(transparent)]
-    InvalidResult(#[from] ResultError),
-    /// An in-process handler did not finish in time.
-    #[error("did not answer `{event}` within {ms} ms")]
-    Timeout {
-        /// The event.
-        event: String,
-        /// The limit.
-        ms: u128,
-    },
-    /// The extension is not running any more; why was reported once when it stopped.
-    #[error("extension is not running: {0}")]
-    Stopped(String),
-}
-
-impl ExtensionError {
-    /// Whether the failure was already reported (when the extension stopped).
-    pub fn already_reported(&self) -> bool {
-        matches!(self, Self::Stopped(_))
-    }
-}
 
 /// A slash command an extension registered.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,12 +26,16 @@ use serde_json::Value;
 use crate::agent::ToolCallDecision;
 use crate::agent::tool::Tool;
 use crate::model::message::{AgentMessage, ImageContent};
-use crate::session::extensions::api::{CommandInfo, Extension, ExtensionError, HookFuture};
+use crate::session::extensions::api::{CommandInfo, Extension, HookFuture};
 use crate::session::extensions::context::ExtensionContext;
+use crate::session::extensions::error::ExtensionError;
 use crate::session::extensions::event::{
-    BeforeAgentStartEvent, CustomMessageSpec, ExtensionEvent, InputAction, InputEvent, InputSource,
-    ResourcePaths, SessionBeforeResult, ToolCallEvent, ToolResultChange, ToolResultEvent,
-    UserBashEvent, UserBashResult,
+    BeforeAgentStartEvent, ExtensionEvent, InputEvent, InputSource, ToolCallEvent, ToolResultEvent,
+    UserBashEvent,
+};
+use crate::session::extensions::result::{
+    CustomMessageSpec, InputAction, ResourcePaths, SessionBeforeResult, ToolResultChange,
+    UserBashResult,
 };
 
 /// A registered command with the name it is invoked by (`name`, or `name:1`, `name:2`, …
@@ -495,8 +499,8 @@ mod tests {
 
     use super::*;
     use crate::agent::tool::BoxFuture;
-    use crate::session::extensions::context::ExtensionErrorReport;
-    use crate::session::extensions::event::ToolCallResult;
+    use crate::session::extensions::error::ExtensionErrorReport;
+    use crate::session::extensions::result::ToolCallResult;
     use crate::session::extensions::ui::NoUi;
 
     struct Scripted {

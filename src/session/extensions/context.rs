@@ -4,8 +4,10 @@
 //! `ctx.*` (`ui`, `hasUI`, `cwd`, the read-only session view, `isIdle`, `abort`,
 //! `getSystemPrompt`).
 //!
-//! The context holds the session weakly, so an extension never keeps a session alive; after
-//! the session is gone every action fails with "the session has ended". A context without a
+//! The context reaches its session through [`SessionLink`] and [`ExtensionSession`], which
+//! the session implements (`session/agent_session/extension_api.rs`), so this module knows no
+//! session type. The link is weak, so an extension never keeps a session alive; after the
+//! session is gone every action fails with "the session has ended". A context without a
 //! session ([`ExtensionContext::detached`]) serves benchmarks and bus tests.
 //!
 //! Invariants: `sendMessage` and `sendUserMessage` never wait for the run they start (they
@@ -22,30 +24,13 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::ai::ThinkingLevel;
-use crate::model::ids::EntryId;
+use crate::agent::tool::BoxFuture;
+use crate::ai::{Model, ThinkingLevel};
+use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{ContentBlock, CustomMessage, ImageContent, UserContent};
-use crate::session::agent_session::{
-    AgentSession, DeliverAs, PromptOptions, PromptSource, SendMessageOptions, StreamingBehavior,
-    WeakSession,
-};
-use crate::session::extensions::api::ExtensionError;
-use crate::session::extensions::event::CustomMessageSpec;
+use crate::session::extensions::error::{ErrorSink, ExtensionError, ExtensionErrorReport};
+use crate::session::extensions::result::CustomMessageSpec;
 use crate::session::extensions::ui::{ExtensionUi, NotifyKind};
-
-/// One `extension_error`: which extension, during which event, what went wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExtensionErrorReport {
-    /// The extension's path (`extensionPath`).
-    pub extension_path: String,
-    /// The event (or `command`, `process`, `send_message`, …).
-    pub event: String,
-    /// One line.
-    pub error: String,
-}
-
-/// Where extension errors go when there is no session to emit them.
-pub type ErrorSink = Arc<dyn Fn(ExtensionErrorReport) + Send + Sync>;
 
 /// The result of `exec` (`{stdout, stderr, code, killed}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +56,95 @@ pub struct ToolInfo {
     pub parameters: Value,
 }
 
+/// How an extension's message is delivered (`deliverAs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliverAs {
+    /// While streaming: after the current tool calls.
+    Steer,
+    /// While streaming: when the agent would stop.
+    FollowUp,
+    /// Held and sent with the next user prompt.
+    NextTurn,
+}
+
+/// The options of `pi.sendMessage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendMessageOptions {
+    /// When idle: start a turn with the message.
+    pub trigger_turn: bool,
+    /// How to deliver it (default: steer while streaming, else at once).
+    pub deliver_as: Option<DeliverAs>,
+}
+
+/// What an [`ExtensionContext`] asks of its session (the session implements it). Fallible
+/// operations give the session's error as [`ExtensionError::Handler`].
+pub trait ExtensionSession: Send + Sync {
+    /// Emits an `extension_error` event.
+    fn report_error(&self, report: ExtensionErrorReport);
+    /// Returns the session clock's time (Unix ms).
+    fn now_ms(&self) -> i64;
+    /// Appends a `custom` entry.
+    fn append_custom<'a>(&'a self, custom_type: &'a str, data: Option<Value>) -> BoxFuture<'a, ()>;
+    /// Delivers a custom message in the background (`pi.sendMessage`); returns at once.
+    fn send_message(&self, message: CustomMessage, options: SendMessageOptions);
+    /// Prompts with a user message in the background (`pi.sendUserMessage`, no expansion);
+    /// returns at once, a failure becomes an `extension_error` from `<runtime>`.
+    fn send_user_message(
+        &self,
+        text: String,
+        images: Vec<ImageContent>,
+        deliver_as: Option<DeliverAs>,
+    );
+    /// Names the session.
+    fn set_session_name<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), ExtensionError>>;
+    /// Returns the session name.
+    fn session_name(&self) -> Option<String>;
+    /// Sets (or clears) an entry's label.
+    fn set_label<'a>(
+        &'a self,
+        entry_id: &'a EntryId,
+        label: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ExtensionError>>;
+    /// Returns the active tool names.
+    fn active_tool_names(&self) -> Vec<String>;
+    /// Returns every registered tool.
+    fn all_tools(&self) -> Vec<ToolInfo>;
+    /// Sets the active tools (unknown names are ignored).
+    fn set_active_tools(&self, names: &[String]);
+    /// Switches to a registered model; `false` when it is unknown or has no credentials.
+    fn set_model<'a>(&'a self, provider: &'a str, model_id: &'a str) -> BoxFuture<'a, bool>;
+    /// Returns the current model.
+    fn model(&self) -> Option<Model>;
+    /// Returns the thinking level.
+    fn thinking_level(&self) -> ThinkingLevel;
+    /// Sets the thinking level (clamped to the model).
+    fn set_thinking_level(&self, level: ThinkingLevel) -> BoxFuture<'_, ()>;
+    /// Returns every entry in append order, as the reference's entry objects.
+    fn entries_json(&self) -> BoxFuture<'_, Result<Vec<Value>, ExtensionError>>;
+    /// Returns the entries of the active path, root first.
+    fn branch_json(&self) -> BoxFuture<'_, Result<Vec<Value>, ExtensionError>>;
+    /// Returns the leaf entry id (`None` before the first entry).
+    fn leaf_id(&self) -> BoxFuture<'_, Result<Option<EntryId>, ExtensionError>>;
+    /// Returns the session id.
+    fn session_id(&self) -> BoxFuture<'_, SessionId>;
+    /// Returns whether a run is in progress.
+    fn is_streaming(&self) -> bool;
+    /// Aborts the running turn.
+    fn abort(&self);
+    /// Returns the current system prompt.
+    fn system_prompt(&self) -> String;
+}
+
+/// A link to a session that does not keep it alive.
+pub trait SessionLink: Send + Sync {
+    /// Returns the session while it exists.
+    fn session(&self) -> Option<Box<dyn ExtensionSession>>;
+}
+
 /// The handle an extension uses to reach its session and the user.
 #[derive(Clone)]
 pub struct ExtensionContext {
-    session: Option<WeakSession>,
+    session: Option<Arc<dyn SessionLink>>,
     ui: Arc<dyn ExtensionUi>,
     cwd: PathBuf,
     env: Vec<(OsString, OsString)>,
@@ -98,7 +168,7 @@ fn ended() -> ExtensionError {
 impl ExtensionContext {
     /// A context bound to a session.
     pub(crate) fn attached(
-        session: WeakSession,
+        session: Arc<dyn SessionLink>,
         ui: Arc<dyn ExtensionUi>,
         cwd: PathBuf,
         env: Vec<(OsString, OsString)>,
@@ -128,10 +198,10 @@ impl ExtensionContext {
         }
     }
 
-    fn session(&self) -> Result<AgentSession, ExtensionError> {
+    fn session(&self) -> Result<Box<dyn ExtensionSession>, ExtensionError> {
         self.session
             .as_ref()
-            .and_then(WeakSession::upgrade)
+            .and_then(|link| link.session())
             .ok_or_else(ended)
     }
 
@@ -142,8 +212,8 @@ impl ExtensionContext {
             event: event.to_owned(),
             error: error.to_owned(),
         };
-        if let Some(session) = self.session.as_ref().and_then(WeakSession::upgrade) {
-            session.report_extension_error(report);
+        if let Some(session) = self.session.as_ref().and_then(|link| link.session()) {
+            session.report_error(report);
         } else if let Some(sink) = &self.errors {
             sink(report);
         }
@@ -195,10 +265,7 @@ impl ExtensionContext {
             timestamp: session.now_ms(),
             extra: serde_json::Map::new(),
         };
-        let worker = session.clone();
-        session.spawn_background(async move {
-            worker.send_custom_message_with(custom, options).await;
-        });
+        session.send_message(custom, options);
         Ok(())
     }
 
@@ -212,35 +279,13 @@ impl ExtensionContext {
     ) -> Result<(), ExtensionError> {
         let session = self.session()?;
         let (text, images) = split_content(content);
-        let options = PromptOptions {
-            images,
-            streaming_behavior: deliver_as.and_then(|deliver| match deliver {
-                DeliverAs::Steer => Some(StreamingBehavior::Steer),
-                DeliverAs::FollowUp => Some(StreamingBehavior::FollowUp),
-                DeliverAs::NextTurn => None,
-            }),
-            source: PromptSource::Extension,
-            no_expansion: true,
-        };
-        let worker = session.clone();
-        session.spawn_background(async move {
-            if let Err(error) = worker.prompt(&text, options).await {
-                worker.report_extension_error(ExtensionErrorReport {
-                    extension_path: "<runtime>".to_owned(),
-                    event: "send_user_message".to_owned(),
-                    error: error.to_string(),
-                });
-            }
-        });
+        session.send_user_message(text, images, deliver_as);
         Ok(())
     }
 
     /// Names the session.
     pub async fn set_session_name(&self, name: &str) -> Result<(), ExtensionError> {
-        self.session()?
-            .set_session_name(name)
-            .await
-            .map_err(|error| ExtensionError::Handler(error.to_string()))
+        self.session()?.set_session_name(name).await
     }
 
     /// Returns the session name.
@@ -254,10 +299,8 @@ impl ExtensionContext {
         entry_id: &str,
         label: Option<&str>,
     ) -> Result<(), ExtensionError> {
-        self.session()?
-            .set_label(&EntryId::new(entry_id), label)
-            .await
-            .map_err(|error| ExtensionError::Handler(error.to_string()))
+        let entry_id = EntryId::new(entry_id);
+        self.session()?.set_label(&entry_id, label).await
     }
 
     /// Runs a program (no shell) in the working directory or `cwd`, killing it after
@@ -299,11 +342,7 @@ impl ExtensionContext {
 
     /// Switches the model; `false` when it is unknown or has no credentials.
     pub async fn set_model(&self, provider: &str, model_id: &str) -> Result<bool, ExtensionError> {
-        let session = self.session()?;
-        let Some(model) = session.registry().find(provider, model_id).cloned() else {
-            return Ok(false);
-        };
-        Ok(session.set_model(model).await.is_ok())
+        Ok(self.session()?.set_model(provider, model_id).await)
     }
 
     /// The current model as the reference's model object.
@@ -327,27 +366,18 @@ impl ExtensionContext {
 
     /// Every entry of the session in append order, as the reference's entry objects.
     pub async fn entries(&self) -> Result<Vec<Value>, ExtensionError> {
-        self.session()?
-            .entries_json()
-            .await
-            .map_err(|error| ExtensionError::Handler(error.to_string()))
+        self.session()?.entries_json().await
     }
 
     /// The entries of the active path, root first.
     pub async fn branch(&self) -> Result<Vec<Value>, ExtensionError> {
-        self.session()?
-            .branch_json()
-            .await
-            .map_err(|error| ExtensionError::Handler(error.to_string()))
+        self.session()?.branch_json().await
     }
 
     /// The leaf entry id (`None` before the first entry).
     pub async fn leaf_id(&self) -> Result<Option<String>, ExtensionError> {
-        self.session()?
-            .leaf_id()
-            .await
-            .map(|leaf| leaf.map(|id| id.to_string()))
-            .map_err(|error| ExtensionError::Handler(error.to_string()))
+        let leaf = self.session()?.leaf_id().await?;
+        Ok(leaf.map(|id| id.to_string()))
     }
 
     /// The session id.

@@ -1,37 +1,29 @@
 //! The extension event catalogue (`spec/extensions-and-modes.md` §2): what pi tells its
-//! extensions, as typed values with the reference's JSON shape, and what a handler may answer,
-//! as typed results parsed leniently from JSON.
+//! extensions, as typed values with the reference's JSON shape (what handlers answer is
+//! [`crate::session::extensions::result`]). The agent loop's events are passed on as the
+//! [`AgentEvent`]s they are ([`ExtensionEvent::Agent`]), with the turn count the session
+//! keeps for extensions.
 //!
 //! Event payloads follow the reference's field names and order. Where the reference passes a
 //! session *file* (`previousSessionFile`, `targetSessionFile`), pi passes the session id
 //! under `previousSessionId` / `targetSessionId`: sessions live in the database, not in files.
 //! An `AbortSignal` (`signal`) cannot cross a process boundary and is not part of the JSON.
 //!
-//! Invariants: `to_json` is pure; a result parser never panics and turns a malformed answer
-//! into [`ResultError`] (which the bus reports as an `extension_error`), and an absent or
-//! `null` answer into "no result".
+//! Invariant: `to_json` is pure.
 
 use serde_json::{Map, Value, json};
 
-use crate::agent::tool::ToolOutput;
-use crate::model::message::{AgentMessage, ContentBlock, ImageContent, UserContent};
+use crate::agent::AgentEvent;
+use crate::model::ids::EntryId;
+use crate::model::message::{AgentMessage, ContentBlock, ImageContent};
+use crate::store::StoredEntry;
 
-/// A handler's answer did not have the shape its event allows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid result for `{event}`: {message}")]
-pub struct ResultError {
-    /// The event name.
-    pub event: &'static str,
-    /// What was wrong.
-    pub message: String,
-}
-
-fn bad(event: &'static str, message: impl Into<String>) -> ResultError {
-    ResultError {
-        event,
-        message: message.into(),
-    }
-}
+// The answers were declared here before `result.rs` existed; their old paths keep working.
+pub use crate::session::extensions::result::{
+    BeforeAgentStartResult, CompactionOverride, CustomMessageSpec, InputAction, ResourcePaths,
+    ResultError, SessionBeforeResult, ToolCallResult, ToolResultChange, TreeSummary,
+    UserBashResult, context_result, message_end_result,
+};
 
 fn images_json(images: &[ImageContent]) -> Value {
     serde_json::to_value(images).unwrap_or(Value::Array(Vec::new()))
@@ -92,53 +84,6 @@ impl InputEvent {
     }
 }
 
-/// What an `input` handler decided.
-#[derive(Clone, Debug, PartialEq)]
-pub enum InputAction {
-    /// Go on unchanged.
-    Continue,
-    /// Replace the text (and the images, when given); later handlers see the new text.
-    Transform {
-        /// The new text.
-        text: String,
-        /// New images (`None` keeps the current ones).
-        images: Option<Vec<ImageContent>>,
-    },
-    /// The extension dealt with it: nothing is sent.
-    Handled,
-}
-
-impl InputAction {
-    /// Parses `{action: "continue" | "transform" | "handled", text?, images?}`.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        match map.get("action").and_then(Value::as_str) {
-            Some("continue") | None => Ok(Some(Self::Continue)),
-            Some("handled") => Ok(Some(Self::Handled)),
-            Some("transform") => {
-                let text = map
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| bad("input", "`transform` needs a string `text`"))?;
-                let images = match map.get("images") {
-                    None | Some(Value::Null) => None,
-                    Some(value) => Some(
-                        serde_json::from_value::<Vec<ImageContent>>(value.clone())
-                            .map_err(|error| bad("input", format!("`images`: {error}")))?,
-                    ),
-                };
-                Ok(Some(Self::Transform {
-                    text: text.to_owned(),
-                    images,
-                }))
-            }
-            Some(other) => Err(bad("input", format!("unknown action `{other}`"))),
-        }
-    }
-}
-
 /// `before_agent_start`: the expanded prompt, before the run starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BeforeAgentStartEvent {
@@ -167,96 +112,6 @@ impl BeforeAgentStartEvent {
     }
 }
 
-/// A custom message an extension wants in the context (`{customType, content, display,
-/// details?}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct CustomMessageSpec {
-    /// Extension identifier.
-    pub custom_type: String,
-    /// Text or blocks.
-    pub content: UserContent,
-    /// Whether the UI shows it.
-    pub display: bool,
-    /// Extension data (never sent to the model).
-    pub details: Option<Value>,
-}
-
-impl CustomMessageSpec {
-    /// Parses the reference's message object.
-    pub fn from_json(event: &'static str, value: &Value) -> Result<Self, ResultError> {
-        let Value::Object(map) = value else {
-            return Err(bad(event, "a message must be an object"));
-        };
-        let custom_type = map
-            .get("customType")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(event, "a message needs a string `customType`"))?
-            .to_owned();
-        let content = match map.get("content") {
-            Some(value @ (Value::String(_) | Value::Array(_))) => {
-                serde_json::from_value::<UserContent>(value.clone())
-                    .map_err(|error| bad(event, format!("`content`: {error}")))?
-            }
-            _ => return Err(bad(event, "a message needs `content` (text or blocks)")),
-        };
-        Ok(Self {
-            custom_type,
-            content,
-            display: map.get("display").and_then(Value::as_bool).unwrap_or(true),
-            details: map.get("details").filter(|value| !value.is_null()).cloned(),
-        })
-    }
-}
-
-/// What a `before_agent_start` handler returned.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BeforeAgentStartResult {
-    /// A custom message to send (and persist) after the user message.
-    pub message: Option<CustomMessageSpec>,
-    /// The system prompt for this run.
-    pub system_prompt: Option<String>,
-}
-
-impl BeforeAgentStartResult {
-    /// Parses `{message?, systemPrompt?}`.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let message = match map.get("message") {
-            None | Some(Value::Null) => None,
-            Some(value) => Some(CustomMessageSpec::from_json("before_agent_start", value)?),
-        };
-        let system_prompt = match map.get("systemPrompt") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(text)) => Some(text.clone()),
-            Some(_) => return Err(bad("before_agent_start", "`systemPrompt` must be text")),
-        };
-        Ok(Some(Self {
-            message,
-            system_prompt,
-        }))
-    }
-}
-
-/// Parses a `context` answer: `{messages?}` (the new list for this model call).
-pub fn context_result(value: Option<Value>) -> Result<Option<Vec<AgentMessage>>, ResultError> {
-    let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-        return Ok(None);
-    };
-    match map.get("messages") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) => Ok(Some(
-            items
-                .iter()
-                .cloned()
-                .map(AgentMessage::from_value)
-                .collect(),
-        )),
-        Some(_) => Err(bad("context", "`messages` must be an array")),
-    }
-}
-
 /// `tool_call`: a prepared tool call, before it runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCallEvent {
@@ -277,37 +132,6 @@ impl ToolCallEvent {
             "toolCallId": self.tool_call_id,
             "input": self.input,
         })
-    }
-}
-
-/// What a `tool_call` handler decided.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolCallResult {
-    /// Do not run the call.
-    pub block: bool,
-    /// Why (shown to the model).
-    pub reason: Option<String>,
-    /// Replacement arguments (the reference mutates `event.input` in place; across a process
-    /// boundary the handler returns the new object). Not validated again.
-    pub input: Option<Value>,
-}
-
-impl ToolCallResult {
-    /// Parses `{block?, reason?, input?}`.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let reason = match map.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(text)) => Some(text.clone()),
-            Some(_) => return Err(bad("tool_call", "`reason` must be text")),
-        };
-        Ok(Some(Self {
-            block: map.get("block").and_then(Value::as_bool).unwrap_or(false),
-            reason,
-            input: map.get("input").filter(|value| !value.is_null()).cloned(),
-        }))
     }
 }
 
@@ -345,59 +169,6 @@ impl ToolResultEvent {
     }
 }
 
-/// A partial rewrite of a tool result (each part optional, chained across handlers).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolResultChange {
-    /// Replacement content.
-    pub content: Option<Vec<ContentBlock>>,
-    /// Replacement details.
-    pub details: Option<Value>,
-    /// Replacement error flag.
-    pub is_error: Option<bool>,
-}
-
-impl ToolResultChange {
-    /// Parses `{content?, details?, isError?}`.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let content = match map.get("content") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(items)) => Some(
-                items
-                    .iter()
-                    .cloned()
-                    .map(ContentBlock::from_value)
-                    .collect(),
-            ),
-            Some(_) => return Err(bad("tool_result", "`content` must be an array of blocks")),
-        };
-        let is_error = match map.get("isError") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(flag)) => Some(*flag),
-            Some(_) => return Err(bad("tool_result", "`isError` must be a boolean")),
-        };
-        Ok(Some(Self {
-            content,
-            details: map.get("details").filter(|value| !value.is_null()).cloned(),
-            is_error,
-        }))
-    }
-}
-
-/// Parses a `message_end` answer: `{message?}`.
-pub fn message_end_result(value: Option<Value>) -> Result<Option<AgentMessage>, ResultError> {
-    let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-        return Ok(None);
-    };
-    match map.get("message") {
-        None | Some(Value::Null) => Ok(None),
-        Some(message @ Value::Object(_)) => Ok(Some(AgentMessage::from_value(message.clone()))),
-        Some(_) => Err(bad("message_end", "`message` must be an object")),
-    }
-}
-
 /// `user_bash`: a `!command` typed by the user.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UserBashEvent {
@@ -418,248 +189,6 @@ impl UserBashEvent {
             "excludeFromContext": self.exclude_from_context,
             "cwd": self.cwd,
         })
-    }
-}
-
-/// A `!command` result supplied by an extension (`{output, exitCode, cancelled, truncated,
-/// fullOutputPath?}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct UserBashResult {
-    /// The output to record.
-    pub output: String,
-    /// The exit code (`None`: killed or unknown).
-    pub exit_code: Option<i64>,
-    /// Whether it was cancelled.
-    pub cancelled: bool,
-    /// Whether the output was truncated.
-    pub truncated: bool,
-    /// Where the full output is.
-    pub full_output_path: Option<String>,
-}
-
-impl UserBashResult {
-    /// Parses `{result?: {...}}`; `{operations}` (a custom executor) cannot cross a process
-    /// boundary and is refused.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        if map.contains_key("operations") {
-            return Err(bad(
-                "user_bash",
-                "`operations` (a custom executor) is not supported; return `result` instead",
-            ));
-        }
-        let Some(result) = map.get("result").filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let Value::Object(result) = result else {
-            return Err(bad("user_bash", "`result` must be an object"));
-        };
-        Ok(Some(Self {
-            output: result
-                .get("output")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            exit_code: result.get("exitCode").and_then(Value::as_i64),
-            cancelled: result
-                .get("cancelled")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            truncated: result
-                .get("truncated")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            full_output_path: result
-                .get("fullOutputPath")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        }))
-    }
-}
-
-/// Resource paths an extension contributes (`resources_discover`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ResourcePaths {
-    /// Skill files or directories.
-    pub skill_paths: Vec<String>,
-    /// Prompt template files or directories.
-    pub prompt_paths: Vec<String>,
-    /// Theme paths (pi has no themes; kept for the record).
-    pub theme_paths: Vec<String>,
-}
-
-impl ResourcePaths {
-    /// Parses `{skillPaths?, promptPaths?, themePaths?}`.
-    pub fn from_json(value: Option<Value>) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let list = |key: &str| -> Result<Vec<String>, ResultError> {
-            match map.get(key) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|item| {
-                        item.as_str().map(str::to_owned).ok_or_else(|| {
-                            bad("resources_discover", format!("`{key}` must hold strings"))
-                        })
-                    })
-                    .collect(),
-                Some(_) => Err(bad(
-                    "resources_discover",
-                    format!("`{key}` must be an array"),
-                )),
-            }
-        };
-        Ok(Some(Self {
-            skill_paths: list("skillPaths")?,
-            prompt_paths: list("promptPaths")?,
-            theme_paths: list("themePaths")?,
-        }))
-    }
-}
-
-/// A summary supplied by an extension for compaction
-/// (`{summary, firstKeptEntryId, tokensBefore, details?}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct CompactionOverride {
-    /// The summary text.
-    pub summary: String,
-    /// The first entry kept after the summary.
-    pub first_kept_entry_id: String,
-    /// Context tokens before the compaction.
-    pub tokens_before: u64,
-    /// Extension data stored with the entry.
-    pub details: Option<Value>,
-}
-
-/// A branch summary supplied by an extension for tree navigation (`{summary, details?}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct TreeSummary {
-    /// The summary text.
-    pub summary: String,
-    /// Extension data stored with the entry.
-    pub details: Option<Value>,
-}
-
-/// What a `session_before_*` handler returned (every field optional; which fields an event
-/// honours is listed in the spec).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SessionBeforeResult {
-    /// Cancel the operation.
-    pub cancel: bool,
-    /// `session_before_compact`: use this summary instead of generating one.
-    pub compaction: Option<CompactionOverride>,
-    /// `session_before_tree`: use this branch summary.
-    pub summary: Option<TreeSummary>,
-    /// `session_before_tree`: override the summariser instructions.
-    pub custom_instructions: Option<String>,
-    /// `session_before_tree`: whether the instructions replace the default prompt.
-    pub replace_instructions: Option<bool>,
-    /// `session_before_tree`: label for the summary (or target) entry.
-    pub label: Option<String>,
-}
-
-impl SessionBeforeResult {
-    /// Parses the answer of a `session_before_*` handler.
-    pub fn from_json(
-        event: &'static str,
-        value: Option<Value>,
-    ) -> Result<Option<Self>, ResultError> {
-        let Some(Value::Object(map)) = value.filter(|value| !value.is_null()) else {
-            return Ok(None);
-        };
-        let text = |key: &str| -> Result<Option<String>, ResultError> {
-            match map.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(text)) => Ok(Some(text.clone())),
-                Some(_) => Err(bad(event, format!("`{key}` must be text"))),
-            }
-        };
-        let compaction = match map.get("compaction") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(fields)) => {
-                let summary = fields
-                    .get("summary")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| bad(event, "`compaction.summary` must be text"))?;
-                let first_kept = fields
-                    .get("firstKeptEntryId")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| bad(event, "`compaction.firstKeptEntryId` must be text"))?;
-                Some(CompactionOverride {
-                    summary: summary.to_owned(),
-                    first_kept_entry_id: first_kept.to_owned(),
-                    tokens_before: fields
-                        .get("tokensBefore")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0),
-                    details: fields
-                        .get("details")
-                        .filter(|value| !value.is_null())
-                        .cloned(),
-                })
-            }
-            Some(_) => return Err(bad(event, "`compaction` must be an object")),
-        };
-        let summary = match map.get("summary") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(fields)) => Some(TreeSummary {
-                summary: fields
-                    .get("summary")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| bad(event, "`summary.summary` must be text"))?
-                    .to_owned(),
-                details: fields
-                    .get("details")
-                    .filter(|value| !value.is_null())
-                    .cloned(),
-            }),
-            Some(_) => return Err(bad(event, "`summary` must be an object")),
-        };
-        Ok(Some(Self {
-            cancel: map.get("cancel").and_then(Value::as_bool).unwrap_or(false),
-            compaction,
-            summary,
-            custom_instructions: text("customInstructions")?,
-            replace_instructions: map.get("replaceInstructions").and_then(Value::as_bool),
-            label: text("label")?,
-        }))
-    }
-}
-
-impl CompactionOverride {
-    /// The result object of `compaction_end` and `compact()`: `{summary, firstKeptEntryId,
-    /// tokensBefore, details?}`.
-    pub fn to_result_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("summary".into(), Value::from(self.summary.as_str()));
-        map.insert(
-            "firstKeptEntryId".into(),
-            Value::from(self.first_kept_entry_id.as_str()),
-        );
-        map.insert("tokensBefore".into(), Value::from(self.tokens_before));
-        if let Some(details) = &self.details {
-            map.insert("details".into(), details.clone());
-        }
-        Value::Object(map)
-    }
-
-    /// The `compaction` entry to store for this summary (`fromHook: true`).
-    pub fn to_entry(&self) -> crate::model::entry::CompactionEntry {
-        crate::model::entry::CompactionEntry {
-            summary: self.summary.clone(),
-            first_kept_entry_id: Some(crate::model::ids::EntryId::new(
-                self.first_kept_entry_id.as_str(),
-            )),
-            tokens_before: self.tokens_before,
-            details: self.details.clone(),
-            usage: None,
-            from_hook: Some(true),
-            system_message: None,
-        }
     }
 }
 
@@ -716,6 +245,69 @@ pub fn compaction_preparation_json(
     Value::Object(map)
 }
 
+/// What `session_before_tree` is told (the reference's `preparation`).
+#[derive(Clone, Copy, Debug)]
+pub struct TreePreparation<'a> {
+    /// The entry navigated to.
+    pub target_id: &'a EntryId,
+    /// The leaf before the move.
+    pub old_leaf_id: Option<&'a EntryId>,
+    /// The deepest entry on both paths.
+    pub common_ancestor_id: Option<&'a EntryId>,
+    /// The abandoned branch, root first.
+    pub entries_to_summarize: &'a [StoredEntry],
+    /// Whether the user asked for a summary.
+    pub user_wants_summary: bool,
+    /// The user's summary instructions.
+    pub custom_instructions: Option<&'a str>,
+    /// Whether they replace the default prompt.
+    pub replace_instructions: bool,
+    /// The label the user gave.
+    pub label: Option<&'a str>,
+}
+
+impl TreePreparation<'_> {
+    /// `{targetId, oldLeafId, commonAncestorId, entriesToSummarize, userWantsSummary,
+    /// customInstructions?, replaceInstructions?, label?}`.
+    pub fn to_json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("targetId".into(), Value::from(self.target_id.as_str()));
+        map.insert(
+            "oldLeafId".into(),
+            self.old_leaf_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "commonAncestorId".into(),
+            self.common_ancestor_id
+                .map_or(Value::Null, |id| Value::from(id.as_str())),
+        );
+        map.insert(
+            "entriesToSummarize".into(),
+            Value::Array(
+                self.entries_to_summarize
+                    .iter()
+                    .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
+                    .collect(),
+            ),
+        );
+        map.insert(
+            "userWantsSummary".into(),
+            Value::Bool(self.user_wants_summary),
+        );
+        if let Some(instructions) = self.custom_instructions {
+            map.insert("customInstructions".into(), Value::from(instructions));
+        }
+        if self.replace_instructions {
+            map.insert("replaceInstructions".into(), Value::Bool(true));
+        }
+        if let Some(label) = self.label {
+            map.insert("label".into(), Value::from(label));
+        }
+        Value::Object(map)
+    }
+}
+
 /// Why a session runtime started (`session_start.reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartReason {
@@ -770,6 +362,66 @@ impl ShutdownReason {
             Self::Fork => "fork",
         }
     }
+}
+
+/// Where an agent event falls in its run, as the session counts turns for extensions (the
+/// loop counts none): `turn_start` carries both fields, `turn_end` the index; the other
+/// events leave them out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TurnStamp {
+    /// 0-based turn of the run (`turnIndex`).
+    pub turn_index: u64,
+    /// When the turn started, Unix ms (`turn_start.timestamp`).
+    pub timestamp: i64,
+}
+
+/// An agent event as extensions receive it (the reference's extension runner): the agent's
+/// own JSON, with `turnIndex` (and `turn_start`'s `timestamp`) after `type`, and only the keys
+/// the runner passes on — no `agent_end.willRetry`, no `tool_execution_end.durationMs`, and
+/// `message_update`'s `message` before its `assistantMessageEvent`.
+fn agent_event_json(event: &AgentEvent, turn: TurnStamp) -> Value {
+    // (`turnIndex`, `timestamp`, the agent's keys passed on, in order)
+    let (index, time, keys): (bool, bool, &[&str]) = match event {
+        AgentEvent::AgentStart => (false, false, &[]),
+        AgentEvent::AgentEnd { .. } => (false, false, &["messages"]),
+        AgentEvent::TurnStart => (true, true, &[]),
+        AgentEvent::TurnEnd { .. } => (true, false, &["message", "toolResults"]),
+        AgentEvent::MessageStart { .. } | AgentEvent::MessageEnd { .. } => {
+            (false, false, &["message"])
+        }
+        AgentEvent::MessageUpdate { .. } => (false, false, &["message", "assistantMessageEvent"]),
+        AgentEvent::ToolExecutionStart { .. } => {
+            (false, false, &["toolCallId", "toolName", "args"])
+        }
+        AgentEvent::ToolExecutionUpdate { .. } => (
+            false,
+            false,
+            &["toolCallId", "toolName", "args", "partialResult"],
+        ),
+        AgentEvent::ToolExecutionEnd { .. } => (
+            false,
+            false,
+            &["toolCallId", "toolName", "result", "isError"],
+        ),
+    };
+    let mut agent = match event.to_json() {
+        Value::Object(map) => map,
+        other => return other,
+    };
+    let mut map = Map::new();
+    map.insert("type".into(), Value::from(event.kind()));
+    if index {
+        map.insert("turnIndex".into(), Value::from(turn.turn_index));
+    }
+    if time {
+        map.insert("timestamp".into(), Value::from(turn.timestamp));
+    }
+    for key in keys {
+        if let Some(value) = agent.remove(*key) {
+            map.insert((*key).to_owned(), value);
+        }
+    }
+    Value::Object(map)
 }
 
 /// One event of the catalogue.
@@ -850,76 +502,13 @@ pub enum ExtensionEvent {
     },
     /// `before_agent_start`.
     BeforeAgentStart(BeforeAgentStartEvent),
-    /// `agent_start`.
-    AgentStart,
-    /// `agent_end {messages}`.
-    AgentEnd {
-        /// The run's new messages.
-        messages: Vec<AgentMessage>,
-    },
-    /// `turn_start {turnIndex, timestamp}`.
-    TurnStart {
-        /// 0-based turn of the run.
-        turn_index: u64,
-        /// Unix ms.
-        timestamp: i64,
-    },
-    /// `turn_end {turnIndex, message, toolResults}`.
-    TurnEnd {
-        /// 0-based turn of the run.
-        turn_index: u64,
-        /// The turn's assistant message.
-        message: AgentMessage,
-        /// Its tool results.
-        tool_results: Vec<AgentMessage>,
-    },
-    /// `message_start {message}`.
-    MessageStart {
-        /// The message.
-        message: AgentMessage,
-    },
-    /// `message_update {message, assistantMessageEvent}`.
-    MessageUpdate {
-        /// The partial assistant message.
-        message: Value,
-        /// The stream event.
-        assistant_message_event: Value,
-    },
-    /// `message_end {message}`.
-    MessageEnd {
-        /// The final message.
-        message: AgentMessage,
-    },
-    /// `tool_execution_start {toolCallId, toolName, args}`.
-    ToolExecutionStart {
-        /// The call id.
-        tool_call_id: String,
-        /// The tool.
-        tool_name: String,
-        /// The arguments as the model sent them.
-        args: Value,
-    },
-    /// `tool_execution_update {toolCallId, toolName, args, partialResult}`.
-    ToolExecutionUpdate {
-        /// The call id.
-        tool_call_id: String,
-        /// The tool.
-        tool_name: String,
-        /// The arguments as the model sent them.
-        args: Value,
-        /// The partial result.
-        partial_result: ToolOutput,
-    },
-    /// `tool_execution_end {toolCallId, toolName, result, isError}`.
-    ToolExecutionEnd {
-        /// The call id.
-        tool_call_id: String,
-        /// The tool.
-        tool_name: String,
-        /// The result.
-        result: ToolOutput,
-        /// Whether it failed.
-        is_error: bool,
+    /// An agent event (`agent_start`, `agent_end`, `turn_*`, `message_*`,
+    /// `tool_execution_*`) as the loop reported it, with the session's turn count.
+    Agent {
+        /// The agent loop's event (boxed: it is the largest by far).
+        event: Box<AgentEvent>,
+        /// Where it falls in the run.
+        turn: TurnStamp,
     },
     /// `tool_call`.
     ToolCall(ToolCallEvent),
@@ -997,16 +586,7 @@ impl ExtensionEvent {
             Self::SessionTree { .. } => "session_tree",
             Self::Context { .. } => "context",
             Self::BeforeAgentStart(_) => "before_agent_start",
-            Self::AgentStart => "agent_start",
-            Self::AgentEnd { .. } => "agent_end",
-            Self::TurnStart { .. } => "turn_start",
-            Self::TurnEnd { .. } => "turn_end",
-            Self::MessageStart { .. } => "message_start",
-            Self::MessageUpdate { .. } => "message_update",
-            Self::MessageEnd { .. } => "message_end",
-            Self::ToolExecutionStart { .. } => "tool_execution_start",
-            Self::ToolExecutionUpdate { .. } => "tool_execution_update",
-            Self::ToolExecutionEnd { .. } => "tool_execution_end",
+            Self::Agent { event, .. } => event.kind(),
             Self::ToolCall(_) => "tool_call",
             Self::ToolResult(_) => "tool_result",
             Self::ModelSelect { .. } => "model_select",
@@ -1111,71 +691,9 @@ impl ExtensionEvent {
                     put("fromExtension", Value::from(*flag));
                 }
             }
-            Self::Context { messages } | Self::AgentEnd { messages } => {
-                put("messages", messages_json(messages));
-            }
+            Self::Context { messages } => put("messages", messages_json(messages)),
             Self::BeforeAgentStart(event) => return event.to_json(),
-            Self::AgentStart => {}
-            Self::TurnStart {
-                turn_index,
-                timestamp,
-            } => {
-                put("turnIndex", Value::from(*turn_index));
-                put("timestamp", Value::from(*timestamp));
-            }
-            Self::TurnEnd {
-                turn_index,
-                message,
-                tool_results,
-            } => {
-                put("turnIndex", Value::from(*turn_index));
-                put("message", message.to_value());
-                put("toolResults", messages_json(tool_results));
-            }
-            Self::MessageStart { message } | Self::MessageEnd { message } => {
-                put("message", message.to_value());
-            }
-            Self::MessageUpdate {
-                message,
-                assistant_message_event,
-            } => {
-                put("message", message.clone());
-                put("assistantMessageEvent", assistant_message_event.clone());
-            }
-            Self::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                put("toolCallId", Value::from(tool_call_id.as_str()));
-                put("toolName", Value::from(tool_name.as_str()));
-                put("args", args.clone());
-            }
-            Self::ToolExecutionUpdate {
-                tool_call_id,
-                tool_name,
-                args,
-                partial_result,
-            } => {
-                put("toolCallId", Value::from(tool_call_id.as_str()));
-                put("toolName", Value::from(tool_name.as_str()));
-                put("args", args.clone());
-                put(
-                    "partialResult",
-                    crate::agent::event::tool_output_json(partial_result),
-                );
-            }
-            Self::ToolExecutionEnd {
-                tool_call_id,
-                tool_name,
-                result,
-                is_error,
-            } => {
-                put("toolCallId", Value::from(tool_call_id.as_str()));
-                put("toolName", Value::from(tool_name.as_str()));
-                put("result", crate::agent::event::tool_output_json(result));
-                put("isError", Value::from(*is_error));
-            }
+            Self::Agent { event, turn } => return agent_event_json(event, *turn),
             Self::ToolCall(event) => return event.to_json(),
             Self::ToolResult(event) => return event.to_json(),
             Self::ModelSelect {
@@ -1206,26 +724,7 @@ impl ExtensionEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::AgentEvent;
-
-    #[test]
-    fn input_results_parse_every_action_and_refuse_a_transform_without_text() {
-        assert_eq!(InputAction::from_json(None), Ok(None));
-        assert_eq!(InputAction::from_json(Some(Value::Null)), Ok(None));
-        assert_eq!(
-            InputAction::from_json(Some(json!({"action": "handled"}))),
-            Ok(Some(InputAction::Handled))
-        );
-        assert_eq!(
-            InputAction::from_json(Some(json!({"action": "transform", "text": "x"}))),
-            Ok(Some(InputAction::Transform {
-                text: "x".into(),
-                images: None
-            }))
-        );
-        assert!(InputAction::from_json(Some(json!({"action": "transform"}))).is_err());
-        assert!(InputAction::from_json(Some(json!({"action": "explode"}))).is_err());
-    }
+    use crate::agent::tool::ToolOutput;
 
     #[test]
     fn tool_call_events_have_the_reference_key_order() {
@@ -1240,109 +739,14 @@ mod tests {
         );
     }
 
-    #[test]
-    fn session_before_results_read_cancel_and_a_supplied_compaction() {
-        let parsed = SessionBeforeResult::from_json(
-            "session_before_compact",
-            Some(json!({"compaction": {"summary": "S", "firstKeptEntryId": "abcd1234", "tokensBefore": 42}})),
-        )
-        .unwrap()
-        .unwrap();
-        assert!(!parsed.cancel);
-        let compaction = parsed.compaction.unwrap();
-        assert_eq!(compaction.summary, "S");
-        assert_eq!(compaction.tokens_before, 42);
-        assert!(
-            SessionBeforeResult::from_json("session_before_compact", Some(json!({"cancel": true})))
-                .unwrap()
-                .unwrap()
-                .cancel
-        );
-        assert!(
-            SessionBeforeResult::from_json(
-                "session_before_compact",
-                Some(json!({"compaction": {"summary": 3}}))
-            )
-            .is_err()
-        );
-    }
-
-    #[test]
-    fn tool_result_changes_keep_only_what_was_given() {
-        let change = ToolResultChange::from_json(Some(
-            json!({"content": [{"type": "text", "text": "1  a"}]}),
-        ))
-        .unwrap()
-        .unwrap();
-        assert_eq!(change.content.unwrap().len(), 1);
-        assert!(change.details.is_none() && change.is_error.is_none());
-        assert!(ToolResultChange::from_json(Some(json!({"isError": "yes"}))).is_err());
-    }
-
     /// The agent events as the session hands them to extensions (`turn_index` and
     /// `timestamp` as the session counts them).
     fn as_extension_event(event: &AgentEvent, turn_index: u64, timestamp: i64) -> ExtensionEvent {
-        match event {
-            AgentEvent::AgentStart => ExtensionEvent::AgentStart,
-            AgentEvent::AgentEnd { messages, .. } => ExtensionEvent::AgentEnd {
-                messages: messages.clone(),
-            },
-            AgentEvent::TurnStart => ExtensionEvent::TurnStart {
+        ExtensionEvent::Agent {
+            event: Box::new(event.clone()),
+            turn: TurnStamp {
                 turn_index,
                 timestamp,
-            },
-            AgentEvent::TurnEnd {
-                message,
-                tool_results,
-            } => ExtensionEvent::TurnEnd {
-                turn_index,
-                message: message.clone(),
-                tool_results: tool_results.clone(),
-            },
-            AgentEvent::MessageStart { message } => ExtensionEvent::MessageStart {
-                message: message.clone(),
-            },
-            AgentEvent::MessageUpdate { .. } => {
-                let mut json = event.to_json();
-                ExtensionEvent::MessageUpdate {
-                    message: json["message"].take(),
-                    assistant_message_event: json["assistantMessageEvent"].take(),
-                }
-            }
-            AgentEvent::MessageEnd { message } => ExtensionEvent::MessageEnd {
-                message: message.clone(),
-            },
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => ExtensionEvent::ToolExecutionStart {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                args: args.clone(),
-            },
-            AgentEvent::ToolExecutionUpdate {
-                tool_call_id,
-                tool_name,
-                args,
-                partial_result,
-            } => ExtensionEvent::ToolExecutionUpdate {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                args: args.clone(),
-                partial_result: partial_result.clone(),
-            },
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id,
-                tool_name,
-                result,
-                is_error,
-                ..
-            } => ExtensionEvent::ToolExecutionEnd {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                result: result.clone(),
-                is_error: *is_error,
             },
         }
     }
@@ -1458,9 +862,12 @@ mod tests {
 
     #[test]
     fn every_event_name_is_in_the_catalogue() {
-        let event = ExtensionEvent::TurnStart {
-            turn_index: 0,
-            timestamp: 1,
+        let event = ExtensionEvent::Agent {
+            event: Box::new(AgentEvent::TurnStart),
+            turn: TurnStamp {
+                turn_index: 0,
+                timestamp: 1,
+            },
         };
         assert!(EVENT_NAMES.contains(&event.name()));
         assert_eq!(

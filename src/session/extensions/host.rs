@@ -12,9 +12,11 @@ use serde_json::{Map, Value, json};
 
 use crate::ai::ThinkingLevel;
 use crate::model::message::UserContent;
-use crate::session::agent_session::{DeliverAs, SendMessageOptions};
-use crate::session::extensions::context::{ExtensionContext, ToolInfo};
-use crate::session::extensions::event::CustomMessageSpec;
+use crate::session::extensions::context::{
+    DeliverAs, ExtensionContext, SendMessageOptions, ToolInfo,
+};
+use crate::session::extensions::error::ExtensionError;
+use crate::session::extensions::result::CustomMessageSpec;
 use crate::session::extensions::ui::{NotifyKind, WidgetPlacement};
 
 /// Every method an extension may call.
@@ -97,7 +99,7 @@ pub async fn handle_call(
         Value::Object(map) => map,
         _ => Map::new(),
     };
-    let failed = |error: crate::session::extensions::api::ExtensionError| error.to_string();
+    let failed = |error: ExtensionError| error.to_string();
     match method {
         "appendEntry" => {
             let custom_type = required(&params, method, "customType")?;

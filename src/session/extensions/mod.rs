@@ -1,12 +1,17 @@
 //! Extensions: change pi's behaviour without touching its core (`spec/extensions-and-modes.md`
 //! §1–§5, `docs/extensions.md`).
 //!
-//! * [`event`] — the event catalogue and the typed results handlers may give;
+//! * [`event`] — the event catalogue (agent events passed on as they are), and [`result`] —
+//!   the typed results handlers may give;
 //! * [`api`] — the [`Extension`] trait (one hook per event, each with a no-op default), so
 //!   built-in features and external programs use the same bus;
 //! * [`bus`] — [`ExtensionBus`]: dispatch in load order with the reference's result semantics,
 //!   errors reported as `extension_error` events, time limits;
-//! * [`context`] — [`ExtensionContext`]: what an extension can do to its session;
+//! * [`context`] — [`ExtensionContext`]: what an extension can do to its session, through the
+//!   [`context::ExtensionSession`] trait the session implements (nothing here names
+//!   `AgentSession`: the session's side is `session/agent_session/hooks.rs` and
+//!   `extension_api.rs`);
+//! * [`error`] — [`ExtensionError`] and the `extension_error` report;
 //! * [`ui`] — [`ExtensionUi`]: dialogs answered by the REPL or the RPC client, [`NoUi`]
 //!   otherwise;
 //! * [`process`], [`protocol`], [`host`] — out-of-process extensions speaking JSON lines;
@@ -22,11 +27,12 @@ pub mod api;
 pub mod bus;
 pub mod context;
 pub mod discovery;
+pub mod error;
 pub mod event;
-pub mod hooks;
 pub mod host;
 pub mod process;
 pub mod protocol;
+pub mod result;
 pub mod ui;
 
 use std::ffi::OsString;
@@ -34,10 +40,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{CommandInfo, Extension, ExtensionError, HookFuture};
+pub use api::{CommandInfo, Extension, HookFuture};
 pub use bus::{ExtensionBus, InputOutcome, RegisteredCommand};
-pub use context::{ExtensionContext, ExtensionErrorReport};
+pub use context::{DeliverAs, ExtensionContext, SendMessageOptions};
 pub use discovery::{Discovered, DiscoveryInput, ExecutableExtension, ExtensionOrigin};
+pub use error::{ExtensionError, ExtensionErrorReport};
 pub use event::ExtensionEvent;
 pub use process::{ProcessConfig, ProcessExtension};
 pub use ui::{ExtensionUi, NoUi, NotifyKind, WidgetPlacement};

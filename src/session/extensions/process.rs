@@ -39,19 +39,24 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::AgentEvent;
 use crate::agent::tool::{
     BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput, UpdateSink,
 };
 use crate::model::message::AgentMessage;
-use crate::session::extensions::api::{CommandInfo, Extension, ExtensionError, HookFuture};
+use crate::session::extensions::api::{CommandInfo, Extension, HookFuture};
 use crate::session::extensions::context::ExtensionContext;
+use crate::session::extensions::error::ExtensionError;
 use crate::session::extensions::event::{
-    self, BeforeAgentStartEvent, BeforeAgentStartResult, ExtensionEvent, InputAction, InputEvent,
-    ResourcePaths, SessionBeforeResult, ToolCallEvent, ToolCallResult, ToolResultChange,
-    ToolResultEvent, UserBashEvent, UserBashResult,
+    BeforeAgentStartEvent, ExtensionEvent, InputEvent, ToolCallEvent, ToolResultEvent, TurnStamp,
+    UserBashEvent,
 };
 use crate::session::extensions::host;
 use crate::session::extensions::protocol::{self, Incoming, Registration};
+use crate::session::extensions::result::{
+    self, BeforeAgentStartResult, InputAction, ResourcePaths, SessionBeforeResult, ToolCallResult,
+    ToolResultChange, UserBashResult,
+};
 
 /// The longest line accepted from an extension (a tool result with images can be large).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -689,7 +694,7 @@ impl Extension for ProcessExtension {
                 messages: messages.to_vec(),
             };
             let answer = self.shared.event("context", event.to_json()).await?;
-            Ok(event::context_result(answer)?)
+            Ok(result::context_result(answer)?)
         })
     }
 
@@ -721,11 +726,14 @@ impl Extension for ProcessExtension {
         _ctx: &'a ExtensionContext,
     ) -> HookFuture<'a, Option<AgentMessage>> {
         Box::pin(async move {
-            let event = ExtensionEvent::MessageEnd {
-                message: message.clone(),
+            let event = ExtensionEvent::Agent {
+                event: Box::new(AgentEvent::MessageEnd {
+                    message: message.clone(),
+                }),
+                turn: TurnStamp::default(),
             };
             let answer = self.shared.event("message_end", event.to_json()).await?;
-            Ok(event::message_end_result(answer)?)
+            Ok(result::message_end_result(answer)?)
         })
     }
 

@@ -1,6 +1,7 @@
-//! The extension side of [`AgentSession`]: starting and stopping a runtime's extensions,
-//! translating agent events into extension events, and the `session_*` hooks (switch, fork,
-//! tree, compaction) — so `agent_session.rs` keeps only the call sites.
+//! The session's extension hook points: starting a runtime's extensions (their tools
+//! installed) and stopping them, the current bus, passing agent events on (with the turn
+//! count extensions see), and the `session_*` events (switch, fork, tree, compaction) — so
+//! the other files keep only the call sites.
 //!
 //! Invariant: every hook is skipped (and builds no event) when no extension handles it.
 
@@ -8,89 +9,56 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::agent::AgentEvent;
 use crate::model::ids::EntryId;
-use crate::session::AgentEvent;
-use crate::session::agent_session::{AgentSession, SessionError};
+use crate::session::agent_session::error::SessionError;
+use crate::session::agent_session::state::{AgentSession, lock};
 use crate::session::events::SessionEvent;
-use crate::session::extensions::context::ExtensionErrorReport;
+use crate::session::extensions::error::ExtensionErrorReport;
 use crate::session::extensions::event::{
-    CompactionOverride, ExtensionEvent, ResourcePaths, SessionBeforeResult, ShutdownReason,
-    StartReason,
+    ExtensionEvent, ShutdownReason, StartReason, TreePreparation, TurnStamp,
 };
+use crate::session::extensions::result::{CompactionOverride, ResourcePaths, SessionBeforeResult};
 use crate::session::extensions::{self, ExtensionBus, ExtensionContext, RegisteredCommand};
 use crate::session::persist::blocking;
 use crate::store::StoredEntry;
 
-/// What `session_before_tree` is told (the reference's `preparation`).
-#[derive(Clone, Copy, Debug)]
-pub struct TreePreparation<'a> {
-    /// The entry navigated to.
-    pub target_id: &'a EntryId,
-    /// The leaf before the move.
-    pub old_leaf_id: Option<&'a EntryId>,
-    /// The deepest entry on both paths.
-    pub common_ancestor_id: Option<&'a EntryId>,
-    /// The abandoned branch, root first.
-    pub entries_to_summarize: &'a [StoredEntry],
-    /// Whether the user asked for a summary.
-    pub user_wants_summary: bool,
-    /// The user's summary instructions.
-    pub custom_instructions: Option<&'a str>,
-    /// Whether they replace the default prompt.
-    pub replace_instructions: bool,
-    /// The label the user gave.
-    pub label: Option<&'a str>,
-}
-
-impl TreePreparation<'_> {
-    /// `{targetId, oldLeafId, commonAncestorId, entriesToSummarize, userWantsSummary,
-    /// customInstructions?, replaceInstructions?, label?}`.
-    pub fn to_json(&self) -> Value {
-        let mut map = serde_json::Map::new();
-        map.insert("targetId".into(), Value::from(self.target_id.as_str()));
-        map.insert(
-            "oldLeafId".into(),
-            self.old_leaf_id
-                .map_or(Value::Null, |id| Value::from(id.as_str())),
-        );
-        map.insert(
-            "commonAncestorId".into(),
-            self.common_ancestor_id
-                .map_or(Value::Null, |id| Value::from(id.as_str())),
-        );
-        map.insert(
-            "entriesToSummarize".into(),
-            Value::Array(
-                self.entries_to_summarize
-                    .iter()
-                    .filter_map(|stored| crate::support::json::parse_lenient(&stored.payload).ok())
-                    .collect(),
-            ),
-        );
-        map.insert(
-            "userWantsSummary".into(),
-            Value::Bool(self.user_wants_summary),
-        );
-        if let Some(instructions) = self.custom_instructions {
-            map.insert("customInstructions".into(), Value::from(instructions));
-        }
-        if self.replace_instructions {
-            map.insert("replaceInstructions".into(), Value::Bool(true));
-        }
-        if let Some(label) = self.label {
-            map.insert("label".into(), Value::from(label));
-        }
-        Value::Object(map)
-    }
-}
-
 impl AgentSession {
+    /// Returns the extension bus of the current session runtime.
+    pub(crate) fn bus(&self) -> Arc<ExtensionBus> {
+        lock(&self.inner.bus).clone()
+    }
+
+    /// Makes `bus` the current runtime's extensions and registers their tools.
+    pub(crate) fn install_extensions(&self, bus: Arc<ExtensionBus>) {
+        let tools = self.config().tools.with_custom(bus.tools());
+        self.state().tools = tools;
+        *lock(&self.inner.bus) = bus;
+    }
+
+    /// Restarts the extensions' turn count (`agent_start`).
+    pub(crate) fn start_turn_count(&self) {
+        self.state().turn_index = 0;
+    }
+
+    /// The current turn's index.
+    pub(crate) fn turn_index(&self) -> u64 {
+        self.state().turn_index
+    }
+
+    /// Ends a turn; returns its index.
+    pub(crate) fn end_turn(&self) -> u64 {
+        let mut state = self.state();
+        state.turn_index += 1;
+        state.turn_index - 1
+    }
+
     /// Starts the configured extensions for a new session runtime and registers their tools.
     pub(crate) async fn start_extensions(&self) -> Arc<ExtensionBus> {
         let config = self.config();
         let cwd = self.cwd();
         let ctx = ExtensionContext::attached(
-            self.downgrade(),
+            Arc::new(self.downgrade()),
             config.extensions.ui.clone(),
             cwd.clone(),
             config.extensions.env.clone(),
@@ -164,81 +132,44 @@ impl AgentSession {
     }
 
     /// Delivers an agent event to the extensions (before listeners and persistence, as the
-    /// reference does); `message_end` went to them already, through `finalize_message`.
+    /// reference does), counting turns as they see them; `message_end` went to them already,
+    /// through `finalize_message`.
     pub(crate) async fn deliver_agent_event(&self, event: &AgentEvent) {
         let bus = self.bus();
         let name = event.kind();
         let wanted = name != "message_end" && bus.has_handlers(name);
-        let extension_event = match event {
+        let turn_index = match event {
             AgentEvent::AgentStart => {
                 self.start_turn_count();
-                wanted.then_some(ExtensionEvent::AgentStart)
+                0
             }
-            AgentEvent::AgentEnd { messages, .. } => wanted.then(|| ExtensionEvent::AgentEnd {
-                messages: messages.clone(),
-            }),
-            AgentEvent::TurnStart => wanted.then(|| ExtensionEvent::TurnStart {
-                turn_index: self.turn_index(),
-                timestamp: self.now_ms(),
-            }),
-            AgentEvent::TurnEnd {
-                message,
-                tool_results,
-            } => {
-                let turn_index = self.end_turn();
-                wanted.then(|| ExtensionEvent::TurnEnd {
-                    turn_index,
-                    message: message.clone(),
-                    tool_results: tool_results.clone(),
-                })
-            }
-            AgentEvent::MessageStart { message } => wanted.then(|| ExtensionEvent::MessageStart {
-                message: message.clone(),
-            }),
-            AgentEvent::MessageUpdate { .. } => wanted.then(|| {
-                let mut json = event.to_json();
-                ExtensionEvent::MessageUpdate {
-                    message: json["message"].take(),
-                    assistant_message_event: json["assistantMessageEvent"].take(),
-                }
-            }),
-            AgentEvent::MessageEnd { .. } => None,
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => wanted.then(|| ExtensionEvent::ToolExecutionStart {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                args: args.clone(),
-            }),
-            AgentEvent::ToolExecutionUpdate {
-                tool_call_id,
-                tool_name,
-                args,
-                partial_result,
-            } => wanted.then(|| ExtensionEvent::ToolExecutionUpdate {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                args: args.clone(),
-                partial_result: partial_result.clone(),
-            }),
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id,
-                tool_name,
-                result,
-                is_error,
-                ..
-            } => wanted.then(|| ExtensionEvent::ToolExecutionEnd {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                result: result.clone(),
-                is_error: *is_error,
-            }),
+            AgentEvent::TurnStart => self.turn_index(),
+            AgentEvent::TurnEnd { .. } => self.end_turn(),
+            AgentEvent::AgentEnd { .. }
+            | AgentEvent::MessageStart { .. }
+            | AgentEvent::MessageUpdate { .. }
+            | AgentEvent::MessageEnd { .. }
+            | AgentEvent::ToolExecutionStart { .. }
+            | AgentEvent::ToolExecutionUpdate { .. }
+            | AgentEvent::ToolExecutionEnd { .. } => 0,
         };
-        if let Some(extension_event) = extension_event {
-            bus.emit(&extension_event).await;
+        if !wanted {
+            return;
         }
+        // Only `turn_start` carries a time (the clock is read for nothing else).
+        let timestamp = if matches!(event, AgentEvent::TurnStart) {
+            self.now_ms()
+        } else {
+            0
+        };
+        bus.emit(&ExtensionEvent::Agent {
+            event: Box::new(event.clone()),
+            turn: TurnStamp {
+                turn_index,
+                timestamp,
+            },
+        })
+        .await;
     }
 
     /// `session_before_tree`: asks the extensions before the leaf moves.
