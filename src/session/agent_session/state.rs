@@ -168,6 +168,8 @@ impl std::fmt::Debug for AgentSession {
     }
 }
 
+/// Locks a std mutex; a poisoned one is used as it is (a listener that panicked leaves the
+/// state as consistent as it was between two statements).
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
@@ -181,10 +183,12 @@ impl AgentSession {
         WeakSession(Arc::downgrade(&self.inner))
     }
 
+    /// Returns what the session was built from.
     pub(crate) fn config(&self) -> &SessionConfig {
         &self.inner.config
     }
 
+    /// Locks the conversation state (never held across an `.await`).
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.inner.state)
     }
