@@ -4,7 +4,7 @@
 //! changes as entries, `!cmd` executions, steering and follow-up queues, tree navigation and
 //! session switches, the extension hook points, and the event fan-out that modes subscribe to.
 //!
-//! One type, one concern per file: [`state`] holds the handle and everything it holds; every
+//! One type, one concern per file: `state.rs` holds the handle and everything it holds; every
 //! other file is an `impl AgentSession` block for one concern (see each file's header, and
 //! `docs/ARCHITECTURE.md`, "src/session/agent_session/"). The files call each other's methods
 //! freely; the types they import from each other go one way only (the layering test checks

@@ -25,6 +25,7 @@ impl AgentSession {
         receiver
     }
 
+    /// Sends an event to every subscriber (and to the backlog while the session opens).
     pub(crate) fn emit(&self, event: SessionEvent) {
         {
             let mut backlog = lock(&self.inner.backlog);
@@ -36,10 +37,12 @@ impl AgentSession {
         subscribers.retain(|subscriber| subscriber.send(event.clone()).is_ok());
     }
 
+    /// Emits a notice.
     pub(super) fn notice(&self, level: NoticeLevel, message: String) {
         self.emit(SessionEvent::Notice { level, message });
     }
 
+    /// Emits an error notice.
     pub(super) fn notice_error(&self, message: String) {
         self.notice(NoticeLevel::Error, message);
     }

@@ -19,6 +19,8 @@ use crate::session::agent_session::system_prompt::force_prompt;
 use crate::session::extensions::event::ToolResultEvent;
 
 impl AgentSession {
+    /// Returns the options of a model call: the key (looked up off the runtime thread), the
+    /// identity headers, thinking level and budgets, cache retention, transport, session id.
     pub(super) async fn stream_options(&self, model: &Model) -> Result<StreamOptions, AiError> {
         let registry = self.config().registry.clone();
         let credentials = self.config().credentials.clone();

@@ -120,6 +120,8 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Switches to `model`: a `model_change` entry, the default saved, the thinking level set
+    /// again (`explicit_level`, else the switch rule), `model_select` when it changed.
     pub(super) async fn apply_model(
         &self,
         model: Model,

@@ -114,6 +114,7 @@ impl AgentSession {
         self.branch_into_new_session(leaf_id).await
     }
 
+    /// Copies the path up to `at` into a new session (fork, clone) and loads it.
     pub(super) async fn branch_into_new_session(
         &self,
         at: Option<EntryId>,

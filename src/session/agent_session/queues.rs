@@ -43,6 +43,7 @@ pub(super) fn find_command<'t>(
 }
 
 impl AgentSession {
+    /// Queues a user message as steering or follow-up and emits `queue_update`.
     pub(super) fn enqueue(
         &self,
         behavior: StreamingBehavior,
@@ -104,6 +105,7 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Refuses an extension command sent to a queue.
     pub(super) fn refuse_queued_command(&self, text: &str) -> Result<(), SessionError> {
         match find_command(&self.bus(), text) {
             Some((command, _)) => Err(SessionError::CommandNotQueueable(command.invocation_name)),
@@ -126,6 +128,7 @@ impl AgentSession {
         (steering, follow_up)
     }
 
+    /// Takes what the queue's mode delivers now (all, or one at a time).
     pub(super) fn drain(&self, steering: bool) -> Vec<AgentMessage> {
         let mut state = self.state();
         let mode = if steering {

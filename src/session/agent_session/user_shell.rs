@@ -79,6 +79,7 @@ impl AgentSession {
         Ok(message)
     }
 
+    /// Records a `!cmd` result: at once when idle, after the run while streaming.
     pub(super) async fn record_bash(&self, message: BashExecutionMessage) {
         if self.is_streaming() {
             self.state().pending_bash.push(message);
@@ -98,6 +99,7 @@ impl AgentSession {
         }
     }
 
+    /// Records the `!cmd` results that waited for the run to end.
     pub(super) async fn flush_pending_bash(&self) {
         let pending = std::mem::take(&mut self.state().pending_bash);
         for message in pending {
