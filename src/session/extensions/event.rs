@@ -404,9 +404,26 @@ fn agent_event_json(event: &AgentEvent, turn: TurnStamp) -> Value {
             &["toolCallId", "toolName", "result", "isError"],
         ),
     };
-    let mut agent = match event.to_json() {
-        Value::Object(map) => map,
-        other => return other,
+    // The runner passes `message_update`'s whole partial message, and the stream event with
+    // its `partial` (not JSON mode's delta form); the loop carries the partial whenever a
+    // handler wants `message_update` (`RunConfig::emit_partials`).
+    let mut agent = if let AgentEvent::MessageUpdate {
+        event: stream,
+        partial: Some(partial),
+    } = event
+    {
+        let mut map = Map::new();
+        map.insert(
+            "message".into(),
+            AgentMessage::Assistant(partial.as_ref().clone()).to_value(),
+        );
+        map.insert("assistantMessageEvent".into(), stream.to_json(partial));
+        map
+    } else {
+        match event.to_json() {
+            Value::Object(map) => map,
+            other => return other,
+        }
     };
     let mut map = Map::new();
     map.insert("type".into(), Value::from(event.kind()));
