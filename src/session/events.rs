@@ -1,8 +1,13 @@
 //! `SessionEvent`: everything a session reports — the agent's events plus the session's own
 //! (retries, queues, compaction, name and thinking-level changes) — with the reference's JSON
 //! shape for JSON and RPC modes (`spec/extensions-and-modes.md` §6).
+//!
+//! The JSON is `Serialize`, derived as `AgentEvent`'s is: `{"type": <snake_case variant>,
+//! <camelCase fields in declaration order>}`, absent optional fields left out where the
+//! reference leaves them out; an agent event is written as the agent writes it.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::agent::AgentEvent;
 
@@ -20,10 +25,13 @@ pub enum NoticeLevel {
 /// One event of a session.
 // Nearly every event is an agent event, so boxing that variant would only add allocations.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum SessionEvent {
-    /// An agent-loop event.
-    Agent(AgentEvent),
     /// A failed turn is about to be retried.
     AutoRetryStart {
         /// 1-based attempt number.
@@ -42,6 +50,7 @@ pub enum SessionEvent {
         /// The last attempt.
         attempt: u32,
         /// Why it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         final_error: Option<String>,
     },
     /// The steering / follow-up queues changed.
@@ -67,12 +76,14 @@ pub enum SessionEvent {
         /// `manual`, `threshold` or `overflow`.
         reason: String,
         /// `{summary, firstKeptEntryId, tokensBefore, details?}` when it succeeded.
+        #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
         /// Whether it was aborted.
         aborted: bool,
         /// Whether the agent continues automatically.
         will_retry: bool,
         /// Why it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
     /// The thinking level changed.
@@ -83,6 +94,7 @@ pub enum SessionEvent {
     /// The session name changed.
     SessionInfoChanged {
         /// The new name (absent when cleared).
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// An extension failed (its handler threw, it timed out, crashed or broke the protocol);
@@ -106,117 +118,33 @@ pub enum SessionEvent {
         session_id: String,
         /// How many entries were not stored.
         entries: usize,
-        /// The rescue file, when it was written.
+        /// The rescue file, when it was written (`null` when not).
         path: Option<String>,
         /// Why they could not be stored (and, without a file, why it was not written).
         error: String,
     },
-    /// Something the user should know (not part of the reference's event stream).
+    /// Something the user should know (not part of the reference's event stream, never
+    /// serialised).
+    #[serde(skip)]
     Notice {
         /// Severity.
         level: NoticeLevel,
         /// One line.
         message: String,
     },
+    /// An agent-loop event (written as the agent writes it, its own `type` first).
+    #[serde(untagged)]
+    Agent(AgentEvent),
 }
 
 impl SessionEvent {
     /// Returns the reference's JSON object for the event, or `None` for events the reference
     /// stream does not have (notices).
     pub fn to_json(&self) -> Option<Value> {
-        let value = match self {
-            Self::Agent(event) => event.to_wire_json(),
-            Self::AutoRetryStart {
-                attempt,
-                max_attempts,
-                delay_ms,
-                error_message,
-            } => json!({
-                "type": "auto_retry_start",
-                "attempt": attempt,
-                "maxAttempts": max_attempts,
-                "delayMs": delay_ms,
-                "errorMessage": error_message,
-            }),
-            Self::AutoRetryEnd {
-                success,
-                attempt,
-                final_error,
-            } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("auto_retry_end"));
-                map.insert("success".into(), Value::from(*success));
-                map.insert("attempt".into(), Value::from(*attempt));
-                if let Some(error) = final_error {
-                    map.insert("finalError".into(), Value::from(error.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::QueueUpdate {
-                steering,
-                follow_up,
-            } => json!({"type": "queue_update", "steering": steering, "followUp": follow_up}),
-            Self::AgentSettled { aborted } => {
-                json!({"type": "agent_settled", "aborted": aborted})
-            }
-            Self::CompactionStart { reason } => {
-                json!({"type": "compaction_start", "reason": reason})
-            }
-            Self::CompactionEnd {
-                reason,
-                result,
-                aborted,
-                will_retry,
-                error_message,
-            } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("compaction_end"));
-                map.insert("reason".into(), Value::from(reason.as_str()));
-                if let Some(result) = result {
-                    map.insert("result".into(), result.clone());
-                }
-                map.insert("aborted".into(), Value::from(*aborted));
-                map.insert("willRetry".into(), Value::from(*will_retry));
-                if let Some(error) = error_message {
-                    map.insert("errorMessage".into(), Value::from(error.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::ThinkingLevelChanged { level } => {
-                json!({"type": "thinking_level_changed", "level": level})
-            }
-            Self::SessionInfoChanged { name } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("session_info_changed"));
-                if let Some(name) = name {
-                    map.insert("name".into(), Value::from(name.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::ExtensionError {
-                extension_path,
-                event,
-                error,
-            } => json!({
-                "type": "extension_error",
-                "extensionPath": extension_path,
-                "event": event,
-                "error": error,
-            }),
-            Self::SessionUnsaved {
-                session_id,
-                entries,
-                path,
-                error,
-            } => json!({
-                "type": "session_unsaved",
-                "sessionId": session_id,
-                "entries": entries,
-                "path": path,
-                "error": error,
-            }),
-            Self::Notice { .. } => return None,
-        };
-        Some(value)
+        match self {
+            Self::Notice { .. } => None,
+            // Every map key is a string, so serialising into a `Value` cannot fail.
+            _ => serde_json::to_value(self).ok(),
+        }
     }
 }

@@ -21,12 +21,19 @@
 //!   error (dotted path such as `edits.0.oldText`, `root` for the top level), a blank line,
 //!   `Received arguments:` and the *prepared* (not coerced) arguments as 2-space JSON.
 //!
+//! Validated arguments reach a tool as its own `Deserialize` struct ([`typed_arguments`]), each
+//! field read with [`lenient`]: a value of another type than declared reads as the field's
+//! default. The loop validates before a tool runs, so only an extension's `tool_call` hook,
+//! which may rewrite the arguments after validation, can hand a tool such a value; it is then
+//! treated as absent, never as a failed call.
+//!
 //! Invariant: pure functions over `serde_json::Value`; never panics on any input.
 
+use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde_json::{Map, Number, Value};
 
 use crate::agent::tool::Tool;
-use crate::support::json::{write_number, write_string};
+use crate::support::json::{to_js_pretty, write_number};
 
 /// Prepares and validates a call's raw arguments for `tool`; returns the coerced arguments, or
 /// the reference's validation error text.
@@ -61,6 +68,36 @@ pub fn validate_arguments(
         "Validation failed for tool \"{tool_name}\":\n{lines}\n\nReceived arguments:\n{}",
         to_js_pretty(&arguments)
     ))
+}
+
+/// Reads validated arguments into a tool's argument struct; anything but an object (possible
+/// only after a hook rewrote the arguments) reads as `T::default()`.
+pub fn typed_arguments<T: DeserializeOwned + Default>(arguments: &Value) -> T {
+    if !arguments.is_object() {
+        return T::default();
+    }
+    T::deserialize(arguments).unwrap_or_default()
+}
+
+/// `deserialize_with` for a field of an argument struct (with `#[serde(default)]`): the value
+/// when it has the field's type, else the field's default.
+pub fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
+/// An item of an argument list read as `T` ([`typed_arguments`]): a struct when the item is an
+/// object of its shape, else `T::default()`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lenient<T>(pub T);
+
+impl<'de, T: DeserializeOwned + Default> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Self(typed_arguments(&value)))
+    }
 }
 
 struct SchemaError {
@@ -193,8 +230,8 @@ fn convert_to(type_name: &str, keywords: &Map<String, Value>, value: Value) -> V
 }
 
 /// Returns a JSON number for a finite float, as an integer when it is one (so `"5"` becomes
-/// `5`, not `5.0`).
-fn number_value(float: f64) -> Option<Value> {
+/// `5`, not `5.0`); `None` for NaN and the infinities.
+pub fn number_value(float: f64) -> Option<Value> {
     if !float.is_finite() {
         return None;
     }
@@ -523,54 +560,6 @@ fn collect_errors(
     }
 }
 
-/// `JSON.stringify(value, null, 2)`.
-pub fn to_js_pretty(value: &Value) -> String {
-    let mut out = String::new();
-    write_pretty(&mut out, value, 0);
-    out
-}
-
-fn write_pretty(out: &mut String, value: &Value, depth: usize) {
-    let indent = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.push_str(&"  ".repeat(depth));
-    };
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => write_string(out, text),
-        Value::Array(items) if items.is_empty() => out.push_str("[]"),
-        Value::Array(items) => {
-            out.push('[');
-            for (idx, item) in items.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
-                }
-                indent(out, depth + 1);
-                write_pretty(out, item, depth + 1);
-            }
-            indent(out, depth);
-            out.push(']');
-        }
-        Value::Object(map) if map.is_empty() => out.push_str("{}"),
-        Value::Object(map) => {
-            out.push('{');
-            for (idx, (key, item)) in map.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
-                }
-                indent(out, depth + 1);
-                write_string(out, key);
-                out.push_str(": ");
-                write_pretty(out, item, depth + 1);
-            }
-            indent(out, depth);
-            out.push('}');
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -638,14 +627,6 @@ mod tests {
             schema,
             json!("str"),
             Err("Validation failed for tool \"t\":\n  - root: must be object"),
-        );
-    }
-
-    #[test]
-    fn pretty_json_matches_javascript() {
-        assert_eq!(
-            to_js_pretty(&json!({"a": [1, {}, []], "b": "x\u{1}", "c": 1e21})),
-            "{\n  \"a\": [\n    1,\n    {},\n    []\n  ],\n  \"b\": \"x\\u0001\",\n  \"c\": 1e+21\n}"
         );
     }
 }
