@@ -486,9 +486,7 @@ mod tests {
 
     #[test]
     fn the_shape_is_rebuilt_from_pre_order_depths() {
-        // a ─ b ─ c        (a's children: b, d; e is a second root)
-        //   └ d
-        // e
+        // a has the children b (whose child is c) and d; e is a second root.
         let (nodes, _) = tree(vec![
             ("a", None, 0, user("a")),
             ("b", Some("a"), 1, user("b")),

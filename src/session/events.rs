@@ -148,3 +148,169 @@ impl SessionEvent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::tool::ToolOutput;
+    use crate::support::json::to_js_string;
+
+    fn text(event: SessionEvent) -> String {
+        to_js_string(&event.to_json().unwrap())
+    }
+
+    // The texts are those the hand-built maps wrote before the events derived `Serialize`.
+    #[test]
+    fn session_events_keep_the_reference_shapes() {
+        let cases = [
+            (
+                SessionEvent::AutoRetryStart {
+                    attempt: 1,
+                    max_attempts: 3,
+                    delay_ms: 2000,
+                    error_message: "overloaded".into(),
+                },
+                r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"overloaded"}"#,
+            ),
+            (
+                SessionEvent::AutoRetryEnd {
+                    success: false,
+                    attempt: 3,
+                    final_error: Some("x".into()),
+                },
+                r#"{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"x"}"#,
+            ),
+            (
+                SessionEvent::AutoRetryEnd {
+                    success: true,
+                    attempt: 2,
+                    final_error: None,
+                },
+                r#"{"type":"auto_retry_end","success":true,"attempt":2}"#,
+            ),
+            (
+                SessionEvent::QueueUpdate {
+                    steering: vec!["a".into()],
+                    follow_up: Vec::new(),
+                },
+                r#"{"type":"queue_update","steering":["a"],"followUp":[]}"#,
+            ),
+            (
+                SessionEvent::AgentSettled { aborted: true },
+                r#"{"type":"agent_settled","aborted":true}"#,
+            ),
+            (
+                SessionEvent::CompactionStart {
+                    reason: "manual".into(),
+                },
+                r#"{"type":"compaction_start","reason":"manual"}"#,
+            ),
+            (
+                SessionEvent::CompactionEnd {
+                    reason: "overflow".into(),
+                    result: Some(json!({"summary": "s", "tokensBefore": 5})),
+                    aborted: false,
+                    will_retry: true,
+                    error_message: None,
+                },
+                r#"{"type":"compaction_end","reason":"overflow","result":{"summary":"s","tokensBefore":5},"aborted":false,"willRetry":true}"#,
+            ),
+            (
+                SessionEvent::CompactionEnd {
+                    reason: "threshold".into(),
+                    result: None,
+                    aborted: true,
+                    will_retry: false,
+                    error_message: Some("stopped".into()),
+                },
+                r#"{"type":"compaction_end","reason":"threshold","aborted":true,"willRetry":false,"errorMessage":"stopped"}"#,
+            ),
+            (
+                SessionEvent::ThinkingLevelChanged {
+                    level: "high".into(),
+                },
+                r#"{"type":"thinking_level_changed","level":"high"}"#,
+            ),
+            (
+                SessionEvent::SessionInfoChanged {
+                    name: Some("n".into()),
+                },
+                r#"{"type":"session_info_changed","name":"n"}"#,
+            ),
+            (
+                SessionEvent::SessionInfoChanged { name: None },
+                r#"{"type":"session_info_changed"}"#,
+            ),
+            (
+                SessionEvent::ExtensionError {
+                    extension_path: "/e".into(),
+                    event: "load".into(),
+                    error: "boom".into(),
+                },
+                r#"{"type":"extension_error","extensionPath":"/e","event":"load","error":"boom"}"#,
+            ),
+            (
+                SessionEvent::SessionUnsaved {
+                    session_id: "s1".into(),
+                    entries: 2,
+                    path: None,
+                    error: "disk full".into(),
+                },
+                r#"{"type":"session_unsaved","sessionId":"s1","entries":2,"path":null,"error":"disk full"}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::AgentStart),
+                r#"{"type":"agent_start"}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c1".into(),
+                    tool_name: "ls".into(),
+                    result: ToolOutput::text("a"),
+                    is_error: false,
+                    duration_ms: Some(7),
+                }),
+                r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"ls","result":{"content":[{"type":"text","text":"a"}]},"isError":false,"durationMs":7}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: "c1".into(),
+                    tool_name: "bash".into(),
+                    args: json!({"command": "ls"}),
+                    partial_result: ToolOutput {
+                        content: Vec::new(),
+                        details: Some(json!({})),
+                    },
+                }),
+                r#"{"type":"tool_execution_update","toolCallId":"c1","toolName":"bash","args":{"command":"ls"},"partialResult":{"content":[],"details":{}}}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c2".into(),
+                    tool_name: "x".into(),
+                    result: ToolOutput::error("Tool x not found"),
+                    is_error: true,
+                    duration_ms: None,
+                }),
+                r#"{"type":"tool_execution_end","toolCallId":"c2","toolName":"x","result":{"content":[{"type":"text","text":"Tool x not found"}],"details":{}},"isError":true}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::AgentEnd {
+                    messages: Vec::new(),
+                    will_retry: false,
+                }),
+                r#"{"type":"agent_end","messages":[],"willRetry":false}"#,
+            ),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(text(event), expected);
+        }
+        let notice = SessionEvent::Notice {
+            level: NoticeLevel::Info,
+            message: "m".into(),
+        };
+        assert_eq!(notice.to_json(), None);
+    }
+}

@@ -629,4 +629,50 @@ mod tests {
             Err("Validation failed for tool \"t\":\n  - root: must be object"),
         );
     }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Args {
+        #[serde(default, deserialize_with = "lenient")]
+        path: String,
+        #[serde(default, deserialize_with = "lenient")]
+        limit: Option<f64>,
+        #[serde(default, deserialize_with = "lenient")]
+        ignore_case: bool,
+        #[serde(default, deserialize_with = "lenient")]
+        items: Option<Vec<Lenient<Item>>>,
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    struct Item {
+        #[serde(default, deserialize_with = "lenient")]
+        text: String,
+    }
+
+    #[test]
+    fn typed_arguments_read_mistyped_fields_as_their_defaults() {
+        assert_eq!(
+            typed_arguments::<Args>(&json!({"path": "a", "limit": 5, "ignoreCase": true,
+                "items": [{"text": "x"}, 7, {"text": 1}], "extra": null})),
+            Args {
+                path: "a".into(),
+                limit: Some(5.0),
+                ignore_case: true,
+                items: Some(vec![
+                    Lenient(Item { text: "x".into() }),
+                    Lenient(Item::default()),
+                    Lenient(Item::default()),
+                ]),
+            }
+        );
+        // What only a hook's rewrite can produce: values of other types, or no object at all.
+        assert_eq!(
+            typed_arguments::<Args>(
+                &json!({"path": 5, "limit": "10", "ignoreCase": "yes", "items": {"text": "x"}})
+            ),
+            Args::default()
+        );
+        assert_eq!(typed_arguments::<Args>(&json!(["a", 5])), Args::default());
+        assert_eq!(typed_arguments::<Args>(&Value::Null), Args::default());
+    }
 }
