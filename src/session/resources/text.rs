@@ -16,10 +16,7 @@ pub fn is_blank(s: &str) -> bool {
     s.chars().all(is_js_whitespace)
 }
 
-/// Returns the length of `s` in UTF-16 code units (JavaScript's `length`).
-pub fn utf16_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
-}
+pub use crate::support::truncate::utf16_len;
 
 /// Returns the longest prefix of `s` whose UTF-16 length is at most `max_units`.
 ///
