@@ -1,17 +1,28 @@
 //! `AgentEvent`: what the agent loop reports, named and shaped as the reference's agent events
 //! (`spec/extensions-and-modes.md` §6), so JSON and RPC modes can write them as they are.
 //!
-//! Invariant: events carry values, never references into the loop; `to_json` gives the
-//! reference's JSON object (key order included).
+//! The JSON is `Serialize`, derived: `{"type": <snake_case variant>, <camelCase fields in
+//! declaration order>}` — the field order is the key order, so it is the reference's. Only
+//! `message_update` is written by hand (`fn message_update`): 1.6.0's delta-only
+//! `{type, usage, assistantMessageEvent}`.
+//!
+//! Invariant: events carry values, never references into the loop.
 
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
 
 use crate::agent::tool::ToolOutput;
 use crate::ai::StreamEvent;
-use crate::model::message::{AgentMessage, AssistantMessage};
+use crate::model::message::{AgentMessage, AssistantMessage, ContentBlock};
 
 /// One event of an agent run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum AgentEvent {
     /// A run started.
     AgentStart,
@@ -38,6 +49,7 @@ pub enum AgentEvent {
         message: AgentMessage,
     },
     /// The assistant message being streamed changed.
+    #[serde(serialize_with = "message_update")]
     MessageUpdate {
         /// What changed (the reference's `assistantMessageEvent`).
         event: StreamEvent,
@@ -81,29 +93,52 @@ pub enum AgentEvent {
         is_error: bool,
         /// How long the tool's `execute` took (1.6.0's `durationMs`); `None` when the tool
         /// did not run.
+        #[serde(skip_serializing_if = "Option::is_none")]
         duration_ms: Option<u64>,
     },
 }
 
 /// Returns a tool output as the reference's `{content, details}` object.
 pub fn tool_output_json(output: &ToolOutput) -> Value {
-    let mut map = Map::new();
-    map.insert(
-        "content".to_owned(),
-        serde_json::to_value(&output.content).unwrap_or(Value::Array(Vec::new())),
-    );
-    if let Some(details) = &output.details {
-        map.insert("details".to_owned(), details.clone());
+    serde_json::to_value(output).unwrap_or(Value::Null)
+}
+
+/// Writes a `message_update` as JSON and RPC mode write it (1.6.0): `{type, usage,
+/// assistantMessageEvent}` with no cumulative `message` and no `partial` in the nested event
+/// (`toolcall_start` names the call's `id` and `toolName` instead).
+fn message_update<S: Serializer>(
+    event: &StreamEvent,
+    partial: &Option<Box<AssistantMessage>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let empty;
+    let partial_message = match partial {
+        Some(partial) => partial.as_ref(),
+        None => {
+            empty = crate::ai::new_assistant_message(&placeholder_model(), 0);
+            &empty
+        }
+    };
+    let mut nested = event.to_json(partial_message);
+    if let Value::Object(fields) = &mut nested {
+        fields.remove("partial");
+        if fields.get("type").and_then(Value::as_str) == Some("toolcall_start") {
+            let call = fields
+                .get("contentIndex")
+                .and_then(Value::as_u64)
+                .and_then(|idx| usize::try_from(idx).ok())
+                .and_then(|idx| partial_message.content.get(idx));
+            if let Some(ContentBlock::ToolCall(call)) = call {
+                fields.insert("id".to_owned(), Value::from(call.id.as_str()));
+                fields.insert("toolName".to_owned(), Value::from(call.name.as_str()));
+            }
+        }
     }
-    Value::Object(map)
-}
-
-fn messages_json(messages: &[AgentMessage]) -> Value {
-    Value::Array(messages.iter().map(AgentMessage::to_value).collect())
-}
-
-fn assistant_json(message: &AssistantMessage) -> Value {
-    AgentMessage::Assistant(message.clone()).to_value()
+    // The tag (`type`) is written by the enum's derive, before these.
+    let mut map = serializer.serialize_map(None)?;
+    map.serialize_entry("usage", &partial_message.usage)?;
+    map.serialize_entry("assistantMessageEvent", &nested)?;
+    map.end()
 }
 
 impl AgentEvent {
@@ -123,123 +158,10 @@ impl AgentEvent {
         }
     }
 
-    /// Returns the event as JSON and RPC mode write it (1.6.0): like [`AgentEvent::to_json`],
-    /// except that `message_update` is delta-only — `{type, usage, assistantMessageEvent}`
-    /// with no cumulative `message` and no `partial` in the nested event (`toolcall_start`
-    /// names the call's `id` and `toolName` instead).
-    pub fn to_wire_json(&self) -> Value {
-        let Self::MessageUpdate { event, partial } = self else {
-            return self.to_json();
-        };
-        let empty;
-        let partial_message = match partial {
-            Some(partial) => partial.as_ref(),
-            None => {
-                empty = crate::ai::new_assistant_message(&placeholder_model(), 0);
-                &empty
-            }
-        };
-        let mut nested = event.to_json(partial_message);
-        if let Value::Object(fields) = &mut nested {
-            fields.remove("partial");
-            if fields.get("type").and_then(Value::as_str) == Some("toolcall_start") {
-                let call = fields
-                    .get("contentIndex")
-                    .and_then(Value::as_u64)
-                    .and_then(|idx| usize::try_from(idx).ok())
-                    .and_then(|idx| partial_message.content.get(idx));
-                if let Some(crate::model::message::ContentBlock::ToolCall(call)) = call {
-                    fields.insert("id".to_owned(), Value::from(call.id.as_str()));
-                    fields.insert("toolName".to_owned(), Value::from(call.name.as_str()));
-                }
-            }
-        }
-        let mut map = Map::new();
-        map.insert("type".to_owned(), Value::from(self.kind()));
-        let usage = assistant_json(partial_message)
-            .get_mut("usage")
-            .map(Value::take)
-            .unwrap_or(Value::Null);
-        map.insert("usage".to_owned(), usage);
-        map.insert("assistantMessageEvent".to_owned(), nested);
-        Value::Object(map)
-    }
-
-    /// Returns the reference's JSON object for this event.
+    /// Returns the event as JSON and RPC mode write it (the `Serialize` form).
     pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("type".to_owned(), Value::from(self.kind()));
-        match self {
-            Self::AgentStart | Self::TurnStart => {}
-            Self::AgentEnd {
-                messages,
-                will_retry,
-            } => {
-                map.insert("messages".to_owned(), messages_json(messages));
-                map.insert("willRetry".to_owned(), Value::from(*will_retry));
-            }
-            Self::TurnEnd {
-                message,
-                tool_results,
-            } => {
-                map.insert("message".to_owned(), message.to_value());
-                map.insert("toolResults".to_owned(), messages_json(tool_results));
-            }
-            Self::MessageStart { message } | Self::MessageEnd { message } => {
-                map.insert("message".to_owned(), message.to_value());
-            }
-            Self::MessageUpdate { event, partial } => {
-                let empty;
-                let partial_message = match partial {
-                    Some(partial) => partial.as_ref(),
-                    None => {
-                        empty = crate::ai::new_assistant_message(&placeholder_model(), 0);
-                        &empty
-                    }
-                };
-                map.insert(
-                    "assistantMessageEvent".to_owned(),
-                    event.to_json(partial_message),
-                );
-                map.insert("message".to_owned(), assistant_json(partial_message));
-            }
-            Self::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                map.insert("toolCallId".to_owned(), Value::from(tool_call_id.as_str()));
-                map.insert("toolName".to_owned(), Value::from(tool_name.as_str()));
-                map.insert("args".to_owned(), args.clone());
-            }
-            Self::ToolExecutionUpdate {
-                tool_call_id,
-                tool_name,
-                args,
-                partial_result,
-            } => {
-                map.insert("toolCallId".to_owned(), Value::from(tool_call_id.as_str()));
-                map.insert("toolName".to_owned(), Value::from(tool_name.as_str()));
-                map.insert("args".to_owned(), args.clone());
-                map.insert("partialResult".to_owned(), tool_output_json(partial_result));
-            }
-            Self::ToolExecutionEnd {
-                tool_call_id,
-                tool_name,
-                result,
-                is_error,
-                duration_ms,
-            } => {
-                map.insert("toolCallId".to_owned(), Value::from(tool_call_id.as_str()));
-                map.insert("toolName".to_owned(), Value::from(tool_name.as_str()));
-                map.insert("result".to_owned(), tool_output_json(result));
-                map.insert("isError".to_owned(), Value::from(*is_error));
-                if let Some(duration) = duration_ms {
-                    map.insert("durationMs".to_owned(), Value::from(*duration));
-                }
-            }
-        }
-        Value::Object(map)
+        // Every map key is a string, so serialising into a `Value` cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 

@@ -284,78 +284,6 @@ fn load_file(path: &Path) -> Result<Map<String, Value>, String> {
     }
 }
 
-/// Writes `value` as `JSON.stringify(value, null, 2)` does (JavaScript key order: array-index
-/// keys first, ascending).
-pub fn to_pretty_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_pretty(&mut out, value, 0);
-    out
-}
-
-fn array_index(key: &str) -> Option<u32> {
-    if key.is_empty() || key.len() > 10 || !key.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if key.len() > 1 && key.starts_with('0') {
-        return None;
-    }
-    key.parse::<u64>()
-        .ok()
-        .and_then(|value| u32::try_from(value).ok())
-        .filter(|index| *index != u32::MAX)
-}
-
-fn write_pretty(out: &mut String, value: &Value, indent: usize) {
-    let pad = |out: &mut String, level: usize| {
-        for _ in 0..level {
-            out.push_str("  ");
-        }
-    };
-    match value {
-        Value::Array(items) if !items.is_empty() => {
-            out.push_str("[\n");
-            for (idx, item) in items.iter().enumerate() {
-                if idx > 0 {
-                    out.push_str(",\n");
-                }
-                pad(out, indent + 1);
-                write_pretty(out, item, indent + 1);
-            }
-            out.push('\n');
-            pad(out, indent);
-            out.push(']');
-        }
-        Value::Object(map) if !map.is_empty() => {
-            let mut indexed: Vec<(u32, &String)> = map
-                .keys()
-                .filter_map(|key| array_index(key).map(|index| (index, key)))
-                .collect();
-            indexed.sort_unstable();
-            let keys: Vec<&String> = indexed
-                .into_iter()
-                .map(|(_, key)| key)
-                .chain(map.keys().filter(|key| array_index(key).is_none()))
-                .collect();
-            out.push_str("{\n");
-            for (idx, key) in keys.into_iter().enumerate() {
-                if idx > 0 {
-                    out.push_str(",\n");
-                }
-                pad(out, indent + 1);
-                json::write_string(out, key);
-                out.push_str(": ");
-                if let Some(item) = map.get(key) {
-                    write_pretty(out, item, indent + 1);
-                }
-            }
-            out.push('\n');
-            pad(out, indent);
-            out.push('}');
-        }
-        other => json::write_value(out, other),
-    }
-}
-
 /// Holds the reference's settings lock (`<file>.lock`) until dropped.
 struct Lock {
     dir: PathBuf,
@@ -951,7 +879,7 @@ impl Settings {
                 message,
             })?;
         Self::apply(&mut current, changes);
-        let text = to_pretty_json(&Value::Object(current));
+        let text = json::to_js_pretty(&Value::Object(current));
         fs::write(&path, text).map_err(|source| SettingsError::Io { path, source })
     }
 }

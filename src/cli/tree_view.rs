@@ -1,6 +1,7 @@
 //! Drawing a session tree for people: branch points indent, single-child chains stay in one
 //! column (a 10,000-entry linear session does not walk off the screen).
 
+use crate::modes::tree::Shape;
 use crate::store::TreeNode;
 
 /// One drawn row: which node, and the prefix (guides and connector) before it.
@@ -14,23 +15,7 @@ pub struct DrawnRow {
 
 /// Lays out pre-order nodes (with depths) as rows with tree guides.
 pub fn layout(nodes: &[TreeNode]) -> Vec<DrawnRow> {
-    // Rebuild child lists from the pre-order depths.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut roots = Vec::new();
-    let mut stack: Vec<usize> = Vec::new();
-    for (idx, node) in nodes.iter().enumerate() {
-        while stack
-            .last()
-            .is_some_and(|&top| nodes[top].depth >= node.depth)
-        {
-            stack.pop();
-        }
-        match stack.last() {
-            Some(&parent) => children[parent].push(idx),
-            None => roots.push(idx),
-        }
-        stack.push(idx);
-    }
+    let Shape { roots, children } = Shape::of(nodes);
     let mut rows = Vec::with_capacity(nodes.len());
     // (node, prefix for its own row, prefix base for its children)
     let mut work: Vec<(usize, String, String)> = roots

@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 
 use crate::jsonl::value::{JsObject, JsValue};
+use crate::support::js;
 
 /// What opening a file of some version does to its lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +67,14 @@ pub fn to_number(value: &JsValue) -> f64 {
         JsValue::Null => 0.0,
         JsValue::Bool(flag) => f64::from(u8::from(*flag)),
         JsValue::Number(number) => *number,
-        JsValue::String(text) => string_to_number(&text.to_string_lossy()),
+        JsValue::String(text) => js::string_to_number(&text.to_string_lossy()),
         // ToPrimitive of an array is its `join(",")`; of a plain object "[object Object]".
         JsValue::Array(items) => match items.as_slice() {
             [] => 0.0,
             [single] => match single {
                 JsValue::Null => 0.0,
                 JsValue::Array(_) | JsValue::Object(_) | JsValue::String(_) => {
-                    string_to_number(&array_to_string(single))
+                    js::string_to_number(&array_to_string(single))
                 }
                 JsValue::Bool(_) => f64::NAN,
                 JsValue::Number(number) => *number,
@@ -100,102 +101,6 @@ fn array_to_string(value: &JsValue) -> String {
             String::from_utf8_lossy(&JsValue::Number(*number).to_json()).into_owned()
         }
     }
-}
-
-/// Whether `ch` is whitespace or a line terminator for JavaScript's `trim`.
-pub fn is_js_whitespace(ch: char) -> bool {
-    matches!(
-        ch,
-        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
-/// JavaScript's `StringToNumber`.
-fn string_to_number(text: &str) -> f64 {
-    let trimmed = text.trim_matches(is_js_whitespace);
-    if trimmed.is_empty() {
-        return 0.0;
-    }
-    let radix = |digits: &str, base: u32| -> f64 {
-        if digits.is_empty() {
-            return f64::NAN;
-        }
-        let mut value = 0.0f64;
-        for ch in digits.chars() {
-            match ch.to_digit(base) {
-                Some(digit) => value = value * f64::from(base) + f64::from(digit),
-                None => return f64::NAN,
-            }
-        }
-        value
-    };
-    for (prefix, base) in [
-        ("0x", 16),
-        ("0X", 16),
-        ("0o", 8),
-        ("0O", 8),
-        ("0b", 2),
-        ("0B", 2),
-    ] {
-        if let Some(digits) = trimmed.strip_prefix(prefix) {
-            return radix(digits, base);
-        }
-    }
-    let (sign, unsigned) = match trimmed.as_bytes()[0] {
-        b'-' => (-1.0, &trimmed[1..]),
-        b'+' => (1.0, &trimmed[1..]),
-        _ => (1.0, trimmed),
-    };
-    if unsigned == "Infinity" {
-        return sign * f64::INFINITY;
-    }
-    // StrDecimalLiteral: digits with an optional fraction and exponent; "5." and ".5" are
-    // allowed, "." alone is not.
-    let bytes = unsigned.as_bytes();
-    let mut idx = 0;
-    let int_digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
-    idx += int_digits;
-    let mut frac_digits = 0;
-    if bytes.get(idx) == Some(&b'.') {
-        idx += 1;
-        frac_digits = bytes[idx..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        idx += frac_digits;
-    }
-    if int_digits + frac_digits == 0 {
-        return f64::NAN;
-    }
-    if matches!(bytes.get(idx), Some(b'e' | b'E')) {
-        idx += 1;
-        if matches!(bytes.get(idx), Some(b'+' | b'-')) {
-            idx += 1;
-        }
-        let exp_digits = bytes[idx..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if exp_digits == 0 {
-            return f64::NAN;
-        }
-        idx += exp_digits;
-    }
-    if idx != bytes.len() {
-        return f64::NAN;
-    }
-    // The grammar is checked above; Rust's parser accepts the same forms ("5.", ".5", "5.e3").
-    unsigned
-        .parse::<f64>()
-        .map(|value| sign * value)
-        .unwrap_or(f64::NAN)
 }
 
 /// One parsed line of a file being migrated.

@@ -29,7 +29,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::jsonl::JsonlError;
-use crate::jsonl::migrate::{self, Migration, ParsedLine, is_js_whitespace};
+use crate::jsonl::migrate::{self, Migration, ParsedLine};
 use crate::jsonl::validate::{self, Kind};
 use crate::jsonl::value::{self, JsValue, ParseError};
 use crate::model::entry::{Entry, SessionHeader};
@@ -204,7 +204,7 @@ fn is_blank(content: &[u8]) -> bool {
     }
     String::from_utf8_lossy(content)
         .chars()
-        .all(is_js_whitespace)
+        .all(crate::support::js::is_whitespace)
 }
 
 fn skipped(line: RawLine<'_>, reason: SkipReason) -> Item {

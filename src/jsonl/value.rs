@@ -17,14 +17,17 @@
 //! object whose keys are `b` (value 2) and `1`, and [`JsValue::to_json`] writes
 //! `{"1":"é","b":2,"s":"\ud83c"}` — the bytes `JSON.stringify` produces.
 //!
-//! Parsing is iterative (no recursion on the input's nesting) and refuses nesting deeper
-//! than [`MAX_DEPTH`], so that dropping and writing a value never exhausts the stack.
+//! Writing is `support::json`'s (the one `JSON.stringify` writer; [`JsValue`] is a
+//! [`JsonTree`]). Parsing is iterative (no recursion on the input's nesting) and refuses
+//! nesting deeper than [`MAX_DEPTH`], so that dropping a value never exhausts the stack.
 //!
 //! Invariant: no I/O; the text given to [`parse`] is already decoded (the reader decodes
 //! invalid UTF-8 to U+FFFD, as Node's `readFileSync(path, "utf8")` does).
 
 use std::collections::HashMap;
 use std::fmt;
+
+use crate::support::json::{self, JsonText, JsonTree, Text, View};
 
 /// The deepest nesting of arrays and objects [`parse`] accepts.
 pub const MAX_DEPTH: usize = 1000;
@@ -83,22 +86,6 @@ impl JsString {
     /// Whether the string equals `text`.
     pub fn eq_str(&self, text: &str) -> bool {
         self.0 == text.as_bytes()
-    }
-
-    /// Returns the array index this key denotes, if it is one (`"0"`, `"42"`, no leading
-    /// zeros, at most 2^32 − 2), as JavaScript's property order defines it.
-    fn array_index(&self) -> Option<u32> {
-        let bytes = &self.0;
-        if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        if bytes.len() > 1 && bytes[0] == b'0' {
-            return None;
-        }
-        let value = bytes
-            .iter()
-            .fold(0u64, |acc, digit| acc * 10 + u64::from(digit - b'0'));
-        u32::try_from(value).ok().filter(|index| *index != u32::MAX)
     }
 }
 
@@ -177,28 +164,39 @@ impl JsObject {
 
     /// Iterates over the properties in the order JavaScript enumerates them.
     pub fn iter(&self) -> impl Iterator<Item = (&JsString, &JsValue)> {
-        let mut indexed: Vec<(u32, usize)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, (key, _))| key.array_index().map(|index| (index, pos)))
-            .collect();
-        indexed.sort_unstable();
-        let named = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, (key, _))| key.array_index().is_none())
-            .map(|(pos, _)| pos);
-        let order: Vec<usize> = indexed
-            .into_iter()
-            .map(|(_, pos)| pos)
-            .chain(named)
-            .collect();
-        order.into_iter().map(move |pos| {
-            let (key, value) = &self.entries[pos];
-            (key, value)
-        })
+        json::js_property_order(self.entries.iter().map(|(key, value)| (key, value))).into_iter()
+    }
+}
+
+impl JsonText for JsString {
+    fn text(&self) -> Text<'_> {
+        Text::Wtf8(&self.0)
+    }
+}
+
+/// The properties of a [`JsObject`] in creation order, for the writer.
+type Properties<'a> = std::iter::Map<
+    std::slice::Iter<'a, (JsString, JsValue)>,
+    fn(&'a (JsString, JsValue)) -> (&'a JsString, &'a JsValue),
+>;
+
+fn property((key, value): &(JsString, JsValue)) -> (&JsString, &JsValue) {
+    (key, value)
+}
+
+impl JsonTree for JsValue {
+    type Key = JsString;
+    type Entries<'a> = Properties<'a>;
+
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Self::Null => View::Null,
+            Self::Bool(flag) => View::Bool(*flag),
+            Self::Number(number) => View::Double(*number),
+            Self::String(text) => View::String(text.text()),
+            Self::Array(items) => View::Array(items),
+            Self::Object(object) => View::Object(object.entries.iter().map(property as fn(_) -> _)),
+        }
     }
 }
 
@@ -262,107 +260,8 @@ impl JsValue {
 
     /// Returns the value as `JSON.stringify(value)` writes it.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        write_value(&mut out, self);
-        out
+        json::to_js_string(self).into_bytes()
     }
-}
-
-// ----- writing ---------------------------------------------------------------------------
-
-fn write_value(out: &mut Vec<u8>, value: &JsValue) {
-    match value {
-        JsValue::Null => out.extend_from_slice(b"null"),
-        JsValue::Bool(true) => out.extend_from_slice(b"true"),
-        JsValue::Bool(false) => out.extend_from_slice(b"false"),
-        JsValue::Number(number) => write_number(out, *number),
-        JsValue::String(text) => write_string(out, text),
-        JsValue::Array(items) => {
-            out.push(b'[');
-            for (idx, item) in items.iter().enumerate() {
-                if idx > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        JsValue::Object(object) => {
-            out.push(b'{');
-            for (idx, (key, item)) in object.iter().enumerate() {
-                if idx > 0 {
-                    out.push(b',');
-                }
-                write_string(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
-    }
-}
-
-fn write_number(out: &mut Vec<u8>, number: f64) {
-    if number.is_finite() {
-        out.extend_from_slice(ryu_js::Buffer::new().format_finite(number).as_bytes());
-    } else {
-        out.extend_from_slice(b"null");
-    }
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-fn push_unit_escape(out: &mut Vec<u8>, unit: u32) {
-    out.extend_from_slice(b"\\u");
-    for shift in [12, 8, 4, 0] {
-        out.push(HEX[((unit >> shift) & 0xF) as usize]);
-    }
-}
-
-/// Writes a string literal as `JSON.stringify` does: `"`, `\` and control characters
-/// escaped (`\b \t \n \f \r`, else `\u00XX`), lone surrogates as `\udXXX`, everything else
-/// as it is.
-fn write_string(out: &mut Vec<u8>, text: &JsString) {
-    let bytes = &text.0;
-    out.push(b'"');
-    let mut start = 0;
-    let mut idx = 0;
-    while idx < bytes.len() {
-        let byte = bytes[idx];
-        let escape: Option<&[u8]> = match byte {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            0x08 => Some(b"\\b"),
-            0x09 => Some(b"\\t"),
-            0x0a => Some(b"\\n"),
-            0x0c => Some(b"\\f"),
-            0x0d => Some(b"\\r"),
-            0x00..=0x1f => Some(b""),
-            0xED if bytes.get(idx + 1).is_some_and(|next| *next >= 0xA0) => Some(b""),
-            _ => None,
-        };
-        let Some(escape) = escape else {
-            idx += 1;
-            continue;
-        };
-        out.extend_from_slice(&bytes[start..idx]);
-        if byte == 0xED {
-            // A lone surrogate: ED (A0..BF) (80..BF) encodes U+D800..U+DFFF.
-            let second = u32::from(bytes[idx + 1] & 0x3F);
-            let third = u32::from(bytes.get(idx + 2).copied().unwrap_or(0x80) & 0x3F);
-            push_unit_escape(out, 0xD000 | (second << 6) | third);
-            idx += 3;
-        } else if escape.is_empty() {
-            push_unit_escape(out, u32::from(byte));
-            idx += 1;
-        } else {
-            out.extend_from_slice(escape);
-            idx += 1;
-        }
-        start = idx.min(bytes.len());
-    }
-    out.extend_from_slice(&bytes[start.min(bytes.len())..]);
-    out.push(b'"');
 }
 
 // ----- parsing ---------------------------------------------------------------------------

@@ -86,6 +86,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::Result;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
@@ -142,6 +143,140 @@ fn response(id: Option<&Value>, command: Option<&Value>, outcome: Outcome) -> Va
         }
     }
     Value::Object(record)
+}
+
+/// Returns a record or `data` as JSON. Every map key is a string, so this cannot fail.
+///
+/// Only for shallow values: `Serialize` into a `Value` copies (recursively) what the value
+/// holds, so the entries of `get_entries`/`get_tree` and a response's `data` are put together
+/// as maps instead.
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// A `bash_execution_update` record: one chunk of a `bash` command's output.
+#[derive(Serialize)]
+struct BashUpdate<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Value>,
+    delta: &'a str,
+}
+
+/// The `data` of a `bash` response.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BashResult<'a> {
+    output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i64>,
+    cancelled: bool,
+    truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    full_output_path: Option<&'a str>,
+}
+
+/// The `data` of `get_state` (the reference's `RpcSessionState`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct State<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a crate::ai::Model>,
+    thinking_level: &'static str,
+    is_streaming: bool,
+    is_compacting: bool,
+    steering_mode: &'static str,
+    follow_up_mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_file: Option<String>,
+    session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_name: Option<String>,
+    auto_compaction_enabled: bool,
+    message_count: usize,
+    pending_message_count: usize,
+}
+
+/// The `data` of `get_session_stats`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Stats {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_file: Option<String>,
+    session_id: String,
+    user_messages: usize,
+    assistant_messages: usize,
+    tool_calls: usize,
+    tool_results: usize,
+    total_messages: usize,
+    tokens: Tokens,
+    cost: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_usage: Option<Usage>,
+}
+
+/// `get_session_stats`' `tokens`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tokens {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    total: u64,
+}
+
+/// `get_session_stats`' `contextUsage` (`null` tokens and percent right after a compaction).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Usage {
+    tokens: Option<u64>,
+    context_window: u64,
+    percent: Option<f64>,
+}
+
+/// The `data` of `fork` (`text` absent when the entry had none).
+#[derive(Serialize)]
+struct Forked {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    cancelled: bool,
+}
+
+/// One command of `get_commands`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CommandInfo<'a> {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    source: &'static str,
+    source_info: SourceInfo<'a>,
+}
+
+/// The reference's `sourceInfo` of a command's extension, template or skill.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceInfo<'a> {
+    path: String,
+    source: &'a str,
+    scope: &'static str,
+    origin: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_dir: Option<String>,
+}
+
+impl<'a> SourceInfo<'a> {
+    fn new(path: String, source: &'a str, scope: &'static str, base_dir: Option<PathBuf>) -> Self {
+        Self {
+            path,
+            source,
+            scope,
+            origin: "top-level",
+            base_dir: base_dir.map(|dir| dir.to_string_lossy().into_owned()),
+        }
+    }
 }
 
 /// The ordered stream of stdout records: session events and everything the mode writes.
@@ -722,13 +857,11 @@ impl Server {
             let output = self.output.clone();
             let id = command.id.clone();
             Arc::new(move |delta: &str| {
-                let mut record = Map::new();
-                record.insert("type".into(), Value::from("bash_execution_update"));
-                if let Some(id) = &id {
-                    record.insert("id".into(), id.clone());
-                }
-                record.insert("delta".into(), Value::from(delta));
-                output.send(Value::Object(record));
+                output.send(to_value(&BashUpdate {
+                    kind: "bash_execution_update",
+                    id: id.as_ref(),
+                    delta,
+                }));
             })
         };
         let server = self.clone();
@@ -738,19 +871,13 @@ impl Server {
                 .execute_bash(&text, exclude_from_context, Some(on_chunk))
                 .await
             {
-                Ok(message) => {
-                    let mut data = Map::new();
-                    data.insert("output".into(), Value::from(message.output));
-                    if let Some(code) = message.exit_code {
-                        data.insert("exitCode".into(), Value::from(code));
-                    }
-                    data.insert("cancelled".into(), Value::from(message.cancelled));
-                    data.insert("truncated".into(), Value::from(message.truncated));
-                    if let Some(path) = message.full_output_path {
-                        data.insert("fullOutputPath".into(), Value::from(path));
-                    }
-                    Ok(Some(Value::Object(data)))
-                }
+                Ok(message) => Ok(Some(to_value(&BashResult {
+                    output: &message.output,
+                    exit_code: message.exit_code,
+                    cancelled: message.cancelled,
+                    truncated: message.truncated,
+                    full_output_path: message.full_output_path.as_deref(),
+                }))),
                 Err(error) => Err(error.to_string()),
             };
             server.output.send(command.respond(outcome));
@@ -862,38 +989,21 @@ impl Server {
     async fn state(&self) -> Value {
         let session = &self.session;
         let (steering, follow_up) = session.queue_modes();
-        let mut state = Map::new();
-        if let Some(model) = session.model() {
-            state.insert("model".into(), model_json(&model));
-        }
-        state.insert(
-            "thinkingLevel".into(),
-            Value::from(session.thinking_level().as_str()),
-        );
-        state.insert("isStreaming".into(), Value::from(session.is_streaming()));
-        state.insert("isCompacting".into(), Value::from(session.is_compacting()));
-        state.insert("steeringMode".into(), Value::from(steering.as_str()));
-        state.insert("followUpMode".into(), Value::from(follow_up.as_str()));
-        if let Some(file) = self.session_file().await {
-            state.insert("sessionFile".into(), Value::from(file));
-        }
-        state.insert(
-            "sessionId".into(),
-            Value::from(session.session_id().await.into_string()),
-        );
-        if let Some(name) = session.session_name() {
-            state.insert("sessionName".into(), Value::from(name));
-        }
-        state.insert(
-            "autoCompactionEnabled".into(),
-            Value::from(session.auto_compaction()),
-        );
-        state.insert("messageCount".into(), Value::from(session.messages().len()));
-        state.insert(
-            "pendingMessageCount".into(),
-            Value::from(session.pending_message_count()),
-        );
-        Value::Object(state)
+        let model = session.model();
+        to_value(&State {
+            model: model.as_ref(),
+            thinking_level: session.thinking_level().as_str(),
+            is_streaming: session.is_streaming(),
+            is_compacting: session.is_compacting(),
+            steering_mode: steering.as_str(),
+            follow_up_mode: follow_up.as_str(),
+            session_file: self.session_file().await,
+            session_id: session.session_id().await.into_string(),
+            session_name: session.session_name(),
+            auto_compaction_enabled: session.auto_compaction(),
+            message_count: session.messages().len(),
+            pending_message_count: session.pending_message_count(),
+        })
     }
 
     async fn set_model(&self, command: &Command) -> Outcome {
@@ -955,44 +1065,29 @@ impl Server {
     async fn stats(&self) -> Value {
         let session = &self.session;
         let stats = session.stats().await;
-        let mut data = Map::new();
-        if let Some(file) = self.session_file().await {
-            data.insert("sessionFile".into(), Value::from(file));
-        }
-        data.insert(
-            "sessionId".into(),
-            Value::from(session.session_id().await.into_string()),
-        );
-        data.insert("userMessages".into(), Value::from(stats.user_messages));
-        data.insert(
-            "assistantMessages".into(),
-            Value::from(stats.assistant_messages),
-        );
-        data.insert("toolCalls".into(), Value::from(stats.tool_calls));
-        data.insert("toolResults".into(), Value::from(stats.tool_results));
-        data.insert("totalMessages".into(), Value::from(stats.total_messages));
-        data.insert(
-            "tokens".into(),
-            json!({
-                "input": stats.input,
-                "output": stats.output,
-                "cacheRead": stats.cache_read,
-                "cacheWrite": stats.cache_write,
-                "total": stats.input + stats.output + stats.cache_read + stats.cache_write,
+        let usage = self.context_usage().await;
+        to_value(&Stats {
+            session_file: self.session_file().await,
+            session_id: session.session_id().await.into_string(),
+            user_messages: stats.user_messages,
+            assistant_messages: stats.assistant_messages,
+            tool_calls: stats.tool_calls,
+            tool_results: stats.tool_results,
+            total_messages: stats.total_messages,
+            tokens: Tokens {
+                input: stats.input,
+                output: stats.output,
+                cache_read: stats.cache_read,
+                cache_write: stats.cache_write,
+                total: stats.input + stats.output + stats.cache_read + stats.cache_write,
+            },
+            cost: stats.cost,
+            context_usage: usage.map(|usage| Usage {
+                tokens: usage.tokens,
+                context_window: usage.context_window,
+                percent: usage.percent,
             }),
-        );
-        data.insert("cost".into(), Value::from(stats.cost));
-        if let Some(usage) = self.context_usage().await {
-            data.insert(
-                "contextUsage".into(),
-                json!({
-                    "tokens": usage.tokens,
-                    "contextWindow": usage.context_window,
-                    "percent": usage.percent,
-                }),
-            );
-        }
-        Value::Object(data)
+        })
     }
 
     /// The reference's `getContextUsage`: the transcript's token estimate against the model's
@@ -1084,12 +1179,10 @@ impl Server {
             .fork(&EntryId::new(entry))
             .await
             .map_err(|error| error.to_string())?;
-        let mut data = Map::new();
-        if let Some(text) = text {
-            data.insert("text".into(), Value::from(text));
-        }
-        data.insert("cancelled".into(), Value::from(false));
-        Ok(Some(Value::Object(data)))
+        Ok(Some(to_value(&Forked {
+            text,
+            cancelled: false,
+        })))
     }
 
     async fn clone_session(&self) -> Outcome {
@@ -1137,36 +1230,42 @@ impl Server {
         let resources = lock(&resources);
         let config = resources.config();
         let mut commands = Vec::new();
-        for command in self.session.extension_commands() {
-            let mut entry = Map::new();
-            entry.insert("name".into(), Value::from(command.invocation_name.as_str()));
-            if let Some(description) = &command.info.description {
-                entry.insert("description".into(), Value::from(description.as_str()));
-            }
-            entry.insert("source".into(), Value::from("extension"));
-            entry.insert(
-                "sourceInfo".into(),
-                extension_source_info(&self.extensions, &command.extension_path),
-            );
-            commands.push(Value::Object(entry));
+        let extension_commands = self.session.extension_commands();
+        for command in &extension_commands {
+            commands.push(CommandInfo {
+                name: command.invocation_name.clone(),
+                description: command.info.description.as_deref(),
+                source: "extension",
+                source_info: extension_source_info(&self.extensions, &command.extension_path),
+            });
         }
         for template in resources.templates() {
-            commands.push(json!({
-                "name": template.name,
-                "description": template.description,
-                "source": "prompt",
-                "sourceInfo": source_info(config, &template.file_path, template.origin, &config.prompt_template_paths),
-            }));
+            commands.push(CommandInfo {
+                name: template.name.clone(),
+                description: Some(&template.description),
+                source: "prompt",
+                source_info: source_info(
+                    config,
+                    &template.file_path,
+                    template.origin,
+                    &config.prompt_template_paths,
+                ),
+            });
         }
         for skill in resources.skills() {
-            commands.push(json!({
-                "name": format!("skill:{}", skill.name),
-                "description": skill.description,
-                "source": "skill",
-                "sourceInfo": source_info(config, &skill.file_path, skill.origin, &config.skill_paths),
-            }));
+            commands.push(CommandInfo {
+                name: format!("skill:{}", skill.name),
+                description: Some(&skill.description),
+                source: "skill",
+                source_info: source_info(
+                    config,
+                    &skill.file_path,
+                    skill.origin,
+                    &config.skill_paths,
+                ),
+            });
         }
-        json!({"commands": commands})
+        json!({"commands": to_value(&commands)})
     }
 }
 
@@ -1317,7 +1416,7 @@ pub fn source_info(
     path: &Path,
     origin: ResourceOrigin,
     cli_paths: &[String],
-) -> Value {
+) -> SourceInfo<'static> {
     let (source, scope, base_dir) = match origin {
         ResourceOrigin::ProjectSettings => ("local", "project", None),
         ResourceOrigin::ProjectAuto => ("auto", "project", Some(config.cwd.join(".pi"))),
@@ -1329,23 +1428,12 @@ pub fn source_info(
             Some(command_line_base_dir(&config.cwd, path, cli_paths)),
         ),
     };
-    let mut info = Map::new();
-    info.insert("path".into(), Value::from(path.to_string_lossy().as_ref()));
-    info.insert("source".into(), Value::from(source));
-    info.insert("scope".into(), Value::from(scope));
-    info.insert("origin".into(), Value::from("top-level"));
-    if let Some(base_dir) = base_dir {
-        info.insert(
-            "baseDir".into(),
-            Value::from(base_dir.to_string_lossy().as_ref()),
-        );
-    }
-    Value::Object(info)
+    SourceInfo::new(path.to_string_lossy().into_owned(), source, scope, base_dir)
 }
 
 /// The reference's `sourceInfo` of an extension: in-process ones (`<builtin:name>`) are
 /// synthetic, discovered ones follow where they were found as skills and templates do.
-fn extension_source_info(sources: &ExtensionSources, path: &str) -> Value {
+fn extension_source_info<'a>(sources: &ExtensionSources, path: &'a str) -> SourceInfo<'a> {
     let origin = sources
         .origins
         .iter()
@@ -1371,18 +1459,7 @@ fn extension_source_info(sources: &ExtensionSources, path: &str) -> Value {
         Some(ExtensionOrigin::UserSettings) => ("local", "user", None),
         Some(ExtensionOrigin::UserDir) => ("auto", "user", Some(sources.agent_dir.clone())),
     };
-    let mut info = Map::new();
-    info.insert("path".into(), Value::from(path));
-    info.insert("source".into(), Value::from(source));
-    info.insert("scope".into(), Value::from(scope));
-    info.insert("origin".into(), Value::from("top-level"));
-    if let Some(base_dir) = base_dir {
-        info.insert(
-            "baseDir".into(),
-            Value::from(base_dir.to_string_lossy().as_ref()),
-        );
-    }
-    Value::Object(info)
+    SourceInfo::new(path.to_owned(), source, scope, base_dir)
 }
 
 /// The `baseDir` of a command-line resource: the `--skill` / `--prompt-template` path that
@@ -1543,7 +1620,7 @@ mod tests {
         let config = ResourceConfig::new(Path::new("/w"), Path::new("/a"), Some(Path::new("/h")));
         let info = |path: &str, origin, cli: &[&str]| {
             let cli: Vec<String> = cli.iter().map(|path| (*path).to_owned()).collect();
-            source_info(&config, Path::new(path), origin, &cli)
+            to_value(&source_info(&config, Path::new(path), origin, &cli))
         };
         assert_eq!(
             info(

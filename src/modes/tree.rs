@@ -226,6 +226,40 @@ fn passes(filter: TreeFilter, entry: &Entry, labelled: bool) -> bool {
     }
 }
 
+/// The tree's shape, rebuilt from the store's pre-order nodes and their depths (the one
+/// rebuild both tree drawings use: this navigator and `cli`'s `sessions show --tree`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// Indices of the root nodes, in order.
+    pub roots: Vec<usize>,
+    /// Per node, the indices of its children, in order.
+    pub children: Vec<Vec<usize>>,
+}
+
+impl Shape {
+    /// Rebuilds the child lists of `nodes` (pre-order: a node's children follow it, one level
+    /// deeper).
+    pub fn of(nodes: &[TreeNode]) -> Self {
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        let mut roots = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        for (idx, node) in nodes.iter().enumerate() {
+            while open
+                .last()
+                .is_some_and(|&top| nodes[top].depth >= node.depth)
+            {
+                open.pop();
+            }
+            match open.last() {
+                Some(&parent) => children[parent].push(idx),
+                None => roots.push(idx),
+            }
+            open.push(idx);
+        }
+        Self { roots, children }
+    }
+}
+
 fn prefix(flat: &Flat, multiple_roots: bool) -> String {
     let display_indent = if multiple_roots {
         (flat.indent - 1).max(0)
@@ -263,23 +297,7 @@ pub fn rows(
     filter: TreeFilter,
     home: Option<&Path>,
 ) -> Vec<TreeRow> {
-    // Child lists from the pre-order depths.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut roots = Vec::new();
-    let mut stack: Vec<usize> = Vec::new();
-    for (idx, node) in nodes.iter().enumerate() {
-        while stack
-            .last()
-            .is_some_and(|&top| nodes[top].depth >= node.depth)
-        {
-            stack.pop();
-        }
-        match stack.last() {
-            Some(&parent) => children[parent].push(idx),
-            None => roots.push(idx),
-        }
-        stack.push(idx);
-    }
+    let Shape { roots, children } = Shape::of(nodes);
     // Which subtrees hold the leaf (children come after their parent in pre-order).
     let mut contains_leaf = vec![false; nodes.len()];
     for idx in (0..nodes.len()).rev() {
@@ -464,6 +482,25 @@ mod tests {
             entries.insert(seq, entry);
         }
         (nodes, entries)
+    }
+
+    #[test]
+    fn the_shape_is_rebuilt_from_pre_order_depths() {
+        // a has the children b (whose child is c) and d; e is a second root.
+        let (nodes, _) = tree(vec![
+            ("a", None, 0, user("a")),
+            ("b", Some("a"), 1, user("b")),
+            ("c", Some("b"), 2, user("c")),
+            ("d", Some("a"), 1, user("d")),
+            ("e", None, 0, user("e")),
+        ]);
+        assert_eq!(
+            Shape::of(&nodes),
+            Shape {
+                roots: vec![0, 4],
+                children: vec![vec![1, 3], vec![2], vec![], vec![], vec![]],
+            }
+        );
     }
 
     fn drawn(rows: &[TreeRow]) -> Vec<String> {

@@ -1,8 +1,13 @@
 //! `SessionEvent`: everything a session reports — the agent's events plus the session's own
 //! (retries, queues, compaction, name and thinking-level changes) — with the reference's JSON
 //! shape for JSON and RPC modes (`spec/extensions-and-modes.md` §6).
+//!
+//! The JSON is `Serialize`, derived as `AgentEvent`'s is: `{"type": <snake_case variant>,
+//! <camelCase fields in declaration order>}`, absent optional fields left out where the
+//! reference leaves them out; an agent event is written as the agent writes it.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::agent::AgentEvent;
 
@@ -20,10 +25,13 @@ pub enum NoticeLevel {
 /// One event of a session.
 // Nearly every event is an agent event, so boxing that variant would only add allocations.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum SessionEvent {
-    /// An agent-loop event.
-    Agent(AgentEvent),
     /// A failed turn is about to be retried.
     AutoRetryStart {
         /// 1-based attempt number.
@@ -42,6 +50,7 @@ pub enum SessionEvent {
         /// The last attempt.
         attempt: u32,
         /// Why it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         final_error: Option<String>,
     },
     /// The steering / follow-up queues changed.
@@ -67,12 +76,14 @@ pub enum SessionEvent {
         /// `manual`, `threshold` or `overflow`.
         reason: String,
         /// `{summary, firstKeptEntryId, tokensBefore, details?}` when it succeeded.
+        #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
         /// Whether it was aborted.
         aborted: bool,
         /// Whether the agent continues automatically.
         will_retry: bool,
         /// Why it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
     /// The thinking level changed.
@@ -83,6 +94,7 @@ pub enum SessionEvent {
     /// The session name changed.
     SessionInfoChanged {
         /// The new name (absent when cleared).
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// An extension failed (its handler threw, it timed out, crashed or broke the protocol);
@@ -106,117 +118,199 @@ pub enum SessionEvent {
         session_id: String,
         /// How many entries were not stored.
         entries: usize,
-        /// The rescue file, when it was written.
+        /// The rescue file, when it was written (`null` when not).
         path: Option<String>,
         /// Why they could not be stored (and, without a file, why it was not written).
         error: String,
     },
-    /// Something the user should know (not part of the reference's event stream).
+    /// Something the user should know (not part of the reference's event stream, never
+    /// serialised).
+    #[serde(skip)]
     Notice {
         /// Severity.
         level: NoticeLevel,
         /// One line.
         message: String,
     },
+    /// An agent-loop event (written as the agent writes it, its own `type` first).
+    #[serde(untagged)]
+    Agent(AgentEvent),
 }
 
 impl SessionEvent {
     /// Returns the reference's JSON object for the event, or `None` for events the reference
     /// stream does not have (notices).
     pub fn to_json(&self) -> Option<Value> {
-        let value = match self {
-            Self::Agent(event) => event.to_wire_json(),
-            Self::AutoRetryStart {
-                attempt,
-                max_attempts,
-                delay_ms,
-                error_message,
-            } => json!({
-                "type": "auto_retry_start",
-                "attempt": attempt,
-                "maxAttempts": max_attempts,
-                "delayMs": delay_ms,
-                "errorMessage": error_message,
-            }),
-            Self::AutoRetryEnd {
-                success,
-                attempt,
-                final_error,
-            } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("auto_retry_end"));
-                map.insert("success".into(), Value::from(*success));
-                map.insert("attempt".into(), Value::from(*attempt));
-                if let Some(error) = final_error {
-                    map.insert("finalError".into(), Value::from(error.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::QueueUpdate {
-                steering,
-                follow_up,
-            } => json!({"type": "queue_update", "steering": steering, "followUp": follow_up}),
-            Self::AgentSettled { aborted } => {
-                json!({"type": "agent_settled", "aborted": aborted})
-            }
-            Self::CompactionStart { reason } => {
-                json!({"type": "compaction_start", "reason": reason})
-            }
-            Self::CompactionEnd {
-                reason,
-                result,
-                aborted,
-                will_retry,
-                error_message,
-            } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("compaction_end"));
-                map.insert("reason".into(), Value::from(reason.as_str()));
-                if let Some(result) = result {
-                    map.insert("result".into(), result.clone());
-                }
-                map.insert("aborted".into(), Value::from(*aborted));
-                map.insert("willRetry".into(), Value::from(*will_retry));
-                if let Some(error) = error_message {
-                    map.insert("errorMessage".into(), Value::from(error.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::ThinkingLevelChanged { level } => {
-                json!({"type": "thinking_level_changed", "level": level})
-            }
-            Self::SessionInfoChanged { name } => {
-                let mut map = Map::new();
-                map.insert("type".into(), Value::from("session_info_changed"));
-                if let Some(name) = name {
-                    map.insert("name".into(), Value::from(name.as_str()));
-                }
-                Value::Object(map)
-            }
-            Self::ExtensionError {
-                extension_path,
-                event,
-                error,
-            } => json!({
-                "type": "extension_error",
-                "extensionPath": extension_path,
-                "event": event,
-                "error": error,
-            }),
-            Self::SessionUnsaved {
-                session_id,
-                entries,
-                path,
-                error,
-            } => json!({
-                "type": "session_unsaved",
-                "sessionId": session_id,
-                "entries": entries,
-                "path": path,
-                "error": error,
-            }),
-            Self::Notice { .. } => return None,
+        match self {
+            Self::Notice { .. } => None,
+            // Every map key is a string, so serialising into a `Value` cannot fail.
+            _ => serde_json::to_value(self).ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::tool::ToolOutput;
+    use crate::support::json::to_js_string;
+
+    fn text(event: SessionEvent) -> String {
+        to_js_string(&event.to_json().unwrap())
+    }
+
+    // The texts are those the hand-built maps wrote before the events derived `Serialize`.
+    #[test]
+    fn session_events_keep_the_reference_shapes() {
+        let cases = [
+            (
+                SessionEvent::AutoRetryStart {
+                    attempt: 1,
+                    max_attempts: 3,
+                    delay_ms: 2000,
+                    error_message: "overloaded".into(),
+                },
+                r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"overloaded"}"#,
+            ),
+            (
+                SessionEvent::AutoRetryEnd {
+                    success: false,
+                    attempt: 3,
+                    final_error: Some("x".into()),
+                },
+                r#"{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"x"}"#,
+            ),
+            (
+                SessionEvent::AutoRetryEnd {
+                    success: true,
+                    attempt: 2,
+                    final_error: None,
+                },
+                r#"{"type":"auto_retry_end","success":true,"attempt":2}"#,
+            ),
+            (
+                SessionEvent::QueueUpdate {
+                    steering: vec!["a".into()],
+                    follow_up: Vec::new(),
+                },
+                r#"{"type":"queue_update","steering":["a"],"followUp":[]}"#,
+            ),
+            (
+                SessionEvent::AgentSettled { aborted: true },
+                r#"{"type":"agent_settled","aborted":true}"#,
+            ),
+            (
+                SessionEvent::CompactionStart {
+                    reason: "manual".into(),
+                },
+                r#"{"type":"compaction_start","reason":"manual"}"#,
+            ),
+            (
+                SessionEvent::CompactionEnd {
+                    reason: "overflow".into(),
+                    result: Some(json!({"summary": "s", "tokensBefore": 5})),
+                    aborted: false,
+                    will_retry: true,
+                    error_message: None,
+                },
+                r#"{"type":"compaction_end","reason":"overflow","result":{"summary":"s","tokensBefore":5},"aborted":false,"willRetry":true}"#,
+            ),
+            (
+                SessionEvent::CompactionEnd {
+                    reason: "threshold".into(),
+                    result: None,
+                    aborted: true,
+                    will_retry: false,
+                    error_message: Some("stopped".into()),
+                },
+                r#"{"type":"compaction_end","reason":"threshold","aborted":true,"willRetry":false,"errorMessage":"stopped"}"#,
+            ),
+            (
+                SessionEvent::ThinkingLevelChanged {
+                    level: "high".into(),
+                },
+                r#"{"type":"thinking_level_changed","level":"high"}"#,
+            ),
+            (
+                SessionEvent::SessionInfoChanged {
+                    name: Some("n".into()),
+                },
+                r#"{"type":"session_info_changed","name":"n"}"#,
+            ),
+            (
+                SessionEvent::SessionInfoChanged { name: None },
+                r#"{"type":"session_info_changed"}"#,
+            ),
+            (
+                SessionEvent::ExtensionError {
+                    extension_path: "/e".into(),
+                    event: "load".into(),
+                    error: "boom".into(),
+                },
+                r#"{"type":"extension_error","extensionPath":"/e","event":"load","error":"boom"}"#,
+            ),
+            (
+                SessionEvent::SessionUnsaved {
+                    session_id: "s1".into(),
+                    entries: 2,
+                    path: None,
+                    error: "disk full".into(),
+                },
+                r#"{"type":"session_unsaved","sessionId":"s1","entries":2,"path":null,"error":"disk full"}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::AgentStart),
+                r#"{"type":"agent_start"}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c1".into(),
+                    tool_name: "ls".into(),
+                    result: ToolOutput::text("a"),
+                    is_error: false,
+                    duration_ms: Some(7),
+                }),
+                r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"ls","result":{"content":[{"type":"text","text":"a"}]},"isError":false,"durationMs":7}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: "c1".into(),
+                    tool_name: "bash".into(),
+                    args: json!({"command": "ls"}),
+                    partial_result: ToolOutput {
+                        content: Vec::new(),
+                        details: Some(json!({})),
+                    },
+                }),
+                r#"{"type":"tool_execution_update","toolCallId":"c1","toolName":"bash","args":{"command":"ls"},"partialResult":{"content":[],"details":{}}}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c2".into(),
+                    tool_name: "x".into(),
+                    result: ToolOutput::error("Tool x not found"),
+                    is_error: true,
+                    duration_ms: None,
+                }),
+                r#"{"type":"tool_execution_end","toolCallId":"c2","toolName":"x","result":{"content":[{"type":"text","text":"Tool x not found"}],"details":{}},"isError":true}"#,
+            ),
+            (
+                SessionEvent::Agent(AgentEvent::AgentEnd {
+                    messages: Vec::new(),
+                    will_retry: false,
+                }),
+                r#"{"type":"agent_end","messages":[],"willRetry":false}"#,
+            ),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(text(event), expected);
+        }
+        let notice = SessionEvent::Notice {
+            level: NoticeLevel::Info,
+            message: "m".into(),
         };
-        Some(value)
+        assert_eq!(notice.to_json(), None);
     }
 }

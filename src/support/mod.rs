@@ -8,6 +8,7 @@ pub mod clock;
 pub mod files;
 pub mod hash;
 pub mod ids;
+pub mod js;
 pub mod json;
 pub mod term;
 pub mod truncate;

@@ -21,12 +21,19 @@
 //!   error (dotted path such as `edits.0.oldText`, `root` for the top level), a blank line,
 //!   `Received arguments:` and the *prepared* (not coerced) arguments as 2-space JSON.
 //!
+//! Validated arguments reach a tool as its own `Deserialize` struct ([`typed_arguments`]), each
+//! field read with [`lenient`]: a value of another type than declared reads as the field's
+//! default. The loop validates before a tool runs, so only an extension's `tool_call` hook,
+//! which may rewrite the arguments after validation, can hand a tool such a value; it is then
+//! treated as absent, never as a failed call.
+//!
 //! Invariant: pure functions over `serde_json::Value`; never panics on any input.
 
+use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde_json::{Map, Number, Value};
 
 use crate::agent::tool::Tool;
-use crate::support::json::{write_number, write_string};
+use crate::support::json::{to_js_pretty, write_number};
 
 /// Prepares and validates a call's raw arguments for `tool`; returns the coerced arguments, or
 /// the reference's validation error text.
@@ -61,6 +68,36 @@ pub fn validate_arguments(
         "Validation failed for tool \"{tool_name}\":\n{lines}\n\nReceived arguments:\n{}",
         to_js_pretty(&arguments)
     ))
+}
+
+/// Reads validated arguments into a tool's argument struct; anything but an object (possible
+/// only after a hook rewrote the arguments) reads as `T::default()`.
+pub fn typed_arguments<T: DeserializeOwned + Default>(arguments: &Value) -> T {
+    if !arguments.is_object() {
+        return T::default();
+    }
+    T::deserialize(arguments).unwrap_or_default()
+}
+
+/// `deserialize_with` for a field of an argument struct (with `#[serde(default)]`): the value
+/// when it has the field's type, else the field's default.
+pub fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
+/// An item of an argument list read as `T` ([`typed_arguments`]): a struct when the item is an
+/// object of its shape, else `T::default()`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lenient<T>(pub T);
+
+impl<'de, T: DeserializeOwned + Default> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Self(typed_arguments(&value)))
+    }
 }
 
 struct SchemaError {
@@ -193,8 +230,8 @@ fn convert_to(type_name: &str, keywords: &Map<String, Value>, value: Value) -> V
 }
 
 /// Returns a JSON number for a finite float, as an integer when it is one (so `"5"` becomes
-/// `5`, not `5.0`).
-fn number_value(float: f64) -> Option<Value> {
+/// `5`, not `5.0`); `None` for NaN and the infinities.
+pub fn number_value(float: f64) -> Option<Value> {
     if !float.is_finite() {
         return None;
     }
@@ -285,103 +322,7 @@ fn to_string(value: &Value) -> Option<String> {
 
 /// JavaScript's `Number(string)`; `None` stands for `NaN`.
 pub fn js_string_to_number(text: &str) -> Option<f64> {
-    let trimmed = text.trim_matches(is_js_whitespace);
-    if trimmed.is_empty() {
-        return Some(0.0);
-    }
-    let radix = |prefix_len: usize, radix: u32| -> Option<f64> {
-        let digits = &trimmed[prefix_len..];
-        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-            return None;
-        }
-        Some(
-            digits
-                .chars()
-                .filter_map(|c| c.to_digit(radix))
-                .fold(0.0f64, |acc, digit| {
-                    acc * f64::from(radix) + f64::from(digit)
-                }),
-        )
-    };
-    let lower = trimmed.to_ascii_lowercase();
-    if lower.starts_with("0x") {
-        return radix(2, 16);
-    }
-    if lower.starts_with("0o") {
-        return radix(2, 8);
-    }
-    if lower.starts_with("0b") {
-        return radix(2, 2);
-    }
-    let unsigned = trimmed
-        .strip_prefix('+')
-        .or_else(|| trimmed.strip_prefix('-'))
-        .unwrap_or(trimmed);
-    if unsigned == "Infinity" {
-        return Some(if trimmed.starts_with('-') {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
-    }
-    // StrDecimalLiteral: digits [. digits] | . digits, then an optional exponent.
-    let bytes = unsigned.as_bytes();
-    let mut idx = 0;
-    let int_digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
-    idx += int_digits;
-    let mut frac_digits = 0;
-    if bytes.get(idx) == Some(&b'.') {
-        idx += 1;
-        frac_digits = bytes[idx..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        idx += frac_digits;
-    }
-    if int_digits == 0 && frac_digits == 0 {
-        return None;
-    }
-    if matches!(bytes.get(idx), Some(b'e' | b'E')) {
-        idx += 1;
-        if matches!(bytes.get(idx), Some(b'+' | b'-')) {
-            idx += 1;
-        }
-        let exp_digits = bytes[idx..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if exp_digits == 0 {
-            return None;
-        }
-        idx += exp_digits;
-    }
-    if idx != bytes.len() {
-        return None;
-    }
-    // The grammar was checked above, so Rust's parser sees only what it also accepts
-    // (it rejects a trailing `.` without digits, which JavaScript allows).
-    let normalised = trimmed.replace(".e", ".0e").replace(".E", ".0E");
-    let normalised = if normalised.ends_with('.') {
-        format!("{normalised}0")
-    } else {
-        normalised
-    };
-    normalised.parse::<f64>().ok()
-}
-
-/// JavaScript's WhiteSpace and LineTerminator code points (what `String#trim` removes).
-fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
+    Some(crate::support::js::string_to_number(text)).filter(|number| !number.is_nan())
 }
 
 fn matches_type(type_name: &str, value: &Value) -> bool {
@@ -523,54 +464,6 @@ fn collect_errors(
     }
 }
 
-/// `JSON.stringify(value, null, 2)`.
-pub fn to_js_pretty(value: &Value) -> String {
-    let mut out = String::new();
-    write_pretty(&mut out, value, 0);
-    out
-}
-
-fn write_pretty(out: &mut String, value: &Value, depth: usize) {
-    let indent = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.push_str(&"  ".repeat(depth));
-    };
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => write_string(out, text),
-        Value::Array(items) if items.is_empty() => out.push_str("[]"),
-        Value::Array(items) => {
-            out.push('[');
-            for (idx, item) in items.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
-                }
-                indent(out, depth + 1);
-                write_pretty(out, item, depth + 1);
-            }
-            indent(out, depth);
-            out.push(']');
-        }
-        Value::Object(map) if map.is_empty() => out.push_str("{}"),
-        Value::Object(map) => {
-            out.push('{');
-            for (idx, (key, item)) in map.iter().enumerate() {
-                if idx > 0 {
-                    out.push(',');
-                }
-                indent(out, depth + 1);
-                write_string(out, key);
-                out.push_str(": ");
-                write_pretty(out, item, depth + 1);
-            }
-            indent(out, depth);
-            out.push('}');
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -641,11 +534,49 @@ mod tests {
         );
     }
 
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Args {
+        #[serde(default, deserialize_with = "lenient")]
+        path: String,
+        #[serde(default, deserialize_with = "lenient")]
+        limit: Option<f64>,
+        #[serde(default, deserialize_with = "lenient")]
+        ignore_case: bool,
+        #[serde(default, deserialize_with = "lenient")]
+        items: Option<Vec<Lenient<Item>>>,
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    struct Item {
+        #[serde(default, deserialize_with = "lenient")]
+        text: String,
+    }
+
     #[test]
-    fn pretty_json_matches_javascript() {
+    fn typed_arguments_read_mistyped_fields_as_their_defaults() {
         assert_eq!(
-            to_js_pretty(&json!({"a": [1, {}, []], "b": "x\u{1}", "c": 1e21})),
-            "{\n  \"a\": [\n    1,\n    {},\n    []\n  ],\n  \"b\": \"x\\u0001\",\n  \"c\": 1e+21\n}"
+            typed_arguments::<Args>(&json!({"path": "a", "limit": 5, "ignoreCase": true,
+                "items": [{"text": "x"}, 7, {"text": 1}], "extra": null})),
+            Args {
+                path: "a".into(),
+                limit: Some(5.0),
+                ignore_case: true,
+                items: Some(vec![
+                    Lenient(Item { text: "x".into() }),
+                    Lenient(Item::default()),
+                    Lenient(Item::default()),
+                ]),
+            }
         );
+        // What only a hook's rewrite can produce: values of other types, or no object at all.
+        assert_eq!(
+            typed_arguments::<Args>(
+                &json!({"path": 5, "limit": "10", "ignoreCase": "yes", "items": {"text": "x"}})
+            ),
+            Args::default()
+        );
+        assert_eq!(typed_arguments::<Args>(&json!(["a", 5])), Args::default());
+        assert_eq!(typed_arguments::<Args>(&Value::Null), Args::default());
     }
 }

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolCallId;
 use crate::model::message::{ContentBlock, ToolDeclaration};
 
-pub use arguments::{prepare_call, validate_arguments};
+pub use arguments::{Lenient, lenient, prepare_call, typed_arguments, validate_arguments};
 
 /// A boxed, sendable future: the return type of [`Tool::execute`] (object-safe without
 /// `async_trait`).
@@ -141,12 +141,13 @@ impl fmt::Debug for ToolContext {
 }
 
 /// A tool result: content blocks for the model and optional `details` for the UI and the
-/// session file (never sent to the model).
-#[derive(Clone, Debug, PartialEq)]
+/// session file (never sent to the model). Serialises as the reference's `{content, details?}`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ToolOutput {
     /// Text and image blocks.
     pub content: Vec<ContentBlock>,
     /// Tool-specific details; `None` leaves the key out of the persisted message.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
 }
 

@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +53,75 @@ fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<String, oneshot:
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     }
+}
+
+/// What an `extension_ui_request` asks (`method` and its fields, in the reference's order;
+/// absent options are left out).
+#[derive(Serialize)]
+#[serde(
+    tag = "method",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+enum UiRequest<'a> {
+    Select {
+        title: &'a str,
+        options: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+    },
+    Confirm {
+        title: &'a str,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+    },
+    Input {
+        title: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        placeholder: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+    },
+    Editor {
+        title: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prefill: Option<&'a str>,
+    },
+    Notify {
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        notify_type: Option<&'static str>,
+    },
+    SetStatus {
+        status_key: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status_text: Option<&'a str>,
+    },
+    SetWidget {
+        widget_key: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        widget_lines: Option<&'a [String]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        widget_placement: Option<&'static str>,
+    },
+    SetTitle {
+        title: &'a str,
+    },
+    #[serde(rename = "set_editor_text")]
+    SetEditorText {
+        text: &'a str,
+    },
+}
+
+/// An `extension_ui_request` record.
+#[derive(Serialize)]
+struct UiRecord<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    #[serde(flatten)]
+    request: UiRequest<'a>,
 }
 
 fn string_answer(response: &Value) -> Option<String> {
@@ -91,28 +161,21 @@ impl RpcUi {
         lock(&self.pending).len()
     }
 
-    fn request(&self, id: &str, method: &str, fields: Vec<(&str, Option<Value>)>) {
-        let mut record = Map::new();
-        record.insert("type".into(), Value::from("extension_ui_request"));
-        record.insert("id".into(), Value::from(id));
-        record.insert("method".into(), Value::from(method));
-        for (key, value) in fields {
-            if let Some(value) = value {
-                record.insert(key.into(), value);
-            }
-        }
+    fn request(&self, id: &str, request: UiRequest<'_>) {
+        let record = UiRecord {
+            kind: "extension_ui_request",
+            id,
+            request,
+        };
+        // Every map key is a string, so this cannot fail.
+        let record = serde_json::to_value(&record).unwrap_or(Value::Null);
         // A closed output means the client is gone; the dialog then ends by timeout or
         // cancellation like an unanswered one.
-        let _ = self.records.send(Value::Object(record));
+        let _ = self.records.send(record);
     }
 
     /// Sends a dialog request and waits for its answer; `None` when it ended without one.
-    async fn dialog(
-        &self,
-        method: &str,
-        fields: Vec<(&str, Option<Value>)>,
-        options: &DialogOptions,
-    ) -> Option<Value> {
+    async fn dialog(&self, request: UiRequest<'_>, options: &DialogOptions) -> Option<Value> {
         if options
             .cancel
             .as_ref()
@@ -123,7 +186,7 @@ impl RpcUi {
         let id = self.ids.uuid_v4();
         let (sender, receiver) = oneshot::channel();
         lock(&self.pending).insert(id.clone(), sender);
-        self.request(&id, method, fields);
+        self.request(&id, request);
         let cancelled = async {
             match &options.cancel {
                 Some(token) => token.cancelled().await,
@@ -145,10 +208,10 @@ impl RpcUi {
         answer
     }
 
-    fn timeout_field(options: &DialogOptions) -> Option<Value> {
+    fn timeout_field(options: &DialogOptions) -> Option<u64> {
         options
             .timeout
-            .map(|timeout| Value::from(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)))
+            .map(|timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// Asks the client to pick one of `options`; `None` when cancelled or unanswered.
@@ -158,23 +221,23 @@ impl RpcUi {
         choices: &[String],
         options: &DialogOptions,
     ) -> Option<String> {
-        let fields = vec![
-            ("title", Some(Value::from(title))),
-            ("options", Some(Value::from(choices.to_vec()))),
-            ("timeout", Self::timeout_field(options)),
-        ];
-        let answer = self.dialog("select", fields, options).await?;
+        let request = UiRequest::Select {
+            title,
+            options: choices,
+            timeout: Self::timeout_field(options),
+        };
+        let answer = self.dialog(request, options).await?;
         string_answer(&answer)
     }
 
     /// Asks the client to confirm; `false` when declined, cancelled or unanswered.
     pub async fn confirm(&self, title: &str, message: &str, options: &DialogOptions) -> bool {
-        let fields = vec![
-            ("title", Some(Value::from(title))),
-            ("message", Some(Value::from(message))),
-            ("timeout", Self::timeout_field(options)),
-        ];
-        let Some(answer) = self.dialog("confirm", fields, options).await else {
+        let request = UiRequest::Confirm {
+            title,
+            message,
+            timeout: Self::timeout_field(options),
+        };
+        let Some(answer) = self.dialog(request, options).await else {
             return false;
         };
         if answer.get("cancelled").and_then(Value::as_bool) == Some(true) {
@@ -193,52 +256,44 @@ impl RpcUi {
         placeholder: Option<&str>,
         options: &DialogOptions,
     ) -> Option<String> {
-        let fields = vec![
-            ("title", Some(Value::from(title))),
-            ("placeholder", placeholder.map(Value::from)),
-            ("timeout", Self::timeout_field(options)),
-        ];
-        let answer = self.dialog("input", fields, options).await?;
+        let request = UiRequest::Input {
+            title,
+            placeholder,
+            timeout: Self::timeout_field(options),
+        };
+        let answer = self.dialog(request, options).await?;
         string_answer(&answer)
     }
 
     /// Asks the client to edit a text (no timeout, as in the reference); `None` when
     /// cancelled.
     pub async fn editor(&self, title: &str, prefill: Option<&str>) -> Option<String> {
-        let fields = vec![
-            ("title", Some(Value::from(title))),
-            ("prefill", prefill.map(Value::from)),
-        ];
-        let answer = self
-            .dialog("editor", fields, &DialogOptions::default())
-            .await?;
+        let request = UiRequest::Editor { title, prefill };
+        let answer = self.dialog(request, &DialogOptions::default()).await?;
         string_answer(&answer)
     }
 
     /// Shows a notification.
     pub fn notify(&self, message: &str, kind: Option<NotifyKind>) {
         let id = self.ids.uuid_v4();
+        let notify_type = kind.map(NotifyKind::as_str);
         self.request(
             &id,
-            "notify",
-            vec![
-                ("message", Some(Value::from(message))),
-                ("notifyType", kind.map(|kind| Value::from(kind.as_str()))),
-            ],
+            UiRequest::Notify {
+                message,
+                notify_type,
+            },
         );
     }
 
     /// Sets (or clears, with `None`) a status line.
     pub fn set_status(&self, key: &str, text: Option<&str>) {
         let id = self.ids.uuid_v4();
-        self.request(
-            &id,
-            "setStatus",
-            vec![
-                ("statusKey", Some(Value::from(key))),
-                ("statusText", text.map(Value::from)),
-            ],
-        );
+        let request = UiRequest::SetStatus {
+            status_key: key,
+            status_text: text,
+        };
+        self.request(&id, request);
     }
 
     /// Sets (or clears, with `None`) a widget of text lines.
@@ -249,37 +304,24 @@ impl RpcUi {
         placement: Option<WidgetPlacement>,
     ) {
         let id = self.ids.uuid_v4();
-        self.request(
-            &id,
-            "setWidget",
-            vec![
-                ("widgetKey", Some(Value::from(key))),
-                (
-                    "widgetLines",
-                    lines.map(|lines| Value::from(lines.to_vec())),
-                ),
-                (
-                    "widgetPlacement",
-                    placement.map(|placement| Value::from(placement.as_str())),
-                ),
-            ],
-        );
+        let request = UiRequest::SetWidget {
+            widget_key: key,
+            widget_lines: lines,
+            widget_placement: placement.map(WidgetPlacement::as_str),
+        };
+        self.request(&id, request);
     }
 
     /// Sets the terminal title.
     pub fn set_title(&self, title: &str) {
         let id = self.ids.uuid_v4();
-        self.request(&id, "setTitle", vec![("title", Some(Value::from(title)))]);
+        self.request(&id, UiRequest::SetTitle { title });
     }
 
     /// Replaces the client's editor text (also used for paste).
     pub fn set_editor_text(&self, text: &str) {
         let id = self.ids.uuid_v4();
-        self.request(
-            &id,
-            "set_editor_text",
-            vec![("text", Some(Value::from(text)))],
-        );
+        self.request(&id, UiRequest::SetEditorText { text });
     }
 }
 

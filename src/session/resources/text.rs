@@ -4,23 +4,7 @@
 //! Invariant: pure functions over `&str`; every rule here is the one the reference's
 //! JavaScript applies, so text built from them matches the reference byte for byte.
 
-/// Returns whether `c` is whitespace for JavaScript's `trim()` and `\s`.
-///
-/// This is ECMAScript's WhiteSpace plus LineTerminator set. It differs from
-/// `char::is_whitespace`: it includes U+FEFF (a byte-order mark) and excludes U+0085.
-pub fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
-}
+pub use crate::support::js::is_whitespace as is_js_whitespace;
 
 /// Returns `s` without leading and trailing JavaScript whitespace (`String.prototype.trim`).
 pub fn js_trim(s: &str) -> &str {
@@ -32,10 +16,7 @@ pub fn is_blank(s: &str) -> bool {
     s.chars().all(is_js_whitespace)
 }
 
-/// Returns the length of `s` in UTF-16 code units (JavaScript's `length`).
-pub fn utf16_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
-}
+pub use crate::support::truncate::utf16_len;
 
 /// Returns the longest prefix of `s` whose UTF-16 length is at most `max_units`.
 ///

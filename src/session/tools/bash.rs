@@ -22,19 +22,19 @@
 //! Invariant: the process tree is killed on abort, timeout, and when the call is dropped.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
 use crate::model::message::ContentBlock;
+use crate::session::tools::builtin::{BuiltinTool, js_number, prefer_strict_json_schema};
 use crate::session::tools::output::{OutputAccumulator, OutputSnapshot};
 use crate::session::tools::shell::{CommandEnd, CommandEvent, RunningCommand, ShellConfig};
-use crate::session::tools::{arg_f64, arg_str, js_number, prefer_strict_json_schema};
 use crate::support::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size};
 
 /// Minimum time between two streamed updates.
@@ -43,64 +43,58 @@ pub const UPDATE_THROTTLE: Duration = Duration::from_millis(100);
 /// The `bash` tool.
 #[derive(Debug)]
 pub struct BashTool {
-    definition: ToolDefinition,
     shell: ShellConfig,
 }
 
 impl BashTool {
     /// Returns the tool with its reference definition.
     pub fn new(shell: ShellConfig) -> Self {
-        Self {
-            definition: definition(),
-            shell,
+        Self { shell }
+    }
+}
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "bash".to_owned(),
+    label: "bash".to_owned(),
+    description: format!(
+        "Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.",
+        DEFAULT_MAX_BYTES / 1024
+    ),
+    parameters: json!({
+        "type": "object",
+        "required": ["command"],
+        "properties": {
+            "command": {"type": "string", "description": "Shell command to execute"},
+            "timeout": {"type": "number", "description": "Timeout in seconds (optional, no default timeout)"}
         }
-    }
+    }),
+    prompt_snippet: Some("Execute bash commands (ls, grep, find, etc.)".to_owned()),
+    prompt_guidelines: vec![
+        "You can inspect PI_* environment variables for current model and session details."
+            .to_owned(),
+    ],
+    constrained_sampling: prefer_strict_json_schema(),
+});
+
+/// A `bash` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+pub struct BashArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    command: String,
+    #[serde(default, deserialize_with = "lenient")]
+    timeout: Option<f64>,
 }
 
-fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: "bash".to_owned(),
-        label: "bash".to_owned(),
-        description: format!(
-            "Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.",
-            DEFAULT_MAX_BYTES / 1024
-        ),
-        parameters: json!({
-            "type": "object",
-            "required": ["command"],
-            "properties": {
-                "command": {"type": "string", "description": "Shell command to execute"},
-                "timeout": {"type": "number", "description": "Timeout in seconds (optional, no default timeout)"}
-            }
-        }),
-        prompt_snippet: Some("Execute bash commands (ls, grep, find, etc.)".to_owned()),
-        prompt_guidelines: vec![
-            "You can inspect PI_* environment variables for current model and session details."
-                .to_owned(),
-        ],
-        constrained_sampling: prefer_strict_json_schema(),
-    }
-}
+impl BuiltinTool for BashTool {
+    type Args = BashArgs;
+    const MUTATES_WORKSPACE: bool = true;
 
-impl Tool for BashTool {
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        true
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let command = arg_str(&input.arguments, "command").unwrap_or_default();
-            let timeout = arg_f64(&input.arguments, "timeout");
-            run_bash(&self.shell, &command, timeout, &ctx).await
-        })
+    async fn run(&self, args: BashArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        run_bash(&self.shell, &args.command, args.timeout, &ctx).await
     }
 }
 

@@ -13,71 +13,86 @@
 //! writes after reporting an abort; a failed match writes nothing.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use nix::unistd::AccessFlags;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{Lenient, ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
+use crate::session::tools::builtin::{BuiltinTool, prefer_strict_json_schema};
 use crate::session::tools::edit_diff::{
     Replacement, apply_edits, detect_line_ending, generate_diff, normalize_to_lf,
     restore_line_endings, strip_bom,
 };
-use crate::session::tools::mutation::lock_file;
-use crate::session::tools::workspace::{Workspace, blocking, errno_code};
-use crate::session::tools::{arg_str, prefer_strict_json_schema};
+use crate::session::tools::mutation::with_file_lock;
+use crate::session::tools::workspace::{Workspace, errno_code};
 
 /// The `edit` tool.
 #[derive(Debug)]
 pub struct EditTool {
-    definition: ToolDefinition,
     workspace: Workspace,
 }
 
 impl EditTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
-        }
+        Self { workspace }
     }
 }
 
-fn definition() -> ToolDefinition {
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| {
     ToolDefinition {
-        name: "edit".to_owned(),
-        label: "edit".to_owned(),
-        description: "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.".to_owned(),
-        // Key order as the reference's typebox schema serialises (request bytes match).
-        parameters: json!({
-            "type": "object",
-            "required": ["path", "edits"],
-            "properties": {
-                "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},
-                "edits": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["oldText", "newText"],
-                        "properties": {
-                            "oldText": {"type": "string", "description": "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call."},
-                            "newText": {"type": "string", "description": "Replacement text for this targeted edit."}
-                        }
-                    },
-                    "description": "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead."
-                }
+    name: "edit".to_owned(),
+    label: "edit".to_owned(),
+    description: "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.".to_owned(),
+    // Key order as the reference's typebox schema serialises (request bytes match).
+    parameters: json!({
+        "type": "object",
+        "required": ["path", "edits"],
+        "properties": {
+            "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},
+            "edits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["oldText", "newText"],
+                    "properties": {
+                        "oldText": {"type": "string", "description": "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call."},
+                        "newText": {"type": "string", "description": "Replacement text for this targeted edit."}
+                    }
+                },
+                "description": "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead."
             }
-        }),
-        prompt_snippet: Some("Make precise file edits with exact text replacement, including multiple disjoint edits in one call".to_owned()),
-        prompt_guidelines: vec![
-            "Use edit for targeted changes. Batch changes to one file in a single call.".to_owned(),
-            "Each edits[].oldText must exactly and uniquely match the original file. Keep matches short and non-overlapping; merge nearby changes without including large unchanged regions.".to_owned(),
-        ],
-        constrained_sampling: prefer_strict_json_schema(),
-    }
+        }
+    }),
+    prompt_snippet: Some("Make precise file edits with exact text replacement, including multiple disjoint edits in one call".to_owned()),
+    prompt_guidelines: vec![
+        "Use edit for targeted changes. Batch changes to one file in a single call.".to_owned(),
+        "Each edits[].oldText must exactly and uniquely match the original file. Keep matches short and non-overlapping; merge nearby changes without including large unchanged regions.".to_owned(),
+    ],
+    constrained_sampling: prefer_strict_json_schema(),
+}
+});
+
+/// An `edit` call's arguments (after [`prepare_edit_arguments`]).
+#[derive(Debug, Default, Deserialize)]
+pub struct EditArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    edits: Option<Vec<Lenient<EditItem>>>,
+}
+
+/// One replacement of `edits[]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditItem {
+    #[serde(default, deserialize_with = "lenient")]
+    old_text: String,
+    #[serde(default, deserialize_with = "lenient")]
+    new_text: String,
 }
 
 /// The reference's `prepareArguments` for `edit` (§5.2): parse a stringified `edits` array and
@@ -111,49 +126,40 @@ pub fn prepare_edit_arguments(raw: Value) -> Value {
     Value::Object(args)
 }
 
-impl Tool for EditTool {
-    fn definition(&self) -> &ToolDefinition {
-        &self.definition
-    }
+impl BuiltinTool for EditTool {
+    type Args = EditArgs;
+    const MUTATES_WORKSPACE: bool = true;
 
-    fn mutates_workspace(&self) -> bool {
-        true
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
     }
 
     fn prepare_arguments(&self, raw: Value) -> Value {
         prepare_edit_arguments(raw)
     }
 
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let edits: Vec<Replacement> = match input.arguments.get("edits") {
-                Some(Value::Array(items)) if !items.is_empty() => items
-                    .iter()
-                    .map(|item| Replacement {
-                        old_text: arg_str(item, "oldText").unwrap_or_default(),
-                        new_text: arg_str(item, "newText").unwrap_or_default(),
-                    })
-                    .collect(),
-                _ => {
-                    return Err(ToolError::ForModel(
-                        "Edit tool input is invalid. edits must contain at least one replacement."
-                            .to_owned(),
-                    ));
-                }
-            };
-            let raw_path = arg_str(&input.arguments, "path").unwrap_or_default();
-            let absolute = self.workspace.resolve(&raw_path, &ctx.cwd);
-            let _guard = lock_file(&absolute).await;
-            if ctx.cancel.is_cancelled() {
-                return Err(ToolError::aborted());
+    async fn run(&self, args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let edits: Vec<Replacement> = match args.edits {
+            Some(items) if !items.is_empty() => items
+                .into_iter()
+                .map(|Lenient(item)| Replacement {
+                    old_text: item.old_text,
+                    new_text: item.new_text,
+                })
+                .collect(),
+            _ => {
+                return Err(ToolError::ForModel(
+                    "Edit tool input is invalid. edits must contain at least one replacement."
+                        .to_owned(),
+                ));
             }
-            let cancel = ctx.cancel.clone();
-            blocking(move || edit_file(&absolute, &raw_path, &edits, &cancel)).await
+        };
+        let absolute = self.workspace.resolve(&args.path, &ctx.cwd);
+        let (target, cancel) = (absolute.clone(), ctx.cancel.clone());
+        with_file_lock(&absolute, &ctx.cancel, move || {
+            edit_file(&target, &args.path, &edits, &cancel)
         })
+        .await
     }
 }
 

@@ -62,29 +62,12 @@ pub fn restore_line_endings(text: &str, ending: &str) -> String {
     }
 }
 
-/// JavaScript's `String#trimEnd` set: WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP, Zs) and
-/// LineTerminator. Differs from `char::is_whitespace` on U+FEFF (stripped here) and U+0085,
-/// U+180E (kept here).
-fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
 /// The fuzzy form F of `spec/tools.md` §5.4.
 pub fn normalize_for_fuzzy_match(text: &str) -> String {
     let nfkc = ComposingNormalizerBorrowed::new_nfkc().normalize(text);
     let trimmed = nfkc
         .split('\n')
-        .map(|line| line.trim_end_matches(is_js_whitespace))
+        .map(|line| line.trim_end_matches(crate::support::js::is_whitespace))
         .collect::<Vec<_>>()
         .join("\n");
     trimmed

@@ -19,89 +19,82 @@
 //! Invariant: read-only; checks the abort signal for every entry.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use globset::GlobBuilder;
 use ignore::WalkBuilder;
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
+use crate::session::tools::builtin::{BuiltinTool, Notices, js_number};
 use crate::session::tools::workspace::{Workspace, blocking_abortable};
-use crate::session::tools::{arg_f64, arg_str, js_number, notices_suffix, number_value};
-use crate::support::truncate::{DEFAULT_MAX_BYTES, UNLIMITED_LINES, format_size, truncate_head};
+use crate::support::truncate::{DEFAULT_MAX_BYTES, UNLIMITED_LINES, truncate_head};
 
 const DEFAULT_LIMIT: f64 = 1000.0;
 
 /// The `find` tool.
 #[derive(Debug)]
 pub struct FindTool {
-    definition: ToolDefinition,
     workspace: Workspace,
 }
 
 impl FindTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
+        Self { workspace }
+    }
+}
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "find".to_owned(),
+    label: "find".to_owned(),
+    description: format!(
+        "Search for files by glob pattern. Returns matching file paths relative to the search directory. Respects .gitignore. Output is truncated to 1000 results or {}KB (whichever is hit first).",
+        DEFAULT_MAX_BYTES / 1024
+    ),
+    parameters: json!({
+        "type": "object",
+        "required": ["pattern"],
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob pattern relative to the search directory, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
+            "path": {"type": "string", "description": "Directory to search in (default: current directory)"},
+            "limit": {"type": "number", "description": "Maximum number of results (default: 1000)"}
         }
-    }
+    }),
+    prompt_snippet: Some("Find files by glob pattern (respects .gitignore)".to_owned()),
+    prompt_guidelines: Vec::new(),
+    constrained_sampling: None,
+});
+
+/// A `find` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+pub struct FindArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    pattern: String,
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    limit: Option<f64>,
 }
 
-fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: "find".to_owned(),
-        label: "find".to_owned(),
-        description: format!(
-            "Search for files by glob pattern. Returns matching file paths relative to the search directory. Respects .gitignore. Output is truncated to 1000 results or {}KB (whichever is hit first).",
-            DEFAULT_MAX_BYTES / 1024
-        ),
-        parameters: json!({
-            "type": "object",
-            "required": ["pattern"],
-            "properties": {
-                "pattern": {"type": "string", "description": "Glob pattern relative to the search directory, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
-                "path": {"type": "string", "description": "Directory to search in (default: current directory)"},
-                "limit": {"type": "number", "description": "Maximum number of results (default: 1000)"}
-            }
-        }),
-        prompt_snippet: Some("Find files by glob pattern (respects .gitignore)".to_owned()),
-        prompt_guidelines: Vec::new(),
-        constrained_sampling: None,
-    }
-}
+impl BuiltinTool for FindTool {
+    type Args = FindArgs;
+    const MUTATES_WORKSPACE: bool = false;
 
-impl Tool for FindTool {
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args = &input.arguments;
-            let raw_path = arg_str(args, "path").unwrap_or_default();
-            let search_path = self
-                .workspace
-                .resolve(if raw_path.is_empty() { "." } else { &raw_path }, &ctx.cwd);
-            let pattern = arg_str(args, "pattern").unwrap_or_default();
-            let limit = arg_f64(args, "limit").unwrap_or(DEFAULT_LIMIT);
-            let cancel = ctx.cancel.clone();
-            blocking_abortable(&ctx.cancel, move || {
-                find(&search_path, &pattern, limit, &cancel)
-            })
-            .await
+    async fn run(&self, args: FindArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let search_path = self.workspace.resolve_dir(&args.path, &ctx.cwd);
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        let cancel = ctx.cancel.clone();
+        blocking_abortable(&ctx.cancel, move || {
+            find(&search_path, &args.pattern, limit, &cancel)
         })
+        .await
     }
 }
 
@@ -199,28 +192,17 @@ fn find(
     }
     let result_limit_reached = results.len() as f64 >= limit;
     let truncation = truncate_head(&results.join("\n"), UNLIMITED_LINES, DEFAULT_MAX_BYTES);
-    let mut notices = Vec::new();
-    let mut details = Map::new();
+    let mut notices = Notices::new();
     if result_limit_reached {
-        notices.push(format!(
-            "{} results limit reached. Use limit={} for more, or refine pattern",
-            js_number(limit),
-            js_number(limit * 2.0)
-        ));
-        details.insert("resultLimitReached".to_owned(), number_value(limit));
+        notices.limit_reached(
+            limit,
+            "results",
+            ", or refine pattern",
+            "resultLimitReached",
+        );
     }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".to_owned(), truncation.to_value());
-    }
-    Ok(ToolOutput {
-        content: vec![crate::model::message::ContentBlock::text(format!(
-            "{}{}",
-            truncation.content,
-            notices_suffix(&notices)
-        ))],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-    })
+    notices.truncation(&truncation);
+    Ok(notices.output(&truncation.content))
 }
 
 /// fd's output line for an entry (absolute, `/` after directories), as pi post-processes it:

@@ -21,22 +21,21 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
+use crate::session::tools::builtin::{BuiltinTool, Notices};
 use crate::session::tools::workspace::{Workspace, blocking_abortable};
-use crate::session::tools::{arg_bool, arg_f64, arg_str, js_number, notices_suffix, number_value};
 use crate::support::truncate::{
-    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, UNLIMITED_LINES, format_size, truncate_head,
-    truncate_line,
+    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, UNLIMITED_LINES, truncate_head, truncate_line,
 };
 
 const DEFAULT_LIMIT: f64 = 100.0;
@@ -44,45 +43,59 @@ const DEFAULT_LIMIT: f64 = 100.0;
 /// The `grep` tool.
 #[derive(Debug)]
 pub struct GrepTool {
-    definition: ToolDefinition,
     workspace: Workspace,
 }
 
 impl GrepTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
-        }
+        Self { workspace }
     }
 }
 
-fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: "grep".to_owned(),
-        label: "grep".to_owned(),
-        description: format!(
-            "Search file contents for a pattern. Returns matching lines with file paths and line numbers. Respects .gitignore. Output is truncated to 100 matches or {}KB (whichever is hit first). Long lines are truncated to {GREP_MAX_LINE_LENGTH} chars.",
-            DEFAULT_MAX_BYTES / 1024
-        ),
-        parameters: json!({
-            "type": "object",
-            "required": ["pattern"],
-            "properties": {
-                "pattern": {"type": "string", "description": "Search pattern (regex or literal string)"},
-                "path": {"type": "string", "description": "Directory or file to search (default: current directory)"},
-                "glob": {"type": "string", "description": "Filter files by glob pattern relative to path, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
-                "ignoreCase": {"type": "boolean", "description": "Case-insensitive search (default: false)"},
-                "literal": {"type": "boolean", "description": "Treat pattern as literal string instead of regex (default: false)"},
-                "context": {"type": "number", "description": "Number of lines to show before and after each match (default: 0)"},
-                "limit": {"type": "number", "description": "Maximum number of matches to return (default: 100)"}
-            }
-        }),
-        prompt_snippet: Some("Search file contents for patterns (respects .gitignore)".to_owned()),
-        prompt_guidelines: Vec::new(),
-        constrained_sampling: None,
-    }
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "grep".to_owned(),
+    label: "grep".to_owned(),
+    description: format!(
+        "Search file contents for a pattern. Returns matching lines with file paths and line numbers. Respects .gitignore. Output is truncated to 100 matches or {}KB (whichever is hit first). Long lines are truncated to {GREP_MAX_LINE_LENGTH} chars.",
+        DEFAULT_MAX_BYTES / 1024
+    ),
+    parameters: json!({
+        "type": "object",
+        "required": ["pattern"],
+        "properties": {
+            "pattern": {"type": "string", "description": "Search pattern (regex or literal string)"},
+            "path": {"type": "string", "description": "Directory or file to search (default: current directory)"},
+            "glob": {"type": "string", "description": "Filter files by glob pattern relative to path, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"},
+            "ignoreCase": {"type": "boolean", "description": "Case-insensitive search (default: false)"},
+            "literal": {"type": "boolean", "description": "Treat pattern as literal string instead of regex (default: false)"},
+            "context": {"type": "number", "description": "Number of lines to show before and after each match (default: 0)"},
+            "limit": {"type": "number", "description": "Maximum number of matches to return (default: 100)"}
+        }
+    }),
+    prompt_snippet: Some("Search file contents for patterns (respects .gitignore)".to_owned()),
+    prompt_guidelines: Vec::new(),
+    constrained_sampling: None,
+});
+
+/// A `grep` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrepArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    pattern: String,
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    glob: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    ignore_case: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    literal: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    context: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    limit: Option<f64>,
 }
 
 /// One grep call's parameters, resolved.
@@ -98,39 +111,28 @@ struct GrepRequest {
     override_root: PathBuf,
 }
 
-impl Tool for GrepTool {
+impl BuiltinTool for GrepTool {
+    type Args = GrepArgs;
+    const MUTATES_WORKSPACE: bool = false;
+
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args = &input.arguments;
-            let raw_path = arg_str(args, "path").unwrap_or_default();
-            let context = arg_f64(args, "context").filter(|c| *c > 0.0).unwrap_or(0.0);
-            let request = GrepRequest {
-                pattern: arg_str(args, "pattern").unwrap_or_default(),
-                search_path: self
-                    .workspace
-                    .resolve(if raw_path.is_empty() { "." } else { &raw_path }, &ctx.cwd),
-                glob: arg_str(args, "glob").filter(|glob| !glob.is_empty()),
-                ignore_case: arg_bool(args, "ignoreCase"),
-                literal: arg_bool(args, "literal"),
-                context: context.floor() as usize,
-                limit: arg_f64(args, "limit").unwrap_or(DEFAULT_LIMIT).max(1.0),
-                override_root: ctx.cwd.clone(),
-            };
-            let cancel = ctx.cancel.clone();
-            blocking_abortable(&ctx.cancel, move || grep(&request, &cancel)).await
-        })
+    async fn run(&self, args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let context = args.context.filter(|c| *c > 0.0).unwrap_or(0.0);
+        let request = GrepRequest {
+            search_path: self.workspace.resolve_dir(&args.path, &ctx.cwd),
+            pattern: args.pattern,
+            glob: args.glob.filter(|glob| !glob.is_empty()),
+            ignore_case: args.ignore_case,
+            literal: args.literal,
+            context: context.floor() as usize,
+            limit: args.limit.unwrap_or(DEFAULT_LIMIT).max(1.0),
+            override_root: ctx.cwd.clone(),
+        };
+        let cancel = ctx.cancel.clone();
+        blocking_abortable(&ctx.cancel, move || grep(&request, &cancel)).await
     }
 }
 
@@ -377,32 +379,24 @@ fn format_matches(
         }
     }
     let truncation = truncate_head(&output.join("\n"), UNLIMITED_LINES, DEFAULT_MAX_BYTES);
-    let mut notices = Vec::new();
-    let mut details = Map::new();
+    let mut notices = Notices::new();
     if match_limit_reached {
-        notices.push(format!(
-            "{} matches limit reached. Use limit={} for more, or refine pattern",
-            js_number(request.limit),
-            js_number(request.limit * 2.0)
-        ));
-        details.insert("matchLimitReached".to_owned(), number_value(request.limit));
+        notices.limit_reached(
+            request.limit,
+            "matches",
+            ", or refine pattern",
+            "matchLimitReached",
+        );
     }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".to_owned(), truncation.to_value());
-    }
+    notices.truncation(&truncation);
     if lines_truncated {
-        notices.push(format!(
-            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
-        ));
-        details.insert("linesTruncated".to_owned(), Value::Bool(true));
+        notices.push(
+            format!(
+                "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
+            ),
+            "linesTruncated",
+            Value::Bool(true),
+        );
     }
-    ToolOutput {
-        content: vec![crate::model::message::ContentBlock::text(format!(
-            "{}{}",
-            truncation.content,
-            notices_suffix(&notices)
-        ))],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-    }
+    notices.output(&truncation.content)
 }

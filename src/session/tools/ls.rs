@@ -10,80 +10,73 @@
 
 use std::cmp::Ordering;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use icu_collator::options::CollatorOptions;
 use icu_collator::{CollatorBorrowed, CollatorPreferences};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
+use crate::session::tools::builtin::{BuiltinTool, Notices};
 use crate::session::tools::workspace::{Workspace, blocking_abortable};
-use crate::session::tools::{arg_f64, arg_str, js_number, notices_suffix, number_value};
-use crate::support::truncate::{DEFAULT_MAX_BYTES, UNLIMITED_LINES, format_size, truncate_head};
+use crate::support::truncate::{DEFAULT_MAX_BYTES, UNLIMITED_LINES, truncate_head};
 
 const DEFAULT_LIMIT: f64 = 500.0;
 
 /// The `ls` tool.
 #[derive(Debug)]
 pub struct LsTool {
-    definition: ToolDefinition,
     workspace: Workspace,
 }
 
 impl LsTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
+        Self { workspace }
+    }
+}
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "ls".to_owned(),
+    label: "ls".to_owned(),
+    description: format!(
+        "List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to 500 entries or {}KB (whichever is hit first).",
+        DEFAULT_MAX_BYTES / 1024
+    ),
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Directory to list (default: current directory)"},
+            "limit": {"type": "number", "description": "Maximum number of entries to return (default: 500)"}
         }
-    }
+    }),
+    prompt_snippet: Some("List directory contents".to_owned()),
+    prompt_guidelines: Vec::new(),
+    constrained_sampling: None,
+});
+
+/// An `ls` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+pub struct LsArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    limit: Option<f64>,
 }
 
-fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: "ls".to_owned(),
-        label: "ls".to_owned(),
-        description: format!(
-            "List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to 500 entries or {}KB (whichever is hit first).",
-            DEFAULT_MAX_BYTES / 1024
-        ),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Directory to list (default: current directory)"},
-                "limit": {"type": "number", "description": "Maximum number of entries to return (default: 500)"}
-            }
-        }),
-        prompt_snippet: Some("List directory contents".to_owned()),
-        prompt_guidelines: Vec::new(),
-        constrained_sampling: None,
-    }
-}
+impl BuiltinTool for LsTool {
+    type Args = LsArgs;
+    const MUTATES_WORKSPACE: bool = false;
 
-impl Tool for LsTool {
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let raw = arg_str(&input.arguments, "path").unwrap_or_default();
-            let dir = self
-                .workspace
-                .resolve(if raw.is_empty() { "." } else { &raw }, &ctx.cwd);
-            let limit = arg_f64(&input.arguments, "limit").unwrap_or(DEFAULT_LIMIT);
-            blocking_abortable(&ctx.cancel, move || list(&dir, limit)).await
-        })
+    async fn run(&self, args: LsArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let dir = self.workspace.resolve_dir(&args.path, &ctx.cwd);
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        blocking_abortable(&ctx.cancel, move || list(&dir, limit)).await
     }
 }
 
@@ -136,25 +129,12 @@ fn list(dir: &PathBuf, limit: f64) -> Result<ToolOutput, ToolError> {
         return Ok(ToolOutput::text("(empty directory)"));
     }
     let truncation = truncate_head(&results.join("\n"), UNLIMITED_LINES, DEFAULT_MAX_BYTES);
-    let mut notices = Vec::new();
-    let mut details = Map::new();
+    let mut notices = Notices::new();
     if limit_reached {
-        let lim = js_number(limit);
-        let doubled = js_number(limit * 2.0);
-        notices.push(format!(
-            "{lim} entries limit reached. Use limit={doubled} for more"
-        ));
-        details.insert("entryLimitReached".to_owned(), number_value(limit));
+        notices.limit_reached(limit, "entries", "", "entryLimitReached");
     }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".to_owned(), truncation.to_value());
-    }
-    let text = format!("{}{}", truncation.content, notices_suffix(&notices));
-    Ok(ToolOutput {
-        content: vec![crate::model::message::ContentBlock::text(text)],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-    })
+    notices.truncation(&truncation);
+    Ok(notices.output(&truncation.content))
 }
 
 #[cfg(test)]

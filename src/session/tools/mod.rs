@@ -10,6 +10,8 @@
 //!   `ls` are registered but inactive); a custom tool named like a built-in replaces it in
 //!   place. [`ToolSet::set_active`] ignores unknown names; with an allowlist, unlisted tools can
 //!   never become active.
+//! * `builtin` is what every built-in shares: the `Tool` implementation around a tool's typed
+//!   arguments and `run`, and the notices and details of a listing's result.
 //! * `user_shell` runs `!cmd`/`!!cmd` and builds the `bashExecution` message.
 //!
 //! Invariants: tools never print and never read the environment — everything arrives through
@@ -17,6 +19,7 @@
 //! an `isError` result, never a panic.
 
 pub mod bash;
+pub mod builtin;
 pub mod edit;
 pub mod edit_diff;
 pub mod find;
@@ -33,8 +36,6 @@ pub mod write;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-
-use serde_json::{Number, Value};
 
 use crate::agent::tool::Tool;
 use crate::model::message::ToolDeclaration;
@@ -435,50 +436,5 @@ impl ToolSet {
     pub fn is_allowed(&self, name: &str) -> bool {
         self.allowlist.as_ref().is_none_or(|set| set.matches(name))
             && !self.excluded.as_ref().is_some_and(|set| set.matches(name))
-    }
-}
-
-/// 1.6.0's `constrainedSampling` of the built-in read, bash, edit and write.
-pub(crate) fn prefer_strict_json_schema() -> Option<Value> {
-    Some(serde_json::json!({"type": "json_schema", "strict": "prefer"}))
-}
-
-/// Reads a string argument.
-pub(crate) fn arg_str(args: &Value, key: &str) -> Option<String> {
-    args.get(key).and_then(Value::as_str).map(str::to_owned)
-}
-
-/// Reads a numeric argument (validation has already coerced numeric strings).
-pub(crate) fn arg_f64(args: &Value, key: &str) -> Option<f64> {
-    args.get(key).and_then(Value::as_f64)
-}
-
-/// Reads a boolean argument; absent is false.
-pub(crate) fn arg_bool(args: &Value, key: &str) -> bool {
-    args.get(key).and_then(Value::as_bool).unwrap_or(false)
-}
-
-/// Formats a number as JavaScript's `String(n)` (`100`, `2.5`, `1e+21`).
-pub(crate) fn js_number(value: f64) -> String {
-    let mut out = String::new();
-    crate::support::json::write_f64(&mut out, value);
-    out
-}
-
-/// Returns a JSON number, integral when the value is (so `100` stays `100`, not `100.0`).
-pub(crate) fn number_value(value: f64) -> Value {
-    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
-        // Exact: an integer in the range where f64 and i64 agree.
-        return Value::Number(Number::from(value as i64));
-    }
-    Number::from_f64(value).map_or(Value::Null, Value::Number)
-}
-
-/// Joins notices as the reference does: `\n\n[a. b. c]`, or nothing.
-pub(crate) fn notices_suffix(notices: &[String]) -> String {
-    if notices.is_empty() {
-        String::new()
-    } else {
-        format!("\n\n[{}]", notices.join(". "))
     }
 }

@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::OwnedMutexGuard;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::tool::ToolError;
+use crate::session::tools::workspace::blocking;
 
 type Table = Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>;
 
@@ -80,6 +84,25 @@ pub async fn lock_file(path: &Path) -> FileMutationGuard {
         key,
         guard: Some(guard),
     }
+}
+
+/// Runs a mutation of `path` (resolved and absolute) on the blocking pool while holding its
+/// lock: waits for the lock, reports `Operation aborted` if the call was aborted meanwhile (so
+/// nothing is touched after an abort was reported), then runs `work` with the lock held.
+pub async fn with_file_lock<T, F>(
+    path: &Path,
+    cancel: &CancellationToken,
+    work: F,
+) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    let _guard = lock_file(path).await;
+    if cancel.is_cancelled() {
+        return Err(ToolError::aborted());
+    }
+    blocking(work).await
 }
 
 #[cfg(test)]

@@ -17,19 +17,19 @@
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use nix::unistd::AccessFlags;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
 use crate::model::message::{ContentBlock, ImageContent};
+use crate::session::tools::builtin::{BuiltinTool, js_number, prefer_strict_json_schema};
 use crate::session::tools::image::{SNIFF_BYTES, resize_for_inline, sniff_image_mime};
 use crate::session::tools::workspace::{Workspace, blocking_abortable, os_error_message};
-use crate::session::tools::{arg_f64, arg_str, js_number, prefer_strict_json_schema};
 use crate::support::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
@@ -44,7 +44,6 @@ pub struct ReadConfig {
 /// The `read` tool.
 #[derive(Debug)]
 pub struct ReadTool {
-    definition: ToolDefinition,
     workspace: Workspace,
     config: ReadConfig,
 }
@@ -52,35 +51,40 @@ pub struct ReadTool {
 impl ReadTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace, config: ReadConfig) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
-            config,
-        }
+        Self { workspace, config }
     }
 }
 
-fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: "read".to_owned(),
-        label: "read".to_owned(),
-        description: format!(
-            "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, bmp). Images are sent as attachments. For text files, output is truncated to {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.",
-            DEFAULT_MAX_BYTES / 1024
-        ),
-        parameters: json!({
-            "type": "object",
-            "required": ["path"],
-            "properties": {
-                "path": {"type": "string", "description": "Path to the file to read (relative or absolute)"},
-                "offset": {"type": "number", "description": "Line number to start reading from (1-indexed)"},
-                "limit": {"type": "number", "description": "Maximum number of lines to read"}
-            }
-        }),
-        prompt_snippet: Some("Read file contents".to_owned()),
-        prompt_guidelines: vec!["Use read to examine files instead of cat or sed.".to_owned()],
-        constrained_sampling: prefer_strict_json_schema(),
-    }
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "read".to_owned(),
+    label: "read".to_owned(),
+    description: format!(
+        "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, bmp). Images are sent as attachments. For text files, output is truncated to {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.",
+        DEFAULT_MAX_BYTES / 1024
+    ),
+    parameters: json!({
+        "type": "object",
+        "required": ["path"],
+        "properties": {
+            "path": {"type": "string", "description": "Path to the file to read (relative or absolute)"},
+            "offset": {"type": "number", "description": "Line number to start reading from (1-indexed)"},
+            "limit": {"type": "number", "description": "Maximum number of lines to read"}
+        }
+    }),
+    prompt_snippet: Some("Read file contents".to_owned()),
+    prompt_guidelines: vec!["Use read to examine files instead of cat or sed.".to_owned()],
+    constrained_sampling: prefer_strict_json_schema(),
+});
+
+/// A `read` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+pub struct ReadArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    offset: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    limit: Option<f64>,
 }
 
 /// The parsed arguments of one call.
@@ -93,32 +97,24 @@ struct ReadRequest {
     model_accepts_images: Option<bool>,
 }
 
-impl Tool for ReadTool {
+impl BuiltinTool for ReadTool {
+    type Args = ReadArgs;
+    const MUTATES_WORKSPACE: bool = false;
+
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let raw_path = arg_str(&input.arguments, "path").unwrap_or_default();
-            let request = ReadRequest {
-                absolute: self.workspace.resolve_read_path(&raw_path, &ctx.cwd),
-                raw_path,
-                offset: arg_f64(&input.arguments, "offset"),
-                limit: arg_f64(&input.arguments, "limit"),
-                auto_resize: self.config.auto_resize_images,
-                model_accepts_images: ctx.model_accepts_images,
-            };
-            blocking_abortable(&ctx.cancel, move || read_file(&request)).await
-        })
+    async fn run(&self, args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let request = ReadRequest {
+            absolute: self.workspace.resolve_read_path(&args.path, &ctx.cwd),
+            raw_path: args.path,
+            offset: args.offset,
+            limit: args.limit,
+            auto_resize: self.config.auto_resize_images,
+            model_accepts_images: ctx.model_accepts_images,
+        };
+        blocking_abortable(&ctx.cancel, move || read_file(&request)).await
     }
 }
 

@@ -44,6 +44,12 @@ impl Workspace {
         resolve(raw, cwd, self.home.as_deref())
     }
 
+    /// Resolves a directory argument, whose empty value (or absence) means the working
+    /// directory (`ls`, `find` and `grep`'s `path`).
+    pub fn resolve_dir(&self, raw: &str, cwd: &Path) -> PathBuf {
+        self.resolve(if raw.is_empty() { "." } else { raw }, cwd)
+    }
+
     /// Applies [`resolve_read_path`] with this workspace's home.
     pub fn resolve_read_path(&self, raw: &str, cwd: &Path) -> PathBuf {
         resolve_read_path(raw, cwd, self.home.as_deref())

@@ -9,86 +9,76 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::agent::tool::{
-    BoxFuture, Tool, ToolContext, ToolDefinition, ToolError, ToolInput, ToolOutput,
-};
-use crate::session::tools::mutation::lock_file;
-use crate::session::tools::workspace::{Workspace, blocking, os_error_message};
-use crate::session::tools::{arg_str, prefer_strict_json_schema};
+use crate::agent::tool::{ToolContext, ToolDefinition, ToolError, ToolOutput, lenient};
+use crate::session::tools::builtin::{BuiltinTool, prefer_strict_json_schema};
+use crate::session::tools::mutation::with_file_lock;
+use crate::session::tools::workspace::{Workspace, os_error_message};
 use crate::support::truncate::utf16_len;
 
 /// The `write` tool.
 #[derive(Debug)]
 pub struct WriteTool {
-    definition: ToolDefinition,
     workspace: Workspace,
 }
 
 impl WriteTool {
     /// Returns the tool with its reference definition.
     pub fn new(workspace: Workspace) -> Self {
-        Self {
-            definition: definition(),
-            workspace,
-        }
+        Self { workspace }
     }
 }
 
-fn definition() -> ToolDefinition {
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| {
     ToolDefinition {
-        name: "write".to_owned(),
-        label: "write".to_owned(),
-        description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".to_owned(),
-        parameters: json!({
-            "type": "object",
-            "required": ["path", "content"],
-            "properties": {
-                "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
-                "content": {"type": "string", "description": "Content to write to the file"}
-            }
-        }),
-        prompt_snippet: Some("Create or overwrite files".to_owned()),
-        prompt_guidelines: vec!["Use write only for new files or complete rewrites.".to_owned()],
-        constrained_sampling: prefer_strict_json_schema(),
-    }
+    name: "write".to_owned(),
+    label: "write".to_owned(),
+    description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".to_owned(),
+    parameters: json!({
+        "type": "object",
+        "required": ["path", "content"],
+        "properties": {
+            "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
+            "content": {"type": "string", "description": "Content to write to the file"}
+        }
+    }),
+    prompt_snippet: Some("Create or overwrite files".to_owned()),
+    prompt_guidelines: vec!["Use write only for new files or complete rewrites.".to_owned()],
+    constrained_sampling: prefer_strict_json_schema(),
+}
+});
+
+/// A `write` call's arguments.
+#[derive(Debug, Default, Deserialize)]
+pub struct WriteArgs {
+    #[serde(default, deserialize_with = "lenient")]
+    path: String,
+    #[serde(default, deserialize_with = "lenient")]
+    content: String,
 }
 
-impl Tool for WriteTool {
+impl BuiltinTool for WriteTool {
+    type Args = WriteArgs;
+    const MUTATES_WORKSPACE: bool = true;
+
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        &DEFINITION
     }
 
-    fn mutates_workspace(&self) -> bool {
-        true
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: ToolInput,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let raw_path = arg_str(&input.arguments, "path").unwrap_or_default();
-            let content = arg_str(&input.arguments, "content").unwrap_or_default();
-            let absolute = self.workspace.resolve(&raw_path, &ctx.cwd);
-            let _guard = lock_file(&absolute).await;
-            if ctx.cancel.is_cancelled() {
-                return Err(ToolError::aborted());
-            }
-            let cancel = ctx.cancel.clone();
-            let reported = format!(
-                "Successfully wrote {} bytes to {raw_path}",
-                utf16_len(&content)
-            );
-            blocking(move || {
-                write_file(&absolute, &content, &cancel)?;
-                Ok(ToolOutput::text(reported))
-            })
-            .await
+    async fn run(&self, args: WriteArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let WriteArgs { path, content } = args;
+        let absolute = self.workspace.resolve(&path, &ctx.cwd);
+        let reported = format!("Successfully wrote {} bytes to {path}", utf16_len(&content));
+        let (target, cancel) = (absolute.clone(), ctx.cancel.clone());
+        with_file_lock(&absolute, &ctx.cancel, move || {
+            write_file(&target, &content, &cancel)?;
+            Ok(ToolOutput::text(reported))
         })
+        .await
     }
 }
 
