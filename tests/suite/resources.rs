@@ -628,14 +628,7 @@ fn prompt_infos(tools: &ToolSet) -> Vec<ToolPromptInfo> {
     tools
         .active_tools()
         .iter()
-        .map(|tool| {
-            let definition = tool.definition();
-            ToolPromptInfo {
-                name: definition.name.clone(),
-                snippet: definition.prompt_snippet.clone(),
-                guidelines: definition.prompt_guidelines.clone(),
-            }
-        })
+        .map(|tool| ToolPromptInfo::of_definition(tool.definition()))
         .collect()
 }
 

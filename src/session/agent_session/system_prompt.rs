@@ -22,14 +22,7 @@ use crate::store::LeafSelector;
 fn tool_prompt_infos(tools: &[Arc<dyn Tool>]) -> Vec<ToolPromptInfo> {
     tools
         .iter()
-        .map(|tool| {
-            let definition = tool.definition();
-            ToolPromptInfo {
-                name: definition.name.clone(),
-                snippet: definition.prompt_snippet.clone(),
-                guidelines: definition.prompt_guidelines.clone(),
-            }
-        })
+        .map(|tool| ToolPromptInfo::of_definition(tool.definition()))
         .collect()
 }
 

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::agent::tool::ToolDefinition;
 use crate::session::resources::context_files::ContextFile;
 use crate::session::resources::paths::display;
 use crate::session::resources::skills::Skill;
@@ -60,6 +61,15 @@ impl ToolPromptInfo {
             name: name.to_string(),
             snippet: snippet.map(str::to_string),
             guidelines: guidelines.iter().map(|g| (*g).to_string()).collect(),
+        }
+    }
+
+    /// The prompt info a tool's definition gives.
+    pub fn of_definition(definition: &ToolDefinition) -> Self {
+        Self {
+            name: definition.name.clone(),
+            snippet: definition.prompt_snippet.clone(),
+            guidelines: definition.prompt_guidelines.clone(),
         }
     }
 }
