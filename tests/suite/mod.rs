@@ -25,6 +25,7 @@ mod resources;
 mod rpc;
 mod rpc_interop;
 mod search;
+mod search_golden;
 mod session_compaction;
 mod session_lease;
 mod store;
