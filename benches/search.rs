@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pi::model::Entry;
 use pi::store::{ListScope, SessionStore, StoreConfig, StoreLocation};
 use pi::support::clock::SystemClock;
 use pi::support::ids::IdSource;

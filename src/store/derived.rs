@@ -142,7 +142,7 @@ pub fn apply(
     // Full-text documents and usage rows.
     let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
     for doc in search::docs_for(entry) {
-        sql::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
+        search::fts::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
     }
     let accounted = accounting(entry);
     if let Some(accounted) = &accounted {
@@ -357,12 +357,19 @@ fn message_role_is(payload: &[u8], role: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Deletes a session and everything that belongs to it, its search documents included.
+pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
+    search::fts::delete_search_rows(conn, path, sid)?;
+    sql::delete_session(conn, path, sid)
+}
+
 /// Recomputes every derived row of one session from its entries.
 pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
     let Some(session) = sql::session_by_sid(conn, path, sid)? else {
         return Ok(());
     };
     sql::reset_derived(conn, path, sid, &session.created_at)?;
+    search::fts::delete_search_rows(conn, path, sid)?;
     sql::set_irregular(conn, path, sid, false)?;
     for stored in sql::all_entries(conn, path, sid)? {
         let Some(entry) = Entry::parse(&stored.payload) else {

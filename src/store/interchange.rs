@@ -447,7 +447,7 @@ impl SessionStore {
             rusqlite::params![sid],
         )
         .at(path)?;
-        sql::delete_session(conn, path, sid)
+        derived::delete_session(conn, path, sid)
     }
 
     /// Removes the sessions that killed imports left staged: those whose process is gone on

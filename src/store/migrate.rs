@@ -66,6 +66,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0007_staged_imports.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 8,
+        name: "0008_search_totals.sql",
+        sql: include_str!("../../migrations/0008_search_totals.sql"),
+        rebuild_derived: true,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

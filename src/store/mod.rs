@@ -16,7 +16,6 @@
 pub mod context;
 pub mod derived;
 mod error;
-pub mod fts_index;
 pub mod imported;
 pub mod interchange;
 pub mod lease;
@@ -25,8 +24,8 @@ pub mod migrate;
 mod open;
 pub mod search;
 pub mod sql;
+pub mod testing;
 pub mod tree;
-pub mod unicode61;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -570,7 +569,7 @@ impl SessionStore {
     /// Deletes a session and all its entries (the only delete there is).
     pub fn delete_session(&self, session: &SessionId) -> Result<()> {
         self.write_session(session, |conn, path, sid| {
-            sql::delete_session(conn, path, sid)
+            derived::delete_session(conn, path, sid)
         })
     }
 
@@ -1477,9 +1476,9 @@ impl SessionStore {
         self.write_bulk(rebuild_all_derived)
     }
 
-    /// The number of documents in the full-text index (FTS5's own total; 0 when it has none).
+    /// The number of documents in the full-text index (0 when it has none).
     pub fn search_index_docs(&self) -> Result<i64> {
-        self.read(|conn, path| Ok(sql::fts_totals(conn, path)?.map_or(0, |(rows, _)| rows)))
+        self.read(|conn, path| Ok(search::fts::totals(conn, path)?.map_or(0, |(docs, _)| docs)))
     }
 
     /// After a bulk load (`pi import`): merges the full-text index into one segment when the
@@ -1498,9 +1497,9 @@ impl SessionStore {
         // A step that did no work ends it; the bound only guards against a merge that never
         // reports completion (the 1.25 M-document index takes ≈ 40 steps).
         for _ in 0..100_000 {
-            if !self
-                .write(|conn, path| sql::merge_search_index_step(conn, path, MERGE_STEP_PAGES))?
-            {
+            if !self.write(|conn, path| {
+                search::fts::merge_search_index_step(conn, path, MERGE_STEP_PAGES)
+            })? {
                 break;
             }
         }
@@ -1535,7 +1534,7 @@ fn rebuild_all_derived(conn: &Connection, path: &str) -> Result<()> {
     for sid in sql::all_sids(conn, path)? {
         derived::rebuild_session(conn, path, sid)?;
     }
-    sql::optimize_search_index(conn, path)?;
+    search::fts::optimize_search_index(conn, path)?;
     migrate::set_rebuild_pending(conn, path, false)
 }
 
@@ -1594,15 +1593,15 @@ mod tests {
         let ids: Vec<i64> = store
             .write(|conn, path| {
                 let mut ids = Vec::new();
-                sql::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
-                sql::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
+                search::fts::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
+                search::fts::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
                 // Fill the day up to its last order.
                 conn.execute(
                     "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
                     rusqlite::params![docid::make(day, docid::PER_DAY - 1, 1), ts],
                 )
                 .at(path)?;
-                sql::insert_search_doc(conn, path, 1, 4, &doc, ts)?;
+                search::fts::insert_search_doc(conn, path, 1, 4, &doc, ts)?;
                 let mut stmt = conn
                     .prepare("SELECT docid FROM search_docs ORDER BY seq")
                     .at(path)?;

@@ -6,8 +6,6 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::error::{SqliteContext, StoreError};
-use crate::store::fts_index::read_varint;
-use crate::store::search::{self, docid};
 
 /// Result alias for this module.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -240,14 +238,14 @@ pub fn set_irregular(conn: &Connection, path: &str, sid: i64, irregular: bool) -
     Ok(())
 }
 
-/// Deletes a session and everything that belongs to it.
+/// Deletes a session and everything that belongs to it but its search documents
+/// ([`crate::store::derived::delete_session`] deletes both).
 pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
     conn.execute(
         "UPDATE sessions SET deleting = 1 WHERE sid = ?1",
         params![sid],
     )
     .at(path)?;
-    delete_search_rows(conn, path, sid)?;
     // The files it came from stay recorded, with no session: an unchanged file is not brought
     // back by the next automatic import (`imported_files`, migration 0005).
     conn.execute(
@@ -387,7 +385,7 @@ pub struct EntryRow {
     pub payload: Vec<u8>,
 }
 
-fn entry_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EntryRow> {
+pub(crate) fn entry_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EntryRow> {
     Ok(EntryRow {
         seq: row.get(0)?,
         id: row.get(1)?,
@@ -780,7 +778,8 @@ pub fn apply_stats(conn: &Connection, path: &str, sid: i64, delta: &StatsDelta<'
     Ok(())
 }
 
-/// Resets a session's statistics to the empty state (before a rebuild).
+/// Resets a session's statistics and derived rows but its search documents to the empty state
+/// (before a rebuild).
 pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) -> Result<()> {
     conn.execute("DELETE FROM entry_path WHERE sid = ?1", params![sid])
         .at(path)?;
@@ -790,7 +789,6 @@ pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) 
         .at(path)?;
     conn.execute("DELETE FROM usage WHERE sid = ?1", params![sid])
         .at(path)?;
-    delete_search_rows(conn, path, sid)?;
     conn.execute(
         "UPDATE session_stats SET next_seq = 0, entries = 0, messages = 0, input = 0, output = 0,
              cache_read = 0, cache_write = 0, cost = 0, last_activity = ?2, name = NULL,
@@ -884,68 +882,6 @@ pub fn all_sids(conn: &Connection, path: &str) -> Result<Vec<i64>> {
     rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
-/// Deletes a session's search documents and their FTS rows.
-pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()> {
-    conn.execute(
-        "DELETE FROM search_fts WHERE rowid IN (SELECT docid FROM search_docs WHERE sid = ?1)",
-        params![sid],
-    )
-    .at(path)?;
-    conn.execute("DELETE FROM search_docs WHERE sid = ?1", params![sid])
-        .at(path)?;
-    Ok(())
-}
-
-/// Adds one search document and its FTS row, under a docid that carries its day and length
-/// (see [`search::docid`]).
-pub fn insert_search_doc(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-    doc: &search::Doc<'_>,
-    ts: i64,
-) -> Result<()> {
-    let indexed = search::index_text(&doc.text);
-    let docid = allocate_docid(conn, path, ts, search::token_count(&indexed))?;
-    conn.prepare_cached(
-        "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .at(path)?
-    .execute(params![docid, sid, seq, doc.role, doc.kind, ts])
-    .at(path)?;
-    conn.prepare_cached("INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)")
-        .at(path)?
-        .execute(params![docid, indexed])
-        .at(path)?;
-    Ok(())
-}
-
-/// Picks the next free docid of the entry's day (the next day when one is full).
-fn allocate_docid(conn: &Connection, path: &str, ts: i64, tokens: usize) -> Result<i64> {
-    let mut day = docid::day_of_ms(ts);
-    let mut stmt = conn
-        .prepare_cached("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")
-        .at(path)?;
-    while docid::day_in_range(day) {
-        let last: Option<i64> = stmt
-            .query_row(
-                params![docid::first_of_day(day), docid::first_of_day(day + 1)],
-                |row| row.get(0),
-            )
-            .at(path)?;
-        let order = last.map_or(0, |last| docid::order(last) + 1);
-        if order < docid::PER_DAY {
-            return Ok(docid::make(day, order, tokens));
-        }
-        day += 1;
-    }
-    Err(StoreError::Corrupt {
-        path: path.to_owned(),
-        message: "the search index has no docid left after this entry's time".to_owned(),
-    })
-}
-
 /// One row of the usage table.
 #[derive(Debug, Clone, Default)]
 pub struct UsageRow<'a> {
@@ -1011,530 +947,6 @@ pub fn insert_usage(
     ])
     .at(path)?;
     Ok(())
-}
-
-/// A search document's row in the document map.
-#[derive(Debug, Clone)]
-pub struct DocRow {
-    /// Session key.
-    pub sid: i64,
-    /// Entry seq.
-    pub seq: i64,
-    /// Role of the document.
-    pub role: String,
-    /// Kind of the document.
-    pub kind: String,
-    /// Entry time, Unix ms.
-    pub ts: i64,
-}
-
-/// One FTS candidate: a document that matched, with its bm25 rank, and its document-map row
-/// when the search needed it (filters by session, directory, time, model or branch).
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    /// FTS rowid / search_docs key.
-    pub docid: i64,
-    /// bm25 (lower is better).
-    pub bm25: f64,
-    /// The document-map row, when read (boxed: a search holds up to 2,000 candidates, most
-    /// without one).
-    pub doc: Option<Box<DocRow>>,
-}
-
-/// SQL filters of a search.
-#[derive(Debug, Clone, Default)]
-pub struct SearchFilter<'a> {
-    /// Only sessions whose cwd equals this.
-    pub cwd: Option<&'a str>,
-    /// Only this session.
-    pub sid: Option<i64>,
-    /// Only these roles (empty: all).
-    pub roles: &'a [String],
-    /// Only these kinds (empty: all).
-    pub kinds: &'a [String],
-    /// Entry time at or after (Unix ms).
-    pub since_ms: Option<i64>,
-    /// Entry time before (Unix ms).
-    pub until_ms: Option<i64>,
-    /// Only documents at or after this docid (bounds a second pass to the first one's window).
-    pub min_docid: Option<i64>,
-    /// Read each candidate's document-map row (else only the docid is read).
-    pub with_doc: bool,
-}
-
-impl SearchFilter<'_> {
-    /// Whether no filter narrows the matches (every match of the query is a candidate).
-    pub fn is_unfiltered(&self) -> bool {
-        !self.needs_doc() && self.min_docid.is_none()
-    }
-
-    /// Whether a candidate must be checked against its document-map row.
-    pub fn needs_doc(&self) -> bool {
-        self.cwd.is_some()
-            || self.sid.is_some()
-            || self.since_ms.is_some()
-            || self.until_ms.is_some()
-            || !self.roles.is_empty()
-            || !self.kinds.is_empty()
-    }
-}
-
-/// Which matches [`search_candidates`] walks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Walk {
-    /// The most recent this many (FTS5's reverse walk, stopped there).
-    Newest(i64),
-    /// All of them, in FTS5's forward order, returned newest first: for a query whose terms
-    /// bound its matches. The forward walk does less work per document, and an AND skips
-    /// through its longer lists by their doclist indexes instead of reading every entry.
-    All,
-}
-
-/// Returns the documents matching an FTS5 expression and the filters, newest first, as `walk`
-/// says; `bm25` is computed only when asked (FTS5 counts every document of each term for it,
-/// and reads each candidate's length), else it is 0. The document map is joined only when
-/// `filter.with_doc` or a filter needs it; `--since` also bounds the docid range.
-pub fn search_candidates(
-    conn: &Connection,
-    path: &str,
-    fts: &str,
-    filter: &SearchFilter<'_>,
-    walk: Walk,
-    with_bm25: bool,
-) -> Result<Vec<Candidate>> {
-    let rank = if with_bm25 { "bm25(search_fts)" } else { "0.0" };
-    let join = filter.with_doc || filter.needs_doc();
-    let mut sql = if join {
-        format!(
-            "SELECT search_fts.rowid, {rank}, d.sid, d.seq, d.role, d.kind, d.ts
-               FROM search_fts CROSS JOIN search_docs d ON d.docid = search_fts.rowid"
-        )
-    } else {
-        format!("SELECT search_fts.rowid, {rank} FROM search_fts")
-    };
-    if filter.cwd.is_some() {
-        sql.push_str(" CROSS JOIN sessions s ON s.sid = d.sid");
-    }
-    sql.push_str(" WHERE search_fts MATCH ?1");
-    let mut values: Vec<rusqlite::types::Value> = vec![fts.to_owned().into()];
-    let mut push = |clause: &str, value: rusqlite::types::Value, sql: &mut String| {
-        values.push(value);
-        sql.push_str(&clause.replace('?', &format!("?{}", values.len())));
-    };
-    if let Some(cwd) = filter.cwd {
-        push(" AND s.cwd = ?", cwd.to_owned().into(), &mut sql);
-    }
-    if let Some(sid) = filter.sid {
-        push(" AND d.sid = ?", sid.into(), &mut sql);
-    }
-    let mut lowest = filter.min_docid;
-    if let Some(since) = filter.since_ms {
-        // Docids sort by day: the range starts at the day of `since` (a full day spills
-        // only later), the exact time is checked on the row.
-        let first = docid::first_of_day(docid::day_of_ms(since));
-        lowest = Some(lowest.map_or(first, |low| low.max(first)));
-        push(" AND d.ts >= ?", since.into(), &mut sql);
-    }
-    if let Some(low) = lowest {
-        push(" AND search_fts.rowid >= ?", low.into(), &mut sql);
-    }
-    if let Some(until) = filter.until_ms {
-        push(" AND d.ts < ?", until.into(), &mut sql);
-    }
-    for (column, list) in [("d.role", filter.roles), ("d.kind", filter.kinds)] {
-        if list.is_empty() {
-            continue;
-        }
-        sql.push_str(&format!(" AND {column} IN ("));
-        for (idx, item) in list.iter().enumerate() {
-            if idx > 0 {
-                sql.push(',');
-            }
-            push("?", item.clone().into(), &mut sql);
-        }
-        sql.push(')');
-    }
-    if let Walk::Newest(limit) = walk {
-        push(
-            " ORDER BY search_fts.rowid DESC LIMIT ?",
-            limit.into(),
-            &mut sql,
-        );
-    }
-    let mut stmt = conn.prepare_cached(&sql).at(path)?;
-    let rows = stmt
-        .query_map(rusqlite::params_from_iter(values.iter()), |row| {
-            let doc = if join {
-                Some(Box::new(DocRow {
-                    sid: row.get(2)?,
-                    seq: row.get(3)?,
-                    role: row.get(4)?,
-                    kind: row.get(5)?,
-                    ts: row.get(6)?,
-                }))
-            } else {
-                None
-            };
-            Ok(Candidate {
-                docid: row.get(0)?,
-                bm25: row.get(1)?,
-                doc,
-            })
-        })
-        .at(path)?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
-    if walk == Walk::All {
-        out.reverse();
-    }
-    Ok(out)
-}
-
-/// Counts the newest matches of an FTS5 expression, up to `cap`, and returns them with the
-/// first `keep` of them as candidates (no filter, no document row, `bm25` 0): a one-term
-/// search's count and candidates in one walk, without a row struct per counted match.
-pub fn newest_matches(
-    conn: &Connection,
-    path: &str,
-    fts: &str,
-    cap: i64,
-    keep: usize,
-) -> Result<(i64, Vec<Candidate>)> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
-        )
-        .at(path)?;
-    let mut rows = stmt.query(params![fts, cap]).at(path)?;
-    let mut count = 0i64;
-    let mut kept = Vec::with_capacity(keep.min(usize::try_from(cap).unwrap_or(0)));
-    while let Some(row) = rows.next().at(path)? {
-        count += 1;
-        if kept.len() < keep {
-            kept.push(Candidate {
-                docid: row.get(0).at(path)?,
-                bm25: 0.0,
-                doc: None,
-            });
-        }
-    }
-    Ok((count, kept))
-}
-
-/// The sessions a filter keeps, when it keeps only some sessions and nothing else about a
-/// document (no role, kind or time filter): `--session`, or a directory's sessions.
-pub fn scope_sids(
-    conn: &Connection,
-    path: &str,
-    filter: &SearchFilter<'_>,
-) -> Result<Option<Vec<i64>>> {
-    if !filter.roles.is_empty()
-        || !filter.kinds.is_empty()
-        || filter.since_ms.is_some()
-        || filter.until_ms.is_some()
-    {
-        return Ok(None);
-    }
-    let mut sids = match filter.cwd {
-        Some(cwd) => {
-            let mut stmt = conn
-                .prepare_cached("SELECT sid FROM sessions WHERE cwd = ?1")
-                .at(path)?;
-            let rows = stmt.query_map(params![cwd], |row| row.get(0)).at(path)?;
-            rows.collect::<rusqlite::Result<Vec<i64>>>().at(path)?
-        }
-        None => match filter.sid {
-            Some(sid) => vec![sid],
-            None => return Ok(None),
-        },
-    };
-    if let (Some(sid), Some(_)) = (filter.sid, filter.cwd) {
-        sids.retain(|found| *found == sid);
-    }
-    Ok(Some(sids))
-}
-
-/// The number of entries of these sessions (an upper bound of their search documents'
-/// count, give or take the assistant messages that make several).
-pub fn scope_entries(conn: &Connection, path: &str, sids: &[i64]) -> Result<i64> {
-    let mut stmt = conn
-        .prepare_cached("SELECT entries FROM session_stats WHERE sid = ?1")
-        .at(path)?;
-    let mut total = 0i64;
-    for sid in sids {
-        let entries: Option<i64> = stmt
-            .query_row(params![sid], |row| row.get(0))
-            .optional()
-            .at(path)?;
-        total = total.saturating_add(entries.unwrap_or(0));
-    }
-    Ok(total)
-}
-
-/// The docids of these sessions' search documents, sorted (from the `(sid, seq)` index, which
-/// holds the docid: no table read).
-pub fn scope_docids(conn: &Connection, path: &str, sids: &[i64]) -> Result<Vec<i64>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT docid FROM search_docs WHERE sid = ?1")
-        .at(path)?;
-    let mut out = Vec::new();
-    for sid in sids {
-        let rows = stmt.query_map(params![sid], |row| row.get(0)).at(path)?;
-        for row in rows {
-            out.push(row.at(path)?);
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-/// The most recent `limit` documents matching an FTS5 expression whose docid is in `scope`
-/// (sorted docids; docid order, newest first; `bm25` 0, no document-map row), from `min_docid`
-/// on. Only the docid range the scope spans is read (a session's days, not the whole index).
-pub fn candidates_in(
-    conn: &Connection,
-    path: &str,
-    fts: &str,
-    scope: &[i64],
-    min_docid: Option<i64>,
-    limit: usize,
-) -> Result<Vec<Candidate>> {
-    let (Some(&first), Some(&last)) = (scope.first(), scope.last()) else {
-        return Ok(Vec::new());
-    };
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2 AND rowid <= ?3
-              ORDER BY rowid DESC",
-        )
-        .at(path)?;
-    let mut rows = stmt
-        .query(params![
-            fts,
-            min_docid.map_or(first, |low| low.max(first)),
-            last
-        ])
-        .at(path)?;
-    let mut out = Vec::new();
-    while out.len() < limit {
-        let Some(row) = rows.next().at(path)? else {
-            break;
-        };
-        let docid: i64 = row.get(0).at(path)?;
-        if scope.binary_search(&docid).is_ok() {
-            out.push(Candidate {
-                docid,
-                bm25: 0.0,
-                doc: None,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Returns a document's row in the document map.
-pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<DocRow>> {
-    conn.prepare_cached("SELECT sid, seq, role, kind, ts FROM search_docs WHERE docid = ?1")
-        .at(path)?
-        .query_row(params![docid], |row| {
-            Ok(DocRow {
-                sid: row.get(0)?,
-                seq: row.get(1)?,
-                role: row.get(2)?,
-                kind: row.get(3)?,
-                ts: row.get(4)?,
-            })
-        })
-        .optional()
-        .at(path)
-}
-
-/// Returns a document's row in the document map with its entry, in one statement (a hit
-/// shown needs both).
-pub fn doc_and_entry(
-    conn: &Connection,
-    path: &str,
-    docid: i64,
-) -> Result<Option<(DocRow, EntryRow)>> {
-    conn.prepare_cached(
-        "SELECT e.seq, e.id, e.parent_id, e.type, e.timestamp, e.payload, d.sid, d.role, d.kind, d.ts
-           FROM search_docs d JOIN entries e ON e.sid = d.sid AND e.seq = d.seq
-          WHERE d.docid = ?1",
-    )
-    .at(path)?
-    .query_row(params![docid], |row| {
-        let entry = entry_row(row)?;
-        let doc = DocRow {
-            sid: row.get(6)?,
-            seq: entry.seq,
-            role: row.get(7)?,
-            kind: row.get(8)?,
-            ts: row.get(9)?,
-        };
-        Ok((doc, entry))
-    })
-    .optional()
-    .at(path)
-}
-
-/// Returns the index totals FTS5 keeps for bm25 — documents and tokens — from its averages
-/// record (`%_data` row 1: SQLite varints, the row count then one token total per column), or
-/// `None` when the record is missing or unreadable.
-pub fn fts_totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
-    let block: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT block FROM search_fts_data WHERE id = 1")
-        .at(path)?
-        .query_row([], |row| row.get(0))
-        .optional()
-        .at(path)?;
-    let Some(block) = block else {
-        return Ok(None);
-    };
-    let mut rest = block.as_slice();
-    let rows = read_varint(&mut rest);
-    let tokens = read_varint(&mut rest);
-    Ok(rows
-        .zip(tokens)
-        .and_then(|(rows, tokens)| Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))))
-}
-
-/// Reads one record of FTS5's `%_data` table (`search_fts_data`) into `block` (cleared
-/// first); `false` when there is none.
-pub fn fts_block(conn: &Connection, path: &str, id: i64, block: &mut Vec<u8>) -> Result<bool> {
-    block.clear();
-    let mut stmt = conn
-        .prepare_cached("SELECT block FROM search_fts_data WHERE id = ?1")
-        .at(path)?;
-    let mut rows = stmt.query(params![id]).at(path)?;
-    let Some(row) = rows.next().at(path)? else {
-        return Ok(false);
-    };
-    match row.get_ref(0).at(path)? {
-        rusqlite::types::ValueRef::Blob(bytes) => block.extend_from_slice(bytes),
-        rusqlite::types::ValueRef::Null => {}
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// The leaf page of an FTS5 segment on which `key` would be: the last page whose first term
-/// (in `search_fts_idx`) is at most `key`; `None` when `key` sorts before them all.
-pub fn fts_term_page(
-    conn: &Connection,
-    path: &str,
-    segment: u64,
-    key: &[u8],
-) -> Result<Option<u64>> {
-    let value: Option<i64> = conn
-        .prepare_cached(
-            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term <= ?2
-              ORDER BY term DESC LIMIT 1",
-        )
-        .at(path)?
-        .query_row(params![segment as i64, key], |row| row.get(0))
-        .optional()
-        .at(path)?;
-    // The column holds the page number shifted left by one (bit 0: a doclist index exists).
-    Ok(value.map(|value| (value.max(0) as u64) >> 1))
-}
-
-/// The first leaf page of an FTS5 segment after `page` whose first term comes after `key`.
-/// (A merge in progress trims its input segments without removing their `%_idx` rows: rows
-/// of pages before a segment's first page, and of the rewritten first page, are passed over.)
-pub fn fts_next_term_page(
-    conn: &Connection,
-    path: &str,
-    segment: u64,
-    key: &[u8],
-    page: u64,
-) -> Result<Option<u64>> {
-    let value: Option<i64> = conn
-        .prepare_cached(
-            "SELECT pgno FROM search_fts_idx WHERE segid = ?1 AND term > ?2 AND pgno >= ?3
-              ORDER BY term LIMIT 1",
-        )
-        .at(path)?
-        .query_row(
-            params![segment as i64, key, ((page + 1) << 1) as i64],
-            |row| row.get(0),
-        )
-        .optional()
-        .at(path)?;
-    Ok(value.map(|value| (value.max(0) as u64) >> 1))
-}
-
-/// Counts the occurrences of one indexed token (or of every token starting with it) per
-/// document, from FTS5's vocabulary of instances; `None` when more than `cap` documents have
-/// it. Reads the token's position lists only — no row per document.
-pub fn term_frequencies(
-    conn: &Connection,
-    path: &str,
-    token: &str,
-    prefix: bool,
-    cap: usize,
-) -> Result<Option<search::TermFrequencies>> {
-    conn.prepare_cached(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab
-           USING fts5vocab(main, 'search_fts', 'instance')",
-    )
-    .at(path)?
-    .execute([])
-    .at(path)?;
-    let mut stmt = if prefix {
-        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term >= ?1 AND term < ?2")
-    } else {
-        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term = ?1 AND ?2 IS NOT NULL")
-    }
-    .at(path)?;
-    let upper = format!("{token}\u{10FFFF}");
-    let mut rows = stmt.query(params![token, upper]).at(path)?;
-    let mut out = search::TermFrequencies::default();
-    // Rows come by token, then docid: a prefix's documents repeat across its tokens, so its
-    // count is exact only once merged (done again each time the list grows by `cap`).
-    let mut check_at = cap;
-    while let Some(row) = rows.next().at(path)? {
-        out.add(row.get(0).at(path)?);
-        if out.docs() > check_at {
-            out.finish();
-            if out.docs() > cap {
-                return Ok(None);
-            }
-            check_at = out.docs() + cap;
-        }
-    }
-    out.finish();
-    Ok(Some(out))
-}
-
-/// Counts the documents matching an FTS5 expression, stopping at `cap`. In FTS5's own order
-/// (oldest first): its reverse walk decodes each page twice, ≈ 20 % more work per document
-/// than the pages the candidates' newest-first walk then shares with it saves.
-pub fn match_count_capped(conn: &Connection, path: &str, fts: &str, cap: i64) -> Result<i64> {
-    conn.prepare_cached(
-        "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?2)",
-    )
-    .at(path)?
-    .query_row(params![fts, cap], |row| row.get(0))
-    .at(path)
-}
-
-/// Returns `(docid, bm25)` of the documents from `min_docid` on matching an FTS5 expression.
-pub fn bm25_scores(
-    conn: &Connection,
-    path: &str,
-    fts: &str,
-    min_docid: i64,
-) -> Result<Vec<(i64, f64)>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid, bm25(search_fts) FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![fts, min_docid], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
 /// One row of `sessions stats`.
@@ -1660,29 +1072,10 @@ pub fn usage_stats(
 pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
     conn.execute_batch(
         "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM context_edits; DELETE FROM usage;
-         DELETE FROM search_docs;
+         DELETE FROM search_docs; DELETE FROM search_totals;
          INSERT INTO search_fts (search_fts) VALUES ('delete-all');",
     )
     .at(path)
-}
-
-/// Merges the full-text index into one segment (FTS5's `optimize`): a term is then one
-/// b-tree lookup and one doclist instead of one per segment (a bulk load leaves a dozen).
-pub fn optimize_search_index(conn: &Connection, path: &str) -> Result<()> {
-    conn.execute_batch("INSERT INTO search_fts (search_fts) VALUES ('optimize');")
-        .at(path)
-}
-
-/// One step of the same merge, of at most about `pages` leaf pages (FTS5's `merge` command
-/// with a negative budget: all segments towards one). Returns whether it did any work (FTS5
-/// writes at least two rows when it does).
-pub fn merge_search_index_step(conn: &Connection, path: &str, pages: i64) -> Result<bool> {
-    let before = conn.total_changes();
-    conn.prepare_cached("INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?1)")
-        .at(path)?
-        .execute(params![-pages.max(1)])
-        .at(path)?;
-    Ok(conn.total_changes().saturating_sub(before) >= 2)
 }
 
 // ----- interchange (import, merge, export; `store/interchange.rs`) ------------------------

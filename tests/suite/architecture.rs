@@ -641,6 +641,12 @@ fn the_cycle_check_sees_cycles_through_grouped_super_and_child_paths() {
 }
 
 #[test]
+fn store_modules_import_no_cycle() {
+    let cycles = import_cycles("store", &["search"], &layer_files("store"));
+    assert!(cycles.is_empty(), "{}", cycles.join("\n"));
+}
+
+#[test]
 fn session_modules_import_no_cycle() {
     let cycles = import_cycles(
         "session",

@@ -1,0 +1,33 @@
+//! What tests and benchmarks may look at inside the store, beyond [`crate::store::SessionStore`]'s
+//! API: read-only views of derived data, each opening the database file on its own (no
+//! connection or other SQLite type crosses this boundary). Not for product code.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::store::StoreError;
+use crate::store::error::SqliteContext;
+use crate::store::search::{TermFrequencies, fts};
+
+fn open(db: &Path) -> Result<Connection, StoreError> {
+    let path = db.display().to_string();
+    Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).at(&path)
+}
+
+/// The index totals ranking uses (`search_totals`): documents and tokens; `None` when nothing
+/// is indexed.
+pub fn search_totals(db: &Path) -> Result<Option<(i64, i64)>, StoreError> {
+    fts::totals(&open(db)?, &db.display().to_string())
+}
+
+/// How often one indexed token (or every token starting with it) occurs in each document,
+/// from FTS5's vocabulary, as ranking reads it; `None` when more than `cap` documents hold it.
+pub fn term_frequencies(
+    db: &Path,
+    token: &str,
+    prefix: bool,
+    cap: usize,
+) -> Result<Option<TermFrequencies>, StoreError> {
+    fts::term_frequencies(&open(db)?, &db.display().to_string(), token, prefix, cap)
+}
