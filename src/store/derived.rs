@@ -4,12 +4,15 @@
 //! Invariant: nothing here is a source of truth. [`rebuild_session`] recomputes every derived
 //! row of a session from its entries alone and must give what the appends gave.
 
+use std::collections::{HashMap, HashSet};
+
 use rusqlite::Connection;
 
 use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind};
 use crate::model::message::{AgentMessage, Usage};
 use crate::store::error::StoreError;
-use crate::store::search;
+use crate::store::search::docs::docs_for;
+use crate::store::search::fts;
 use crate::store::sql::{self, EntryInsert, PathState, StatsDelta, UsageRow};
 
 /// Inserts an entry row and its derived rows; the caller moves the leaf.
@@ -141,8 +144,8 @@ pub fn apply(
 
     // Full-text documents and usage rows.
     let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
-    for doc in search::docs_for(entry) {
-        search::fts::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
+    for doc in docs_for(entry) {
+        fts::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
     }
     let accounted = accounting(entry);
     if let Some(accounted) = &accounted {
@@ -359,7 +362,7 @@ fn message_role_is(payload: &[u8], role: &str) -> bool {
 
 /// Deletes a session and everything that belongs to it, its search documents included.
 pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
-    search::fts::delete_search_rows(conn, path, sid)?;
+    fts::delete_search_rows(conn, path, sid)?;
     sql::delete_session(conn, path, sid)
 }
 
@@ -369,7 +372,7 @@ pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), St
         return Ok(());
     };
     sql::reset_derived(conn, path, sid, &session.created_at)?;
-    search::fts::delete_search_rows(conn, path, sid)?;
+    fts::delete_search_rows(conn, path, sid)?;
     sql::set_irregular(conn, path, sid, false)?;
     for stored in sql::all_entries(conn, path, sid)? {
         let Some(entry) = Entry::parse(&stored.payload) else {
@@ -393,4 +396,49 @@ pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), St
         apply(conn, path, &row, &entry)?;
     }
     Ok(())
+}
+
+/// Returns the seqs on the path root → `leaf_seq` as a set (plain walk).
+pub fn path_set(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    leaf_seq: i64,
+) -> Result<HashSet<i64>, StoreError> {
+    Ok(plain_walk(conn, path, sid, leaf_seq)?.into_iter().collect())
+}
+
+/// Walks parent ids from `leaf_seq` (a lookup takes the latest line with an id), stopping
+/// at a root, an unknown parent, or an entry already visited.
+pub fn plain_walk(
+    conn: &Connection,
+    path: &str,
+    sid: i64,
+    leaf_seq: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let mut links = sql::all_links(conn, path, sid)?;
+    links.sort_unstable_by_key(|(seq, _, _)| *seq);
+    let mut latest: HashMap<&str, usize> = HashMap::with_capacity(links.len());
+    for (idx, (_, id, _)) in links.iter().enumerate() {
+        if let Some(id) = id {
+            latest.insert(id.as_str(), idx);
+        }
+    }
+    let mut out = Vec::new();
+    let mut visited = HashSet::new();
+    let mut current = links
+        .binary_search_by_key(&leaf_seq, |(seq, _, _)| *seq)
+        .ok();
+    while let Some(idx) = current {
+        if !visited.insert(idx) {
+            break;
+        }
+        let (seq, _, parent) = &links[idx];
+        out.push(*seq);
+        current = parent
+            .as_deref()
+            .and_then(|parent| latest.get(parent).copied());
+    }
+    out.reverse();
+    Ok(out)
 }

@@ -6,13 +6,17 @@
 //! looks (at the error code, free space, the file-size limit, permissions); it never touches
 //! the database.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rusqlite::ErrorCode;
 use rusqlite::ffi;
 
 use crate::model::{EntryId, SessionId};
-use crate::store::lease::LeaseHolder;
+
+/// Result alias for the store.
+pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// An error from the session store.
 #[derive(Debug, thiserror::Error)]
@@ -407,11 +411,83 @@ pub(crate) fn not_writable(path: &str) -> Option<String> {
 /// Attaches the database path to SQLite errors.
 pub(crate) trait SqliteContext<T> {
     /// Wraps a `rusqlite` error with the database path.
-    fn at(self, path: &str) -> Result<T, StoreError>;
+    fn at(self, path: &str) -> std::result::Result<T, StoreError>;
 }
 
-impl<T> SqliteContext<T> for Result<T, rusqlite::Error> {
-    fn at(self, path: &str) -> Result<T, StoreError> {
+impl<T> SqliteContext<T> for std::result::Result<T, rusqlite::Error> {
+    fn at(self, path: &str) -> std::result::Result<T, StoreError> {
         self.map_err(|source| classify(path, source))
+    }
+}
+
+/// Who holds a session's lease, as another process sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// What holds it, such as `pi (interactive)`.
+    pub owner: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// The holder's host name.
+    pub host: String,
+    /// When the lease was taken (Unix milliseconds).
+    pub acquired_at_ms: i64,
+    /// How long ago the holder last renewed the heartbeat.
+    pub heartbeat_age: Duration,
+    /// The age after which the holder's heartbeat is stale (the holder's setting).
+    pub stale_after: Duration,
+    /// Whether the holder's process still runs: `Some` on this host, `None` on another host
+    /// (where it cannot be told).
+    pub owner_alive_on_this_host: Option<bool>,
+}
+
+impl LeaseHolder {
+    /// Returns true when the heartbeat is older than the holder's `stale_after`.
+    pub fn is_stale(&self) -> bool {
+        self.heartbeat_age >= self.stale_after
+    }
+
+    /// Returns true when the lease may be taken over now: the holder is gone on this host, or
+    /// its heartbeat is stale.
+    pub fn can_take_over_now(&self) -> bool {
+        self.owner_alive_on_this_host == Some(false) || self.is_stale()
+    }
+
+    /// Returns how long until the lease may be taken over if the holder stops renewing it
+    /// (zero when it may be taken over now).
+    pub fn take_over_in(&self) -> Duration {
+        if self.can_take_over_now() {
+            Duration::ZERO
+        } else {
+            self.stale_after.saturating_sub(self.heartbeat_age)
+        }
+    }
+
+    /// Returns what a one-shot command can do about it, for messages.
+    pub(crate) fn advice(&self) -> String {
+        if self.can_take_over_now() {
+            "its holder is gone; retry".to_owned()
+        } else {
+            format!(
+                "retry after it ends (or in {} s if it stopped responding), or continue the session in that process",
+                self.take_over_in().as_secs().max(1)
+            )
+        }
+    }
+}
+
+impl fmt::Display for LeaseHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}, pid {} on {}, last heartbeat {} s ago",
+            self.owner,
+            self.pid,
+            self.host,
+            self.heartbeat_age.as_secs()
+        )?;
+        if self.owner_alive_on_this_host == Some(false) {
+            write!(f, ", process gone")?;
+        }
+        Ok(())
     }
 }

@@ -13,8 +13,8 @@
 use rusqlite::Connection;
 
 use crate::model::ids::SessionId;
+use crate::store::Result;
 use crate::store::sql::{self, ImportedFileRow, ImportedFileUpsert};
-use crate::store::{Result, SessionStore};
 
 /// Where an import left a file: what the next import compares with and reads from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub struct FileRecord {
 }
 
 impl FileRecord {
-    fn from_row(row: ImportedFileRow) -> Self {
+    pub(crate) fn from_row(row: ImportedFileRow) -> Self {
         let unsigned = |value: i64| u64::try_from(value).unwrap_or(0);
         Self {
             mark: FileMark {
@@ -119,41 +119,4 @@ pub(crate) fn put_record(
 /// Reads the record of one file inside a transaction.
 pub(crate) fn record_in(conn: &Connection, path: &str, file: &[u8]) -> Result<Option<FileRecord>> {
     Ok(sql::imported_file(conn, path, file)?.map(FileRecord::from_row))
-}
-
-impl SessionStore {
-    /// Returns the record of the file at this canonical path, if an import read it.
-    pub fn file_record(&self, file: &[u8]) -> Result<Option<FileRecord>> {
-        self.read(|conn, path| record_in(conn, path, file))
-    }
-
-    /// Returns the records of every file under a directory (`dir` is its canonical path with
-    /// a trailing `/`), in path order — one indexed range query, whatever their number.
-    pub fn file_records_under(&self, dir: &[u8]) -> Result<Vec<FileRecord>> {
-        self.read(|conn, path| {
-            Ok(sql::imported_files_under(conn, path, dir)?
-                .into_iter()
-                .map(FileRecord::from_row)
-                .collect())
-        })
-    }
-
-    /// Returns `(canonical path, size, mtime_ns)` of every file recorded under a directory
-    /// (`dir` with a trailing `/`): the one query of the check at start, on the records'
-    /// table alone.
-    pub fn file_stats_under(&self, dir: &[u8]) -> Result<Vec<(Vec<u8>, u64, i64)>> {
-        self.read(|conn, path| {
-            Ok(sql::imported_stats_under(conn, path, dir)?
-                .into_iter()
-                .map(|(file, size, mtime_ns)| (file, u64::try_from(size).unwrap_or(0), mtime_ns))
-                .collect())
-        })
-    }
-
-    /// Records a file of which nothing was stored (it was refused), so that an unchanged
-    /// file is not read again by the automatic import.
-    pub fn record_unstored_file(&self, mark: &FileMark) -> Result<()> {
-        let imported_at = self.clock().now_iso();
-        self.write(|conn, path| put_record(conn, path, mark, None, &imported_at))
-    }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, params};
 
 use crate::store::error::SqliteContext;
-use crate::store::{SessionStore, StoreError, derived, sql};
+use crate::store::{StoreError, derived, sql};
 
 /// What `db check` found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ fn count(conn: &Connection, path: &str, sql_text: &str) -> Result<i64, StoreErro
 
 /// The read-only part of `check`, in one snapshot: integrity, orphans, counts; returns the
 /// sessions to compare.
-fn check_snapshot(
+pub(crate) fn check_snapshot(
     conn: &Connection,
     path: &str,
     report: &mut CheckReport,
@@ -207,7 +207,7 @@ fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<Str
 
 /// The full-text index's integrity check and every session's rebuild comparison on `conn`
 /// (a scratch copy, or an in-memory store's own connection); problems go to `report`.
-fn compare_all(
+pub(crate) fn compare_all(
     conn: &Connection,
     path: &str,
     sids: Vec<i64>,
@@ -293,205 +293,8 @@ pub fn clear_damage_mark(db: &Path) -> Result<(), StoreError> {
     }
 }
 
-impl SessionStore {
-    /// Checks integrity, orphans and that every derived table matches a rebuild from the
-    /// entries. Changes nothing in the database, and never takes its write lock.
-    ///
-    /// Integrity and orphans are read in one snapshot on a reader connection (writers go on);
-    /// the full-text index check and each session's rebuild comparison run on a scratch copy
-    /// beside the database (`check_on_scratch`). Damage found on the way is reported as a
-    /// problem and leaves the damage mark `<db>.damaged` (no command writes to the database
-    /// until a check passes, which removes it); a database that cannot be checked at all
-    /// (busy, disk full, an unwritable directory for the scratch copy) is an error.
-    pub fn check(&self) -> Result<CheckReport, StoreError> {
-        let mut report = CheckReport::default();
-        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
-            Ok(sids) => Some(sids),
-            Err(StoreError::Damaged { detail, .. }) => {
-                report.damaged = true;
-                report.problems.push(format!("damaged: {detail}"));
-                None
-            }
-            Err(other) => return Err(other),
-        };
-        if let Some(sids) = sids {
-            match self.inner.conns.file.clone() {
-                Some(file) => self.check_on_scratch(&file, sids, &mut report)?,
-                None => {
-                    let conn = super::lock(&self.inner.conns.writer);
-                    compare_all(&conn, self.path(), sids, &mut report)?;
-                }
-            }
-        }
-        if let Some(file) = &self.inner.conns.file {
-            let marked = if report.damaged {
-                mark_damaged(file, &report.problems).map(|_| ())
-            } else {
-                clear_damage_mark(file)
-            };
-            if let Err(error) = marked {
-                report.problems.push(error.to_string());
-            }
-        }
-        Ok(report)
-    }
-
-    /// The part of `check` that must write (the full-text index's integrity check, each
-    /// session's rebuild comparison), run on a scratch copy of the database beside it
-    /// (`.<name>.<pid>.pi-check`, made with `VACUUM INTO` on a reader, removed afterwards), so
-    /// that `db check` never takes the database's write lock: writers go on whatever its
-    /// length.
-    fn check_on_scratch(
-        &self,
-        file: &Path,
-        sids: Vec<i64>,
-        report: &mut CheckReport,
-    ) -> Result<(), StoreError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let name = file
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "pi.db".to_owned());
-        let dir = match file.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let scratch = dir.join(format!(".{name}.{}.pi-check", std::process::id()));
-        remove_backup_files(&scratch);
-        let display = self.path().to_owned();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&scratch)
-            .map_err(|source| StoreError::io(&display, &scratch, source))?;
-        let result = (|| {
-            let scratch_text = scratch.to_string_lossy().into_owned();
-            let copied = self.with_reader(|conn, path| {
-                conn.execute("VACUUM INTO ?1", params![scratch_text])
-                    .at(path)?;
-                Ok(())
-            });
-            match copied {
-                Ok(()) => {}
-                Err(StoreError::Damaged { detail, .. }) => {
-                    report.damaged = true;
-                    report.problems.push(format!("damaged: {detail}"));
-                    return Ok(());
-                }
-                Err(other) => return Err(other),
-            }
-            let conn = Connection::open(&scratch).at(&scratch_text)?;
-            compare_all(&conn, &display, sids, report)
-        })();
-        remove_backup_files(&scratch);
-        result
-    }
-
-    /// Writes a consistent copy of the database to `dest` (mode 0600; it must not exist),
-    /// while other processes may keep writing.
-    ///
-    /// The copy is written to a temporary file beside `dest` (`.<name>.<pid>.pi-backup`),
-    /// synced, and renamed to `dest` only when complete (a rename that refuses to replace a
-    /// file, so a file created meanwhile is kept), then the directory is synced: whatever
-    /// happens, `dest` is either absent or a whole backup. The temporary is removed when the
-    /// backup fails; one a killed backup left behind is removed by the next backup to the same
-    /// name (only when its process is gone).
-    pub fn backup(&self, dest: &Path) -> Result<(), StoreError> {
-        let failed = |detail: String| StoreError::Backup {
-            path: dest.to_path_buf(),
-            detail,
-        };
-        if std::fs::symlink_metadata(dest).is_ok() {
-            return Err(StoreError::BackupExists {
-                path: dest.to_path_buf(),
-            });
-        }
-        let name = dest
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .ok_or_else(|| failed("it does not name a file".to_owned()))?;
-        let dir = match dest.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !dir.is_dir() {
-            return Err(failed(format!(
-                "the directory {} does not exist",
-                dir.display()
-            )));
-        }
-        remove_stale_backups(&dir, &name);
-        let temp = dir.join(format!(".{name}.{}.pi-backup", std::process::id()));
-        let result = self.backup_through(&temp, dest, &dir);
-        if result.is_err() {
-            remove_backup_files(&temp);
-        }
-        result.map_err(|error| match error {
-            BackupFailure::Exists => StoreError::BackupExists {
-                path: dest.to_path_buf(),
-            },
-            BackupFailure::Io(what, at, source) => failed(match source.kind() {
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
-                    format!("the directory {} is not writable ({source})", dir.display())
-                }
-                _ => format!("{what} {}: {source}", at.display()),
-            }),
-            BackupFailure::Store(error) => error,
-        })
-    }
-
-    /// Writes the copy to `temp`, syncs it and renames it to `dest`.
-    fn backup_through(&self, temp: &Path, dest: &Path, dir: &Path) -> Result<(), BackupFailure> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let io = |what: &'static str, at: &Path| {
-            let at = at.to_path_buf();
-            move |source| BackupFailure::Io(what, at, source)
-        };
-        // Created here, empty, with mode 0600: VACUUM INTO fills an empty file.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(temp)
-            .map_err(io("cannot create", temp))?;
-        let temp_text = temp.to_string_lossy().into_owned();
-        self.with_reader(|conn, path| {
-            conn.execute("VACUUM INTO ?1", params![temp_text])
-                .at(path)?;
-            Ok(())
-        })
-        .map_err(BackupFailure::Store)?;
-        // VACUUM INTO does not sync what it wrote.
-        std::fs::File::open(temp)
-            .and_then(|file| file.sync_all())
-            .map_err(io("cannot sync", temp))?;
-        rename_no_replace(temp, dest)?;
-        std::fs::File::open(dir)
-            .and_then(|handle| handle.sync_all())
-            .map_err(io("cannot sync the directory", dir))
-    }
-
-    /// Token and cost totals grouped by day, week, model, provider, cwd or session.
-    pub fn usage_stats(
-        &self,
-        by: StatsBy,
-        since_ms: Option<i64>,
-    ) -> Result<Vec<sql::StatsRow>, StoreError> {
-        let (key, assistant_only, by_key) = match by {
-            StatsBy::Day => ("u.day", false, true),
-            StatsBy::Week => ("u.week", false, true),
-            StatsBy::Model => ("u.provider || '/' || u.model", true, false),
-            StatsBy::Provider => ("u.provider", true, false),
-            StatsBy::Cwd => ("s.cwd", false, false),
-            StatsBy::Session => ("s.id", false, false),
-        };
-        self.read(|conn, path| sql::usage_stats(conn, path, key, assistant_only, since_ms, by_key))
-    }
-}
-
 /// Why a backup stopped, before it becomes a [`StoreError`] naming the backup.
-enum BackupFailure {
+pub(crate) enum BackupFailure {
     /// The backup's name appeared while it was written.
     Exists,
     /// A file-system step failed: what, on which file.
@@ -502,7 +305,7 @@ enum BackupFailure {
 
 /// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`; on a file
 /// system without it, a check just before a plain rename).
-fn rename_no_replace(from: &Path, to: &Path) -> Result<(), BackupFailure> {
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> Result<(), BackupFailure> {
     use nix::errno::Errno;
     use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
@@ -524,7 +327,7 @@ fn rename_no_replace(from: &Path, to: &Path) -> Result<(), BackupFailure> {
 }
 
 /// Removes a backup's temporary file and the journal files SQLite may have made beside it.
-fn remove_backup_files(temp: &Path) {
+pub(crate) fn remove_backup_files(temp: &Path) {
     for suffix in ["", "-journal", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", temp.display()));
     }
@@ -532,7 +335,7 @@ fn remove_backup_files(temp: &Path) {
 
 /// Removes the temporaries of backups to `name` in `dir` whose process is gone (a killed
 /// backup's); only files of exactly that shape, `.<name>.<pid>.pi-backup` (and its journals).
-fn remove_stale_backups(dir: &Path, name: &str) {
+pub(crate) fn remove_stale_backups(dir: &Path, name: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

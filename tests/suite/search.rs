@@ -1299,6 +1299,15 @@ fn word_and_phrase_queries_answer_as_they_did_over_segments_and_tombstones() {
                 .collect()
         };
         assert_eq!(strip(&got["hits"]), strip(&want["hits"]), "{label}");
+        // After a removal bm25's totals are the live documents (`search_totals`); the search
+        // of stop 29 took FTS5's, which keep counting removed ones: the same hits in the same
+        // order, scores apart by up to a few percent (the removed session held 2.4 % of the
+        // documents; a word in half of them has an idf that sensitive).
+        let tolerance = if want["stage"] == "a removed session's tombstones" {
+            0.15
+        } else {
+            1e-9
+        };
         for (got, want) in got["hits"]
             .as_array()
             .unwrap()
@@ -1310,7 +1319,7 @@ fn word_and_phrase_queries_answer_as_they_did_over_segments_and_tombstones() {
                 want["score"].as_f64().unwrap(),
             );
             assert!(
-                (got - want).abs() <= want.abs() * 1e-9,
+                (got - want).abs() <= want.abs() * tolerance,
                 "{label}: score {got}, was {want}"
             );
         }

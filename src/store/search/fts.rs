@@ -7,7 +7,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::error::{SqliteContext, StoreError};
-use crate::store::search::{self, docid};
+use crate::store::search::bm25::TermFrequencies;
+use crate::store::search::docid;
+use crate::store::search::docs::{Doc, index_text, token_count};
 use crate::store::sql::{EntryRow, entry_row};
 
 /// Result alias for this module.
@@ -28,17 +30,17 @@ pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()>
 }
 
 /// Adds one search document and its FTS row, under a docid that carries its day and length
-/// (see [`search::docid`]), and counts it in its session's totals.
+/// (see [`docid`]), and counts it in its session's totals.
 pub fn insert_search_doc(
     conn: &Connection,
     path: &str,
     sid: i64,
     seq: i64,
-    doc: &search::Doc<'_>,
+    doc: &Doc<'_>,
     ts: i64,
 ) -> Result<()> {
-    let indexed = search::index_text(&doc.text);
-    let tokens = search::token_count(&indexed);
+    let indexed = index_text(&doc.text);
+    let tokens = token_count(&indexed);
     let docid = allocate_docid(conn, path, ts, tokens)?;
     conn.prepare_cached(
         "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -472,7 +474,7 @@ pub fn term_frequencies(
     token: &str,
     prefix: bool,
     cap: usize,
-) -> Result<Option<search::TermFrequencies>> {
+) -> Result<Option<TermFrequencies>> {
     conn.prepare_cached(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab
            USING fts5vocab(main, 'search_fts', 'instance')",
@@ -488,7 +490,7 @@ pub fn term_frequencies(
     .at(path)?;
     let upper = format!("{token}\u{10FFFF}");
     let mut rows = stmt.query(params![token, upper]).at(path)?;
-    let mut out = search::TermFrequencies::default();
+    let mut out = TermFrequencies::default();
     // Rows come by token, then docid: a prefix's documents repeat across its tokens, so its
     // count is exact only once merged (done again each time the list grows by `cap`).
     let mut check_at = cap;

@@ -15,6 +15,7 @@
 //!
 //! Invariant: the pure parts (docs, query parsing, snippets) do no I/O.
 
+pub mod bm25;
 pub mod docid;
 pub mod docs;
 pub(crate) mod fts;
@@ -26,8 +27,9 @@ pub mod snippet;
 mod tests;
 pub mod unicode61;
 
+pub use bm25::{Bm25, TermFrequencies};
 pub use docs::{Doc, MAX_DOC_BYTES, docs_for, index_text, is_cjk, single_token, token_count};
 pub use query::{MAX_PHRASE_WORDS, MAX_QUERY_BYTES, MAX_TERMS, Query, QueryError};
-pub use rank::{Bm25, CANDIDATES, COMMON_PHRASE_DOCS, COMMON_TERM_DOCS, TermFrequencies, score};
+pub use rank::{CANDIDATES, COMMON_PHRASE_DOCS, COMMON_TERM_DOCS, score};
 pub use run::{ContextEditKind, SearchHit, SearchRequest};
 pub use snippet::snippet;

@@ -16,7 +16,7 @@ use crate::store::search::rank::{
 };
 use crate::store::search::snippet::snippet;
 use crate::store::search::{docid, fts};
-use crate::store::{ListScope, SessionStore, StoreError, derived, sql};
+use crate::store::{ListScope, StoreError, derived, sql};
 
 /// A search as the CLI hands it to the store.
 #[derive(Debug, Clone)]
@@ -277,180 +277,6 @@ fn evaluate(
     })
 }
 
-impl SessionStore {
-    /// Runs a full-text search: the most recent [`CANDIDATES`] matching documents that pass
-    /// the filters, ranked by bm25 with a recency boost.
-    ///
-    /// Ranking reads the index only where it can ([`Ranking::Index`]): each selective term's
-    /// frequencies come from FTS5's vocabulary, each document's length and time from its docid,
-    /// the totals from `search_totals`, and the document map is read for the hits shown (and
-    /// for the candidates when a filter needs their session). A query with a selective phrase
-    /// is ranked by FTS5's `bm25()` instead, which reads each candidate's length.
-    pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
-        self.read(|conn, path| {
-            let sid = match &request.session {
-                Some(session) => {
-                    Some(sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
-                        StoreError::SessionNotFound {
-                            query: session.to_string(),
-                        }
-                    })?)
-                }
-                None => None,
-            };
-            // The model and branch filters look at each candidate's entry.
-            let per_entry = request.model.is_some() || request.active_only;
-            let filter = fts::SearchFilter {
-                cwd: match &request.scope {
-                    ListScope::All => None,
-                    ListScope::Cwd(cwd) => Some(cwd.as_str()),
-                },
-                sid,
-                roles: &request.roles,
-                kinds: &request.kinds,
-                since_ms: request.since_ms,
-                until_ms: request.until_ms,
-                min_docid: None,
-                with_doc: per_entry,
-            };
-            let terms = request.query.positive_terms();
-            let Evaluated {
-                ranking,
-                mut candidates,
-                phrase_hits,
-            } = evaluate(conn, path, request, &filter, per_entry, &terms)?;
-            if let Ranking::Index { bm25, terms } = &ranking {
-                for candidate in &mut candidates {
-                    candidate.bm25 = bm25.score(terms, candidate.docid);
-                }
-            }
-            let mut active = ActivePaths::default();
-            let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
-            let mut scored = Vec::with_capacity(candidates.len());
-            for candidate in candidates {
-                if per_entry {
-                    let Some(doc) = &candidate.doc else {
-                        continue;
-                    };
-                    if let Some(pattern) = &request.model {
-                        let model = model_at(conn, path, doc.sid, doc.seq, &mut models)?;
-                        let pattern = pattern.to_lowercase();
-                        if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
-                            continue;
-                        }
-                    }
-                    if request.active_only && !active.contains(conn, path, doc.sid, doc.seq)? {
-                        continue;
-                    }
-                }
-                let ts = candidate
-                    .doc
-                    .as_ref()
-                    .map_or_else(|| docid::time_ms(candidate.docid), |doc| doc.ts);
-                // Without a selective term every relevance is 0: the newest matches come first
-                // (the sort below breaks ties by recency); an exact phrase still ranks first.
-                let mut value = score(candidate.bm25, request.now_ms - ts);
-                if phrase_hits.contains(&candidate.docid) {
-                    value = value * 2.0 + 1.0;
-                }
-                scored.push(Scored {
-                    candidate,
-                    score: value,
-                });
-            }
-            // Best first; docids are unique, so the order is total and the top `limit` are
-            // the same whether all candidates are sorted or only those selected first.
-            let best_first = |a: &Scored, b: &Scored| {
-                b.score
-                    .total_cmp(&a.score)
-                    .then(b.candidate.docid.cmp(&a.candidate.docid))
-            };
-            if request.limit > 0 && scored.len() > request.limit {
-                scored.select_nth_unstable_by(request.limit - 1, best_first);
-                scored.truncate(request.limit);
-            }
-            scored.sort_by(best_first);
-            scored.truncate(request.limit);
-            let mut hits = Vec::with_capacity(scored.len());
-            for Scored { candidate, score } in scored {
-                let found = match candidate.doc {
-                    Some(doc) => {
-                        sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (*doc, row))
-                    }
-                    None => fts::doc_and_entry(conn, path, candidate.docid)?,
-                };
-                let Some((doc, row)) = found else {
-                    continue;
-                };
-                let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
-                    continue;
-                };
-                let entry = Entry::parse(&row.payload);
-                let text = entry
-                    .as_ref()
-                    .map(docs_for)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|found| found.kind == doc.kind && found.role == doc.role)
-                    .map(|found| found.text.into_owned())
-                    .unwrap_or_default();
-                let on_active_path = active.contains(conn, path, doc.sid, doc.seq)?;
-                let context_edit = match (&row.id, on_active_path) {
-                    (Some(id), true) => {
-                        let mut found = None;
-                        for (edit_seq, omits) in sql::context_edits_of(conn, path, doc.sid, id)? {
-                            if active.contains(conn, path, doc.sid, edit_seq)? {
-                                found = Some(if omits {
-                                    ContextEditKind::Omitted
-                                } else {
-                                    ContextEditKind::Replaced
-                                });
-                                break;
-                            }
-                        }
-                        found
-                    }
-                    _ => None,
-                };
-                hits.push(SearchHit {
-                    session: SessionId::new(session.id.clone()),
-                    entry: row.id.map(EntryId::new),
-                    seq: doc.seq,
-                    role: doc.role,
-                    kind: doc.kind,
-                    snippet: snippet(
-                        &text,
-                        &terms,
-                        &request.highlight.0,
-                        &request.highlight.1,
-                        request.snippet_width,
-                    ),
-                    score,
-                    cwd: session.cwd.clone(),
-                    timestamp: row.timestamp,
-                    name: session.name.clone(),
-                    first_message: session.first_message.clone(),
-                    on_active_path,
-                    context_edit,
-                });
-            }
-            Ok(hits)
-        })
-    }
-
-    /// Whether an entry (by seq) lies on its session's active path.
-    pub fn on_active_path(&self, session: &SessionId, seq: i64) -> Result<bool, StoreError> {
-        self.read(|conn, path| {
-            let sid = sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
-                StoreError::SessionNotFound {
-                    query: session.to_string(),
-                }
-            })?;
-            ActivePaths::default().contains(conn, path, sid, seq)
-        })
-    }
-}
-
 /// The model in effect at an entry: its own for an assistant message, else the last model
 /// entry on its path (`provider/model`).
 fn model_at(
@@ -533,9 +359,7 @@ impl ActivePaths {
                 None => (None, false, None),
             };
             let set = match leaf {
-                Some(leaf_seq) if irregular => {
-                    Some(SessionStore::path_set(conn, path, sid, leaf_seq)?)
-                }
+                Some(leaf_seq) if irregular => Some(derived::path_set(conn, path, sid, leaf_seq)?),
                 Some(_) => None,
                 None => Some(HashSet::new()),
             };
@@ -561,4 +385,176 @@ impl ActivePaths {
         };
         Ok(derived::ancestor_at_depth(conn, path, sid, leaf, state.depth)? == Some(seq))
     }
+}
+
+/// Runs a full-text search: the most recent [`CANDIDATES`] matching documents that pass
+/// the filters, ranked by bm25 with a recency boost.
+///
+/// Ranking reads the index only where it can ([`Ranking::Index`]): each selective term's
+/// frequencies come from FTS5's vocabulary, each document's length and time from its docid,
+/// the totals from `search_totals`, and the document map is read for the hits shown (and
+/// for the candidates when a filter needs their session). A query with a selective phrase
+/// is ranked by FTS5's `bm25()` instead, which reads each candidate's length.
+pub(crate) fn search(
+    conn: &Connection,
+    path: &str,
+    request: &SearchRequest,
+) -> Result<Vec<SearchHit>, StoreError> {
+    let sid = match &request.session {
+        Some(session) => Some(sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
+            StoreError::SessionNotFound {
+                query: session.to_string(),
+            }
+        })?),
+        None => None,
+    };
+    // The model and branch filters look at each candidate's entry.
+    let per_entry = request.model.is_some() || request.active_only;
+    let filter = fts::SearchFilter {
+        cwd: match &request.scope {
+            ListScope::All => None,
+            ListScope::Cwd(cwd) => Some(cwd.as_str()),
+        },
+        sid,
+        roles: &request.roles,
+        kinds: &request.kinds,
+        since_ms: request.since_ms,
+        until_ms: request.until_ms,
+        min_docid: None,
+        with_doc: per_entry,
+    };
+    let terms = request.query.positive_terms();
+    let Evaluated {
+        ranking,
+        mut candidates,
+        phrase_hits,
+    } = evaluate(conn, path, request, &filter, per_entry, &terms)?;
+    if let Ranking::Index { bm25, terms } = &ranking {
+        for candidate in &mut candidates {
+            candidate.bm25 = bm25.score(terms, candidate.docid);
+        }
+    }
+    let mut active = ActivePaths::default();
+    let mut models: HashMap<(i64, i64), Option<String>> = HashMap::new();
+    let mut scored = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        if per_entry {
+            let Some(doc) = &candidate.doc else {
+                continue;
+            };
+            if let Some(pattern) = &request.model {
+                let model = model_at(conn, path, doc.sid, doc.seq, &mut models)?;
+                let pattern = pattern.to_lowercase();
+                if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
+                    continue;
+                }
+            }
+            if request.active_only && !active.contains(conn, path, doc.sid, doc.seq)? {
+                continue;
+            }
+        }
+        let ts = candidate
+            .doc
+            .as_ref()
+            .map_or_else(|| docid::time_ms(candidate.docid), |doc| doc.ts);
+        // Without a selective term every relevance is 0: the newest matches come first
+        // (the sort below breaks ties by recency); an exact phrase still ranks first.
+        let mut value = score(candidate.bm25, request.now_ms - ts);
+        if phrase_hits.contains(&candidate.docid) {
+            value = value * 2.0 + 1.0;
+        }
+        scored.push(Scored {
+            candidate,
+            score: value,
+        });
+    }
+    // Best first; docids are unique, so the order is total and the top `limit` are
+    // the same whether all candidates are sorted or only those selected first.
+    let best_first = |a: &Scored, b: &Scored| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.candidate.docid.cmp(&a.candidate.docid))
+    };
+    if request.limit > 0 && scored.len() > request.limit {
+        scored.select_nth_unstable_by(request.limit - 1, best_first);
+        scored.truncate(request.limit);
+    }
+    scored.sort_by(best_first);
+    scored.truncate(request.limit);
+    let mut hits = Vec::with_capacity(scored.len());
+    for Scored { candidate, score } in scored {
+        let found = match candidate.doc {
+            Some(doc) => sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (*doc, row)),
+            None => fts::doc_and_entry(conn, path, candidate.docid)?,
+        };
+        let Some((doc, row)) = found else {
+            continue;
+        };
+        let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
+            continue;
+        };
+        let entry = Entry::parse(&row.payload);
+        let text = entry
+            .as_ref()
+            .map(docs_for)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|found| found.kind == doc.kind && found.role == doc.role)
+            .map(|found| found.text.into_owned())
+            .unwrap_or_default();
+        let on_active_path = active.contains(conn, path, doc.sid, doc.seq)?;
+        let context_edit = match (&row.id, on_active_path) {
+            (Some(id), true) => {
+                let mut found = None;
+                for (edit_seq, omits) in sql::context_edits_of(conn, path, doc.sid, id)? {
+                    if active.contains(conn, path, doc.sid, edit_seq)? {
+                        found = Some(if omits {
+                            ContextEditKind::Omitted
+                        } else {
+                            ContextEditKind::Replaced
+                        });
+                        break;
+                    }
+                }
+                found
+            }
+            _ => None,
+        };
+        hits.push(SearchHit {
+            session: SessionId::new(session.id.clone()),
+            entry: row.id.map(EntryId::new),
+            seq: doc.seq,
+            role: doc.role,
+            kind: doc.kind,
+            snippet: snippet(
+                &text,
+                &terms,
+                &request.highlight.0,
+                &request.highlight.1,
+                request.snippet_width,
+            ),
+            score,
+            cwd: session.cwd.clone(),
+            timestamp: row.timestamp,
+            name: session.name.clone(),
+            first_message: session.first_message.clone(),
+            on_active_path,
+            context_edit,
+        });
+    }
+    Ok(hits)
+}
+
+/// Whether an entry (by seq) lies on its session's active path.
+pub(crate) fn on_active_path(
+    conn: &Connection,
+    path: &str,
+    session: &SessionId,
+    seq: i64,
+) -> Result<bool, StoreError> {
+    let sid =
+        sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| StoreError::SessionNotFound {
+            query: session.to_string(),
+        })?;
+    ActivePaths::default().contains(conn, path, sid, seq)
 }

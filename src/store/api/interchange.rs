@@ -1,0 +1,733 @@
+//! Import, merge and export of reference JSONL (the logic is `store/interchange.rs`'s).
+
+use rusqlite::Connection;
+
+use crate::model::entry::SessionHeader;
+use crate::model::ids::{EntryId, SessionId};
+
+use crate::store::error::SqliteContext;
+use crate::store::interchange::*;
+use crate::store::sql::{self, EntryInsert};
+use std::io::Write;
+
+use crate::jsonl::reader::{FileEntry, Item, SkippedLine};
+use crate::jsonl::writer::{self, LeafFacts};
+use crate::store::imported::{self, FileMark, FileRecord};
+use crate::store::{Result, SessionStore, StoreError, derived};
+use crate::support::clock::ms_from_iso;
+
+struct Sink<'w> {
+    out: &'w mut dyn Write,
+    bytes: u64,
+}
+
+impl Sink<'_> {
+    fn line(&mut self, payload: &[u8]) -> Result<()> {
+        writer::write_line(self.out, payload).map_err(|source| StoreError::Output { source })?;
+        self.bytes += payload.len() as u64 + 1;
+        Ok(())
+    }
+}
+
+/// A staged import between steps: its session key, next sequence and last entry.
+struct Staged {
+    sid: i64,
+    seq: i64,
+    last: Option<(Option<EntryId>, i64)>,
+}
+
+/// How one step of a staged import ended.
+enum StageStep {
+    /// Lines remain: the next step goes on from here.
+    More(Staged),
+    /// The file is stored and published.
+    Done(ImportReport),
+}
+
+impl SessionStore {
+    /// Imports the lines of one file (header, then items in file order), all or nothing: a
+    /// new session in bounded steps published by the last one (`import_staged`), a
+    /// merge into a stored session in one transaction.
+    ///
+    /// A conflict is not an error: it returns a [`ImportStatus::Refused`] report and stores
+    /// nothing. An `Err` among the items (the reading side failed) rolls everything back
+    /// (what earlier steps staged is removed) and is returned. Sessions left staged by killed
+    /// imports are removed first ([`Self::remove_abandoned_imports`]).
+    pub fn import_lines(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+    ) -> Result<ImportReport> {
+        self.import_lines_marked(header, header_bytes, items, options, None)
+    }
+
+    /// Imports the lines of one file as [`Self::import_lines`] does and, in the same
+    /// transaction, records `mark` as where the file was read to (`imported_files`), so that
+    /// the record never claims lines the database does not hold. A refused file is not
+    /// recorded here ([`Self::record_unstored_file`] does that).
+    pub fn import_lines_marked(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        mark: Option<&FileMark>,
+    ) -> Result<ImportReport> {
+        let imported_at = self.clock().now_iso();
+        self.remove_abandoned_imports()?;
+        let existing = self.read(|conn, path| sql::sid_of(conn, path, header.id.as_str()))?;
+        let outcome = match (existing, options.mode) {
+            (None, _) => {
+                self.import_staged(header, header_bytes, items, options, mark, &imported_at)
+            }
+            (Some(_), ImportMode::AsNew) => {
+                let id = SessionId::generate(self.ids(), self.clock().now_ms());
+                let bytes = writer::header_with_id(header_bytes, &id)?;
+                let renamed = SessionHeader {
+                    id,
+                    ..header.clone()
+                };
+                self.import_staged(&renamed, &bytes, items, options, mark, &imported_at)
+            }
+            (Some(_), ImportMode::Merge) => {
+                let mut items = items;
+                let merged = self.write_bulk(|conn, path| {
+                    // Looked up again inside the transaction: it may have been removed meanwhile.
+                    let Some(sid) = sql::sid_of(conn, path, header.id.as_str())? else {
+                        return Ok(None);
+                    };
+                    // Only a merge that writes needs the session's writer lease to be free.
+                    let guard = |conn: &Connection, path: &str| {
+                        self.guard_session_write(conn, path, sid, &header.id)
+                    };
+                    let report = Self::merge(
+                        conn,
+                        path,
+                        sid,
+                        &header.id,
+                        items.by_ref(),
+                        options,
+                        &imported_at,
+                        &guard,
+                    )?;
+                    if let Some(mark) = mark {
+                        imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+                    }
+                    Ok(Some(report))
+                });
+                match merged {
+                    Ok(Some(report)) => Ok(report),
+                    // Removed since it was looked up (nothing of the file read yet): a new session.
+                    Ok(None) => {
+                        self.import_staged(header, header_bytes, items, options, mark, &imported_at)
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        match outcome {
+            Err(StoreError::ImportConflict { session, line, id }) => {
+                let entries = self.session(&session)?.entries;
+                Ok(ImportReport {
+                    session,
+                    status: ImportStatus::Refused,
+                    entries,
+                    added: 0,
+                    conflict: Some(ImportConflict { line, id }),
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Imports a file as a new session in bounded steps (migration 0007): each step is one
+    /// transaction of at most [`STAGE_STEP_TIME`], [`STAGE_STEP_ENTRIES`] lines or
+    /// [`STAGE_STEP_BYTES`] bytes, into
+    /// a session whose id is a placeholder (listed, searched and resolved by nobody), with a
+    /// pause of [`STAGE_STEP_GAP`] between steps in which other processes' writers get the
+    /// lock. The step that reads the file's end publishes the session — its real id, the leaf,
+    /// the file's record — in the same transaction, so a file that fits in one step is one
+    /// transaction as before. A failure removes what was staged; a kill leaves it to
+    /// [`Self::remove_abandoned_imports`]. Either way the file is all or nothing.
+    fn import_staged(
+        &self,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        mark: Option<&FileMark>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        let mut items = items;
+        let mut staged: Option<Staged> = None;
+        // The staged session committed by earlier steps (removed when a later one fails).
+        let mut committed: Option<i64> = None;
+        loop {
+            let step = self.write_bulk(|conn, path| {
+                let mut state = match staged.take() {
+                    Some(state) => state,
+                    None => Staged {
+                        sid: Self::insert_staged_header(conn, path, header, header_bytes)?,
+                        seq: 0,
+                        last: None,
+                    },
+                };
+                let mut lines = 0usize;
+                let mut bytes = 0usize;
+                let began = std::time::Instant::now();
+                loop {
+                    if lines >= STAGE_STEP_ENTRIES
+                        || bytes >= STAGE_STEP_BYTES
+                        || (lines % 64 == 63 && began.elapsed() >= STAGE_STEP_TIME)
+                    {
+                        return Ok(StageStep::More(state));
+                    }
+                    let Some(item) = items.next() else {
+                        return Self::publish_staged(conn, path, header, &state, mark, imported_at)
+                            .map(StageStep::Done);
+                    };
+                    match item? {
+                        Item::Entry(line) => {
+                            bytes += line.payload.len();
+                            Self::insert_file_entry(conn, path, state.sid, state.seq, &line)?;
+                            state.last = Some((line.entry.id, state.seq));
+                            state.seq += 1;
+                        }
+                        Item::Skipped(line) => {
+                            bytes += line.bytes.len();
+                            Self::quarantine_line(
+                                conn,
+                                path,
+                                state.sid,
+                                options.source,
+                                &line,
+                                imported_at,
+                            )?;
+                        }
+                    }
+                    lines += 1;
+                }
+            });
+            match step {
+                Ok(StageStep::Done(report)) => return Ok(report),
+                Ok(StageStep::More(state)) => {
+                    committed = Some(state.sid);
+                    staged = Some(state);
+                    std::thread::sleep(STAGE_STEP_GAP);
+                }
+                Err(error) => {
+                    // What earlier steps staged goes (a kill would leave it to the next import).
+                    if let Some(sid) = committed {
+                        let _ = self.write(|conn, path| Self::drop_staged(conn, path, sid));
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Inserts a staged session's row (a placeholder id) and its `staged_sessions` row.
+    fn insert_staged_header(
+        conn: &Connection,
+        path: &str,
+        header: &SessionHeader,
+        header_bytes: &[u8],
+    ) -> Result<i64> {
+        let me = crate::store::lease::this_process();
+        let placeholder = format!(
+            "\u{1}staged {} {} {}",
+            me.pid,
+            me.start.unwrap_or(0),
+            header.id
+        );
+        let sid = sql::insert_session(
+            conn,
+            path,
+            &placeholder,
+            &header.cwd,
+            &header.timestamp,
+            header.parent_session.as_deref(),
+            header_bytes,
+        )?;
+        conn.execute(
+            "INSERT INTO staged_sessions (sid, id, pid, pid_start, host, started_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, CAST(strftime('%s', 'now') AS INTEGER) * 1000)",
+            rusqlite::params![sid, header.id.as_str(), me.pid, me.start, me.host],
+        )
+        .at(path)?;
+        Ok(sid)
+    }
+
+    /// The last step of a staged import: gives the session its id, sets the leaf, records the
+    /// file, removes the staging row.
+    fn publish_staged(
+        conn: &Connection,
+        path: &str,
+        header: &SessionHeader,
+        state: &Staged,
+        mark: Option<&FileMark>,
+        imported_at: &str,
+    ) -> Result<ImportReport> {
+        if sql::sid_of(conn, path, header.id.as_str())?.is_some() {
+            // Another import stored the same session while this one was staging it.
+            Self::drop_staged(conn, path, state.sid)?;
+            return Err(StoreError::ImportRaced {
+                session: header.id.clone(),
+            });
+        }
+        conn.execute(
+            "UPDATE sessions SET id = ?2 WHERE sid = ?1",
+            rusqlite::params![state.sid, header.id.as_str()],
+        )
+        .at(path)?;
+        conn.execute(
+            "DELETE FROM staged_sessions WHERE sid = ?1",
+            rusqlite::params![state.sid],
+        )
+        .at(path)?;
+        let leaf = Self::leaf_after_import(conn, path, state.sid, state.last.clone())?;
+        if leaf.is_some() {
+            sql::set_leaf(conn, path, state.sid, leaf)?;
+        }
+        if let Some(mark) = mark {
+            imported::put_record(conn, path, mark, Some(state.sid), imported_at)?;
+        }
+        let entries = Self::summary_by_sid(conn, path, state.sid)?.entries;
+        Ok(ImportReport {
+            session: header.id.clone(),
+            status: ImportStatus::Imported,
+            entries,
+            added: u64::try_from(state.seq).unwrap_or(0),
+            conflict: None,
+        })
+    }
+
+    /// Removes a staged session and its staging row.
+    fn drop_staged(conn: &Connection, path: &str, sid: i64) -> Result<()> {
+        conn.execute(
+            "DELETE FROM staged_sessions WHERE sid = ?1",
+            rusqlite::params![sid],
+        )
+        .at(path)?;
+        derived::delete_session(conn, path, sid)
+    }
+
+    /// Removes the sessions that killed imports left staged: those whose process is gone on
+    /// this host (a staging row of another host is left alone). Each in its own transaction.
+    pub fn remove_abandoned_imports(&self) -> Result<usize> {
+        let me = crate::store::lease::this_process();
+        let rows: Vec<(i64, u32, Option<i64>, String)> = self.read(|conn, path| {
+            let mut stmt = conn
+                .prepare("SELECT sid, pid, pid_start, host FROM staged_sessions")
+                .at(path)?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })
+                .at(path)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        })?;
+        let mut removed = 0;
+        for (sid, pid, start, host) in rows {
+            let gone = host == me.host
+                && !(pid == me.pid && start == me.start)
+                && !crate::store::lease::process_alive(pid, start);
+            if gone {
+                self.write(|conn, path| {
+                    // Still there (another process may have removed it meanwhile)?
+                    let still: bool = conn
+                        .query_row(
+                            "SELECT EXISTS (SELECT 1 FROM staged_sessions WHERE sid = ?1)",
+                            rusqlite::params![sid],
+                            |row| row.get(0),
+                        )
+                        .at(path)?;
+                    if still {
+                        Self::drop_staged(conn, path, sid)?;
+                    }
+                    Ok(())
+                })?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn insert_file_entry(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        seq: i64,
+        line: &FileEntry,
+    ) -> Result<()> {
+        let row = EntryInsert {
+            sid,
+            seq,
+            id: line.entry.id.as_ref().map(EntryId::as_str),
+            parent_id: line.entry.parent_id.as_ref().map(EntryId::as_str),
+            type_name: line.entry.type_name(),
+            timestamp: &line.entry.timestamp,
+            payload: &line.payload,
+        };
+        derived::insert(conn, path, &row, &line.entry)
+    }
+
+    fn quarantine_line(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        source: &str,
+        line: &SkippedLine,
+        imported_at: &str,
+    ) -> Result<()> {
+        let number = i64::try_from(line.line).unwrap_or(i64::MAX);
+        if sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
+            return Ok(());
+        }
+        sql::insert_quarantine(
+            conn,
+            path,
+            sid,
+            source,
+            number,
+            line.reason.as_str(),
+            &line.bytes,
+            imported_at,
+        )
+    }
+
+    /// The leaf after an import: the latest line with the last entry's id (the reference's
+    /// "later line wins"), or that entry's own line when it has no id.
+    fn leaf_after_import(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        last: Option<(Option<EntryId>, i64)>,
+    ) -> Result<Option<i64>> {
+        match last {
+            None => Ok(None),
+            Some((Some(id), seq)) => Ok(Some(
+                sql::latest_seq_of_id(conn, path, sid, id.as_str())?.unwrap_or(seq),
+            )),
+            Some((None, seq)) => Ok(Some(seq)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        session: &SessionId,
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        imported_at: &str,
+        guard: &dyn Fn(&Connection, &str) -> Result<()>,
+    ) -> Result<ImportReport> {
+        let mut guarded = false;
+        let mut guard_once = |conn: &Connection| -> Result<()> {
+            if !guarded {
+                guard(conn, path)?;
+                guarded = true;
+            }
+            Ok(())
+        };
+        // Lines are compared with what was stored before this import only, so a file that
+        // repeats a new line stores it as often as a first import would.
+        let first_new = sql::next_seq(conn, path, sid)?;
+        let mut seq = first_new;
+        let mut added: u64 = 0;
+        let mut last = None;
+        for item in items {
+            let line = match item? {
+                Item::Entry(line) => line,
+                Item::Skipped(line) => {
+                    let number = i64::try_from(line.line).unwrap_or(i64::MAX);
+                    if !sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
+                        guard_once(conn)?;
+                    }
+                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                    continue;
+                }
+            };
+            let matched = match &line.entry.id {
+                Some(id) => {
+                    let stored = sql::same_id_before(
+                        conn,
+                        path,
+                        sid,
+                        id.as_str(),
+                        first_new,
+                        &line.payload,
+                    )?;
+                    if stored.is_empty() {
+                        None
+                    } else {
+                        match stored.iter().find(|(_, equal)| *equal) {
+                            Some((stored_seq, _)) => Some(*stored_seq),
+                            None => {
+                                return Err(StoreError::ImportConflict {
+                                    session: session.clone(),
+                                    line: line.line,
+                                    id: id.clone(),
+                                });
+                            }
+                        }
+                    }
+                }
+                None => sql::idless_with_payload_before(conn, path, sid, &line.payload, first_new)?,
+            };
+            match matched {
+                Some(stored_seq) => last = Some((line.entry.id, stored_seq)),
+                None => {
+                    guard_once(conn)?;
+                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    last = Some((line.entry.id, seq));
+                    seq += 1;
+                    added += 1;
+                }
+            }
+        }
+        let status = if added > 0 {
+            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
+            sql::set_leaf(conn, path, sid, leaf)?;
+            ImportStatus::Updated
+        } else {
+            ImportStatus::Unchanged
+        };
+        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        Ok(ImportReport {
+            session: session.clone(),
+            status,
+            entries,
+            added,
+            conflict: None,
+        })
+    }
+
+    /// Appends the lines a file grew by since `record` was read (`items`, numbered from the
+    /// file's start) to the record's session in one transaction, and moves the record to
+    /// `mark`.
+    ///
+    /// When nothing else appended to the session since that import (its next sequence is the
+    /// recorded one), every line is stored as a first import of the whole file would store it
+    /// (a repeated line included); otherwise the lines are merged as a re-import merges them
+    /// (a line already stored is skipped, a conflicting one refuses the append). Skipped lines
+    /// are quarantined; the leaf moves to the last new entry. The record is read again inside
+    /// the transaction: if it or the session changed since the caller read it, nothing is
+    /// written and [`AppendOutcome::Stale`] is returned.
+    pub fn append_file_lines(
+        &self,
+        record: &FileRecord,
+        items: impl Iterator<Item = Result<Item>>,
+        source: &str,
+        mark: &FileMark,
+    ) -> Result<AppendOutcome> {
+        let imported_at = self.clock().now_iso();
+        let outcome = self.write_bulk(|conn, path| {
+            let current = imported::record_in(conn, path, &record.mark.path)?;
+            let (Some(current), Some(sid), Some(session)) =
+                (current, record.sid, record.session.as_ref())
+            else {
+                return Ok(AppendOutcome::Stale);
+            };
+            if current.mark != record.mark
+                || current.sid != record.sid
+                || current.next_seq != record.next_seq
+                || sql::sid_of(conn, path, session.as_str())? != Some(sid)
+            {
+                return Ok(AppendOutcome::Stale);
+            }
+            let options = ImportOptions {
+                source,
+                mode: ImportMode::Merge,
+            };
+            let guard =
+                |conn: &Connection, path: &str| self.guard_session_write(conn, path, sid, session);
+            let report = if sql::next_seq(conn, path, sid)? == record.next_seq {
+                Self::append_new_lines(
+                    conn,
+                    path,
+                    sid,
+                    session,
+                    items,
+                    &options,
+                    &imported_at,
+                    &guard,
+                )?
+            } else {
+                Self::merge(
+                    conn,
+                    path,
+                    sid,
+                    session,
+                    items,
+                    &options,
+                    &imported_at,
+                    &guard,
+                )?
+            };
+            imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+            Ok(AppendOutcome::Done(report))
+        });
+        match outcome {
+            Err(StoreError::ImportConflict { session, line, id }) => {
+                let entries = self.session(&session)?.entries;
+                Ok(AppendOutcome::Done(ImportReport {
+                    session,
+                    status: ImportStatus::Refused,
+                    entries,
+                    added: 0,
+                    conflict: Some(ImportConflict { line, id }),
+                }))
+            }
+            other => other,
+        }
+    }
+
+    /// Stores every line after the session's last entry, as [`Self::import_new`] stores a
+    /// file's lines; the lease is checked once, before the first write.
+    #[allow(clippy::too_many_arguments)]
+    fn append_new_lines(
+        conn: &Connection,
+        path: &str,
+        sid: i64,
+        session: &SessionId,
+        items: impl Iterator<Item = Result<Item>>,
+        options: &ImportOptions<'_>,
+        imported_at: &str,
+        guard: &dyn Fn(&Connection, &str) -> Result<()>,
+    ) -> Result<ImportReport> {
+        let mut guarded = false;
+        let mut seq = sql::next_seq(conn, path, sid)?;
+        let mut added: u64 = 0;
+        let mut last = None;
+        for item in items {
+            let item = item?;
+            if !guarded {
+                guard(conn, path)?;
+                guarded = true;
+            }
+            match item {
+                Item::Entry(line) => {
+                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    last = Some((line.entry.id, seq));
+                    seq += 1;
+                    added += 1;
+                }
+                Item::Skipped(line) => {
+                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                }
+            }
+        }
+        let status = if added > 0 {
+            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
+            sql::set_leaf(conn, path, sid, leaf)?;
+            ImportStatus::Updated
+        } else {
+            ImportStatus::Unchanged
+        };
+        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        Ok(ImportReport {
+            session: session.clone(),
+            status,
+            entries,
+            added,
+            conflict: None,
+        })
+    }
+
+    /// Returns the lines a session's imports quarantined, in the order they were stored.
+    pub fn quarantine(&self, session: &SessionId) -> Result<Vec<QuarantinedLine>> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            Ok(sql::quarantine_rows(conn, path, sid)?
+                .into_iter()
+                .map(|row| QuarantinedLine {
+                    source: row.source,
+                    line: row.line,
+                    reason: row.reason,
+                    bytes: row.bytes,
+                    imported_at: row.imported_at,
+                })
+                .collect())
+        })
+    }
+
+    /// Decides whether the leaf's line is written last; returns its seq if so.
+    fn leaf_to_move(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
+        let Some(leaf_seq) = sql::leaf(conn, path, sid)? else {
+            return Ok(None);
+        };
+        let last_seq = sql::next_seq(conn, path, sid)? - 1;
+        let Some(row) = sql::entry_by_seq(conn, path, sid, leaf_seq)? else {
+            return Ok(None);
+        };
+        let has_own_id = match &row.id {
+            Some(id) => sql::latest_seq_of_id(conn, path, sid, id)? == Some(leaf_seq),
+            None => false,
+        };
+        let is_root = match &row.parent_id {
+            None => true,
+            Some(parent) if Some(parent) == row.id.as_ref() => true,
+            Some(parent) => sql::latest_seq_of_id(conn, path, sid, parent)?.is_none(),
+        };
+        let sibling_with_same_timestamp = match &row.parent_id {
+            Some(parent) => {
+                // The reference orders children by `new Date(timestamp).getTime()`.
+                let leaf_ms = ms_from_iso(&row.timestamp).unwrap_or(i64::MIN);
+                sql::children_timestamps(conn, path, sid, parent)?
+                    .into_iter()
+                    .any(|(seq, ts)| {
+                        seq != leaf_seq && ms_from_iso(&ts).unwrap_or(i64::MIN) == leaf_ms
+                    })
+            }
+            None => false,
+        };
+        let facts = LeafFacts {
+            is_last_appended: leaf_seq == last_seq,
+            has_own_id,
+            is_root,
+            type_name: &row.type_name,
+            sibling_with_same_timestamp,
+        };
+        Ok(writer::leaf_line_last(&facts).then_some(leaf_seq))
+    }
+
+    /// Writes a session as a reference JSONL file: the header, then every entry's stored
+    /// bytes plus LF in append order, the persisted leaf's line last when the contract
+    /// allows it. Rows are streamed from one read snapshot.
+    pub fn export_jsonl(&self, session: &SessionId, out: &mut dyn Write) -> Result<ExportSummary> {
+        self.read(|conn, path| {
+            let sid = Self::sid(conn, path, session)?;
+            let header = sql::header(conn, path, sid)?;
+            let moved = Self::leaf_to_move(conn, path, sid)?;
+            let mut sink = Sink { out, bytes: 0 };
+            sink.line(&header)?;
+            let mut entries: u64 = 0;
+            let mut held: Option<Vec<u8>> = None;
+            sql::for_each_payload(conn, path, sid, |seq, payload| {
+                entries += 1;
+                if Some(seq) == moved {
+                    held = Some(payload.to_vec());
+                    Ok(())
+                } else {
+                    sink.line(payload)
+                }
+            })?;
+            if let Some(payload) = &held {
+                sink.line(payload)?;
+            }
+            sink.out
+                .flush()
+                .map_err(|source| StoreError::Output { source })?;
+            Ok(ExportSummary {
+                entries,
+                bytes: sink.bytes,
+                leaf_last: held.is_some(),
+            })
+        })
+    }
+}

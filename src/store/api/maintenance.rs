@@ -1,0 +1,284 @@
+//! Maintenance: rebuilding derived data, merging the full-text index, check and backup.
+
+use rusqlite::Connection;
+
+use crate::store::error::SqliteContext;
+use crate::store::maintenance::*;
+use crate::store::sql::{self};
+use std::path::{Path, PathBuf};
+
+use crate::store::{Result, SessionStore, StoreError, derived, migrate, search};
+use rusqlite::params;
+
+impl SessionStore {
+    // ----- maintenance ----------------------------------------------------------------------
+
+    /// Recomputes every derived row (path state, labels, statistics, usage, the full-text
+    /// index) from the entries, in one transaction (`pi db reindex`).
+    pub fn rebuild_derived(&self) -> Result<()> {
+        self.write_bulk(rebuild_all_derived)
+    }
+
+    /// The number of documents in the full-text index (0 when it has none).
+    pub fn search_index_docs(&self) -> Result<i64> {
+        self.read(|conn, path| Ok(search::fts::totals(conn, path)?.map_or(0, |(docs, _)| docs)))
+    }
+
+    /// After a bulk load (`pi import`): merges the full-text index into one segment when the
+    /// load added at least [`OPTIMIZE_GROWTH`] of its documents (`docs_before`: what
+    /// [`Self::search_index_docs`] said before the load), so that the merge, which rewrites
+    /// the whole index, costs a bounded share of the load. The merge runs in steps of
+    /// [`MERGE_STEP_PAGES`], each its own write transaction, so that a live session's appends
+    /// wait for a step (a fraction of a second), not for the whole merge (seconds) and its
+    /// busy timeout. Returns whether it merged.
+    pub fn optimize_search_index_after_load(&self, docs_before: i64) -> Result<bool> {
+        let docs = self.search_index_docs()?;
+        let grown = docs - docs_before.max(0);
+        if grown <= 0 || (grown as f64) < OPTIMIZE_GROWTH * docs as f64 {
+            return Ok(false);
+        }
+        // A step that did no work ends it; the bound only guards against a merge that never
+        // reports completion (the 1.25 M-document index takes ≈ 40 steps).
+        for _ in 0..100_000 {
+            if !self.write(|conn, path| {
+                search::fts::merge_search_index_step(conn, path, MERGE_STEP_PAGES)
+            })? {
+                break;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Rebuilds the derived tables if a migration left that pending (checked again inside the
+    /// write transaction: another process opening at the same time may have done it).
+    pub(super) fn rebuild_derived_if_pending(&self) -> Result<()> {
+        self.write_bulk(|conn, path| {
+            if migrate::rebuild_pending(conn, path)? {
+                rebuild_all_derived(conn, path)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The share of the full-text index a bulk load must have added for
+/// [`SessionStore::optimize_search_index_after_load`] to merge it (the merge of the 1.25 M
+/// documents of the search benchmark takes ≈ 6 s, their import minutes).
+pub const OPTIMIZE_GROWTH: f64 = 0.1;
+
+/// Leaf pages (4 KiB) merged per write transaction by
+/// [`SessionStore::optimize_search_index_after_load`].
+pub const MERGE_STEP_PAGES: i64 = 2000;
+
+/// Recomputes every derived row from the entries, merges the full-text index into one
+/// segment, and clears the pending-rebuild mark.
+fn rebuild_all_derived(conn: &Connection, path: &str) -> Result<()> {
+    sql::clear_all_derived(conn, path)?;
+    for sid in sql::all_sids(conn, path)? {
+        derived::rebuild_session(conn, path, sid)?;
+    }
+    search::fts::optimize_search_index(conn, path)?;
+    migrate::set_rebuild_pending(conn, path, false)
+}
+
+impl SessionStore {
+    /// Checks integrity, orphans and that every derived table matches a rebuild from the
+    /// entries. Changes nothing in the database, and never takes its write lock.
+    ///
+    /// Integrity and orphans are read in one snapshot on a reader connection (writers go on);
+    /// the full-text index check and each session's rebuild comparison run on a scratch copy
+    /// beside the database (`check_on_scratch`). Damage found on the way is reported as a
+    /// problem and leaves the damage mark `<db>.damaged` (no command writes to the database
+    /// until a check passes, which removes it); a database that cannot be checked at all
+    /// (busy, disk full, an unwritable directory for the scratch copy) is an error.
+    pub fn check(&self) -> std::result::Result<CheckReport, StoreError> {
+        let mut report = CheckReport::default();
+        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
+            Ok(sids) => Some(sids),
+            Err(StoreError::Damaged { detail, .. }) => {
+                report.damaged = true;
+                report.problems.push(format!("damaged: {detail}"));
+                None
+            }
+            Err(other) => return Err(other),
+        };
+        if let Some(sids) = sids {
+            match self.inner.conns.file.clone() {
+                Some(file) => self.check_on_scratch(&file, sids, &mut report)?,
+                None => {
+                    let conn = super::lock(&self.inner.conns.writer);
+                    compare_all(&conn, self.path(), sids, &mut report)?;
+                }
+            }
+        }
+        if let Some(file) = &self.inner.conns.file {
+            let marked = if report.damaged {
+                mark_damaged(file, &report.problems).map(|_| ())
+            } else {
+                clear_damage_mark(file)
+            };
+            if let Err(error) = marked {
+                report.problems.push(error.to_string());
+            }
+        }
+        Ok(report)
+    }
+
+    /// The part of `check` that must write (the full-text index's integrity check, each
+    /// session's rebuild comparison), run on a scratch copy of the database beside it
+    /// (`.<name>.<pid>.pi-check`, made with `VACUUM INTO` on a reader, removed afterwards), so
+    /// that `db check` never takes the database's write lock: writers go on whatever its
+    /// length.
+    fn check_on_scratch(
+        &self,
+        file: &Path,
+        sids: Vec<i64>,
+        report: &mut CheckReport,
+    ) -> std::result::Result<(), StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let name = file
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "pi.db".to_owned());
+        let dir = match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let scratch = dir.join(format!(".{name}.{}.pi-check", std::process::id()));
+        remove_backup_files(&scratch);
+        let display = self.path().to_owned();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&scratch)
+            .map_err(|source| StoreError::io(&display, &scratch, source))?;
+        let result = (|| {
+            let scratch_text = scratch.to_string_lossy().into_owned();
+            let copied = self.with_reader(|conn, path| {
+                conn.execute("VACUUM INTO ?1", params![scratch_text])
+                    .at(path)?;
+                Ok(())
+            });
+            match copied {
+                Ok(()) => {}
+                Err(StoreError::Damaged { detail, .. }) => {
+                    report.damaged = true;
+                    report.problems.push(format!("damaged: {detail}"));
+                    return Ok(());
+                }
+                Err(other) => return Err(other),
+            }
+            let conn = Connection::open(&scratch).at(&scratch_text)?;
+            compare_all(&conn, &display, sids, report)
+        })();
+        remove_backup_files(&scratch);
+        result
+    }
+
+    /// Writes a consistent copy of the database to `dest` (mode 0600; it must not exist),
+    /// while other processes may keep writing.
+    ///
+    /// The copy is written to a temporary file beside `dest` (`.<name>.<pid>.pi-backup`),
+    /// synced, and renamed to `dest` only when complete (a rename that refuses to replace a
+    /// file, so a file created meanwhile is kept), then the directory is synced: whatever
+    /// happens, `dest` is either absent or a whole backup. The temporary is removed when the
+    /// backup fails; one a killed backup left behind is removed by the next backup to the same
+    /// name (only when its process is gone).
+    pub fn backup(&self, dest: &Path) -> std::result::Result<(), StoreError> {
+        let failed = |detail: String| StoreError::Backup {
+            path: dest.to_path_buf(),
+            detail,
+        };
+        if std::fs::symlink_metadata(dest).is_ok() {
+            return Err(StoreError::BackupExists {
+                path: dest.to_path_buf(),
+            });
+        }
+        let name = dest
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .ok_or_else(|| failed("it does not name a file".to_owned()))?;
+        let dir = match dest.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(failed(format!(
+                "the directory {} does not exist",
+                dir.display()
+            )));
+        }
+        remove_stale_backups(&dir, &name);
+        let temp = dir.join(format!(".{name}.{}.pi-backup", std::process::id()));
+        let result = self.backup_through(&temp, dest, &dir);
+        if result.is_err() {
+            remove_backup_files(&temp);
+        }
+        result.map_err(|error| match error {
+            BackupFailure::Exists => StoreError::BackupExists {
+                path: dest.to_path_buf(),
+            },
+            BackupFailure::Io(what, at, source) => failed(match source.kind() {
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+                    format!("the directory {} is not writable ({source})", dir.display())
+                }
+                _ => format!("{what} {}: {source}", at.display()),
+            }),
+            BackupFailure::Store(error) => error,
+        })
+    }
+
+    /// Writes the copy to `temp`, syncs it and renames it to `dest`.
+    fn backup_through(
+        &self,
+        temp: &Path,
+        dest: &Path,
+        dir: &Path,
+    ) -> std::result::Result<(), BackupFailure> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |what: &'static str, at: &Path| {
+            let at = at.to_path_buf();
+            move |source| BackupFailure::Io(what, at, source)
+        };
+        // Created here, empty, with mode 0600: VACUUM INTO fills an empty file.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(temp)
+            .map_err(io("cannot create", temp))?;
+        let temp_text = temp.to_string_lossy().into_owned();
+        self.with_reader(|conn, path| {
+            conn.execute("VACUUM INTO ?1", params![temp_text])
+                .at(path)?;
+            Ok(())
+        })
+        .map_err(BackupFailure::Store)?;
+        // VACUUM INTO does not sync what it wrote.
+        std::fs::File::open(temp)
+            .and_then(|file| file.sync_all())
+            .map_err(io("cannot sync", temp))?;
+        rename_no_replace(temp, dest)?;
+        std::fs::File::open(dir)
+            .and_then(|handle| handle.sync_all())
+            .map_err(io("cannot sync the directory", dir))
+    }
+
+    /// Token and cost totals grouped by day, week, model, provider, cwd or session.
+    pub fn usage_stats(
+        &self,
+        by: StatsBy,
+        since_ms: Option<i64>,
+    ) -> std::result::Result<Vec<sql::StatsRow>, StoreError> {
+        let (key, assistant_only, by_key) = match by {
+            StatsBy::Day => ("u.day", false, true),
+            StatsBy::Week => ("u.week", false, true),
+            StatsBy::Model => ("u.provider || '/' || u.model", true, false),
+            StatsBy::Provider => ("u.provider", true, false),
+            StatsBy::Cwd => ("s.cwd", false, false),
+            StatsBy::Session => ("s.id", false, false),
+        };
+        self.read(|conn, path| sql::usage_stats(conn, path, key, assistant_only, since_ms, by_key))
+    }
+}
