@@ -13,18 +13,18 @@
 //! public API (errors aside); entries are never updated, and deleted only with their session.
 //! The methods are blocking: async callers run them in `spawn_blocking`.
 
-pub mod api;
+pub(crate) mod api;
 pub mod context;
-pub mod derived;
+pub(crate) mod derived;
 mod error;
 pub mod imported;
 pub mod interchange;
 pub mod lease;
 pub mod maintenance;
-pub mod migrate;
+pub(crate) mod migrate;
 mod open;
 pub mod search;
-pub mod sql;
+pub(crate) mod sql;
 pub mod testing;
 pub mod tree;
 pub mod types;

@@ -13,8 +13,6 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// A session row joined with its statistics.
 #[derive(Debug, Clone)]
 pub struct SessionRow {
-    /// Internal key.
-    pub sid: i64,
     /// Session id.
     pub id: String,
     /// Working directory.
@@ -53,7 +51,6 @@ const SESSION_COLUMNS: &str = "s.sid, s.id, s.cwd, s.created_at, s.parent_sessio
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
-        sid: row.get(0)?,
         id: row.get(1)?,
         cwd: row.get(2)?,
         created_at: row.get(3)?,

@@ -1,6 +1,8 @@
-//! What tests and benchmarks may look at inside the store, beyond [`crate::store::SessionStore`]'s
-//! API: read-only views of derived data, each opening the database file on its own (no
-//! connection or other SQLite type crosses this boundary). Not for product code.
+//! What tests and benchmarks may reach inside the store, beyond [`crate::store::SessionStore`]'s
+//! API: read-only views of derived data, each opening the database file on its own, and the
+//! migrations — the one place a SQLite type crosses into the API, because migration tests
+//! write a database of an old version by hand and migrate it on the same connection. Not for
+//! product code.
 
 use std::path::Path;
 
@@ -9,6 +11,8 @@ use rusqlite::{Connection, OpenFlags};
 use crate::store::StoreError;
 use crate::store::error::SqliteContext;
 use crate::store::search::{TermFrequencies, fts};
+
+pub use crate::store::migrate::{MIGRATIONS, Migration, latest_version, migrate_to};
 
 fn open(db: &Path) -> Result<Connection, StoreError> {
     let path = db.display().to_string();

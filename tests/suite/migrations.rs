@@ -2,7 +2,7 @@
 //! the previous one, and a database from a newer pi is refused without being touched.
 
 use pi::store::StoreError;
-use pi::store::migrate::{MIGRATIONS, latest_version, migrate_to};
+use pi::store::testing::{MIGRATIONS, latest_version, migrate_to};
 use rusqlite::Connection;
 
 use crate::common::{TestEnv, open_store};

@@ -599,7 +599,7 @@ fn a_killed_staged_import_is_invisible_and_removed_by_the_next_import() {
 
 #[test]
 fn migration_0007_adds_the_staging_table_and_keeps_stored_sessions() {
-    use pi::store::migrate::migrate_to;
+    use pi::store::testing::migrate_to;
     let env = TestEnv::new();
     std::fs::create_dir_all(&env.agent_dir).unwrap();
     let mut conn = rusqlite::Connection::open(env.db()).unwrap();

@@ -345,8 +345,16 @@ mod tests {
             kind: "thinking",
             text: "spilled over".into(),
         };
+        // The documents' session (the totals row references it).
+        let session = store
+            .create_session(&crate::store::NewSession {
+                cwd: "/spill".into(),
+                parent_session: None,
+            })
+            .unwrap();
         let ids: Vec<i64> = store
             .write(|conn, path| {
+                assert_eq!(sql::sid_of(conn, path, session.id.as_str())?, Some(1));
                 let mut ids = Vec::new();
                 crate::store::search::fts::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
                 crate::store::search::fts::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
