@@ -745,7 +745,14 @@ fn format_tokens(count: u64) -> String {
             format!("{millions:.1}M")
         }
     } else if count >= 1000 {
-        format!("{}K", count / 1000)
+        // As the reference's `formatTokenCount`: whole thousands bare, else one decimal
+        // (`toFixed(1)`: a tie rounds up).
+        if count % 1000 == 0 {
+            format!("{}K", count / 1000)
+        } else {
+            let tenths = (count + 50) / 100;
+            format!("{}.{}K", tenths / 10, tenths % 10)
+        }
     } else {
         count.to_string()
     }
@@ -755,14 +762,6 @@ fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
     let registry = keys::load_model_registry(env);
     let credentials = keys::load_credentials(env, env.clock());
     let mut models: Vec<&crate::ai::Model> = auth::available_models(&registry, &credentials);
-    if let Some(search) = search {
-        let tokens: Vec<String> = search.split_whitespace().map(str::to_lowercase).collect();
-        models.retain(|model| {
-            let haystack = format!("{} {}", model.provider, model.id).to_lowercase();
-            tokens.iter().all(|token| is_subsequence(token, &haystack))
-        });
-    }
-    models.sort_by(|a, b| a.provider.cmp(&b.provider).then(a.id.cmp(&b.id)));
     let mut out = std::io::stdout().lock();
     if models.is_empty() {
         writeln!(
@@ -772,6 +771,19 @@ fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
         )?;
         return Ok(());
     }
+    if let Some(search) = search {
+        let tokens: Vec<String> = search.split_whitespace().map(str::to_lowercase).collect();
+        models.retain(|model| {
+            let haystack = format!("{} {}", model.provider, model.id).to_lowercase();
+            tokens.iter().all(|token| is_subsequence(token, &haystack))
+        });
+        // As the reference: models exist, none matched the words.
+        if models.is_empty() {
+            writeln!(out, "No models matching \"{}\"", term::line(search))?;
+            return Ok(());
+        }
+    }
+    models.sort_by(|a, b| a.provider.cmp(&b.provider).then(a.id.cmp(&b.id)));
     let rows: Vec<[String; 6]> = models
         .iter()
         .map(|model| {
@@ -794,6 +806,7 @@ fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
             widths[idx] = widths[idx].max(cell.chars().count());
         }
     }
+    // Every cell padded to its column, the last one too (the reference's `padEnd`).
     let line = |cells: Vec<&str>| -> String {
         cells
             .iter()
@@ -801,8 +814,6 @@ fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
             .map(|(idx, cell)| format!("{cell:<width$}", width = widths[idx]))
             .collect::<Vec<_>>()
             .join("  ")
-            .trim_end()
-            .to_owned()
     };
     writeln!(out, "{}", line(header.to_vec()))?;
     for row in &rows {

@@ -806,3 +806,60 @@ fn an_overflow_is_recovered_as_1_6_recovers_it() {
         "the recovered session",
     );
 }
+
+/// `--list-models [WORDS]` prints what 1.6.0 prints: the table of what can be used here (its
+/// thousands with one decimal), and a line saying nothing matched when models exist but none
+/// matches the words.
+#[test]
+fn list_models_prints_what_1_6_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, agent_dir, work) = (
+        dir.path().join("home"),
+        dir.path().join("agent"),
+        dir.path().join("work"),
+    );
+    for path in [&home, &agent_dir, &work] {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    std::fs::write(
+        agent_dir.join("models.json"),
+        serde_json::json!({
+            "providers": {
+                "acme": {
+                    "baseUrl": "http://127.0.0.1:9/v1",
+                    "api": "openai-completions",
+                    "apiKey": "acme-key",
+                    "models": [
+                        {"id": "acme-tiny", "contextWindow": 32768, "maxTokens": 4096,
+                         "reasoning": false, "input": ["text"]},
+                        {"id": "acme-big", "contextWindow": 1_000_000, "maxTokens": 128_000,
+                         "reasoning": true, "input": ["text", "image"]},
+                        {"id": "acme-odd", "contextWindow": 1_500_000, "maxTokens": 32_250,
+                         "reasoning": false, "input": ["text"]}
+                    ]
+                }
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    for words in [
+        &["--list-models"][..],
+        &["--list-models", "acme"],
+        &["--list-models", "zzzqqq"],
+    ] {
+        let run = |agent: Agent| {
+            let output = agent_command(agent, &home, &agent_dir, &work)
+                .args(words)
+                .output()
+                .unwrap();
+            (
+                output.status.code(),
+                String::from_utf8(output.stdout).unwrap(),
+            )
+        };
+        let (pi, reference) = (run(Agent::Pi), run(Agent::Reference));
+        assert_eq!(pi, reference, "{words:?}");
+        assert!(!pi.1.is_empty(), "{words:?}");
+    }
+}
