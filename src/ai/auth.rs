@@ -39,7 +39,7 @@ pub fn env_key_names(provider: &str) -> &'static [&'static str] {
         "github-copilot" => &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
         "anthropic" => &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
         "openai" => &["OPENAI_API_KEY"],
-        "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
+        "azure" | "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
         "deepseek" => &["DEEPSEEK_API_KEY"],
         "google" => &["GEMINI_API_KEY"],
         "google-vertex" => &["GOOGLE_CLOUD_API_KEY"],
@@ -320,7 +320,19 @@ pub struct RequestAuth {
     pub headers: Vec<(String, String)>,
     /// The base URL with `{NAME}` placeholders substituted (Cloudflare).
     pub base_url: String,
+    /// The provider settings the protocol reads at request time (`getProviderEnvValue`),
+    /// those of [`PROVIDER_ENV_NAMES`] that are set.
+    pub provider_env: Vec<(String, String)>,
 }
+
+/// The environment variables a protocol reads at request time, besides keys (1.6.0's
+/// `getProviderEnvValue` callers).
+pub const PROVIDER_ENV_NAMES: &[&str] = &[
+    "AZURE_OPENAI_BASE_URL",
+    "AZURE_OPENAI_RESOURCE_NAME",
+    "AZURE_OPENAI_API_VERSION",
+    "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+];
 
 /// Resolves a model's key, headers and base URL for one request (the reference's
 /// `getApiKeyAndHeaders` plus the Cloudflare placeholder substitution). Blocking: may run
@@ -381,10 +393,19 @@ pub fn request_auth(
         };
         set_header(&mut headers, "Authorization", &format!("Bearer {key}"));
     }
+    let provider_env = if model.api == "azure-openai-responses" {
+        PROVIDER_ENV_NAMES
+            .iter()
+            .filter_map(|name| resolver.env(name).map(|value| ((*name).to_owned(), value)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(RequestAuth {
         api_key,
         headers,
         base_url: resolve_base_url(model, resolver)?,
+        provider_env,
     })
 }
 

@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai` and `anthropic` (request mapping and stream decoding, pure),
+//! transcript), `openai`, `responses` and `anthropic` (request mapping and stream decoding,
+//! pure),
 //! `request` (what both protocols share), `transport` (HTTP with the reference's retry
 //! rules), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -39,6 +40,7 @@ pub mod openai;
 pub mod partial_json;
 pub mod request;
 pub mod resolve;
+pub mod responses;
 pub mod sse;
 mod stream;
 pub mod transcript;
@@ -183,6 +185,10 @@ pub struct StreamOptions {
     pub transport: TransportConfig,
     /// How requests identify themselves (`User-Agent`, provider attribution).
     pub identity: request::ClientIdentity,
+    /// The provider settings the reference reads from the environment at request time
+    /// (`getProviderEnvValue`: `AZURE_OPENAI_BASE_URL`, `AZURE_OPENAI_API_VERSION`, …), as
+    /// resolved by [`auth::request_auth`]; this layer reads no environment itself.
+    pub provider_env: Vec<(String, String)>,
 }
 
 impl StreamOptions {
@@ -200,7 +206,16 @@ impl StreamOptions {
             session_id: None,
             transport: TransportConfig::default(),
             identity: request::ClientIdentity::default(),
+            provider_env: auth.provider_env,
         }
+    }
+
+    /// Returns the provider setting `name` of [`Self::provider_env`].
+    pub fn provider_env(&self, name: &str) -> Option<&str> {
+        self.provider_env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 

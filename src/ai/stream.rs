@@ -33,6 +33,7 @@ use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::error::AiError;
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
+use crate::ai::responses::{self, Flavor, ResponsesDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
 use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
 use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
@@ -97,10 +98,9 @@ impl AiClient {
 
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
-    /// `openai-completions` and `anthropic-messages` are spoken natively; models whose API is
-    /// `openai-responses` (the reference's built-in OpenAI models) are called through chat
-    /// completions, and the message records `openai-completions`. Any other API fails with
-    /// `No API provider registered for api: <api>`.
+    /// `openai-completions`, `openai-responses`, `azure-openai-responses` and
+    /// `anthropic-messages` are spoken; any other API fails with `No API provider registered
+    /// for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -110,14 +110,11 @@ impl AiClient {
     ) -> AssistantStream {
         let timestamp = self.clock.now_ms();
         let protocol = match model.api.as_str() {
-            "openai-completions" | "openai-responses" => Some(Protocol::OpenAi),
+            "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
-            _ => None,
+            api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
-        if protocol == Some(Protocol::OpenAi) {
-            effective.api = "openai-completions".to_owned();
-        }
         // The request model carries the base URL resolved at request time (the reference's
         // `requestModel`): compat detection reads it too.
         if let Some(base_url) = options.base_url.as_deref().filter(|url| !url.is_empty()) {
@@ -144,6 +141,7 @@ impl AiClient {
         let header_auth = match protocol {
             Protocol::OpenAi => openai::has_header_auth(&options.headers),
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
+            Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -159,6 +157,12 @@ impl AiClient {
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
             Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
+            Protocol::Responses(flavor) => {
+                responses::build_request(&effective, &request, &options, flavor).map(|wire| {
+                    let prefix = flavor.error_prefix(&effective.provider);
+                    (wire, ErrorBodyStyle::Prefixed(prefix))
+                })
+            }
         };
         let (wire, style) = match built {
             Ok(built) => built,
@@ -187,6 +191,17 @@ impl AiClient {
             message.key_order.touch(AssistantKey::ProviderThinkingLevel);
             message.provider_thinking_level = Some(level);
         }
+        if let Protocol::Responses(flavor) = protocol
+            && let Some(level) =
+                responses::configuration_update_effort(&effective, &options, flavor)
+        {
+            let message = stream.decoder.message_mut();
+            message.key_order.touch(AssistantKey::ProviderThinkingLevel);
+            message.provider_thinking_level = Some(match level {
+                serde_json::Value::String(text) => text,
+                other => crate::support::json::to_js_string(&other),
+            });
+        }
         stream.phase = Phase::Pending { wire, body, style };
         stream
     }
@@ -196,12 +211,14 @@ impl AiClient {
 enum Protocol {
     OpenAi,
     Anthropic,
+    Responses(Flavor),
 }
 
 enum Decoder {
     None(AssistantMessage),
     OpenAi(OpenAiDecoder),
     Anthropic(AnthropicDecoder),
+    Responses(ResponsesDecoder),
 }
 
 impl Decoder {
@@ -215,6 +232,9 @@ impl Decoder {
         let message = self.into_message();
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
+            Protocol::Responses(flavor) => {
+                Self::Responses(ResponsesDecoder::new(message, model, flavor))
+            }
             Protocol::Anthropic => {
                 let oauth = options
                     .api_key
@@ -240,6 +260,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.into_message(),
             Self::Anthropic(decoder) => decoder.into_message(),
+            Self::Responses(decoder) => decoder.into_message(),
         }
     }
 
@@ -248,6 +269,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.message(),
             Self::Anthropic(decoder) => decoder.message(),
+            Self::Responses(decoder) => decoder.message(),
         }
     }
 
@@ -256,6 +278,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.message_mut(),
             Self::Anthropic(decoder) => decoder.message_mut(),
+            Self::Responses(decoder) => decoder.message_mut(),
         }
     }
 
@@ -264,6 +287,7 @@ impl Decoder {
             Self::None(_) => {}
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
+            Self::Responses(decoder) => decoder.refresh(),
         }
     }
 
@@ -276,6 +300,7 @@ impl Decoder {
             Self::None(_) => Ok(true),
             Self::OpenAi(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
+            Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
         }
     }
 
@@ -288,6 +313,7 @@ impl Decoder {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.complete(out),
             Self::Anthropic(decoder) => decoder.complete(now_ms),
+            Self::Responses(decoder) => decoder.complete(),
         }
     }
 
@@ -300,6 +326,7 @@ impl Decoder {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.on_eof(out),
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
+            Self::Responses(decoder) => decoder.complete(),
         }
     }
 
@@ -474,6 +501,10 @@ impl AssistantStream {
         };
         match chunk {
             Ok(Ok(Some(bytes))) => {
+                if let Decoder::Responses(decoder) = &mut self.decoder {
+                    // Diagnostics of the terminal response are stamped with the time it came.
+                    decoder.set_now(self.clock.now_ms());
+                }
                 self.sse.feed(&bytes);
                 if !self.drain_frames() {
                     self.phase = Phase::Streaming(response);
