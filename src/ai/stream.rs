@@ -195,8 +195,11 @@ impl AiClient {
             && let Some(level) =
                 responses::configuration_update_effort(&effective, &options, flavor)
         {
+            // The reference's output literal spreads it in after `model`.
             let message = stream.decoder.message_mut();
-            message.key_order.touch(AssistantKey::ProviderThinkingLevel);
+            message
+                .key_order
+                .insert_after(AssistantKey::ProviderThinkingLevel, AssistantKey::Model);
             message.provider_thinking_level = Some(match level {
                 serde_json::Value::String(text) => text,
                 other => crate::support::json::to_js_string(&other),
