@@ -21,8 +21,8 @@
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
 //! transcript), `openai`, `responses` and `anthropic` (request mapping and stream decoding,
 //! pure),
-//! `request` (what both protocols share), `transport` (HTTP with the reference's retry
-//! rules), `stream` (the driver: idle timeout, abort, terminal events), `convert`
+//! `request` (what the protocols share), `transport` (HTTP with the reference's retry
+//! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
 //! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
 //! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
@@ -38,6 +38,7 @@ pub mod error;
 pub mod models;
 pub mod openai;
 pub mod partial_json;
+pub mod proxy;
 pub mod request;
 pub mod resolve;
 pub mod responses;

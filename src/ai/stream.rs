@@ -33,6 +33,7 @@ use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::error::AiError;
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
+use crate::ai::proxy::ProxyConfig;
 use crate::ai::responses::{self, Flavor, ResponsesDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
 use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
@@ -47,22 +48,27 @@ use crate::support::json::write_value;
 /// a REPL that has not been sent a prompt yet — does not need.
 type LazyHttp = Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>;
 
-fn build_http() -> Result<reqwest::Client, String> {
-    // No proxy from the environment: this layer reads no environment variables (and the
-    // reference's fetch ignores HTTP(S)_PROXY as well).
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .map_err(|err| err.to_string())
+fn build_http(proxy: &Arc<ProxyConfig>) -> Result<reqwest::Client, String> {
+    // Never reqwest's own reading of the environment: this layer reads none; the proxies
+    // come in resolved (`ProxyConfig`, the reference's rules).
+    let mut builder = reqwest::Client::builder().no_proxy();
+    if !proxy.is_empty() {
+        let proxy = proxy.clone();
+        builder = builder.proxy(reqwest::Proxy::custom(move |url| {
+            proxy.proxy_for(url).map(str::to_owned)
+        }));
+    }
+    builder.build().map_err(|err| err.to_string())
 }
 
 /// Returns the client of `cell`, building it on the blocking pool the first time.
-async fn lazy_http(cell: &LazyHttp) -> Result<reqwest::Client, AiError> {
+async fn lazy_http(cell: &LazyHttp, proxy: &Arc<ProxyConfig>) -> Result<reqwest::Client, AiError> {
     let built = match cell.get() {
         Some(built) => built.clone(),
         None => {
             let cell = cell.clone();
-            tokio::task::spawn_blocking(move || cell.get_or_init(build_http).clone())
+            let proxy = proxy.clone();
+            tokio::task::spawn_blocking(move || cell.get_or_init(|| build_http(&proxy)).clone())
                 .await
                 .unwrap_or_else(|join| Err(join.to_string()))
         }
@@ -76,6 +82,7 @@ async fn lazy_http(cell: &LazyHttp) -> Result<reqwest::Client, AiError> {
 #[derive(Clone, Debug)]
 pub struct AiClient {
     http: LazyHttp,
+    proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     /// The length of the last request body: the next one is serialised into a buffer of about
@@ -90,10 +97,19 @@ impl AiClient {
     pub fn new(clock: Arc<dyn Clock>, ids: Arc<IdSource>) -> Result<Self, AiError> {
         Ok(Self {
             http: Arc::new(std::sync::OnceLock::new()),
+            proxy: Arc::new(ProxyConfig::none()),
             clock,
             ids,
             body_hint: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// Sends every call through the proxies of `proxy` (before the first call; the
+    /// connection pool is built once).
+    pub fn with_proxy(mut self, proxy: ProxyConfig) -> Self {
+        self.proxy = Arc::new(proxy);
+        self.http = Arc::new(std::sync::OnceLock::new());
+        self
     }
 
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
@@ -123,6 +139,7 @@ impl AiClient {
         let message = new_assistant_message(&effective, timestamp);
         let base = AssistantStream {
             http: self.http.clone(),
+            proxy: self.proxy.clone(),
             clock: self.clock.clone(),
             ids: self.ids.clone(),
             transport: options.transport,
@@ -363,6 +380,7 @@ enum Phase {
 /// ends.
 pub struct AssistantStream {
     http: LazyHttp,
+    proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     transport: TransportConfig,
@@ -448,7 +466,7 @@ impl AssistantStream {
                 Phase::Finished => return None,
                 Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
                 Phase::Pending { wire, body, style } => {
-                    let http = match lazy_http(&self.http).await {
+                    let http = match lazy_http(&self.http, &self.proxy).await {
                         Ok(http) => http,
                         Err(error) => {
                             self.finish_failed(Failure::Classified(error));
