@@ -42,6 +42,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::ai::convert::{LlmMessage, transform_messages};
@@ -925,6 +926,20 @@ pub struct ResponsesDecoder {
     now_ms: i64,
 }
 
+/// A delta event, read without building a JSON tree (strings borrowed where they have no
+/// escapes).
+#[derive(Deserialize)]
+struct DeltaEvent<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    output_index: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
 /// The key of an output slot: `output_index` as JavaScript would use it as a `Map` key.
 fn slot_key(event: &Value) -> String {
     match event.get("output_index") {
@@ -1015,6 +1030,9 @@ impl ResponsesDecoder {
         if data == "[DONE]" {
             return Ok(true);
         }
+        if event != "error" && self.on_delta(data, out) {
+            return Ok(false);
+        }
         let value: Value = serde_json::from_str(data)
             .map_err(|_| "Error reading response: malformed server-sent event JSON.".to_owned())?;
         if event == "error" {
@@ -1037,6 +1055,47 @@ impl ResponsesDecoder {
         }
         self.on_event(&value, out)?;
         Ok(false)
+    }
+
+    /// The fast path for the events that make up most of a stream (text, reasoning and
+    /// argument deltas): read without building a JSON tree. Returns false when the frame is
+    /// not such an event (or not plainly one), for the general path to handle.
+    fn on_delta(&mut self, data: &str, out: &mut VecDeque<StreamEvent>) -> bool {
+        let Ok(event) = serde_json::from_str::<DeltaEvent<'_>>(data) else {
+            return false;
+        };
+        let (Some(kind), Some(delta)) = (event.kind, event.delta) else {
+            return false;
+        };
+        if event.error.is_some_and(|error| error.get() != "null") {
+            return false;
+        }
+        let key = match event.output_index {
+            None => "undefined".to_owned(),
+            Some(raw) if raw.get().bytes().all(|b| b.is_ascii_digit()) => raw.get().to_owned(),
+            Some(_) => return false,
+        };
+        match &*kind {
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                self.append_text(&key, SlotKind::Thinking, &delta, out);
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                self.append_text(&key, SlotKind::Text, &delta, out);
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(slot) = self.slot_mut(&key, SlotKind::ToolCall) {
+                    slot.arguments.push_str(&delta);
+                    let (index, text) = (slot.content_index, slot.arguments.clone());
+                    self.dirty.insert(index, text);
+                    out.push_back(StreamEvent::ToolCallDelta {
+                        content_index: index,
+                        delta: delta.into_owned(),
+                    });
+                }
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn on_event(&mut self, event: &Value, out: &mut VecDeque<StreamEvent>) -> Result<(), String> {
