@@ -1661,3 +1661,153 @@ fn replace_arguments(current: &mut String, full: &str) -> Option<String> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ai::auth::RequestAuth;
+    use crate::ai::models::builtin_models;
+
+    fn azure_model() -> Model {
+        builtin_models()
+            .iter()
+            .find(|model| model.provider == "azure" && model.id == "gpt-5")
+            .cloned()
+            .expect("azure/gpt-5")
+    }
+
+    fn options(env: &[(&str, &str)]) -> StreamOptions {
+        let mut options = StreamOptions::new(RequestAuth {
+            api_key: Some("az-key".into()),
+            provider_env: env
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+            ..Default::default()
+        });
+        options.base_url = None;
+        options
+    }
+
+    fn request() -> Request {
+        Request {
+            system_prompt: "Be brief.".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn azure_urls_versions_and_deployments_follow_the_environment() {
+        let model = azure_model();
+        let missing = build_request(&model, &request(), &options(&[]), Flavor::Azure);
+        assert!(
+            missing
+                .unwrap_err()
+                .starts_with("Azure OpenAI base URL is required.")
+        );
+
+        let by_resource = build_request(
+            &model,
+            &request(),
+            &options(&[("AZURE_OPENAI_RESOURCE_NAME", "team")]),
+            Flavor::Azure,
+        )
+        .unwrap();
+        assert_eq!(
+            by_resource.url,
+            "https://team.openai.azure.com/openai/v1/responses?api-version=v1"
+        );
+        assert_eq!(by_resource.headers[0], ("api-key".into(), "az-key".into()));
+        assert!(
+            !by_resource
+                .headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+        );
+
+        let configured = build_request(
+            &model,
+            &request(),
+            &options(&[
+                (
+                    "AZURE_OPENAI_BASE_URL",
+                    " https://x.cognitiveservices.azure.com/ ",
+                ),
+                ("AZURE_OPENAI_RESOURCE_NAME", "ignored"),
+                ("AZURE_OPENAI_API_VERSION", "2025-04-01-preview"),
+                (
+                    "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+                    "gpt-4o=a, gpt-5 = prod-gpt5 ,bad",
+                ),
+            ]),
+            Flavor::Azure,
+        )
+        .unwrap();
+        assert_eq!(
+            configured.url,
+            "https://x.cognitiveservices.azure.com/openai/v1/responses?api-version=2025-04-01-preview"
+        );
+        assert_eq!(configured.body["model"], "prod-gpt5");
+    }
+
+    #[test]
+    fn azure_base_urls_are_normalised_like_the_reference() {
+        for (input, expected) in [
+            (
+                "https://r.openai.azure.com",
+                "https://r.openai.azure.com/openai/v1",
+            ),
+            (
+                "https://r.openai.azure.com/openai/",
+                "https://r.openai.azure.com/openai/v1",
+            ),
+            (
+                "https://r.openai.azure.com/openai/v1/responses?x=1",
+                "https://r.openai.azure.com/openai/v1",
+            ),
+            (
+                "https://r.services.ai.azure.com/custom/",
+                "https://r.services.ai.azure.com/custom",
+            ),
+            (
+                "http://127.0.0.1:8080/openai/v1/",
+                "http://127.0.0.1:8080/openai/v1",
+            ),
+        ] {
+            assert_eq!(
+                normalize_azure_base_url(input).unwrap(),
+                expected,
+                "{input}"
+            );
+        }
+        assert_eq!(
+            normalize_azure_base_url("not a url").unwrap_err(),
+            "Invalid Azure OpenAI base URL: not a url"
+        );
+    }
+
+    #[test]
+    fn tool_call_ids_from_elsewhere_are_normalised() {
+        let model = builtin_models()
+            .iter()
+            .find(|model| model.provider == "openai" && model.id == "gpt-5.4")
+            .cloned()
+            .unwrap();
+        let mut source = crate::ai::new_assistant_message(&model, 0);
+        assert_eq!(
+            normalize_tool_call_id(&model, Flavor::OpenAi, "call_1|fc_x+y", &source),
+            "call_1|fc_x_y"
+        );
+        assert_eq!(
+            normalize_tool_call_id(&model, Flavor::OpenAi, "call_1|item_9", &source),
+            "call_1|fc_item_9"
+        );
+        source.provider = "anthropic".into();
+        let foreign = normalize_tool_call_id(&model, Flavor::OpenAi, "call_1|rs_abc", &source);
+        assert_eq!(foreign, format!("call_1|fc_{}", short_hash("rs_abc")));
+        assert_eq!(
+            normalize_tool_call_id(&model, Flavor::OpenAi, "toolu_01🎉/x__", &source),
+            "toolu_01___x"
+        );
+    }
+}
