@@ -1,8 +1,8 @@
 //! SSE decoding throughput: how fast recorded provider streams turn into events.
 //!
 //! Run: `cargo bench --bench sse` (release profile; not part of CI). Prints, for a long
-//! OpenAI-compatible stream and a long Anthropic stream (built from the recorded fixture
-//! frames, ~8 MB each, fed in 16 KiB network-sized pieces):
+//! OpenAI-compatible stream, a long OpenAI Responses stream and a long Anthropic stream (built
+//! from the recorded fixture frames, ~8 MB each, fed in 16 KiB network-sized pieces):
 //! - framing only (`SseDecoder`): MB/s and frames/s;
 //! - full decoding (framing + JSON + events + message building): MB/s, events/s and heap
 //!   allocations per event, counted by `stats_alloc`'s instrumented system allocator — with
@@ -19,6 +19,7 @@ use std::time::Instant;
 use pi::ai::anthropic::AnthropicDecoder;
 use pi::ai::models::{Model, builtin_models};
 use pi::ai::openai::OpenAiDecoder;
+use pi::ai::responses::{Flavor, ResponsesDecoder};
 use pi::ai::sse::SseDecoder;
 use pi::ai::{StreamEvent, new_assistant_message};
 #[cfg(feature = "system-allocator")]
@@ -137,6 +138,55 @@ fn anthropic_stream() -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A Responses stream as the API sends it (`fixtures/providers/responses-*.sse`): a reasoning
+/// item with summary deltas, then a message item with text deltas, every event named and
+/// numbered.
+fn responses_stream() -> Vec<u8> {
+    let mut out = String::new();
+    let mut seq = 0usize;
+    let mut event = |out: &mut String, kind: &str, body: String| {
+        out.push_str(&format!(
+            "event: {kind}\ndata: {{\"type\":\"{kind}\",{body},\"sequence_number\":{seq}}}\n\n"
+        ));
+        seq += 1;
+    };
+    event(&mut out, "response.created", r#""response":{"id":"resp_0a1b2c","object":"response","created_at":1767225600,"status":"in_progress","model":"gpt-5.4-2026-03-05","output":[],"usage":null}"#.to_owned());
+    event(
+        &mut out,
+        "response.output_item.added",
+        r#""output_index":0,"item":{"id":"rs_0a1b2c02","type":"reasoning","summary":[]}"#
+            .to_owned(),
+    );
+    let mut idx = 0;
+    while out.len() < TARGET_BYTES / 2 {
+        event(
+            &mut out,
+            "response.reasoning_summary_text.delta",
+            format!(
+                r#""item_id":"rs_0a1b2c02","output_index":0,"summary_index":0,"delta":{}"#,
+                json_string(WORDS[idx % WORDS.len()])
+            ),
+        );
+        idx += 1;
+    }
+    event(&mut out, "response.output_item.done", r#""output_index":0,"item":{"id":"rs_0a1b2c02","type":"reasoning","encrypted_content":"gAAAAABpZ2Vu","summary":[{"type":"summary_text","text":"short"}]}"#.to_owned());
+    event(&mut out, "response.output_item.added", r#""output_index":1,"item":{"id":"msg_0a1b2c01","type":"message","status":"in_progress","content":[],"role":"assistant"}"#.to_owned());
+    while out.len() < TARGET_BYTES {
+        event(
+            &mut out,
+            "response.output_text.delta",
+            format!(
+                r#""item_id":"msg_0a1b2c01","output_index":1,"content_index":0,"delta":{},"logprobs":[]"#,
+                json_string(WORDS[idx % WORDS.len()])
+            ),
+        );
+        idx += 1;
+    }
+    event(&mut out, "response.output_item.done", r#""output_index":1,"item":{"id":"msg_0a1b2c01","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"short"}],"role":"assistant"}"#.to_owned());
+    event(&mut out, "response.completed", r#""response":{"id":"resp_0a1b2c","status":"completed","output":[],"usage":{"input_tokens":1480,"input_tokens_details":{"cached_tokens":1280},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":1492}}"#.to_owned());
+    out.into_bytes()
+}
+
 fn frames_only(bytes: &[u8]) -> usize {
     let mut decoder = SseDecoder::new();
     let mut frames = 0;
@@ -155,6 +205,7 @@ fn frames_only(bytes: &[u8]) -> usize {
 
 enum Wire {
     OpenAi(Model),
+    Responses(Model),
     Anthropic(Model),
 }
 
@@ -178,6 +229,24 @@ fn decode(bytes: &[u8], wire: &Wire) -> usize {
             }
             let _ = decoder.complete(&mut out);
             events += out.drain(..).count();
+            std::hint::black_box(decoder.message().content.len());
+        }
+        Wire::Responses(model) => {
+            let mut decoder =
+                ResponsesDecoder::new(new_assistant_message(model, 0), model, Flavor::OpenAi);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder
+                        .on_frame(frame.event, frame.data, &mut out)
+                        .unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete();
             std::hint::black_box(decoder.message().content.len());
         }
         Wire::Anthropic(model) => {
@@ -255,6 +324,12 @@ fn main() {
         "openai",
         &openai,
         &Wire::OpenAi(model("openrouter", "moonshotai/kimi-k2.6")),
+    );
+    let responses = responses_stream();
+    report(
+        "responses",
+        &responses,
+        &Wire::Responses(model("openai", "gpt-5.4")),
     );
     report(
         "anthropic",

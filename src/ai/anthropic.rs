@@ -1651,6 +1651,7 @@ mod tests {
             api_key: Some("k".into()),
             headers: vec![],
             base_url: "https://api.anthropic.com".into(),
+            ..Default::default()
         });
         options.thinking = level;
         options

@@ -4,10 +4,12 @@
 //! Resolution order for a provider's key: the runtime key (`--api-key`), then `auth.json`
 //! (`api_key` entries resolve their value form; an unresolvable one stops the search;
 //! unexpired `oauth` entries give their `access` token), then the provider's environment
-//! variables, then the provider's `models.json` `apiKey`. A value form is `!command` (run by
-//! the shell, stdout trimmed), else the name of a non-empty environment variable, else the
-//! literal. `auth.json` command results are cached for the process; `models.json` values are
-//! resolved afresh on every request.
+//! variables, then the provider's `models.json` `apiKey`. A value form (1.6.0's
+//! `resolveConfigValue`) is `!command` (run by the shell, stdout trimmed), else a template:
+//! `$NAME` and `${NAME}` are replaced by the environment variable (unset or empty: the value
+//! does not resolve), `$$` and `$!` are a literal `$` and `!`, everything else — a plain
+//! `OPENAI_API_KEY` too — is literal. `auth.json` command results are cached for the process;
+//! `models.json` values are resolved afresh on every request.
 //!
 //! Invariant: this layer reads no environment variables and runs no commands itself; both go
 //! through the [`KeyResolver`] that `cli` supplies. The file contents come in as text.
@@ -39,7 +41,7 @@ pub fn env_key_names(provider: &str) -> &'static [&'static str] {
         "github-copilot" => &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
         "anthropic" => &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
         "openai" => &["OPENAI_API_KEY"],
-        "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
+        "azure" | "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
         "deepseek" => &["DEEPSEEK_API_KEY"],
         "google" => &["GEMINI_API_KEY"],
         "google-vertex" => &["GOOGLE_CLOUD_API_KEY"],
@@ -279,13 +281,124 @@ impl Credentials {
     }
 }
 
-/// Resolves a value form (§4.5) without caching: `!command`, else a non-empty environment
-/// variable of that name, else the literal.
-pub fn resolve_config_value(value: &str, resolver: &dyn KeyResolver) -> Option<String> {
-    match value.strip_prefix('!') {
-        Some(command) => resolver.run_command(command),
-        None => Some(resolver.env(value).unwrap_or_else(|| value.to_owned())),
+/// One piece of a `models.json` / `auth.json` value template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ConfigPart {
+    Literal(String),
+    Env(String),
+}
+
+fn push_literal(parts: &mut Vec<ConfigPart>, text: &str) {
+    if text.is_empty() {
+        return;
     }
+    match parts.last_mut() {
+        Some(ConfigPart::Literal(previous)) => previous.push_str(text),
+        _ => parts.push(ConfigPart::Literal(text.to_owned())),
+    }
+}
+
+/// The length of the environment-variable name at the start of `text`
+/// (`[A-Za-z_][A-Za-z0-9_]*`), 0 for none.
+fn env_name_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    match bytes.first() {
+        Some(first) if first.is_ascii_alphabetic() || *first == b'_' => {}
+        _ => return 0,
+    }
+    bytes
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+        .count()
+}
+
+/// 1.6.0's `parseConfigValueTemplate`: `$NAME` and `${NAME}` are environment references, `$$`
+/// and `$!` a literal `$` and `!`, anything else (a lone `$`, `${` without `}`, `${not a
+/// name}`) literal text.
+fn parse_config_template(value: &str) -> Vec<ConfigPart> {
+    let mut parts = Vec::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        push_literal(&mut parts, &rest[..at]);
+        let after = &rest[at + 1..];
+        match after.chars().next() {
+            Some(c @ ('$' | '!')) => {
+                push_literal(&mut parts, if c == '$' { "$" } else { "!" });
+                rest = &after[1..];
+            }
+            Some('{') => match after[1..].find('}') {
+                None => {
+                    push_literal(&mut parts, "$");
+                    rest = after;
+                }
+                Some(end) => {
+                    let name = &after[1..1 + end];
+                    if !name.is_empty() && env_name_len(name) == name.len() {
+                        parts.push(ConfigPart::Env(name.to_owned()));
+                    } else {
+                        push_literal(&mut parts, &rest[at..at + 1 + end + 2]);
+                    }
+                    rest = &after[end + 2..];
+                }
+            },
+            _ => {
+                let len = env_name_len(after);
+                if len > 0 {
+                    parts.push(ConfigPart::Env(after[..len].to_owned()));
+                    rest = &after[len..];
+                } else {
+                    push_literal(&mut parts, "$");
+                    rest = after;
+                }
+            }
+        }
+    }
+    push_literal(&mut parts, rest);
+    parts
+}
+
+/// The environment variables a value form refers to, in order, each once
+/// (`getConfigValueEnvVarNames`); none for a `!command`.
+pub fn config_value_env_names(value: &str) -> Vec<String> {
+    if value.starts_with('!') {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for part in parse_config_template(value) {
+        if let ConfigPart::Env(name) = part
+            && !names.contains(&name)
+        {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Whether a value form can resolve without running anything: a command counts as
+/// configured; a template when every variable it names is set (`isConfigValueConfigured`).
+pub fn config_value_configured(value: &str, resolver: &dyn KeyResolver) -> bool {
+    value.starts_with('!')
+        || config_value_env_names(value)
+            .iter()
+            .all(|name| resolver.env(name).is_some())
+}
+
+/// Resolves a value form (1.6.0's `resolveConfigValueUncached`) without caching: `!command`
+/// (stdout trimmed), else the template with every `$NAME`/`${NAME}` replaced by the
+/// variable's value — `None` when one of them is unset or empty. A plain string is a
+/// literal.
+pub fn resolve_config_value(value: &str, resolver: &dyn KeyResolver) -> Option<String> {
+    if let Some(command) = value.strip_prefix('!') {
+        return resolver.run_command(command);
+    }
+    let mut out = String::with_capacity(value.len());
+    for part in parse_config_template(value) {
+        match part {
+            ConfigPart::Literal(text) => out.push_str(&text),
+            ConfigPart::Env(name) => out.push_str(&resolver.env(&name)?),
+        }
+    }
+    Some(out)
 }
 
 fn resolve_or_fail(
@@ -298,7 +411,22 @@ fn resolve_or_fail(
             Some(command) => {
                 format!("Failed to resolve {description} from shell command: {command}")
             }
-            None => format!("Failed to resolve {description}"),
+            None => {
+                let missing: Vec<String> = config_value_env_names(value)
+                    .into_iter()
+                    .filter(|name| resolver.env(name).is_none())
+                    .collect();
+                match missing.as_slice() {
+                    [] => format!("Failed to resolve {description}"),
+                    [one] => {
+                        format!("Failed to resolve {description} from environment variable: {one}")
+                    }
+                    many => format!(
+                        "Failed to resolve {description} from environment variables: {}",
+                        many.join(", ")
+                    ),
+                }
+            }
         },
     })
 }
@@ -320,7 +448,19 @@ pub struct RequestAuth {
     pub headers: Vec<(String, String)>,
     /// The base URL with `{NAME}` placeholders substituted (Cloudflare).
     pub base_url: String,
+    /// The provider settings the protocol reads at request time (`getProviderEnvValue`),
+    /// those of [`PROVIDER_ENV_NAMES`] that are set.
+    pub provider_env: Vec<(String, String)>,
 }
+
+/// The environment variables a protocol reads at request time, besides keys (1.6.0's
+/// `getProviderEnvValue` callers).
+pub const PROVIDER_ENV_NAMES: &[&str] = &[
+    "AZURE_OPENAI_BASE_URL",
+    "AZURE_OPENAI_RESOURCE_NAME",
+    "AZURE_OPENAI_API_VERSION",
+    "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+];
 
 /// Resolves a model's key, headers and base URL for one request (the reference's
 /// `getApiKeyAndHeaders` plus the Cloudflare placeholder substitution). Blocking: may run
@@ -381,10 +521,19 @@ pub fn request_auth(
         };
         set_header(&mut headers, "Authorization", &format!("Bearer {key}"));
     }
+    let provider_env = if model.api == "azure-openai-responses" {
+        PROVIDER_ENV_NAMES
+            .iter()
+            .filter_map(|name| resolver.env(name).map(|value| ((*name).to_owned(), value)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(RequestAuth {
         api_key,
         headers,
         base_url: resolve_base_url(model, resolver)?,
+        provider_env,
     })
 }
 
@@ -428,7 +577,8 @@ pub fn has_configured_auth(
     credentials.has_auth(&model.provider)
         || registry
             .provider_request_config(&model.provider)
-            .is_some_and(|config| config.api_key.is_some())
+            .and_then(|config| config.api_key.as_deref())
+            .is_some_and(|key| config_value_configured(key, credentials.resolver()))
 }
 
 /// Returns the available models in registry order (the reference's `getAvailable`).
@@ -441,6 +591,76 @@ pub fn available_models<'a>(
         .iter()
         .filter(|model| has_configured_auth(registry, credentials, model))
         .collect()
+}
+
+#[cfg(test)]
+mod config_value_tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Vars(HashMap<&'static str, &'static str>);
+
+    impl KeyResolver for Vars {
+        fn env(&self, name: &str) -> Option<String> {
+            self.0
+                .get(name)
+                .filter(|value| !value.is_empty())
+                .map(|value| (*value).to_owned())
+        }
+        fn run_command(&self, command: &str) -> Option<String> {
+            Some(format!("ran {command}"))
+        }
+    }
+
+    fn vars() -> Vars {
+        Vars(HashMap::from([("KEY", "k1"), ("HOST", "h"), ("EMPTY", "")]))
+    }
+
+    #[test]
+    fn templates_interpolate_as_1_6_0_does() {
+        let vars = vars();
+        let resolve = |value: &str| resolve_config_value(value, &vars);
+        assert_eq!(resolve("KEY").as_deref(), Some("KEY"));
+        assert_eq!(resolve("$KEY").as_deref(), Some("k1"));
+        assert_eq!(resolve("${KEY}").as_deref(), Some("k1"));
+        assert_eq!(resolve("Bearer $KEY!").as_deref(), Some("Bearer k1!"));
+        assert_eq!(resolve("${HOST}x-$KEY.y").as_deref(), Some("hx-k1.y"));
+        assert_eq!(resolve("$$KEY $! $").as_deref(), Some("$KEY ! $"));
+        assert_eq!(
+            resolve("${not a name} ${KEY").as_deref(),
+            Some("${not a name} ${KEY")
+        );
+        assert_eq!(resolve("$1abc").as_deref(), Some("$1abc"));
+        assert_eq!(resolve("$MISSING"), None);
+        assert_eq!(resolve("a${EMPTY}b"), None);
+        assert_eq!(resolve("!echo $KEY").as_deref(), Some("ran echo $KEY"));
+        assert_eq!(
+            config_value_env_names("$A-${B}-$A-$$C"),
+            ["A".to_owned(), "B".to_owned()]
+        );
+        assert!(config_value_configured("$KEY", &vars));
+        assert!(!config_value_configured("$KEY$MISSING", &vars));
+        assert!(config_value_configured("!false", &vars));
+        assert!(config_value_configured("PLAIN", &vars));
+    }
+
+    #[test]
+    fn unresolved_templates_name_the_missing_variables() {
+        let vars = vars();
+        let error = |value: &str| match resolve_or_fail(value, "API key for provider \"p\"", &vars)
+        {
+            Err(error) => error.message().to_owned(),
+            Ok(value) => panic!("resolved to {value}"),
+        };
+        assert_eq!(
+            error("$MISSING"),
+            "Failed to resolve API key for provider \"p\" from environment variable: MISSING"
+        );
+        assert_eq!(
+            error("${A}:$KEY:$B:$A"),
+            "Failed to resolve API key for provider \"p\" from environment variables: A, B"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -489,7 +709,7 @@ mod tests {
         env.vars.insert("MY_KEY".into(), "from-var".into());
         env.commands.insert("echo hi".into(), "cmd-key".into());
         let (mut creds, env) = creds(
-            r#"{"openai":{"type":"api_key","key":"MY_KEY"},"groq":{"type":"api_key","key":"!echo hi"},"xai":{"type":"api_key","key":"!false"}}"#,
+            r#"{"openai":{"type":"api_key","key":"$MY_KEY"},"mistral":{"type":"api_key","key":"MY_KEY"},"groq":{"type":"api_key","key":"!echo hi"},"xai":{"type":"api_key","key":"!false"}}"#,
             env,
         );
         assert_eq!(
@@ -500,6 +720,8 @@ mod tests {
             creds.api_key("openai").unwrap().as_deref(),
             Some("from-var")
         );
+        // 1.6.0: a plain name is the key itself.
+        assert_eq!(creds.api_key("mistral").unwrap().as_deref(), Some("MY_KEY"));
         assert_eq!(creds.api_key("groq").unwrap().as_deref(), Some("cmd-key"));
         assert_eq!(creds.api_key("groq").unwrap().as_deref(), Some("cmd-key"));
         assert_eq!(

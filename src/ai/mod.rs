@@ -19,9 +19,10 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai` and `anthropic` (request mapping and stream decoding, pure),
-//! `request` (what both protocols share), `transport` (HTTP with the reference's retry
-//! rules), `stream` (the driver: idle timeout, abort, terminal events), `convert`
+//! transcript), `openai`, `responses` and `anthropic` (request mapping and stream decoding,
+//! pure),
+//! `request` (what the protocols share), `transport` (HTTP with the reference's retry
+//! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
 //! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
 //! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
@@ -37,8 +38,10 @@ pub mod error;
 pub mod models;
 pub mod openai;
 pub mod partial_json;
+pub mod proxy;
 pub mod request;
 pub mod resolve;
+pub mod responses;
 pub mod sse;
 mod stream;
 pub mod transcript;
@@ -183,6 +186,10 @@ pub struct StreamOptions {
     pub transport: TransportConfig,
     /// How requests identify themselves (`User-Agent`, provider attribution).
     pub identity: request::ClientIdentity,
+    /// The provider settings the reference reads from the environment at request time
+    /// (`getProviderEnvValue`: `AZURE_OPENAI_BASE_URL`, `AZURE_OPENAI_API_VERSION`, …), as
+    /// resolved by [`auth::request_auth`]; this layer reads no environment itself.
+    pub provider_env: Vec<(String, String)>,
 }
 
 impl StreamOptions {
@@ -200,7 +207,16 @@ impl StreamOptions {
             session_id: None,
             transport: TransportConfig::default(),
             identity: request::ClientIdentity::default(),
+            provider_env: auth.provider_env,
         }
+    }
+
+    /// Returns the provider setting `name` of [`Self::provider_env`].
+    pub fn provider_env(&self, name: &str) -> Option<&str> {
+        self.provider_env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 

@@ -313,7 +313,7 @@ pub fn builtin_providers() -> Vec<&'static str> {
 }
 
 /// Request-time configuration of a provider from `models.json` (values unresolved: a literal,
-/// an environment variable name, or `!command`).
+/// a `$NAME`/`${NAME}` template, or `!command`; see [`crate::ai::auth::resolve_config_value`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProviderRequestConfig {
     /// `apiKey` value form.

@@ -33,6 +33,8 @@ use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::error::AiError;
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
+use crate::ai::proxy::ProxyConfig;
+use crate::ai::responses::{self, Flavor, ResponsesDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
 use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
 use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
@@ -46,22 +48,27 @@ use crate::support::json::write_value;
 /// a REPL that has not been sent a prompt yet — does not need.
 type LazyHttp = Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>;
 
-fn build_http() -> Result<reqwest::Client, String> {
-    // No proxy from the environment: this layer reads no environment variables (and the
-    // reference's fetch ignores HTTP(S)_PROXY as well).
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .map_err(|err| err.to_string())
+fn build_http(proxy: &Arc<ProxyConfig>) -> Result<reqwest::Client, String> {
+    // Never reqwest's own reading of the environment: this layer reads none; the proxies
+    // come in resolved (`ProxyConfig`, the reference's rules).
+    let mut builder = reqwest::Client::builder().no_proxy();
+    if !proxy.is_empty() {
+        let proxy = proxy.clone();
+        builder = builder.proxy(reqwest::Proxy::custom(move |url| {
+            proxy.proxy_for(url).map(str::to_owned)
+        }));
+    }
+    builder.build().map_err(|err| err.to_string())
 }
 
 /// Returns the client of `cell`, building it on the blocking pool the first time.
-async fn lazy_http(cell: &LazyHttp) -> Result<reqwest::Client, AiError> {
+async fn lazy_http(cell: &LazyHttp, proxy: &Arc<ProxyConfig>) -> Result<reqwest::Client, AiError> {
     let built = match cell.get() {
         Some(built) => built.clone(),
         None => {
             let cell = cell.clone();
-            tokio::task::spawn_blocking(move || cell.get_or_init(build_http).clone())
+            let proxy = proxy.clone();
+            tokio::task::spawn_blocking(move || cell.get_or_init(|| build_http(&proxy)).clone())
                 .await
                 .unwrap_or_else(|join| Err(join.to_string()))
         }
@@ -75,6 +82,7 @@ async fn lazy_http(cell: &LazyHttp) -> Result<reqwest::Client, AiError> {
 #[derive(Clone, Debug)]
 pub struct AiClient {
     http: LazyHttp,
+    proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     /// The length of the last request body: the next one is serialised into a buffer of about
@@ -89,18 +97,26 @@ impl AiClient {
     pub fn new(clock: Arc<dyn Clock>, ids: Arc<IdSource>) -> Result<Self, AiError> {
         Ok(Self {
             http: Arc::new(std::sync::OnceLock::new()),
+            proxy: Arc::new(ProxyConfig::none()),
             clock,
             ids,
             body_hint: Arc::new(AtomicUsize::new(0)),
         })
     }
 
+    /// Sends every call through the proxies of `proxy` (before the first call; the
+    /// connection pool is built once).
+    pub fn with_proxy(mut self, proxy: ProxyConfig) -> Self {
+        self.proxy = Arc::new(proxy);
+        self.http = Arc::new(std::sync::OnceLock::new());
+        self
+    }
+
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
-    /// `openai-completions` and `anthropic-messages` are spoken natively; models whose API is
-    /// `openai-responses` (the reference's built-in OpenAI models) are called through chat
-    /// completions, and the message records `openai-completions`. Any other API fails with
-    /// `No API provider registered for api: <api>`.
+    /// `openai-completions`, `openai-responses`, `azure-openai-responses` and
+    /// `anthropic-messages` are spoken; any other API fails with `No API provider registered
+    /// for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -110,14 +126,11 @@ impl AiClient {
     ) -> AssistantStream {
         let timestamp = self.clock.now_ms();
         let protocol = match model.api.as_str() {
-            "openai-completions" | "openai-responses" => Some(Protocol::OpenAi),
+            "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
-            _ => None,
+            api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
-        if protocol == Some(Protocol::OpenAi) {
-            effective.api = "openai-completions".to_owned();
-        }
         // The request model carries the base URL resolved at request time (the reference's
         // `requestModel`): compat detection reads it too.
         if let Some(base_url) = options.base_url.as_deref().filter(|url| !url.is_empty()) {
@@ -126,6 +139,7 @@ impl AiClient {
         let message = new_assistant_message(&effective, timestamp);
         let base = AssistantStream {
             http: self.http.clone(),
+            proxy: self.proxy.clone(),
             clock: self.clock.clone(),
             ids: self.ids.clone(),
             transport: options.transport,
@@ -144,6 +158,7 @@ impl AiClient {
         let header_auth = match protocol {
             Protocol::OpenAi => openai::has_header_auth(&options.headers),
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
+            Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -159,6 +174,12 @@ impl AiClient {
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
             Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
+            Protocol::Responses(flavor) => {
+                responses::build_request(&effective, &request, &options, flavor).map(|wire| {
+                    let prefix = flavor.error_prefix(&effective.provider);
+                    (wire, ErrorBodyStyle::Prefixed(prefix))
+                })
+            }
         };
         let (wire, style) = match built {
             Ok(built) => built,
@@ -187,6 +208,20 @@ impl AiClient {
             message.key_order.touch(AssistantKey::ProviderThinkingLevel);
             message.provider_thinking_level = Some(level);
         }
+        if let Protocol::Responses(flavor) = protocol
+            && let Some(level) =
+                responses::configuration_update_effort(&effective, &options, flavor)
+        {
+            // The reference's output literal spreads it in after `model`.
+            let message = stream.decoder.message_mut();
+            message
+                .key_order
+                .insert_after(AssistantKey::ProviderThinkingLevel, AssistantKey::Model);
+            message.provider_thinking_level = Some(match level {
+                serde_json::Value::String(text) => text,
+                other => crate::support::json::to_js_string(&other),
+            });
+        }
         stream.phase = Phase::Pending { wire, body, style };
         stream
     }
@@ -196,12 +231,14 @@ impl AiClient {
 enum Protocol {
     OpenAi,
     Anthropic,
+    Responses(Flavor),
 }
 
 enum Decoder {
     None(AssistantMessage),
     OpenAi(OpenAiDecoder),
     Anthropic(AnthropicDecoder),
+    Responses(ResponsesDecoder),
 }
 
 impl Decoder {
@@ -215,6 +252,9 @@ impl Decoder {
         let message = self.into_message();
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
+            Protocol::Responses(flavor) => {
+                Self::Responses(ResponsesDecoder::new(message, model, flavor))
+            }
             Protocol::Anthropic => {
                 let oauth = options
                     .api_key
@@ -240,6 +280,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.into_message(),
             Self::Anthropic(decoder) => decoder.into_message(),
+            Self::Responses(decoder) => decoder.into_message(),
         }
     }
 
@@ -248,6 +289,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.message(),
             Self::Anthropic(decoder) => decoder.message(),
+            Self::Responses(decoder) => decoder.message(),
         }
     }
 
@@ -256,6 +298,7 @@ impl Decoder {
             Self::None(message) => message,
             Self::OpenAi(decoder) => decoder.message_mut(),
             Self::Anthropic(decoder) => decoder.message_mut(),
+            Self::Responses(decoder) => decoder.message_mut(),
         }
     }
 
@@ -264,6 +307,7 @@ impl Decoder {
             Self::None(_) => {}
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
+            Self::Responses(decoder) => decoder.refresh(),
         }
     }
 
@@ -276,6 +320,7 @@ impl Decoder {
             Self::None(_) => Ok(true),
             Self::OpenAi(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
+            Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
         }
     }
 
@@ -288,6 +333,7 @@ impl Decoder {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.complete(out),
             Self::Anthropic(decoder) => decoder.complete(now_ms),
+            Self::Responses(decoder) => decoder.complete(),
         }
     }
 
@@ -300,6 +346,7 @@ impl Decoder {
             Self::None(message) => Ok(message.stop_reason),
             Self::OpenAi(decoder) => decoder.on_eof(out),
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
+            Self::Responses(decoder) => decoder.complete(),
         }
     }
 
@@ -333,6 +380,7 @@ enum Phase {
 /// ends.
 pub struct AssistantStream {
     http: LazyHttp,
+    proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     transport: TransportConfig,
@@ -418,7 +466,7 @@ impl AssistantStream {
                 Phase::Finished => return None,
                 Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
                 Phase::Pending { wire, body, style } => {
-                    let http = match lazy_http(&self.http).await {
+                    let http = match lazy_http(&self.http, &self.proxy).await {
                         Ok(http) => http,
                         Err(error) => {
                             self.finish_failed(Failure::Classified(error));
@@ -474,6 +522,10 @@ impl AssistantStream {
         };
         match chunk {
             Ok(Ok(Some(bytes))) => {
+                if let Decoder::Responses(decoder) = &mut self.decoder {
+                    // Diagnostics of the terminal response are stamped with the time it came.
+                    decoder.set_now(self.clock.now_ms());
+                }
                 self.sse.feed(&bytes);
                 if !self.drain_frames() {
                     self.phase = Phase::Streaming(response);

@@ -74,13 +74,17 @@ pub fn api_error_message(status: Option<u16>, error: Option<&Value>, text: Optio
     }
 }
 
-/// Where a provider puts the error object in a failed response's JSON body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a provider puts the error object in a failed response's JSON body, and how the
+/// failure is worded.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorBodyStyle {
     /// `{"error": {...}}`: the `error` member (OpenAI SDK).
     ErrorMember,
     /// The whole body (Anthropic SDK).
     WholeBody,
+    /// The `error` member (OpenAI SDK), worded `"<prefix> (<status>): <error JSON or
+    /// message>"` (`formatProviderError` with a prefix, as the Responses transports do).
+    Prefixed(String),
 }
 
 /// The longest provider error body kept in an error text (`MAX_PROVIDER_ERROR_BODY_CHARS`).
@@ -136,13 +140,13 @@ pub fn openai_error_text(status: Option<u16>, error: Option<&Value>, text: Optio
 }
 
 /// Returns the error text of a failed HTTP response.
-pub fn status_error_message(status: u16, body: &str, style: ErrorBodyStyle) -> String {
+pub fn status_error_message(status: u16, body: &str, style: &ErrorBodyStyle) -> String {
     error_texts(status, body, style).1
 }
 
 /// The SDK's own message of a failed response (`APIError.message`), and the text 1.6.0 makes
 /// of it.
-fn error_texts(status: u16, body: &str, style: ErrorBodyStyle) -> (String, String) {
+fn error_texts(status: u16, body: &str, style: &ErrorBodyStyle) -> (String, String) {
     let json = serde_json::from_str::<Value>(body).ok();
     // The SDKs use the parsed body only when it is truthy (`errJSON ? undefined : errText`).
     let json = json.filter(|json| match json {
@@ -152,17 +156,32 @@ fn error_texts(status: u16, body: &str, style: ErrorBodyStyle) -> (String, Strin
         Value::String(text) => !text.is_empty(),
         Value::Array(_) | Value::Object(_) => true,
     });
+    // `makeStatusError`: an object without an `error` member is the error itself.
+    let error_member = |json: &Value| match json {
+        Value::Object(map) if map.get("error").is_none_or(Value::is_null) => Some(json.clone()),
+        Value::Array(_) => Some(json.clone()),
+        Value::Object(map) => map.get("error").cloned(),
+        _ => None,
+    };
     match (style, json) {
-        (ErrorBodyStyle::ErrorMember, Some(json)) => {
-            // `makeStatusError`: an object without an `error` member is the error itself.
-            let error = match &json {
-                Value::Object(map) if map.get("error").is_none_or(Value::is_null) => {
-                    Some(json.clone())
+        (ErrorBodyStyle::Prefixed(prefix), json) => {
+            let error = json.as_ref().and_then(error_member);
+            let sdk_message = api_error_message(Some(status), error.as_ref(), Some(body));
+            // `normalizeProviderError`: a plain non-empty error object is the body.
+            let error_body = error
+                .as_ref()
+                .filter(|error| error.as_object().is_some_and(|map| !map.is_empty()))
+                .map(|error| truncate_error_text(to_js_string(error).trim()));
+            let text = match error_body {
+                Some(error_body) if !sdk_message.contains(&error_body) => {
+                    format!("{prefix} ({status}): {error_body}")
                 }
-                Value::Array(_) => Some(json.clone()),
-                Value::Object(map) => map.get("error").cloned(),
-                _ => None,
+                _ => format!("{prefix} ({status}): {sdk_message}"),
             };
+            (sdk_message, text)
+        }
+        (ErrorBodyStyle::ErrorMember, Some(json)) => {
+            let error = error_member(&json);
             (
                 api_error_message(Some(status), error.as_ref(), None),
                 openai_error_text(Some(status), error.as_ref(), None),
@@ -335,7 +354,7 @@ pub(crate) async fn send(
                     requested.unwrap_or_else(|| default_delay(ctx.config, retries_done, ctx.ids))
                 } else {
                     let text = read_error_body(response, ctx).await?;
-                    let (sdk_message, mut message) = error_texts(status, &text, ctx.error_style);
+                    let (sdk_message, mut message) = error_texts(status, &text, &ctx.error_style);
                     if retryable && can_retry && over_cap {
                         // `validateServerRetryDelayMs`: whole seconds, rounded up.
                         let seconds = |duration: Option<Duration>| {
@@ -424,31 +443,31 @@ mod tests {
             status_error_message(
                 400,
                 r#"{"error":{"message":"bad","type":"x"}}"#,
-                ErrorBodyStyle::ErrorMember
+                &ErrorBodyStyle::ErrorMember
             ),
             r#"400: {"message":"bad","type":"x"}"#
         );
         assert_eq!(
-            status_error_message(400, r#"{"error":{"code":5}}"#, ErrorBodyStyle::ErrorMember),
+            status_error_message(400, r#"{"error":{"code":5}}"#, &ErrorBodyStyle::ErrorMember),
             r#"400 {"code":5}"#
         );
         assert_eq!(
-            status_error_message(500, r#"{"detail":"x"}"#, ErrorBodyStyle::ErrorMember),
+            status_error_message(500, r#"{"detail":"x"}"#, &ErrorBodyStyle::ErrorMember),
             r#"500 {"detail":"x"}"#
         );
         assert_eq!(
-            status_error_message(502, "Bad Gateway", ErrorBodyStyle::ErrorMember),
+            status_error_message(502, "Bad Gateway", &ErrorBodyStyle::ErrorMember),
             "502 Bad Gateway"
         );
         assert_eq!(
-            status_error_message(413, "", ErrorBodyStyle::WholeBody),
+            status_error_message(413, "", &ErrorBodyStyle::WholeBody),
             "413 status code (no body)"
         );
         assert_eq!(
             status_error_message(
                 400,
                 r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}"#,
-                ErrorBodyStyle::WholeBody
+                &ErrorBodyStyle::WholeBody
             ),
             r#"400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}"#
         );
@@ -456,7 +475,7 @@ mod tests {
             status_error_message(
                 429,
                 r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream says no"}}}"#,
-                ErrorBodyStyle::ErrorMember
+                &ErrorBodyStyle::ErrorMember
             ),
             r#"429: {"message":"Provider returned error","metadata":{"raw":"upstream says no"}}"#
         );

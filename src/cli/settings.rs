@@ -725,6 +725,12 @@ impl Settings {
         self.string("lastChangelogVersion")
     }
 
+    /// `httpProxy` of the global settings only (1.6.0 reads it from there): the proxy used
+    /// where `HTTP_PROXY`/`HTTPS_PROXY` are not set.
+    pub fn http_proxy(&self) -> Option<&str> {
+        self.global.get("httpProxy").and_then(Value::as_str)
+    }
+
     /// `enableInstallTelemetry` (default true).
     pub fn enable_install_telemetry(&self) -> bool {
         boolean(self.get("enableInstallTelemetry")).unwrap_or(true)

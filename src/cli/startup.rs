@@ -653,6 +653,7 @@ pub fn prepare(
         _ => "pi (interactive)",
     }
     .to_owned();
+    let settings_http_proxy = settings.http_proxy().map(str::to_owned);
     let sink_settings = settings;
     let settings_reload: crate::session::settings::SettingsReload = {
         let (agent_dir, env, owner) = (
@@ -685,7 +686,12 @@ pub fn prepare(
     };
     let config = SessionConfig {
         store,
-        client: AiClient::new(clock.clone(), ids.clone())?,
+        client: AiClient::new(clock.clone(), ids.clone())?.with_proxy(
+            crate::ai::proxy::ProxyConfig::from_env(
+                |name| env.vars().get(name).cloned(),
+                settings_http_proxy.as_deref(),
+            ),
+        ),
         registry: Arc::new(registry),
         credentials: Arc::new(credentials),
         resources: Arc::new(Mutex::new(resources)),

@@ -544,6 +544,18 @@ impl AssistantKeyOrder {
         }
     }
 
+    /// Records `key` right after `after` (a key an object literal creates in the middle),
+    /// or last when `after` is not recorded; no effect when `key` already exists.
+    pub fn insert_after(&mut self, key: AssistantKey, after: AssistantKey) {
+        if self.0.contains(&key) {
+            return;
+        }
+        match self.0.iter().position(|existing| *existing == after) {
+            Some(at) => self.0.insert(at + 1, key),
+            None => self.touch(key),
+        }
+    }
+
     /// Forgets `key` (a JavaScript `delete`).
     pub fn remove(&mut self, key: AssistantKey) {
         self.0.retain(|existing| *existing != key);

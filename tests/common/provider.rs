@@ -587,6 +587,90 @@ pub mod sse {
                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
     }
 
+    /// OpenAI Responses events, each as `event: <type>` + `data: <json>` (numbered by
+    /// `sequence_number`), as the Responses API streams them.
+    pub fn responses_events(events: &[Value]) -> String {
+        let mut out = String::new();
+        for (index, event) in events.iter().enumerate() {
+            let mut event = event.clone();
+            event["sequence_number"] = json!(index);
+            out.push_str("event: ");
+            out.push_str(event["type"].as_str().unwrap_or(""));
+            out.push_str("\ndata: ");
+            out.push_str(&event.to_string());
+            out.push_str("\n\n");
+        }
+        out
+    }
+
+    fn responses_completed(
+        output: Vec<Value>,
+        input: u64,
+        cached: u64,
+        output_tokens: u64,
+    ) -> Value {
+        json!({"type": "response.completed", "response": {"id": "resp_test", "object": "response",
+               "status": "completed", "model": "gpt-test", "output": output,
+               "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+                         "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                         "total_tokens": input + output_tokens}}})
+    }
+
+    /// A Responses answer streaming `text` word by word in one message item, then
+    /// `response.completed` with usage (100 input tokens of which 40 cached, 20 output).
+    pub fn responses_text(text: &str) -> String {
+        let mut events = vec![
+            json!({"type": "response.created", "response": {"id": "resp_test", "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0,
+                   "item": {"id": "msg_test", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
+        ];
+        for piece in text.split_inclusive(' ') {
+            events.push(json!({"type": "response.output_text.delta", "item_id": "msg_test", "output_index": 0,
+                               "content_index": 0, "delta": piece}));
+        }
+        let item = json!({"id": "msg_test", "type": "message", "status": "completed", "role": "assistant",
+                          "content": [{"type": "output_text", "annotations": [], "text": text}]});
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item.clone()}),
+        );
+        events.push(responses_completed(vec![item], 100, 40, 20));
+        responses_events(&events)
+    }
+
+    /// A Responses answer calling tools in parallel: `(call_id, name, arguments)` each in its
+    /// own `function_call` item, the argument deltas of all calls interleaved.
+    pub fn responses_tool_calls(calls: &[(&str, &str, &str)]) -> String {
+        let mut events = vec![
+            json!({"type": "response.created", "response": {"id": "resp_test", "status": "in_progress", "output": []}}),
+        ];
+        for (index, (call_id, name, _)) in calls.iter().enumerate() {
+            events.push(json!({"type": "response.output_item.added", "output_index": index,
+                               "item": {"id": format!("fc_{index}"), "type": "function_call", "status": "in_progress",
+                                        "arguments": "", "call_id": call_id, "name": name}}));
+        }
+        for half in 0..2 {
+            for (index, (_, _, arguments)) in calls.iter().enumerate() {
+                let cut = arguments.len() / 2;
+                let piece = if half == 0 {
+                    &arguments[..cut]
+                } else {
+                    &arguments[cut..]
+                };
+                events.push(json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{index}"),
+                                   "output_index": index, "delta": piece}));
+            }
+        }
+        let mut output = Vec::new();
+        for (index, (call_id, name, arguments)) in calls.iter().enumerate() {
+            let item = json!({"id": format!("fc_{index}"), "type": "function_call", "status": "completed",
+                              "arguments": arguments, "call_id": call_id, "name": name});
+            events.push(json!({"type": "response.output_item.done", "output_index": index, "item": item.clone()}));
+            output.push(item);
+        }
+        events.push(responses_completed(output, 100, 0, 20));
+        responses_events(&events)
+    }
+
     /// A chat-completions answer streaming `text` word by word, then `stop` and usage.
     pub fn openai_text(text: &str) -> String {
         openai_text_with_usage(text, 100, 20)

@@ -203,3 +203,57 @@ fn the_readme_models_json_example_loads_and_resolves() {
     assert_eq!(found.model.reference(), "llama-cpp/local");
     assert_eq!(found.thinking, Some(pi::ai::ThinkingLevel::High));
 }
+
+/// 1.6.0's value templates end to end: `${NAME}` and `$NAME` in `apiKey` and headers reach
+/// the provider interpolated; a plain upper-case string is sent as it is.
+#[test]
+fn dollar_names_in_models_json_are_interpolated_into_the_request() {
+    use crate::common::TestEnv;
+    use crate::common::provider::{MockResponse, ProviderServer, sse};
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("one")),
+        MockResponse::sse(sse::openai_text("two")),
+    ]);
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let models = |api_key: &str| {
+        format!(
+            r#"{{"providers":{{"mock":{{"baseUrl":"{}/v1","api":"openai-completions","apiKey":"{api_key}",
+            "headers":{{"x-team":"team-$TEAM_ID","x-cost":"$$5 and $!"}},
+            "models":[{{"id":"mock-model","name":"Mock","input":["text"],"contextWindow":128000,"maxTokens":4096}}]}}}}}}"#,
+            server.url()
+        )
+    };
+    let run = |api_key: &str| {
+        std::fs::write(env.agent_dir.join("models.json"), models(api_key)).unwrap();
+        let output = env
+            .pi()
+            .args([
+                "--offline",
+                "--no-session",
+                "--model",
+                "mock/mock-model",
+                "-p",
+                "hi",
+            ])
+            .env("MOCK_KEY", "sk-from-env")
+            .env("TEAM_ID", "42")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run("${MOCK_KEY}");
+    run("MOCK_KEY");
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-from-env")
+    );
+    assert_eq!(requests[0].header("x-team"), Some("team-42"));
+    assert_eq!(requests[0].header("x-cost"), Some("$5 and !"));
+    assert_eq!(requests[1].header("authorization"), Some("Bearer MOCK_KEY"));
+}

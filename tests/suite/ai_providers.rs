@@ -121,6 +121,7 @@ fn options_for(spec: &Value) -> StreamOptions {
             .map(|(name, value)| (name.clone(), value.as_str().unwrap().to_owned()))
             .collect(),
         base_url: String::new(),
+        ..Default::default()
     });
     options.base_url = None;
     options.thinking = opts["reasoning"]
@@ -304,6 +305,8 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-opencode-client",
     "x-opencode-session",
     "session_id",
+    "session-id",
+    "api-key",
     "x-session-id",
     "x-session-affinity",
     "x-client-request-id",
@@ -455,6 +458,25 @@ async fn errors_are_classified_as_the_reference_decides() {
             matches!(e, AiError::Other { .. })
         }),
         ("anthropic-refusal", |e| matches!(e, AiError::Other { .. })),
+        ("responses-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("responses-failed-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("responses-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        // "The server had an error …" matches none of 1.6.0's retry patterns.
+        ("responses-error-event", |e| {
+            matches!(e, AiError::Other { .. })
+        }),
+        ("responses-dropped", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("responses-no-terminal", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));

@@ -57,6 +57,7 @@ fn options() -> StreamOptions {
         api_key: Some("k".into()),
         headers: vec![("x-extra".into(), "1".into())],
         base_url: String::new(),
+        ..Default::default()
     });
     options.base_url = None;
     options.transport = fast_transport();
@@ -413,8 +414,15 @@ async fn unsupported_apis_and_missing_keys_fail_without_sending() {
 }
 
 #[tokio::test]
-async fn openai_responses_models_use_chat_completions_and_say_so() {
-    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("hello"))]);
+async fn openai_responses_models_speak_the_responses_api() {
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::responses_tool_calls(&[
+            ("call_a", "ls", r#"{"path":"src"}"#),
+            ("call_b", "read", r#"{"path":"Cargo.toml"}"#),
+        ]))
+        .chunked(9, 13),
+        MockResponse::sse(sse::responses_text("Two files here.")).chunked(4, 7),
+    ]);
     let mut model = builtin_models()
         .iter()
         .find(|model| model.provider == "openai" && model.id == "gpt-5.4")
@@ -424,17 +432,87 @@ async fn openai_responses_models_use_chat_completions_and_say_so() {
     model.base_url = format!("{}/v1", server.url());
     let mut opts = options();
     opts.thinking = ThinkingLevel::High;
-    let (_, message) =
-        collect(client().stream(&model, request("hi"), opts, CancellationToken::new())).await;
-    assert_eq!(message.api, "openai-completions");
-    assert_eq!(message.text(), "hello");
+    let (_, first) = collect(client().stream(
+        &model,
+        request("hi"),
+        opts.clone(),
+        CancellationToken::new(),
+    ))
+    .await;
+    assert_eq!(first.api, "openai-responses");
+    assert_eq!(first.stop_reason, StopReason::ToolUse);
+    let calls: Vec<_> = first.tool_calls().collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].id, "call_a|fc_0");
+    assert_eq!(calls[0].arguments, serde_json::json!({"path": "src"}));
+    assert_eq!(
+        calls[1].arguments,
+        serde_json::json!({"path": "Cargo.toml"})
+    );
     let sent = server.requests();
-    assert_eq!(sent[0].path, "/v1/chat/completions");
+    assert_eq!(sent[0].path, "/v1/responses");
     let body = sent[0].json();
-    assert_eq!(body["reasoning_effort"], "high");
-    assert_eq!(body["messages"][0]["role"], "developer");
+    assert_eq!(
+        body["reasoning"],
+        serde_json::json!({"effort": "high", "summary": "auto"})
+    );
+    assert_eq!(
+        body["include"],
+        serde_json::json!(["reasoning.encrypted_content"])
+    );
+    assert_eq!(body["store"], false);
+    assert_eq!(body["input"][0]["role"], "developer");
     assert_eq!(sent[0].header("authorization"), Some("Bearer k"));
     assert_eq!(sent[0].header("x-extra"), Some("1"));
+
+    // The calls and their results go back as items paired by call id.
+    let mut messages = request("hi").messages;
+    messages.push(pi::ai::LlmMessage::Assistant(first.clone()));
+    for call in &calls {
+        messages.push(pi::ai::LlmMessage::ToolResult(
+            pi::model::message::ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: vec![ContentBlock::text("ok")],
+                details: None,
+                usage: None,
+                is_error: false,
+                duration_ms: None,
+                timestamp: 3,
+                nested_calls: None,
+                extra: Default::default(),
+            },
+        ));
+    }
+    let follow_up = Request {
+        messages,
+        ..request("")
+    };
+    let (_, second) =
+        collect(client().stream(&model, follow_up, opts, CancellationToken::new())).await;
+    assert_eq!(second.text(), "Two files here.");
+    assert_eq!(second.usage.cache_read, 40);
+    assert_eq!(second.usage.input, 60);
+    let input = server.requests()[1].json()["input"].clone();
+    let kinds: Vec<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().or(item["role"].as_str()).unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "developer",
+            "user",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output"
+        ]
+    );
+    assert_eq!(input[2]["id"], "fc_0");
+    assert_eq!(input[4]["call_id"], "call_a");
 }
 
 #[tokio::test]

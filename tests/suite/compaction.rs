@@ -391,6 +391,7 @@ fn stream_options() -> StreamOptions {
         api_key: Some("test-key".to_owned()),
         headers: Vec::new(),
         base_url: String::new(),
+        ..Default::default()
     });
     options.base_url = None;
     options.transport = fast_transport();

@@ -3,6 +3,7 @@
 mod agent_session;
 mod ai_models_json;
 mod ai_providers;
+mod ai_proxy;
 mod ai_stream;
 mod architecture;
 mod autoimport;

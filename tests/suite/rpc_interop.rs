@@ -165,8 +165,9 @@ fn normalize(value: &Value, sandbox: &Path) -> Value {
             let mut res = Map::new();
             for (key, item) in map {
                 let replaced = match key.as_str() {
+                    // `prompt_cache_key`: the session id, on the Responses API.
                     "timestamp" | "durationMs" | "sessionId" | "sessionFile" | "entryId"
-                    | "firstKeptEntryId"
+                    | "firstKeptEntryId" | "prompt_cache_key"
                         if !item.is_null() =>
                     {
                         Value::from(format!("<{key}>"))
@@ -300,21 +301,60 @@ fn assert_linear(lines: &[Value], what: &str) {
     }
 }
 
+/// The same listing turn over the OpenAI Responses API: a `function_call` item, then a
+/// message item.
+fn responses_listing_turn() -> Vec<MockResponse> {
+    vec![
+        MockResponse::sse(sse::responses_tool_calls(&[(
+            "call_1",
+            "bash",
+            r#"{"command":"ls"}"#,
+        )]))
+        .chunked(3, 40),
+        MockResponse::sse(sse::responses_text("There is one file: notes.txt.")).chunked(5, 40),
+    ]
+}
+
 #[test]
 fn print_mode_prints_and_stores_the_same_conversation_as_the_reference() {
-    let cli = reference_cli();
     let mut script = listing_turn();
     script.extend(listing_turn());
     let server = ProviderServer::start(script);
-    let models = models_json(&server.url());
+    print_mode_matches_the_reference(&server, &models_json(&server.url()));
+}
+
+#[test]
+fn print_mode_over_the_responses_api_sends_and_stores_what_the_reference_does() {
+    let mut script = responses_listing_turn();
+    script.extend(responses_listing_turn());
+    let server = ProviderServer::start(script);
+    let models = models_json(&server.url())
+        .replace("openai-completions", "openai-responses")
+        .replace(
+            r#""reasoning":true,"input":["text"]"#,
+            r#""reasoning":true,"input":["text","image"]"#,
+        );
+    print_mode_matches_the_reference(&server, &models);
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/responses");
+    assert_eq!(
+        requests[1].json()["input"][3]["type"],
+        "function_call_output"
+    );
+}
+
+/// Runs one `-p` prompt through the reference CLI and through pi against `server` (scripted
+/// with two listing turns) and compares output, requests and stored sessions.
+fn print_mode_matches_the_reference(server: &ProviderServer, models: &str) {
+    let cli = reference_cli();
     let prompt = "List the files here.";
 
-    let reference = Sandbox::new(&models);
+    let reference = Sandbox::new(models);
     let reference_out = run(reference
         .command(crate::suite::interop16::node22())
         .arg(&cli)
         .args(["--offline", "-p", prompt]));
-    let ours = Sandbox::new(&models);
+    let ours = Sandbox::new(models);
     let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", prompt]));
 
     assert_eq!(
