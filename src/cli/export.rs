@@ -1,5 +1,6 @@
-//! `pi export --jsonl [SESSION] [-o FILE] [--branch]` and `pi export --jsonl --all -o DIR
-//! [--force]`: stored sessions as reference JSONL files (`CONTRACT.md`, "Interchange").
+//! `pi export [--jsonl] [SESSION] [-o FILE] [--branch]` and `pi export [--jsonl] --all -o DIR
+//! [--force]`: stored sessions as reference JSONL files (`CONTRACT.md`, "Interchange"; JSONL
+//! is the default, so `--jsonl` may be left out — issue 21 over the contract's form).
 //!
 //! A single session goes to stdout unless `-o` names a file (written to a temporary file
 //! beside it, then renamed). `--branch` writes only the active path, re-chained, under a new
@@ -24,7 +25,7 @@ use crate::support::term;
 /// Export stored sessions as reference JSONL files
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Write the reference's JSONL session format (the only format pi exports)
+    /// Write the reference's JSONL session format (the default: pi exports no other)
     #[arg(long)]
     pub jsonl: bool,
     /// Session id or a unique prefix (default: the latest session of this directory)
@@ -207,13 +208,10 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 /// Runs `pi export`.
 pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
-    if !args.jsonl {
-        return Err(UsageError(
-            "pi export writes the reference's JSONL format only: add --jsonl (HTML export is not implemented)"
-                .to_owned(),
-        )
-        .into());
-    }
+    // JSONL is the format `pi export` writes; `--jsonl` says so and changes nothing (the
+    // contract's `pi export --jsonl` keeps working; issue 21: no flag is insisted on for the
+    // default).
+    let _ = args.jsonl;
     // Export only reads: the read-only open, which also reads a database this user cannot
     // write without leaving files behind.
     let store = ctx.open_store_read_only()?;

@@ -319,6 +319,18 @@ fn export_writes_stdout_a_file_or_the_reference_layout() {
     let sessions = import(&env, &["basic-chat", "tool-use", "legacy-v2"]);
     let basic = std::fs::read(fixture_path("basic-chat")).unwrap();
 
+    // JSONL is the default: `--jsonl` may be left out.
+    let output = env
+        .pi()
+        .args(["export", &sessions[0][..8]])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        output.stdout, basic,
+        "stdout export without --jsonl is the source"
+    );
+
     let output = env
         .pi()
         .args(["export", "--jsonl", &sessions[0][..8]])
@@ -402,7 +414,6 @@ fn export_usage_errors_exit_2() {
     let env = TestEnv::new();
     import(&env, &["basic-chat"]);
     for args in [
-        vec!["export", "0196"],
         vec!["export", "--jsonl", "--all"],
         vec!["export", "--jsonl", "--force", "0196"],
         vec!["export", "--jsonl", "--all", "0196", "-o", "x"],

@@ -167,6 +167,10 @@ impl Parser {
             match self.peek() {
                 Some(Token::And) => {
                     self.pos += 1;
+                    // `a AND NOT b` is `a NOT b` (the NOT is taken on the next turn).
+                    if self.peek() == Some(&Token::Not) && left.is_some() {
+                        continue;
+                    }
                     let right = self.not_expr()?;
                     if left.is_none() || right.is_none() {
                         return Err(QueryError(
@@ -179,10 +183,19 @@ impl Parser {
                     let right = self.not_expr()?;
                     left = combine_and(left, right);
                 }
-                Some(Token::Not) if left.is_none() => {
-                    return Err(QueryError(
-                        "NOT needs a term before it (e.g. deploy NOT staging)".to_owned(),
-                    ));
+                Some(Token::Not) => {
+                    let Some(kept) = left else {
+                        return Err(QueryError(
+                            "NOT needs a term before it (e.g. deploy NOT staging)".to_owned(),
+                        ));
+                    };
+                    self.pos += 1;
+                    let Some(right) = self.primary()? else {
+                        return Err(QueryError(
+                            "NOT needs a term after it (e.g. deploy NOT staging)".to_owned(),
+                        ));
+                    };
+                    left = Some(Query::Not(Box::new(kept), Box::new(right)));
                 }
                 _ => return Ok(left),
             }

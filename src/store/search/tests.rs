@@ -32,6 +32,32 @@ fn queries_render_as_quoted_fts5() {
 }
 
 #[test]
+fn and_not_is_not() {
+    assert_eq!(fts("a AND NOT b").unwrap(), fts("a NOT b").unwrap());
+    assert_eq!(
+        fts("a b AND NOT c").unwrap(),
+        "((\"a\" AND \"b\") NOT \"c\")"
+    );
+    assert_eq!(
+        fts("a AND NOT b AND c").unwrap(),
+        "((\"a\" NOT \"b\") AND \"c\")"
+    );
+    assert!(fts("AND NOT b").unwrap_err().0.contains("needs a term"));
+    assert!(
+        fts("a AND NOT")
+            .unwrap_err()
+            .0
+            .contains("NOT needs a term after it")
+    );
+    assert!(
+        fts("NOT b")
+            .unwrap_err()
+            .0
+            .contains("NOT needs a term before it")
+    );
+}
+
+#[test]
 fn hostile_queries_get_a_reason() {
     for input in [
         "", "   ", "AND", "NOT x", "x NOT", "OR y", "-", "*", "🎉", "(a", "a)", "\"",
