@@ -52,7 +52,7 @@ pub struct Cli {
 /// A non-agent command.
 ///
 /// `defer`: each command's arguments are declared only when clap reaches that command, so a
-/// `pi sessions search` process does not build the whole command tree (≈ 40 µs per start,
+/// `pi sessions search` process does not build the whole command tree (its cost per start:
 /// `docs/BENCHMARKS.md`, "Search"); help and errors are the same.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]

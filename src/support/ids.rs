@@ -15,7 +15,7 @@ impl IdSource {
     /// Returns a source seeded from the operating system's randomness: std's hash keys, which
     /// std draws from the OS (`getrandom`) once per thread, through SipHash. Not a UUIDv4: its
     /// `rand` generator's set-up (a ChaCha state, CPU feature probes) cost every short `pi`
-    /// process (`pi sessions search`) ≈ 30 µs (`docs/BENCHMARKS.md`, "Search").
+    /// process (`pi sessions search`) measurable time (`docs/BENCHMARKS.md`, "Search").
     pub fn random() -> Self {
         use std::hash::{BuildHasher, RandomState};
         // Every `RandomState::new()` on a thread differs (std steps its key), so two sources
