@@ -753,7 +753,7 @@ fn format_tokens(count: u64) -> String {
     } else if count >= 1000 {
         // As the reference's `formatTokenCount`: whole thousands bare, else one decimal
         // (`toFixed(1)`: a tie rounds up).
-        if count % 1000 == 0 {
+        if count.is_multiple_of(1000) {
             format!("{}K", count / 1000)
         } else {
             let tenths = (count + 50) / 100;
