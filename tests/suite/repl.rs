@@ -374,6 +374,8 @@ fn pickers_resume_fork_clone_model_thinking_and_new() {
     tmux.wait_for("Thinking level: off (available: off)");
     tmux.line("/thinking high");
     tmux.wait_for("The current model does not support thinking");
+    tmux.line("/thinking bogus");
+    tmux.wait_for("Unknown thinking level \"bogus\"; available: off");
     tmux.line("/name");
     tmux.wait_for("Usage: /name <name>");
     tmux.wait_for_prompt();

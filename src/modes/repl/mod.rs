@@ -1536,14 +1536,25 @@ impl Repl {
             ))?;
             return Ok(());
         };
+        // The levels it accepts are the levels it lists.
         let Some(parsed) = ThinkingLevel::parse(level) else {
             self.warn(&format!(
-                "Unknown thinking level {level:?}; use one of off, minimal, low, medium, high, xhigh, max"
+                "Unknown thinking level {:?}; available: {}",
+                term::line(level),
+                available.join(", ")
             ))?;
             return Ok(());
         };
         if !self.session.model().is_some_and(|model| model.reasoning) {
             self.warn("The current model does not support thinking")?;
+            return Ok(());
+        }
+        if !available.contains(&parsed.as_str()) {
+            self.warn(&format!(
+                "Thinking level {} is not available for this model; available: {}",
+                parsed.as_str(),
+                available.join(", ")
+            ))?;
             return Ok(());
         }
         self.session.set_thinking_level(parsed).await;
