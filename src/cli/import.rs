@@ -1071,7 +1071,15 @@ pub fn run_import(args: ImportArgs, ctx: &CliContext) -> Result<()> {
     out.flush()?;
     if targets.is_empty() && !args.json {
         let mut err = io::stderr().lock();
-        writeln!(err, "pi: no *.jsonl files found")?;
+        let named: Vec<String> = paths
+            .iter()
+            .map(|path| field(&path.to_string_lossy()).into_owned())
+            .collect();
+        writeln!(
+            err,
+            "pi: no sessions to import: no *.jsonl files in {}",
+            named.join(", ")
+        )?;
     }
     if tally.refused > 0 {
         return Err(anyhow!(

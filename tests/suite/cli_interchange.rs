@@ -595,3 +595,22 @@ fn directories_are_searched_recursively_in_path_order() {
         ]
     );
 }
+
+#[test]
+fn an_import_of_a_folder_without_sessions_says_so_and_names_it() {
+    let env = TestEnv::new();
+    let empty = env.dir.path().join("no-sessions-here");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join("notes.txt"), "not a session\n").unwrap();
+    let output = env.pi().arg("import").arg(&empty).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "pi: no sessions to import: no *.jsonl files in {}",
+            empty.display()
+        )
+    );
+    assert!(output.stdout.is_empty());
+}
