@@ -73,6 +73,63 @@ pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db"];
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
 
+/// The one-line answer (exit 2) to a command word of the reference that pi does not implement:
+/// never a prompt to the model.
+fn unimplemented_word(word: &str) -> Option<String> {
+    if PACKAGE_WORDS.contains(&word) {
+        return Some(format!(
+            "`pi {word}` manages the reference's packages and is not implemented by pi; use the reference CLI for packages"
+        ));
+    }
+    match word {
+        "auth" => Some(
+            "`pi auth` (sign-in from the command line) is not implemented by pi; set the provider's API key in the environment or in <agent dir>/auth.json".to_owned(),
+        ),
+        "mcp" => Some(
+            "`pi mcp` (MCP servers) is not implemented by pi yet".to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// `pi help [COMMAND]`: the main help, or a command's (`pi COMMAND --help`).
+fn help(args: &[OsString]) -> Result<ExitCode> {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .filter(|arg| arg != "help" && !arg.starts_with('-'))
+        .collect();
+    match words.as_slice() {
+        [] => {
+            print!("{}", startup::help_text());
+            Ok(ExitCode::SUCCESS)
+        }
+        [command, sub @ ..] if COMMAND_WORDS.contains(&command.as_str()) => {
+            let mut help_args: Vec<OsString> = vec![OsString::from("pi"), OsString::from(command)];
+            help_args.extend(sub.iter().map(OsString::from));
+            help_args.push(OsString::from("--help"));
+            match Cli::try_parse_from(&help_args) {
+                Err(error) if is_help(&error) => {
+                    let _ = error.print();
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => Err(UsageError(clap_error_line(&error)).into()),
+                Ok(_) => Ok(ExitCode::SUCCESS),
+            }
+        }
+        [command, ..] => Err(UsageError(match unimplemented_word(command) {
+            Some(answer) => answer,
+            None => format!(
+                "no command `{}`; the commands are {} (and `pi --help` for the agent)",
+                term::line(command),
+                COMMAND_WORDS.join(", ")
+            ),
+        })
+        .into()),
+    }
+}
+
 /// A usage error: bad arguments (exit 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -200,11 +257,11 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        if PACKAGE_WORDS.contains(&word.as_str()) && args.len() >= 2 {
-            return Err(UsageError(format!(
-                "`pi {word}` manages the reference's packages and is not implemented by pi; use the reference CLI for packages"
-            ))
-            .into());
+        if word == "help" {
+            return help(&args);
+        }
+        if let Some(answer) = unimplemented_word(&word) {
+            return Err(UsageError(answer).into());
         }
     }
     // The agent: everything else (the global --db option is taken out first).

@@ -305,3 +305,36 @@ fn a_closed_stdout_ends_quietly() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn pi_help_shows_the_main_help_or_a_commands() {
+    let env = TestEnv::new();
+    let stdout = |args: &[&str]| -> String {
+        let output = env.pi().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(stdout(&["help"]), stdout(&["--help"]));
+    assert!(stdout(&["help"]).contains("pi help [COMMAND]"));
+    assert_eq!(
+        stdout(&["help", "sessions"]),
+        stdout(&["sessions", "--help"])
+    );
+    assert_eq!(
+        stdout(&["help", "sessions", "search"]),
+        stdout(&["sessions", "search", "--help"])
+    );
+    assert_eq!(stdout(&["help", "import"]), stdout(&["import", "--help"]));
+    // A word of the reference pi lacks, and a word of no one: one line, exit 2, no prompt.
+    for (word, says) in [
+        ("install", "packages"),
+        ("auth", "sign-in"),
+        ("bogus", "no command"),
+    ] {
+        let output = env.pi().args(["help", word]).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{word}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{word}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{word}: {stderr}");
+    }
+}
