@@ -57,6 +57,8 @@ pub struct AgentArgs {
     pub no_session: bool,
     /// `--session`.
     pub session: Option<String>,
+    /// `--session-id`: the current directory's session with this id, created when missing.
+    pub session_id: Option<String>,
     /// `--fork`.
     pub fork: Option<String>,
     /// `--session-dir`.
@@ -184,6 +186,7 @@ pub fn parse(args: &[String]) -> AgentArgs {
             }
             "--no-session" => out.no_session = true,
             "--session" if has_value => out.session = take(&mut idx),
+            "--session-id" if has_value => out.session_id = take(&mut idx),
             "--fork" if has_value => out.fork = take(&mut idx),
             "--session-dir" if has_value => out.session_dir = take(&mut idx),
             "--models" if has_value => {

@@ -23,6 +23,7 @@ use crate::cli::export::{write_atomically, write_branch};
 use crate::cli::import::{FileReport, import_file};
 use crate::cli::settings::{Scope, Settings};
 use crate::cli::{UsageError, keys};
+use crate::model::SessionHeader;
 use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
 use crate::modes::{ImportedFile, Interchange, TerminalConfig};
@@ -36,7 +37,8 @@ use crate::session::tools::shell::ShellConfig;
 use crate::session::tools::workspace::{self, Workspace};
 use crate::session::tools::{ToolSelection, ToolSet, ToolsConfig, builtin_tools};
 use crate::session::{LeaseSettings, ModelCandidates, ModelChoice, SessionConfig, SessionTarget};
-use crate::store::{ImportMode, ImportStatus};
+use crate::store::{ImportMode, ImportStatus, StoreError};
+use crate::support::clock::iso_from_ms;
 use crate::support::term;
 
 pub use crate::modes::Prepared;
@@ -478,6 +480,9 @@ fn session_target(
         let writer = store.clone();
         warnings.extend(auto_import.run(store, &|| Ok(writer.clone())).warnings);
     }
+    if let Some(id) = &args.session_id {
+        return session_with_id(args, store, env, id);
+    }
     if let Some(source) = &args.fork {
         if args.session.is_some() || args.continue_session || args.resume || args.no_session {
             return Err(UsageError(
@@ -509,6 +514,66 @@ fn session_target(
     Ok(SessionTarget::New {
         parent_session: None,
     })
+}
+
+/// Whether a `--session-id` is one the reference takes: letters, digits, `.`, `_` and `-`,
+/// starting and ending with a letter or digit.
+fn valid_session_id(id: &str) -> bool {
+    let edge = |ch: Option<char>| ch.is_some_and(|ch| ch.is_ascii_alphanumeric());
+    edge(id.chars().next())
+        && edge(id.chars().last())
+        && id
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | '-'))
+}
+
+/// `--session-id ID` as 1.6.0 takes it: the current directory's session with that id, or a
+/// new empty session under it. The id of a session of another directory is refused (pi's
+/// store holds one session per id; the reference's files would be two).
+fn session_with_id(
+    args: &AgentArgs,
+    store: &SessionStore,
+    env: &Env,
+    id: &str,
+) -> Result<SessionTarget> {
+    if args.session.is_some() || args.continue_session || args.resume {
+        return Err(UsageError(
+            "--session-id cannot be combined with --session, --continue or --resume".to_owned(),
+        )
+        .into());
+    }
+    if args.fork.is_some() {
+        return Err(UsageError(
+            "--session-id with --fork (choosing the fork's id) is not implemented by pi".to_owned(),
+        )
+        .into());
+    }
+    if !valid_session_id(id) {
+        return Err(UsageError(format!(
+            "--session-id {:?}: an id has letters, digits, '.', '_' and '-', and starts and ends with a letter or digit",
+            term::line(id)
+        ))
+        .into());
+    }
+    let cwd = env.cwd().to_string_lossy().into_owned();
+    let session = SessionId::new(id);
+    match store.session(&session) {
+        Ok(found) if found.cwd == cwd => Ok(SessionTarget::Open(session)),
+        Ok(found) => Err(UsageError(format!(
+            "--session-id {}: that session belongs to {}; open it with --session {}",
+            term::line(id),
+            term::line(&found.cwd),
+            term::line(id)
+        ))
+        .into()),
+        Err(StoreError::SessionNotFound { .. }) => {
+            let now = env.clock().now_ms();
+            let header = SessionHeader::new(session.clone(), iso_from_ms(now), cwd, None);
+            store.insert_raw_session(&header, header.to_line().as_bytes(), &[])?;
+            Ok(SessionTarget::Open(session))
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Builds everything for an agent run.
@@ -737,7 +802,7 @@ pub(crate) fn help_text() -> String {
     format!(
         "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
 Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export [SESSION]\n  pi db check|backup FILE|reindex\n  pi help [COMMAND]\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -n, --name <name>            Name the session\n  -t, --tools <list>           Allowlist of tools (names, * patterns; comma-separated),\n                               or only +name/-name entries to change the defaults\n  -xt, --exclude-tools <list>  Tools never enabled (names, * patterns)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  -a, --approve                Trust project-local files for this run\n  -na, --no-approve            Ignore project-local files for this run\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
+Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --session-id <id>            This directory's session with this id (created if missing)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -n, --name <name>            Name the session\n  -t, --tools <list>           Allowlist of tools (names, * patterns; comma-separated),\n                               or only +name/-name entries to change the defaults\n  -xt, --exclude-tools <list>  Tools never enabled (names, * patterns)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  -a, --approve                Trust project-local files for this run\n  -na, --no-approve            Ignore project-local files for this run\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
 Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  PI_CODING_AGENT_SESSION_DIR  The reference's sessions directory (default <agent dir>/sessions)\n  PI_AUTO_IMPORT=0             Do not import the reference's new sessions before -c, -r, /resume\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
         env!("CARGO_PKG_VERSION")
     )

@@ -614,3 +614,66 @@ fn a_session_whose_directory_is_gone_is_refused_outside_the_repl() {
     }
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn session_id_creates_this_directorys_session_under_that_id_then_continues_it() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("First answer.")),
+        MockResponse::sse(sse::openai_text("Second answer.")),
+    ]);
+    configure(&env, &server, FAST_RETRIES);
+    for (prompt, answer) in [("one", "First answer.\n"), ("two", "Second answer.\n")] {
+        let output = env
+            .pi()
+            .args(["--session-id", "my-task.1", "-p", prompt])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), answer);
+    }
+    let store = env.store();
+    let sessions = store.list(&ListScope::All).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].id.as_str(), "my-task.1");
+    assert_eq!(
+        sessions[0].cwd,
+        env.workspace.canonicalize().unwrap().to_string_lossy()
+    );
+    assert_eq!(assistant_texts(&env), ["First answer.", "Second answer."]);
+    // Refused, exit 2, before any request: a bad id, a combination 1.6.0 refuses, and the id
+    // of another directory's session.
+    let other = env.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    for (args, dir, says) in [
+        (
+            vec!["--session-id", "-bad-", "-p", "x"],
+            &env.workspace,
+            "starts and ends",
+        ),
+        (
+            vec!["--session-id", "a/b", "-p", "x"],
+            &env.workspace,
+            "letters, digits",
+        ),
+        (
+            vec!["--session-id", "my-task.1", "-c", "-p", "x"],
+            &env.workspace,
+            "cannot be combined",
+        ),
+        (
+            vec!["--session-id", "my-task.1", "-p", "x"],
+            &other,
+            "belongs to",
+        ),
+    ] {
+        let output = env.pi().args(&args).current_dir(dir).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(says),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(assistant_texts(&env), ["First answer.", "Second answer."]);
+}
