@@ -49,8 +49,8 @@
 //! ← {"type":"agent_settled","aborted":false}
 //! → {"id":"3","type":"prompt","message":"Again"}            (while streaming)
 //! ← {"id":"3","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}
-//! → {"type":"nope"}
-//! ← {"type":"response","command":"nope","success":false,"error":"Unknown command: nope"}
+//! → {"id":"4","type":"nope"}
+//! ← {"id":"4","type":"response","command":"nope","success":false,"error":"Unknown command: nope"}
 //! → not json
 //! ← {"type":"response","command":"parse","success":false,"error":"Failed to parse command: expected ident at line 1 column 2"}
 //! ```
@@ -649,7 +649,7 @@ impl Server {
                     Some(value) => crate::support::json::to_js_string(value),
                 };
                 self.output.send(response(
-                    None,
+                    fields.get("id"),
                     other,
                     Err(format!("Unknown command: {shown}")),
                 ));
@@ -765,8 +765,9 @@ impl Server {
                     .to_owned(),
             ),
             unknown => {
+                // With the request's id, as 1.6.0 answers it.
                 self.output.send(response(
-                    None,
+                    command.id.as_ref(),
                     Some(&Value::from(unknown)),
                     Err(format!("Unknown command: {unknown}")),
                 ));

@@ -1049,14 +1049,14 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
     let record = rpc.wait_for(|record| record["type"] == "response");
     assert_eq!(
         record,
-        json!({"type": "response", "command": "make_coffee", "success": false, "error": "Unknown command: make_coffee"}),
-        "an unknown command is answered without its id"
+        json!({"id": "u1", "type": "response", "command": "make_coffee", "success": false, "error": "Unknown command: make_coffee"}),
+        "an unknown command is answered with its id, as 1.6.0 answers it"
     );
     rpc.write(b"{\"id\":\"u2\"}\n");
     let record = rpc.wait_for(|record| record["type"] == "response");
     assert_eq!(
         record,
-        json!({"type": "response", "success": false, "error": "Unknown command: undefined"})
+        json!({"id": "u2", "type": "response", "success": false, "error": "Unknown command: undefined"})
     );
     let error = rpc.err(json!({"type": "prompt"}));
     assert!(error.contains("\"message\" must be a string"), "{error}");
