@@ -797,15 +797,179 @@ pub fn prepare(
     })
 }
 
-/// The main help (`pi --help`, `pi help`).
+/// The agent's options for the main help: short form, long form with its value, what it does.
+const AGENT_OPTIONS: &[(&str, &str, &str)] = &[
+    ("", "--provider <NAME>", "Provider for --model"),
+    (
+        "",
+        "--model <PATTERN>",
+        "Model (provider/id, :thinking suffix allowed)",
+    ),
+    ("", "--api-key <KEY>", "API key for the model's provider"),
+    (
+        "",
+        "--thinking <LEVEL>",
+        "off|minimal|low|medium|high|xhigh|max",
+    ),
+    (
+        "",
+        "--models <PATTERNS>",
+        "Models to cycle through (comma-separated)",
+    ),
+    (
+        "",
+        "--system-prompt <TEXT>",
+        "Replace the base system prompt",
+    ),
+    (
+        "",
+        "--append-system-prompt <TEXT>",
+        "Append text or a file (repeatable)",
+    ),
+    (
+        "-p",
+        "--print",
+        "Print the answer and exit (also with piped stdin)",
+    ),
+    ("", "--mode <MODE>", "Output mode: text, json or rpc"),
+    (
+        "-c",
+        "--continue",
+        "Continue the latest session of this directory",
+    ),
+    ("-r", "--resume", "Pick a session to resume"),
+    (
+        "",
+        "--session <ID|FILE>",
+        "Open a session (id, unique prefix, or a .jsonl file to import)",
+    ),
+    (
+        "",
+        "--session-id <ID>",
+        "This directory's session with this id (created if missing)",
+    ),
+    (
+        "",
+        "--fork <ID|FILE>",
+        "Copy a session (or a .jsonl file) into a new one",
+    ),
+    ("", "--no-session", "Keep nothing (in-memory session)"),
+    (
+        "",
+        "--session-dir <DIR>",
+        "The reference's sessions directory to import from",
+    ),
+    ("-n", "--name <NAME>", "Name the session"),
+    (
+        "-t",
+        "--tools <LIST>",
+        "Allowlist of tools (names, * patterns; comma-separated), or only +name/-name entries to change the defaults",
+    ),
+    (
+        "-xt",
+        "--exclude-tools <LIST>",
+        "Tools never enabled (names, * patterns)",
+    ),
+    ("-nt", "--no-tools", "No tools"),
+    ("-nbt", "--no-builtin-tools", "No built-in tools"),
+    ("-nc", "--no-context-files", "No AGENTS.md / CLAUDE.md"),
+    ("", "--skill <PATH>", "Load a skill (repeatable)"),
+    ("-ns", "--no-skills", "No skill discovery"),
+    (
+        "",
+        "--prompt-template <PATH>",
+        "Load a prompt template (repeatable)",
+    ),
+    ("-np", "--no-prompt-templates", "No template discovery"),
+    ("-e", "--extension <PATH>", "Load an extension (repeatable)"),
+    ("-ne", "--no-extensions", "No extension discovery"),
+    ("-a", "--approve", "Trust project-local files for this run"),
+    (
+        "-na",
+        "--no-approve",
+        "Ignore project-local files for this run",
+    ),
+    ("", "--list-models [SEARCH]", "List available models"),
+    (
+        "",
+        "--db <PATH>",
+        "Use this database instead of <agent dir>/pi.db",
+    ),
+    (
+        "",
+        "--offline",
+        "Accepted (pi makes no network calls at start)",
+    ),
+    ("-h", "--help", "Print help"),
+    ("-v", "--version", "Print version"),
+];
+
+/// The main help (`pi --help`, `pi help`), laid out as clap lays out the commands' help
+/// (`pi sessions --help`): a line of what it is, `Usage:`, `Commands:`, `Options:`.
 pub(crate) fn help_text() -> String {
-    format!(
-        "pi {} - a coding agent with read, bash, edit, write tools; sessions in SQLite\n\n\
-Usage:\n  pi [options] [@files...] [messages...]\n  pi sessions list|show|search|stats|rename|rm ...\n  pi import [PATH...] | pi export [SESSION]\n  pi db check|backup FILE|reindex\n  pi help [COMMAND]\n\n\
-Options:\n  --provider <name>            Provider for --model\n  --model <pattern>            Model (provider/id, :thinking suffix allowed)\n  --api-key <key>              API key for the model's provider\n  --thinking <level>           off|minimal|low|medium|high|xhigh|max\n  --models <patterns>          Models to cycle through (comma-separated)\n  --system-prompt <text>       Replace the base system prompt\n  --append-system-prompt <t>   Append text or a file (repeatable)\n  -p, --print                  Print the answer and exit (also with piped stdin)\n  --mode text|json|rpc         Output mode\n  -c, --continue               Continue the latest session of this directory\n  -r, --resume                 Pick a session to resume\n  --session <id|file>          Open a session (id, unique prefix, or a .jsonl file to import)\n  --session-id <id>            This directory's session with this id (created if missing)\n  --fork <id|file>             Copy a session (or a .jsonl file) into a new one\n  --no-session                 Keep nothing (in-memory session)\n  --session-dir <dir>          The reference's sessions directory to import from\n  -n, --name <name>            Name the session\n  -t, --tools <list>           Allowlist of tools (names, * patterns; comma-separated),\n                               or only +name/-name entries to change the defaults\n  -xt, --exclude-tools <list>  Tools never enabled (names, * patterns)\n  -nt, --no-tools              No tools\n  -nbt, --no-builtin-tools     No built-in tools\n  -nc, --no-context-files      No AGENTS.md / CLAUDE.md\n  --skill <path>               Load a skill (repeatable)\n  -ns, --no-skills             No skill discovery\n  --prompt-template <path>     Load a prompt template (repeatable)\n  -np, --no-prompt-templates   No template discovery\n  -e, --extension <path>       Load an extension (repeatable)\n  -ne, --no-extensions         No extension discovery\n  -a, --approve                Trust project-local files for this run\n  -na, --no-approve            Ignore project-local files for this run\n  --list-models [search]       List available models\n  --db <path>                  Use this database instead of <agent dir>/pi.db\n  --offline                    Accepted (pi makes no network calls at start)\n  -h, --help                   This help\n  -v, --version                Version\n\n\
-Environment:\n  PI_CODING_AGENT_DIR          Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db\n  PI_CODING_AGENT_SESSION_DIR  The reference's sessions directory (default <agent dir>/sessions)\n  PI_AUTO_IMPORT=0             Do not import the reference's new sessions before -c, -r, /resume\n  ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, ... provider keys\n",
+    let mut out = format!(
+        "A coding agent with read, bash, edit and write tools; sessions in SQLite (pi {})\n\n",
         env!("CARGO_PKG_VERSION")
-    )
+    );
+    out.push_str(
+        "Usage: pi [OPTIONS] [@FILES]... [MESSAGES]...\n       pi <COMMAND>\n\nCommands:\n",
+    );
+    for (command, what) in [
+        ("sessions", "List, inspect and search stored sessions"),
+        (
+            "import",
+            "Import reference JSONL session files (or directories of them) into the database",
+        ),
+        ("export", "Export stored sessions as reference JSONL files"),
+        ("db", "Check, back up or reindex the database"),
+        (
+            "help",
+            "Print this message or the help of the given command",
+        ),
+    ] {
+        out.push_str(&format!("  {command:<8}  {what}\n"));
+    }
+    out.push_str("\nOptions:\n");
+    let short_width = AGENT_OPTIONS
+        .iter()
+        .map(|(short, _, _)| short.len())
+        .max()
+        .unwrap_or(0);
+    let long_width = AGENT_OPTIONS
+        .iter()
+        .map(|(_, long, _)| long.len())
+        .max()
+        .unwrap_or(0);
+    for (short, long, what) in AGENT_OPTIONS {
+        let short = if short.is_empty() {
+            " ".repeat(short_width + 2)
+        } else {
+            format!("{:<width$} ", format!("{short},"), width = short_width + 1)
+        };
+        out.push_str(&format!("  {short}{long:<long_width$}  {what}\n"));
+    }
+    out.push_str("\nEnvironment:\n");
+    for (name, what) in [
+        (
+            "PI_CODING_AGENT_DIR",
+            "Agent dir (default ~/.pi/agent): models.json, auth.json, settings.json, pi.db",
+        ),
+        (
+            "PI_CODING_AGENT_SESSION_DIR",
+            "The reference's sessions directory (default <agent dir>/sessions)",
+        ),
+        (
+            "PI_AUTO_IMPORT=0",
+            "Do not import the reference's new sessions before -c, -r, /resume",
+        ),
+        (
+            "ANTHROPIC_API_KEY, …",
+            "Provider keys (OPENAI_API_KEY, OPENROUTER_API_KEY, …)",
+        ),
+    ] {
+        out.push_str(&format!("  {name:<27}  {what}\n"));
+    }
+    out
 }
 
 fn format_tokens(count: u64) -> String {

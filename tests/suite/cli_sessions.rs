@@ -315,7 +315,17 @@ fn pi_help_shows_the_main_help_or_a_commands() {
         String::from_utf8(output.stdout).unwrap()
     };
     assert_eq!(stdout(&["help"]), stdout(&["--help"]));
-    assert!(stdout(&["help"]).contains("pi help [COMMAND]"));
+    // One style for the main help and the commands': a line of what it is, then `Usage: pi`,
+    // `Commands:` (where there are any) and `Options:`, options laid out as clap lays them.
+    for args in [&["help"][..], &["sessions", "--help"], &["db", "--help"]] {
+        let text = stdout(args);
+        let usage = text.find("\nUsage: pi ").expect("a Usage line");
+        let commands = text.find("\nCommands:\n").expect("a Commands section");
+        let options = text.find("\nOptions:\n").expect("an Options section");
+        assert!(usage < commands && commands < options, "{args:?}:\n{text}");
+        assert!(text.contains("\n  -h,"), "{args:?}:\n{text}");
+    }
+    assert!(stdout(&["help"]).contains("\n  help      "));
     assert_eq!(
         stdout(&["help", "sessions"]),
         stdout(&["sessions", "--help"])
