@@ -6,33 +6,22 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::Connection;
-
 use crate::model::entry::{BranchSummaryEntry, CompactionEntry, Entry, EntryKind};
 use crate::model::message::{AgentMessage, Usage};
+use crate::store::db::Db;
 use crate::store::error::StoreError;
 use crate::store::search::docs::docs_for;
 use crate::store::search::fts;
 use crate::store::sql::{self, EntryInsert, PathState, StatsDelta, UsageRow};
 
 /// Inserts an entry row and its derived rows; the caller moves the leaf.
-pub fn insert(
-    conn: &Connection,
-    path: &str,
-    row: &EntryInsert<'_>,
-    entry: &Entry,
-) -> Result<(), StoreError> {
-    sql::insert_entry(conn, path, row)?;
-    apply(conn, path, row, entry)
+pub fn insert(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), StoreError> {
+    sql::insert_entry(db, row)?;
+    apply(db, row, entry)
 }
 
 /// Computes and stores the derived rows of one entry that is already in `entries`.
-pub fn apply(
-    conn: &Connection,
-    path: &str,
-    row: &EntryInsert<'_>,
-    entry: &Entry,
-) -> Result<(), StoreError> {
+pub fn apply(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), StoreError> {
     let sid = row.sid;
     let seq = row.seq;
 
@@ -43,19 +32,19 @@ pub fn apply(
     // id alone is harmless: on any path each id occurs once (a second occurrence would be a
     // cycle), so the latest line with an id is the one a path can hold.
     if let Some(id) = row.id {
-        let forward = row.parent_id == Some(id) || sql::has_child_before(conn, path, sid, id, seq)?;
+        let forward = row.parent_id == Some(id) || sql::has_child_before(db, sid, id, seq)?;
         if forward {
-            sql::mark_irregular(conn, path, sid)?;
+            sql::mark_irregular(db, sid)?;
         }
     }
 
     // Path state from the parent as resolved now.
     let parent_seq = match row.parent_id {
-        Some(parent_id) => sql::latest_seq_of_id_before(conn, path, sid, parent_id, seq)?,
+        Some(parent_id) => sql::latest_seq_of_id_before(db, sid, parent_id, seq)?,
         None => None,
     };
     let parent_state = match parent_seq {
-        Some(parent_seq) => sql::path_state(conn, path, sid, parent_seq)?,
+        Some(parent_seq) => sql::path_state(db, sid, parent_seq)?,
         None => None,
     };
     // The typed view already knows the role; only a line whose message could not be read
@@ -86,7 +75,7 @@ pub fn apply(
     };
     let parent_seq = parent_state.and(parent_seq);
     let jump_seq = match (parent_seq, parent_state) {
-        (Some(parent_seq), Some(parent)) => jump_for_child(conn, path, sid, parent_seq, &parent)?,
+        (Some(parent_seq), Some(parent)) => jump_for_child(db, sid, parent_seq, &parent)?,
         _ => seq,
     };
     let state = PathState {
@@ -115,7 +104,7 @@ pub fn apply(
         },
         flags: crate::store::context::flags_of(row.type_name, row.payload),
     };
-    sql::insert_path_state(conn, path, sid, seq, &state)?;
+    sql::insert_path_state(db, sid, seq, &state)?;
 
     // Labels: the last label entry per target wins; absent or empty clears.
     if let EntryKind::Label {
@@ -127,14 +116,13 @@ pub fn apply(
             .as_deref()
             .filter(|text| !text.is_empty())
             .map(|text| (text, row.timestamp));
-        sql::apply_label(conn, path, sid, target.as_str(), set, seq)?;
+        sql::apply_label(db, sid, target.as_str(), set, seq)?;
     }
 
     // Context edits, by target.
     if let EntryKind::ContextEdit(edit) = &entry.kind {
         sql::insert_context_edit(
-            conn,
-            path,
+            db,
             sid,
             seq,
             edit.target_id.as_ref().map(|id| id.as_str()),
@@ -145,7 +133,7 @@ pub fn apply(
     // Full-text documents and usage rows.
     let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
     for doc in docs_for(entry) {
-        fts::insert_search_doc(conn, path, sid, seq, &doc, ts)?;
+        fts::insert_search_doc(db, sid, seq, &doc, ts)?;
     }
     let accounted = accounting(entry);
     if let Some(accounted) = &accounted {
@@ -168,7 +156,7 @@ pub fn apply(
             usage.cache_write = to_i64(tokens.cache_write);
             usage.cost = tokens.cost.total;
         }
-        sql::insert_usage(conn, path, sid, seq, &usage)?;
+        sql::insert_usage(db, sid, seq, &usage)?;
     }
 
     // Statistics: every `message` entry counts as a message (system messages too); tokens and
@@ -201,7 +189,7 @@ pub fn apply(
         }
         _ => {}
     }
-    sql::apply_stats(conn, path, sid, &delta)
+    sql::apply_stats(db, sid, &delta)
 }
 
 /// What an entry contributes to the session's accounting.
@@ -271,16 +259,15 @@ fn accounting(entry: &Entry) -> Option<Accounted<'_>> {
 /// The jump pointer of a new child of `parent` (Myers, "An applicative random-access stack"):
 /// jump to the parent's jump's jump when the two jumps span equal depths, else to the parent.
 fn jump_for_child(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     parent_seq: i64,
     parent: &PathState,
 ) -> Result<i64, StoreError> {
-    let Some(jump) = sql::path_state(conn, path, sid, parent.jump_seq)? else {
+    let Some(jump) = sql::path_state(db, sid, parent.jump_seq)? else {
         return Ok(parent_seq);
     };
-    let Some(jump_jump) = sql::path_state(conn, path, sid, jump.jump_seq)? else {
+    let Some(jump_jump) = sql::path_state(db, sid, jump.jump_seq)? else {
         return Ok(parent_seq);
     };
     if parent.depth - jump.depth == jump.depth - jump_jump.depth {
@@ -293,21 +280,20 @@ fn jump_for_child(
 /// Returns the ancestor of `seq` at `depth` (or `None` if `depth` is deeper than `seq`),
 /// in O(log depth) path-state lookups.
 pub fn ancestor_at_depth(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     seq: i64,
     depth: i64,
 ) -> Result<Option<i64>, StoreError> {
     let mut current = seq;
-    let Some(mut state) = sql::path_state(conn, path, sid, current)? else {
+    let Some(mut state) = sql::path_state(db, sid, current)? else {
         return Ok(None);
     };
     if depth > state.depth || depth < 0 {
         return Ok(None);
     }
     while state.depth > depth {
-        let jump = sql::path_state(conn, path, sid, state.jump_seq)?;
+        let jump = sql::path_state(db, sid, state.jump_seq)?;
         let next = match jump {
             Some(jump_state) if jump_state.depth >= depth && state.jump_seq != current => {
                 state.jump_seq
@@ -318,7 +304,7 @@ pub fn ancestor_at_depth(
             },
         };
         current = next;
-        state = match sql::path_state(conn, path, sid, current)? {
+        state = match sql::path_state(db, sid, current)? {
             Some(next_state) => next_state,
             None => return Ok(None),
         };
@@ -361,23 +347,23 @@ fn message_role_is(payload: &[u8], role: &str) -> bool {
 }
 
 /// Deletes a session and everything that belongs to it, its search documents included.
-pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
-    fts::delete_search_rows(conn, path, sid)?;
-    sql::delete_session(conn, path, sid)
+pub fn delete_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
+    fts::delete_search_rows(db, sid)?;
+    sql::delete_session(db, sid)
 }
 
 /// Recomputes every derived row of one session from its entries.
-pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), StoreError> {
-    let Some(session) = sql::session_by_sid(conn, path, sid)? else {
+pub fn rebuild_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
+    let Some(session) = sql::session_by_sid(db, sid)? else {
         return Ok(());
     };
-    sql::reset_derived(conn, path, sid, &session.created_at)?;
-    fts::delete_search_rows(conn, path, sid)?;
-    sql::set_irregular(conn, path, sid, false)?;
-    for stored in sql::all_entries(conn, path, sid)? {
+    sql::reset_derived(db, sid, &session.created_at)?;
+    fts::delete_search_rows(db, sid)?;
+    sql::set_irregular(db, sid, false)?;
+    for stored in sql::all_entries(db, sid)? {
         let Some(entry) = Entry::parse(&stored.payload) else {
             return Err(StoreError::Corrupt {
-                path: path.to_owned(),
+                path: db.path().to_owned(),
                 message: format!(
                     "session {} entry #{} is not an entry object",
                     session.id, stored.seq
@@ -393,30 +379,20 @@ pub fn rebuild_session(conn: &Connection, path: &str, sid: i64) -> Result<(), St
             timestamp: &stored.timestamp,
             payload: &stored.payload,
         };
-        apply(conn, path, &row, &entry)?;
+        apply(db, &row, &entry)?;
     }
     Ok(())
 }
 
 /// Returns the seqs on the path root → `leaf_seq` as a set (plain walk).
-pub fn path_set(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    leaf_seq: i64,
-) -> Result<HashSet<i64>, StoreError> {
-    Ok(plain_walk(conn, path, sid, leaf_seq)?.into_iter().collect())
+pub fn path_set(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<HashSet<i64>, StoreError> {
+    Ok(plain_walk(db, sid, leaf_seq)?.into_iter().collect())
 }
 
 /// Walks parent ids from `leaf_seq` (a lookup takes the latest line with an id), stopping
 /// at a root, an unknown parent, or an entry already visited.
-pub fn plain_walk(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    leaf_seq: i64,
-) -> Result<Vec<i64>, StoreError> {
-    let mut links = sql::all_links(conn, path, sid)?;
+pub fn plain_walk(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<Vec<i64>, StoreError> {
+    let mut links = sql::all_links(db, sid)?;
     links.sort_unstable_by_key(|(seq, _, _)| *seq);
     let mut latest: HashMap<&str, usize> = HashMap::with_capacity(links.len());
     for (idx, (_, id, _)) in links.iter().enumerate() {

@@ -10,10 +10,9 @@
 //! Invariant: no file-system access here; paths are opaque bytes (canonical paths chosen by
 //! the caller).
 
-use rusqlite::Connection;
-
 use crate::model::ids::SessionId;
 use crate::store::Result;
+use crate::store::db::Db;
 use crate::store::sql::{self, ImportedFileRow, ImportedFileUpsert};
 
 /// Where an import left a file: what the next import compares with and reads from.
@@ -87,19 +86,17 @@ fn signed(value: u64) -> i64 {
 /// Writes the record of `mark` for session `sid` (its `next_seq` read now), inside the
 /// caller's write transaction.
 pub(crate) fn put_record(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     mark: &FileMark,
     sid: Option<i64>,
     imported_at: &str,
 ) -> Result<()> {
     let next_seq = match sid {
-        Some(sid) => sql::next_seq(conn, path, sid)?,
+        Some(sid) => sql::next_seq(db, sid)?,
         None => 0,
     };
     sql::put_imported_file(
-        conn,
-        path,
+        db,
         &ImportedFileUpsert {
             path: &mark.path,
             size: signed(mark.size),
@@ -117,6 +114,6 @@ pub(crate) fn put_record(
 }
 
 /// Reads the record of one file inside a transaction.
-pub(crate) fn record_in(conn: &Connection, path: &str, file: &[u8]) -> Result<Option<FileRecord>> {
-    Ok(sql::imported_file(conn, path, file)?.map(FileRecord::from_row))
+pub(crate) fn record_in(db: Db<'_>, file: &[u8]) -> Result<Option<FileRecord>> {
+    Ok(sql::imported_file(db, file)?.map(FileRecord::from_row))
 }

@@ -33,9 +33,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use rusqlite::Connection;
-
 use crate::model::ids::SessionId;
+use crate::store::db::Db;
 use crate::store::error::LeaseHolder;
 use crate::store::sql::{self, LeaseRow};
 use crate::store::{Result, StoreError};
@@ -222,18 +221,17 @@ pub(crate) fn registry(leases: &LeaseRegistry) -> MutexGuard<'_, HashMap<String,
 /// Checks, inside a write transaction on session `sid`, that this store may write it (see the
 /// module docs): its own lease still holds, or nobody else's live lease does.
 pub(crate) fn guard_write(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     session: &SessionId,
     leases: &LeaseRegistry,
 ) -> Result<()> {
     let mine = registry(leases).get(session.as_str()).cloned();
-    let row = sql::lease(conn, path, sid)?;
+    let row = sql::lease(db, sid)?;
     match (mine, row) {
         (Some(token), Some(row)) if row.token == token => Ok(()),
         (Some(_), row) => Err(StoreError::LeaseLost {
-            path: path.to_owned(),
+            path: db.path().to_owned(),
             session: session.clone(),
             holder: row.as_ref().map(|row| Box::new(holder_now(row))),
         }),
@@ -244,7 +242,7 @@ pub(crate) fn guard_write(
                 Ok(())
             } else {
                 Err(StoreError::SessionHeld {
-                    path: path.to_owned(),
+                    path: db.path().to_owned(),
                     session: session.clone(),
                     holder: Box::new(holder),
                 })

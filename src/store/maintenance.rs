@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
+use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::{StoreError, derived, sql};
 
@@ -44,7 +45,7 @@ pub enum StatsBy {
 }
 
 /// A snapshot of one session's derived rows, comparable before and after a rebuild.
-fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<String>, StoreError> {
+fn derived_snapshot(db: Db<'_>, sid: i64) -> Result<Vec<String>, StoreError> {
     let queries = [
         "SELECT 'path', seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
                 system_seq, flags
@@ -60,42 +61,28 @@ fn derived_snapshot(conn: &Connection, path: &str, sid: i64) -> Result<Vec<Strin
     ];
     let mut out = Vec::new();
     for query in queries {
-        let mut stmt = conn.prepare(query).at(path)?;
-        let columns = stmt.column_count();
-        let rows = stmt
-            .query_map(params![sid], |row| {
-                let mut text = String::new();
-                for idx in 0..columns {
-                    let value: rusqlite::types::Value = row.get(idx)?;
-                    text.push_str(&format!("{value:?}|"));
-                }
-                Ok(text)
-            })
-            .at(path)?;
-        for row in rows {
-            out.push(row.at(path)?);
-        }
+        out.extend(db.rows_uncached(query, params![sid], |row| {
+            let mut text = String::new();
+            for idx in 0..row.as_ref().column_count() {
+                let value: rusqlite::types::Value = row.get(idx)?;
+                text.push_str(&format!("{value:?}|"));
+            }
+            Ok(text)
+        })?);
     }
     Ok(out)
 }
 
-fn count(conn: &Connection, path: &str, sql_text: &str) -> Result<i64, StoreError> {
-    conn.query_row(sql_text, [], |row| row.get(0)).at(path)
+fn count(db: Db<'_>, sql_text: &str) -> Result<i64, StoreError> {
+    db.conn()
+        .query_row(sql_text, [], |row| row.get(0))
+        .at(db.path())
 }
 
 /// The read-only part of `check`, in one snapshot: integrity, orphans, counts; returns the
 /// sessions to compare.
-pub(crate) fn check_snapshot(
-    conn: &Connection,
-    path: &str,
-    report: &mut CheckReport,
-) -> Result<Vec<i64>, StoreError> {
-    let mut stmt = conn.prepare("PRAGMA integrity_check").at(path)?;
-    let lines = stmt
-        .query_map([], |row| row.get::<_, String>(0))
-        .at(path)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .at(path)?;
+pub(crate) fn check_snapshot(db: Db<'_>, report: &mut CheckReport) -> Result<Vec<i64>, StoreError> {
+    let lines = db.rows_uncached("PRAGMA integrity_check", [], |row| row.get::<_, String>(0))?;
     for line in lines {
         if line != "ok" {
             report.damaged = true;
@@ -140,7 +127,7 @@ pub(crate) fn check_snapshot(
         ),
     ];
     for (what, query) in orphan_checks {
-        let found = count(conn, path, query)?;
+        let found = count(db, query)?;
         if found > 0 {
             report.problems.push(format!("{found} {what}"));
         }
@@ -148,8 +135,7 @@ pub(crate) fn check_snapshot(
     // A docid carries its document's day (ranking and the candidate window read it there);
     // a full day spills into later ones, never earlier.
     let misdated = count(
-        conn,
-        path,
+        db,
         &format!(
             "SELECT COUNT(*) FROM search_docs WHERE {} < {}",
             crate::store::search::docid::docid_day_sql("docid"),
@@ -161,15 +147,15 @@ pub(crate) fn check_snapshot(
             "{misdated} search documents whose docid does not carry their day (run `pi db reindex`)"
         ));
     }
-    let fts_rows = count(conn, path, "SELECT COUNT(*) FROM search_fts")?;
-    let docs = count(conn, path, "SELECT COUNT(*) FROM search_docs")?;
+    let fts_rows = count(db, "SELECT COUNT(*) FROM search_fts")?;
+    let docs = count(db, "SELECT COUNT(*) FROM search_docs")?;
     if fts_rows != docs {
         report.problems.push(format!(
             "full-text index has {fts_rows} rows for {docs} documents (run `pi db reindex`)"
         ));
     }
-    report.entries = count(conn, path, "SELECT COUNT(*) FROM entries")?;
-    let sids = sql::all_sids(conn, path)?;
+    report.entries = count(db, "SELECT COUNT(*) FROM entries")?;
+    let sids = sql::all_sids(db)?;
     report.sessions = sids.len();
     Ok(sids)
 }
@@ -177,17 +163,15 @@ pub(crate) fn check_snapshot(
 /// Compares one session's derived rows with a rebuild from its entries, inside a savepoint
 /// that is always rolled back (on a scratch copy, in a transaction the caller rolls back
 /// too); returns the problem, if any.
-fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<String>, StoreError> {
-    let Some(session) = sql::session_by_sid(conn, path, sid)? else {
+fn compare_rebuild(db: Db<'_>, sid: i64) -> Result<Option<String>, StoreError> {
+    let Some(session) = sql::session_by_sid(db, sid)? else {
         // Deleted since the snapshot.
         return Ok(None);
     };
-    let before = derived_snapshot(conn, path, sid)?;
-    conn.execute_batch("SAVEPOINT pi_check").at(path)?;
-    let rebuilt =
-        derived::rebuild_session(conn, path, sid).and_then(|()| derived_snapshot(conn, path, sid));
-    conn.execute_batch("ROLLBACK TO pi_check; RELEASE pi_check")
-        .at(path)?;
+    let before = derived_snapshot(db, sid)?;
+    db.batch("SAVEPOINT pi_check")?;
+    let rebuilt = derived::rebuild_session(db, sid).and_then(|()| derived_snapshot(db, sid));
+    db.batch("ROLLBACK TO pi_check; RELEASE pi_check")?;
     let after = rebuilt?;
     if after == before {
         return Ok(None);
@@ -205,20 +189,17 @@ fn compare_rebuild(conn: &Connection, path: &str, sid: i64) -> Result<Option<Str
     )))
 }
 
-/// The full-text index's integrity check and every session's rebuild comparison on `conn`
+/// The full-text index's integrity check and every session's rebuild comparison on `db`
 /// (a scratch copy, or an in-memory store's own connection); problems go to `report`.
 pub(crate) fn compare_all(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sids: Vec<i64>,
     report: &mut CheckReport,
 ) -> Result<(), StoreError> {
-    let fts = conn
-        .execute(
-            "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)",
-            [],
-        )
-        .at(path);
+    let fts = db.execute_uncached(
+        "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 0)",
+        [],
+    );
     match fts {
         Ok(_) => {}
         Err(
@@ -232,11 +213,8 @@ pub(crate) fn compare_all(
         }
     }
     for sid in sids {
-        let compared = conn
-            .execute_batch("BEGIN")
-            .at(path)
-            .and_then(|()| compare_rebuild(conn, path, sid));
-        let _ = conn.execute_batch("ROLLBACK");
+        let compared = db.batch("BEGIN").and_then(|()| compare_rebuild(db, sid));
+        let _ = db.conn().execute_batch("ROLLBACK");
         match compared {
             Ok(None) => {}
             Ok(Some(problem)) => report.problems.push(problem),

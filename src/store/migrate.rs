@@ -6,6 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
+use crate::store::db::Db;
 use crate::store::error::{SqliteContext, StoreError};
 
 /// One embedded migration.
@@ -79,18 +80,18 @@ pub const MIGRATIONS: &[Migration] = &[
 const REBUILD_PENDING: i64 = 1;
 
 /// Whether a rebuild of the derived tables is pending.
-pub fn rebuild_pending(conn: &Connection, path: &str) -> Result<bool, StoreError> {
-    let version: i64 = conn
+pub fn rebuild_pending(db: Db<'_>) -> Result<bool, StoreError> {
+    let version: i64 = db
+        .conn()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .at(path)?;
+        .at(db.path())?;
     Ok(version == REBUILD_PENDING)
 }
 
 /// Marks a rebuild of the derived tables as pending or done (inside the caller's transaction).
-pub fn set_rebuild_pending(conn: &Connection, path: &str, pending: bool) -> Result<(), StoreError> {
+pub fn set_rebuild_pending(db: Db<'_>, pending: bool) -> Result<(), StoreError> {
     let value = if pending { REBUILD_PENDING } else { 0 };
-    conn.execute_batch(&format!("PRAGMA user_version = {value}"))
-        .at(path)
+    db.batch(&format!("PRAGMA user_version = {value}"))
 }
 
 /// Returns the newest schema version this binary knows.
@@ -99,24 +100,26 @@ pub fn latest_version() -> i64 {
 }
 
 /// Returns the schema version recorded in the database (0 for a new database).
-pub fn current_version(conn: &Connection, path: &str) -> Result<i64, StoreError> {
-    let has_table: Option<i64> = conn
+pub fn current_version(db: Db<'_>) -> Result<i64, StoreError> {
+    let has_table: Option<i64> = db
+        .conn()
         .query_row(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
             [],
             |row| row.get(0),
         )
         .optional()
-        .at(path)?;
+        .at(db.path())?;
     if has_table.is_none() {
         return Ok(0);
     }
-    conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-        [],
-        |row| row.get(0),
-    )
-    .at(path)
+    db.conn()
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |row| row.get(0),
+        )
+        .at(db.path())
 }
 
 /// Applies every migration newer than the database's version, up to `target`; returns
@@ -124,7 +127,7 @@ pub fn current_version(conn: &Connection, path: &str) -> Result<i64, StoreError>
 ///
 /// Refuses (without writing) a database newer than this binary.
 pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool, StoreError> {
-    let found = current_version(conn, path)?;
+    let found = current_version(Db::new(conn, path))?;
     if found > latest_version() {
         return Err(StoreError::NewerDatabase {
             path: path.to_owned(),
@@ -141,7 +144,7 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
         // Another process may have migrated while this one waited for the write lock.
-        let now_found = current_version(&tx, path)?;
+        let now_found = current_version(Db::new(&tx, path))?;
         if now_found >= migration.version {
             tx.commit().at(path)?;
             continue;
@@ -164,11 +167,11 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool
         // recorded with the migration, so that a process killed before the rebuild finishes
         // leaves it to the next open rather than a database with empty derived tables.
         if migration.rebuild_derived && found > 0 {
-            set_rebuild_pending(&tx, path, true)?;
+            set_rebuild_pending(Db::new(&tx, path), true)?;
         }
         tx.commit().at(path)?;
     }
-    rebuild |= rebuild_pending(conn, path)?;
+    rebuild |= rebuild_pending(Db::new(conn, path))?;
     Ok(rebuild)
 }
 

@@ -15,6 +15,7 @@
 
 pub(crate) mod api;
 pub mod context;
+pub(crate) mod db;
 pub(crate) mod derived;
 mod error;
 pub mod imported;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags};
 
+use crate::store::db::Db;
 use crate::store::error::{SqliteContext, StoreError};
 use crate::store::migrate;
 
@@ -252,7 +253,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     let mut writer = Connection::open_with_flags(path, flags).at(&display)?;
     init_connection(&writer, busy_timeout).at(&display)?;
     // Refuse a newer database before anything below writes to the file.
-    refuse_newer(&writer, &display)?;
+    refuse_newer(Db::new(&writer, &display))?;
     writer
         .execute_batch(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
@@ -281,11 +282,11 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
 }
 
 /// Returns the database's schema version, refusing one newer than this binary.
-fn refuse_newer(conn: &Connection, display: &str) -> Result<i64, StoreError> {
-    let found = migrate::current_version(conn, display)?;
+fn refuse_newer(db: Db<'_>) -> Result<i64, StoreError> {
+    let found = migrate::current_version(db)?;
     if found > migrate::latest_version() {
         return Err(StoreError::NewerDatabase {
-            path: display.to_owned(),
+            path: db.path().to_owned(),
             found,
             supported: migrate::latest_version(),
         });
@@ -328,9 +329,8 @@ pub(crate) fn open_read_only(
     init_connection(&conn, busy_timeout).at(&display)?;
     conn.execute_batch(&format!("PRAGMA cache_size = {READ_ONLY_CACHE_PAGES};"))
         .at(&display)?;
-    if refuse_newer(&conn, &display)? < migrate::latest_version()
-        || migrate::rebuild_pending(&conn, &display)?
-    {
+    let db = Db::new(&conn, &display);
+    if refuse_newer(db)? < migrate::latest_version() || migrate::rebuild_pending(db)? {
         return Ok(None);
     }
     Ok(Some(Connections {

@@ -1,10 +1,13 @@
-//! Every SQL statement of the store and its row mapping, in one place.
+//! The statements on sessions, entries, derived rows, leases and imported files, with their
+//! row mapping (the full-text index's are in `search/fts.rs`).
 //!
-//! Functions take a `&Connection` (a transaction derefs to one) and return plain values; the
-//! callers in `store/mod.rs` and `store/derived.rs` decide what runs in which transaction.
+//! Functions take a [`Db`] (a connection — a transaction derefs to one — and the path its
+//! errors name) and return plain values; the callers in `store/api/` and `store/derived.rs`
+//! decide what runs in which transaction.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::params;
 
+use crate::store::db::Db;
 use crate::store::error::{SqliteContext, StoreError};
 
 /// Result alias for this module.
@@ -71,52 +74,42 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 
 /// Inserts a session with its statistics row and an empty leaf; returns its `sid`.
 pub fn insert_session(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     id: &str,
     cwd: &str,
     created_at: &str,
     parent_session: Option<&str>,
     header: &[u8],
 ) -> Result<i64> {
-    conn.execute(
-        "INSERT INTO sessions (id, cwd, created_at, parent_session, header) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id, cwd, created_at, parent_session, header],
-    )
-    .at(path)?;
-    let sid = conn.last_insert_rowid();
-    conn.execute(
+    db.execute_uncached("INSERT INTO sessions (id, cwd, created_at, parent_session, header) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id, cwd, created_at, parent_session, header])?;
+    let sid = db.conn().last_insert_rowid();
+    db.execute_uncached(
         "INSERT INTO session_stats (sid, last_activity) VALUES (?1, ?2)",
         params![sid, created_at],
-    )
-    .at(path)?;
-    conn.execute(
+    )?;
+    db.execute_uncached(
         "INSERT INTO leaf (sid, seq) VALUES (?1, NULL)",
         params![sid],
-    )
-    .at(path)?;
+    )?;
     Ok(sid)
 }
 
 /// Returns the `sid` of a session id.
-pub fn sid_of(conn: &Connection, path: &str, id: &str) -> Result<Option<i64>> {
-    conn.prepare_cached("SELECT sid FROM sessions WHERE id = ?1")
-        .at(path)?
-        .query_row(params![id], |row| row.get(0))
-        .optional()
-        .at(path)
+pub fn sid_of(db: Db<'_>, id: &str) -> Result<Option<i64>> {
+    db.row(
+        "SELECT sid FROM sessions WHERE id = ?1",
+        params![id],
+        |row| row.get(0),
+    )
 }
 
 /// Returns one session with its statistics.
-pub fn session_by_sid(conn: &Connection, path: &str, sid: i64) -> Result<Option<SessionRow>> {
+pub fn session_by_sid(db: Db<'_>, sid: i64) -> Result<Option<SessionRow>> {
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions s JOIN session_stats st ON st.sid = s.sid WHERE s.sid = ?1"
     );
-    conn.prepare_cached(&sql)
-        .at(path)?
-        .query_row(params![sid], session_row)
-        .optional()
-        .at(path)
+    db.row(&sql, params![sid], session_row)
 }
 
 /// What a search hit shows of its session, with the leaf and the leaf's depth that the
@@ -142,33 +135,31 @@ pub struct HitSession {
 }
 
 /// Returns a session as a search hit shows it.
-pub fn hit_session(conn: &Connection, path: &str, sid: i64) -> Result<Option<HitSession>> {
-    conn.prepare_cached(
+pub fn hit_session(db: Db<'_>, sid: i64) -> Result<Option<HitSession>> {
+    db.row(
         "SELECT s.id, s.cwd, s.irregular, st.entries, st.name, st.first_message, l.seq, p.depth
            FROM sessions s JOIN session_stats st ON st.sid = s.sid
            LEFT JOIN leaf l ON l.sid = s.sid
            LEFT JOIN entry_path p ON p.sid = s.sid AND p.seq = l.seq
           WHERE s.sid = ?1 AND substr(s.id, 1, 1) <> char(1)",
+        params![sid],
+        |row| {
+            Ok(HitSession {
+                id: row.get(0)?,
+                cwd: row.get(1)?,
+                irregular: row.get::<_, i64>(2)? != 0,
+                entries: row.get(3)?,
+                name: row.get(4)?,
+                first_message: row.get(5)?,
+                leaf: row.get(6)?,
+                leaf_depth: row.get(7)?,
+            })
+        },
     )
-    .at(path)?
-    .query_row(params![sid], |row| {
-        Ok(HitSession {
-            id: row.get(0)?,
-            cwd: row.get(1)?,
-            irregular: row.get::<_, i64>(2)? != 0,
-            entries: row.get(3)?,
-            name: row.get(4)?,
-            first_message: row.get(5)?,
-            leaf: row.get(6)?,
-            leaf_depth: row.get(7)?,
-        })
-    })
-    .optional()
-    .at(path)
 }
 
 /// Lists sessions, latest activity first; `cwd` limits to one working directory.
-pub fn list_sessions(conn: &Connection, path: &str, cwd: Option<&str>) -> Result<Vec<SessionRow>> {
+pub fn list_sessions(db: Db<'_>, cwd: Option<&str>) -> Result<Vec<SessionRow>> {
     // A staged import's session (its id a placeholder starting with U+0001, migration 0007)
     // is not listed until it is published.
     let filter = if cwd.is_some() {
@@ -180,76 +171,54 @@ pub fn list_sessions(conn: &Connection, path: &str, cwd: Option<&str>) -> Result
         "SELECT {SESSION_COLUMNS} FROM sessions s JOIN session_stats st ON st.sid = s.sid {filter}
          ORDER BY st.last_activity DESC, s.sid DESC"
     );
-    let mut stmt = conn.prepare_cached(&sql).at(path)?;
-    let rows = match cwd {
-        Some(cwd) => stmt.query_map(params![cwd], session_row),
-        None => stmt.query_map([], session_row),
+    match cwd {
+        Some(cwd) => db.rows(&sql, params![cwd], session_row),
+        None => db.rows(&sql, [], session_row),
     }
-    .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
 }
 
 /// Returns the ids of sessions whose id starts with `prefix` (at most `limit`).
-pub fn sessions_with_prefix(
-    conn: &Connection,
-    path: &str,
-    prefix: &str,
-    limit: i64,
-) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 AND substr(id, 1, 1) <> char(1)
-              ORDER BY id LIMIT ?2",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![prefix, limit], |row| row.get(0))
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<String>>>().at(path)
+pub fn sessions_with_prefix(db: Db<'_>, prefix: &str, limit: i64) -> Result<Vec<String>> {
+    db.rows("SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 AND substr(id, 1, 1) <> char(1)
+              ORDER BY id LIMIT ?2", params![prefix, limit], |row| row.get(0))
 }
 
 /// Returns the header bytes of a session.
-pub fn header(conn: &Connection, path: &str, sid: i64) -> Result<Vec<u8>> {
-    conn.prepare_cached("SELECT header FROM sessions WHERE sid = ?1")
-        .at(path)?
-        .query_row(params![sid], |row| row.get(0))
-        .at(path)
+pub fn header(db: Db<'_>, sid: i64) -> Result<Vec<u8>> {
+    db.value("SELECT header FROM sessions WHERE sid = ?1", params![sid])
 }
 
 /// Marks a session irregular (path state no longer trusted).
-pub fn mark_irregular(conn: &Connection, path: &str, sid: i64) -> Result<()> {
-    conn.prepare_cached("UPDATE sessions SET irregular = 1 WHERE sid = ?1 AND irregular = 0")
-        .at(path)?
-        .execute(params![sid])
-        .at(path)?;
+pub fn mark_irregular(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute(
+        "UPDATE sessions SET irregular = 1 WHERE sid = ?1 AND irregular = 0",
+        params![sid],
+    )?;
     Ok(())
 }
 
 /// Sets the irregular flag to a value (used when rebuilding derived data).
-pub fn set_irregular(conn: &Connection, path: &str, sid: i64, irregular: bool) -> Result<()> {
-    conn.execute(
+pub fn set_irregular(db: Db<'_>, sid: i64, irregular: bool) -> Result<()> {
+    db.execute_uncached(
         "UPDATE sessions SET irregular = ?2 WHERE sid = ?1",
         params![sid, i64::from(irregular)],
-    )
-    .at(path)?;
+    )?;
     Ok(())
 }
 
 /// Deletes a session and everything that belongs to it but its search documents
 /// ([`crate::store::derived::delete_session`] deletes both).
-pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
-    conn.execute(
+pub fn delete_session(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute_uncached(
         "UPDATE sessions SET deleting = 1 WHERE sid = ?1",
         params![sid],
-    )
-    .at(path)?;
+    )?;
     // The files it came from stay recorded, with no session: an unchanged file is not brought
     // back by the next automatic import (`imported_files`, migration 0005).
-    conn.execute(
+    db.execute_uncached(
         "UPDATE imported_files SET sid = NULL WHERE sid = ?1",
         params![sid],
-    )
-    .at(path)?;
+    )?;
     for table in [
         "session_leases",
         "entry_path",
@@ -261,20 +230,18 @@ pub fn delete_session(conn: &Connection, path: &str, sid: i64) -> Result<()> {
         "quarantine",
         "entries",
     ] {
-        conn.execute(&format!("DELETE FROM {table} WHERE sid = ?1"), params![sid])
-            .at(path)?;
+        db.execute_uncached(&format!("DELETE FROM {table} WHERE sid = ?1"), params![sid])?;
     }
-    conn.execute("DELETE FROM sessions WHERE sid = ?1", params![sid])
-        .at(path)?;
+    db.execute_uncached("DELETE FROM sessions WHERE sid = ?1", params![sid])?;
     Ok(())
 }
 
 /// The next append sequence of a session.
-pub fn next_seq(conn: &Connection, path: &str, sid: i64) -> Result<i64> {
-    conn.prepare_cached("SELECT next_seq FROM session_stats WHERE sid = ?1")
-        .at(path)?
-        .query_row(params![sid], |row| row.get(0))
-        .at(path)
+pub fn next_seq(db: Db<'_>, sid: i64) -> Result<i64> {
+    db.value(
+        "SELECT next_seq FROM session_stats WHERE sid = ?1",
+        params![sid],
+    )
 }
 
 /// The columns of a new entry row.
@@ -297,72 +264,57 @@ pub struct EntryInsert<'a> {
 }
 
 /// Inserts an entry row.
-pub fn insert_entry(conn: &Connection, path: &str, row: &EntryInsert<'_>) -> Result<()> {
-    conn.prepare_cached(
+pub fn insert_entry(db: Db<'_>, row: &EntryInsert<'_>) -> Result<()> {
+    db.execute(
         "INSERT INTO entries (sid, seq, id, parent_id, type, timestamp, payload)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )
-    .at(path)?
-    .execute(params![
-        row.sid,
-        row.seq,
-        row.id,
-        row.parent_id,
-        row.type_name,
-        row.timestamp,
-        row.payload
-    ])
-    .at(path)?;
+        params![
+            row.sid,
+            row.seq,
+            row.id,
+            row.parent_id,
+            row.type_name,
+            row.timestamp,
+            row.payload
+        ],
+    )?;
     Ok(())
 }
 
 /// Returns the latest seq before `before_seq` whose id is `id`.
 pub fn latest_seq_of_id_before(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     id: &str,
     before_seq: i64,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    db.row(
         "SELECT seq FROM entries WHERE sid = ?1 AND id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT 1",
+        params![sid, id, before_seq],
+        |row| row.get(0),
     )
-    .at(path)?
-    .query_row(params![sid, id, before_seq], |row| row.get(0))
-    .optional()
-    .at(path)
 }
 
 /// Returns the latest seq whose id is `id`.
-pub fn latest_seq_of_id(conn: &Connection, path: &str, sid: i64, id: &str) -> Result<Option<i64>> {
-    latest_seq_of_id_before(conn, path, sid, id, i64::MAX)
+pub fn latest_seq_of_id(db: Db<'_>, sid: i64, id: &str) -> Result<Option<i64>> {
+    latest_seq_of_id_before(db, sid, id, i64::MAX)
 }
 
 /// Whether an entry before `before_seq` names `id` as its parent.
-pub fn has_child_before(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    id: &str,
-    before_seq: i64,
-) -> Result<bool> {
-    conn.prepare_cached(
+pub fn has_child_before(db: Db<'_>, sid: i64, id: &str, before_seq: i64) -> Result<bool> {
+    db.value(
         "SELECT EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND parent_id = ?2 AND seq < ?3)",
+        params![sid, id, before_seq],
     )
-    .at(path)?
-    .query_row(params![sid, id, before_seq], |row| row.get(0))
-    .at(path)
 }
 
 /// Whether `id` is used as an entry id or a parent id in the session.
-pub fn id_taken(conn: &Connection, path: &str, sid: i64, id: &str) -> Result<bool> {
-    conn.prepare_cached(
+pub fn id_taken(db: Db<'_>, sid: i64, id: &str) -> Result<bool> {
+    db.value(
         "SELECT EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND id = ?2)
              OR EXISTS (SELECT 1 FROM entries WHERE sid = ?1 AND parent_id = ?2)",
+        params![sid, id],
     )
-    .at(path)?
-    .query_row(params![sid, id], |row| row.get(0))
-    .at(path)
 }
 
 /// One stored entry row.
@@ -394,75 +346,48 @@ pub(crate) fn entry_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EntryRow> {
 }
 
 /// Returns one entry by seq.
-pub fn entry_by_seq(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<EntryRow>> {
-    conn.prepare_cached(
-        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries WHERE sid = ?1 AND seq = ?2",
-    )
-    .at(path)?
-    .query_row(params![sid, seq], entry_row)
-    .optional()
-    .at(path)
+pub fn entry_by_seq(db: Db<'_>, sid: i64, seq: i64) -> Result<Option<EntryRow>> {
+    db.row("SELECT seq, id, parent_id, type, timestamp, payload FROM entries WHERE sid = ?1 AND seq = ?2", params![sid, seq], entry_row)
 }
 
 /// Returns the id of one entry by seq (`None` inside when the line had no id), without reading
 /// its payload: an append looks up its parent's id this way, and a large tool result would
 /// otherwise be read back from its overflow pages every time.
-pub fn id_by_seq(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-) -> Result<Option<Option<String>>> {
-    conn.prepare_cached("SELECT id FROM entries WHERE sid = ?1 AND seq = ?2")
-        .at(path)?
-        .query_row(params![sid, seq], |row| row.get(0))
-        .optional()
-        .at(path)
+pub fn id_by_seq(db: Db<'_>, sid: i64, seq: i64) -> Result<Option<Option<String>>> {
+    db.row(
+        "SELECT id FROM entries WHERE sid = ?1 AND seq = ?2",
+        params![sid, seq],
+        |row| row.get(0),
+    )
 }
 
 /// Returns the payload of one entry by seq.
-pub fn payload_by_seq(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-) -> Result<Option<Vec<u8>>> {
-    conn.prepare_cached("SELECT payload FROM entries WHERE sid = ?1 AND seq = ?2")
-        .at(path)?
-        .query_row(params![sid, seq], |row| row.get(0))
-        .optional()
-        .at(path)
+pub fn payload_by_seq(db: Db<'_>, sid: i64, seq: i64) -> Result<Option<Vec<u8>>> {
+    db.row(
+        "SELECT payload FROM entries WHERE sid = ?1 AND seq = ?2",
+        params![sid, seq],
+        |row| row.get(0),
+    )
 }
 
 /// Returns the entries whose parent id is `parent_id`, in append order.
-pub fn entries_with_parent(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    parent_id: &str,
-) -> Result<Vec<EntryRow>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+pub fn entries_with_parent(db: Db<'_>, sid: i64, parent_id: &str) -> Result<Vec<EntryRow>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
              WHERE sid = ?1 AND parent_id = ?2 ORDER BY seq",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid, parent_id], entry_row)
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        params![sid, parent_id],
+        entry_row,
+    )
 }
 
 /// Returns every entry of a session in append order (payloads included).
-pub fn all_entries(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntryRow>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+pub fn all_entries(db: Db<'_>, sid: i64) -> Result<Vec<EntryRow>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
              WHERE sid = ?1 ORDER BY seq",
-        )
-        .at(path)?;
-    let rows = stmt.query_map(params![sid], entry_row).at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        params![sid],
+        entry_row,
+    )
 }
 
 /// The shape of an entry without its payload.
@@ -481,14 +406,11 @@ pub struct EntryShape {
 }
 
 /// Returns every entry of a session without payloads, in append order.
-pub fn all_shapes(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntryShape>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, id, parent_id, type, timestamp FROM entries WHERE sid = ?1 ORDER BY seq",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid], |row| {
+pub fn all_shapes(db: Db<'_>, sid: i64) -> Result<Vec<EntryShape>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp FROM entries WHERE sid = ?1 ORDER BY seq",
+        params![sid],
+        |row| {
             Ok(EntryShape {
                 seq: row.get(0)?,
                 id: row.get(1)?,
@@ -496,9 +418,8 @@ pub fn all_shapes(conn: &Connection, path: &str, sid: i64) -> Result<Vec<EntrySh
                 type_name: row.get(3)?,
                 timestamp: row.get(4)?,
             })
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        },
+    )
 }
 
 /// `(seq, id, parent_id)` of one entry.
@@ -506,34 +427,22 @@ pub type Link = (i64, Option<String>, Option<String>);
 
 /// Returns `(seq, id, parent_id)` of every entry of a session from the covering id index,
 /// without reading payload pages (the plain walk).
-pub fn all_links(conn: &Connection, path: &str, sid: i64) -> Result<Vec<Link>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+pub fn all_links(db: Db<'_>, sid: i64) -> Result<Vec<Link>> {
+    db.rows(
+        "SELECT seq, id, parent_id FROM entries INDEXED BY entries_id WHERE sid = ?1",
+        params![sid],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    )
 }
 
 /// Returns the leaf seq (`None`: before the first entry).
-pub fn leaf(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
-    conn.prepare_cached("SELECT seq FROM leaf WHERE sid = ?1")
-        .at(path)?
-        .query_row(params![sid], |row| row.get(0))
-        .at(path)
+pub fn leaf(db: Db<'_>, sid: i64) -> Result<Option<i64>> {
+    db.value("SELECT seq FROM leaf WHERE sid = ?1", params![sid])
 }
 
 /// Moves the leaf.
-pub fn set_leaf(conn: &Connection, path: &str, sid: i64, seq: Option<i64>) -> Result<()> {
-    conn.prepare_cached("UPDATE leaf SET seq = ?2 WHERE sid = ?1")
-        .at(path)?
-        .execute(params![sid, seq])
-        .at(path)?;
+pub fn set_leaf(db: Db<'_>, sid: i64, seq: Option<i64>) -> Result<()> {
+    db.execute("UPDATE leaf SET seq = ?2 WHERE sid = ?1", params![sid, seq])?;
     Ok(())
 }
 
@@ -559,96 +468,72 @@ pub struct PathState {
 }
 
 /// Returns the path state of an entry.
-pub fn path_state(conn: &Connection, path: &str, sid: i64, seq: i64) -> Result<Option<PathState>> {
-    conn.prepare_cached(
+pub fn path_state(db: Db<'_>, sid: i64, seq: i64) -> Result<Option<PathState>> {
+    db.row(
         "SELECT parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq, system_seq,
                 flags
            FROM entry_path WHERE sid = ?1 AND seq = ?2",
+        params![sid, seq],
+        |row| {
+            Ok(PathState {
+                parent_seq: row.get(0)?,
+                depth: row.get(1)?,
+                jump_seq: row.get(2)?,
+                compaction_seq: row.get(3)?,
+                model_seq: row.get(4)?,
+                thinking_seq: row.get(5)?,
+                system_seq: row.get(6)?,
+                flags: row.get(7)?,
+            })
+        },
     )
-    .at(path)?
-    .query_row(params![sid, seq], |row| {
-        Ok(PathState {
-            parent_seq: row.get(0)?,
-            depth: row.get(1)?,
-            jump_seq: row.get(2)?,
-            compaction_seq: row.get(3)?,
-            model_seq: row.get(4)?,
-            thinking_seq: row.get(5)?,
-            system_seq: row.get(6)?,
-            flags: row.get(7)?,
-        })
-    })
-    .optional()
-    .at(path)
 }
 
 /// Stores the row of a `context_edit` entry.
 pub fn insert_context_edit(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     seq: i64,
     target_id: Option<&str>,
     omits: bool,
 ) -> Result<()> {
-    conn.prepare_cached(
+    db.execute(
         "INSERT OR REPLACE INTO context_edits (sid, seq, target_id, omits) VALUES (?1, ?2, ?3, ?4)",
-    )
-    .at(path)?
-    .execute(params![sid, seq, target_id, omits])
-    .at(path)?;
+        params![sid, seq, target_id, omits],
+    )?;
     Ok(())
 }
 
 /// Returns the `context_edit` entries naming `target_id`, newest first: `(seq, omits)`.
-pub fn context_edits_of(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    target_id: &str,
-) -> Result<Vec<(i64, bool)>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, omits FROM context_edits WHERE sid = ?1 AND target_id = ?2
+pub fn context_edits_of(db: Db<'_>, sid: i64, target_id: &str) -> Result<Vec<(i64, bool)>> {
+    db.rows(
+        "SELECT seq, omits FROM context_edits WHERE sid = ?1 AND target_id = ?2
               ORDER BY seq DESC",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid, target_id], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        params![sid, target_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
 }
 
 /// Stores the path state of an entry.
-pub fn insert_path_state(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-    state: &PathState,
-) -> Result<()> {
-    conn.prepare_cached(
+pub fn insert_path_state(db: Db<'_>, sid: i64, seq: i64, state: &PathState) -> Result<()> {
+    db.execute(
         "INSERT OR REPLACE INTO entry_path
              (sid, seq, parent_seq, depth, jump_seq, compaction_seq, model_seq, thinking_seq,
               system_seq, flags)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )
-    .at(path)?
-    .execute(params![
-        sid,
-        seq,
-        state.parent_seq,
-        state.depth,
-        state.jump_seq,
-        state.compaction_seq,
-        state.model_seq,
-        state.thinking_seq,
-        state.system_seq,
-        state.flags
-    ])
-    .at(path)?;
+        params![
+            sid,
+            seq,
+            state.parent_seq,
+            state.depth,
+            state.jump_seq,
+            state.compaction_seq,
+            state.model_seq,
+            state.thinking_seq,
+            state.system_seq,
+            state.flags
+        ],
+    )?;
     Ok(())
 }
 
@@ -672,15 +557,8 @@ pub struct WalkRow {
 /// Walks the stored path state from `leaf_seq` towards the root, stopping below `min_depth`,
 /// and returns the rows in path order (root side first). Payloads are read only for entries
 /// whose type the context needs.
-pub fn walk_path(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    leaf_seq: i64,
-    min_depth: i64,
-) -> Result<Vec<WalkRow>> {
-    let mut stmt = conn
-        .prepare_cached(
+pub fn walk_path(db: Db<'_>, sid: i64, leaf_seq: i64, min_depth: i64) -> Result<Vec<WalkRow>> {
+    let mut rows = db.rows(
             "WITH RECURSIVE walk(seq, parent_seq, depth, flags) AS (
                  SELECT seq, parent_seq, depth, flags FROM entry_path WHERE sid = ?1 AND seq = ?2
                  UNION ALL
@@ -692,10 +570,8 @@ pub fn walk_path(
                     CASE WHEN e.type IN ('message', 'custom_message', 'branch_summary', 'compaction', 'context_edit')
                          THEN e.payload END, walk.flags
                FROM walk CROSS JOIN entries e ON e.sid = ?1 AND e.seq = walk.seq",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid, leaf_seq, min_depth], |row| {
+params![sid, leaf_seq, min_depth],
+|row| {
             Ok(WalkRow {
                 seq: row.get(0)?,
                 id: row.get(1)?,
@@ -704,9 +580,7 @@ pub fn walk_path(
                 payload: row.get(4)?,
                 flags: row.get(5)?,
             })
-        })
-        .at(path)?;
-    let mut rows = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
+        })?;
     // Root first. Sorted here rather than by `ORDER BY`: SQLite's sorter copies every payload
     // and, past its memory budget, writes them to a temporary file (a 9 MB context spent a
     // fifth of its rebuild there).
@@ -740,8 +614,8 @@ pub struct StatsDelta<'a> {
 }
 
 /// Applies a statistics delta.
-pub fn apply_stats(conn: &Connection, path: &str, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
-    conn.prepare_cached(
+pub fn apply_stats(db: Db<'_>, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
+    db.execute(
         "UPDATE session_stats SET
              next_seq = MAX(next_seq, ?2 + 1),
              entries = entries + 1,
@@ -755,52 +629,44 @@ pub fn apply_stats(conn: &Connection, path: &str, sid: i64, delta: &StatsDelta<'
              name = CASE WHEN ?10 THEN ?11 ELSE name END,
              first_message = COALESCE(first_message, ?12)
          WHERE sid = ?1",
-    )
-    .at(path)?
-    .execute(params![
-        sid,
-        delta.seq,
-        delta.messages,
-        delta.input,
-        delta.output,
-        delta.cache_read,
-        delta.cache_write,
-        delta.cost,
-        delta.last_activity,
-        delta.name.is_some(),
-        delta.name.flatten(),
-        delta.first_message,
-    ])
-    .at(path)?;
+        params![
+            sid,
+            delta.seq,
+            delta.messages,
+            delta.input,
+            delta.output,
+            delta.cache_read,
+            delta.cache_write,
+            delta.cost,
+            delta.last_activity,
+            delta.name.is_some(),
+            delta.name.flatten(),
+            delta.first_message,
+        ],
+    )?;
     Ok(())
 }
 
 /// Resets a session's statistics and derived rows but its search documents to the empty state
 /// (before a rebuild).
-pub fn reset_derived(conn: &Connection, path: &str, sid: i64, created_at: &str) -> Result<()> {
-    conn.execute("DELETE FROM entry_path WHERE sid = ?1", params![sid])
-        .at(path)?;
-    conn.execute("DELETE FROM labels WHERE sid = ?1", params![sid])
-        .at(path)?;
-    conn.execute("DELETE FROM context_edits WHERE sid = ?1", params![sid])
-        .at(path)?;
-    conn.execute("DELETE FROM usage WHERE sid = ?1", params![sid])
-        .at(path)?;
-    conn.execute(
+pub fn reset_derived(db: Db<'_>, sid: i64, created_at: &str) -> Result<()> {
+    db.execute_uncached("DELETE FROM entry_path WHERE sid = ?1", params![sid])?;
+    db.execute_uncached("DELETE FROM labels WHERE sid = ?1", params![sid])?;
+    db.execute_uncached("DELETE FROM context_edits WHERE sid = ?1", params![sid])?;
+    db.execute_uncached("DELETE FROM usage WHERE sid = ?1", params![sid])?;
+    db.execute_uncached(
         "UPDATE session_stats SET next_seq = 0, entries = 0, messages = 0, input = 0, output = 0,
              cache_read = 0, cache_write = 0, cost = 0, last_activity = ?2, name = NULL,
              first_message = NULL
          WHERE sid = ?1",
         params![sid, created_at],
-    )
-    .at(path)?;
+    )?;
     Ok(())
 }
 
 /// Sets or clears the label of a target, keeping its place in the label order when it stays set.
 pub fn apply_label(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     target_id: &str,
     label: Option<(&str, &str)>,
@@ -808,19 +674,14 @@ pub fn apply_label(
 ) -> Result<()> {
     match label {
         Some((text, timestamp)) => {
-            conn.prepare_cached(
-                "INSERT INTO labels (sid, target_id, label, label_ts, order_seq) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (sid, target_id) DO UPDATE SET label = excluded.label, label_ts = excluded.label_ts",
-            )
-            .at(path)?
-            .execute(params![sid, target_id, text, timestamp, seq])
-            .at(path)?;
+            db.execute("INSERT INTO labels (sid, target_id, label, label_ts, order_seq) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (sid, target_id) DO UPDATE SET label = excluded.label, label_ts = excluded.label_ts", params![sid, target_id, text, timestamp, seq])?;
         }
         None => {
-            conn.prepare_cached("DELETE FROM labels WHERE sid = ?1 AND target_id = ?2")
-                .at(path)?
-                .execute(params![sid, target_id])
-                .at(path)?;
+            db.execute(
+                "DELETE FROM labels WHERE sid = ?1 AND target_id = ?2",
+                params![sid, target_id],
+            )?;
         }
     }
     Ok(())
@@ -838,45 +699,34 @@ pub struct LabelRow {
 }
 
 /// Returns the current labels in the reference's map order.
-pub fn labels(conn: &Connection, path: &str, sid: i64) -> Result<Vec<LabelRow>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT target_id, label, label_ts FROM labels WHERE sid = ?1 ORDER BY order_seq",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid], |row| {
+pub fn labels(db: Db<'_>, sid: i64) -> Result<Vec<LabelRow>> {
+    db.rows(
+        "SELECT target_id, label, label_ts FROM labels WHERE sid = ?1 ORDER BY order_seq",
+        params![sid],
+        |row| {
             Ok(LabelRow {
                 target_id: row.get(0)?,
                 label: row.get(1)?,
                 label_ts: row.get(2)?,
             })
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        },
+    )
 }
 
 /// Returns the current label of one entry.
-pub fn label_of(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    target_id: &str,
-) -> Result<Option<String>> {
-    conn.prepare_cached("SELECT label FROM labels WHERE sid = ?1 AND target_id = ?2")
-        .at(path)?
-        .query_row(params![sid, target_id], |row| row.get(0))
-        .optional()
-        .at(path)
+pub fn label_of(db: Db<'_>, sid: i64, target_id: &str) -> Result<Option<String>> {
+    db.row(
+        "SELECT label FROM labels WHERE sid = ?1 AND target_id = ?2",
+        params![sid, target_id],
+        |row| row.get(0),
+    )
 }
 
 /// Returns the sids of every session.
-pub fn all_sids(conn: &Connection, path: &str) -> Result<Vec<i64>> {
-    let mut stmt = conn
-        .prepare("SELECT sid FROM sessions ORDER BY sid")
-        .at(path)?;
-    let rows = stmt.query_map([], |row| row.get(0)).at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+pub fn all_sids(db: Db<'_>) -> Result<Vec<i64>> {
+    db.rows_uncached("SELECT sid FROM sessions ORDER BY sid", [], |row| {
+        row.get(0)
+    })
 }
 
 /// One row of the usage table.
@@ -911,21 +761,11 @@ pub struct UsageRow<'a> {
 }
 
 /// Stores the usage row of an entry.
-pub fn insert_usage(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-    row: &UsageRow<'_>,
-) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT OR REPLACE INTO usage
+pub fn insert_usage(db: Db<'_>, sid: i64, seq: i64, row: &UsageRow<'_>) -> Result<()> {
+    db.execute("INSERT OR REPLACE INTO usage
              (sid, seq, ts, day, week, role, provider, model, input, output, cache_read, cache_write, cost,
               is_message, tool_calls)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )
-    .at(path)?
-    .execute(params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)", params![
         sid,
         seq,
         row.ts,
@@ -941,8 +781,7 @@ pub fn insert_usage(
         row.cost,
         row.is_message,
         row.tool_calls
-    ])
-    .at(path)?;
+    ])?;
     Ok(())
 }
 
@@ -993,8 +832,8 @@ pub struct SessionTotals {
 }
 
 /// Returns a session's totals from its usage rows.
-pub fn session_totals(conn: &Connection, path: &str, sid: i64) -> Result<SessionTotals> {
-    conn.prepare_cached(
+pub fn session_totals(db: Db<'_>, sid: i64) -> Result<SessionTotals> {
+    db.one(
         "SELECT COALESCE(SUM(is_message), 0),
                 COALESCE(SUM(is_message AND role = 'user'), 0),
                 COALESCE(SUM(is_message AND role = 'assistant'), 0),
@@ -1004,29 +843,27 @@ pub fn session_totals(conn: &Connection, path: &str, sid: i64) -> Result<Session
                 COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0),
                 COALESCE(SUM(cost), 0.0)
            FROM usage WHERE sid = ?1",
+        params![sid],
+        |row| {
+            Ok(SessionTotals {
+                messages: row.get(0)?,
+                user: row.get(1)?,
+                assistant: row.get(2)?,
+                tool_results: row.get(3)?,
+                tool_calls: row.get(4)?,
+                input: row.get(5)?,
+                output: row.get(6)?,
+                cache_read: row.get(7)?,
+                cache_write: row.get(8)?,
+                cost: row.get(9)?,
+            })
+        },
     )
-    .at(path)?
-    .query_row(params![sid], |row| {
-        Ok(SessionTotals {
-            messages: row.get(0)?,
-            user: row.get(1)?,
-            assistant: row.get(2)?,
-            tool_results: row.get(3)?,
-            tool_calls: row.get(4)?,
-            input: row.get(5)?,
-            output: row.get(6)?,
-            cache_read: row.get(7)?,
-            cache_write: row.get(8)?,
-            cost: row.get(9)?,
-        })
-    })
-    .at(path)
 }
 
 /// Groups usage rows by an SQL key expression.
 pub fn usage_stats(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     key_sql: &str,
     assistant_only: bool,
     since_ms: Option<i64>,
@@ -1047,32 +884,27 @@ pub fn usage_stats(
     } else {
         " ORDER BY SUM(u.cost) DESC, SUM(u.input + u.output) DESC, key"
     });
-    let mut stmt = conn.prepare(&sql).at(path)?;
-    let rows = stmt
-        .query_map(params![since_ms.unwrap_or(i64::MIN)], |row| {
-            Ok(StatsRow {
-                key: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                sessions: row.get(1)?,
-                messages: row.get(2)?,
-                input: row.get(3)?,
-                output: row.get(4)?,
-                cache_read: row.get(5)?,
-                cache_write: row.get(6)?,
-                cost: row.get(7)?,
-            })
+    db.rows_uncached(&sql, params![since_ms.unwrap_or(i64::MIN)], |row| {
+        Ok(StatsRow {
+            key: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+            sessions: row.get(1)?,
+            messages: row.get(2)?,
+            input: row.get(3)?,
+            output: row.get(4)?,
+            cache_read: row.get(5)?,
+            cache_write: row.get(6)?,
+            cost: row.get(7)?,
         })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    })
 }
 
 /// Empties every derived table (before a full rebuild).
-pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
-    conn.execute_batch(
+pub fn clear_all_derived(db: Db<'_>) -> Result<()> {
+    db.batch(
         "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM context_edits; DELETE FROM usage;
          DELETE FROM search_docs; DELETE FROM search_totals;
          INSERT INTO search_fts (search_fts) VALUES ('delete-all');",
     )
-    .at(path)
 }
 
 // ----- interchange (import, merge, export; `store/interchange.rs`) ------------------------
@@ -1080,8 +912,7 @@ pub fn clear_all_derived(conn: &Connection, path: &str) -> Result<()> {
 /// Stores one input line an import could not use.
 #[allow(clippy::too_many_arguments)]
 pub fn insert_quarantine(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     source: &str,
     line: i64,
@@ -1089,30 +920,20 @@ pub fn insert_quarantine(
     bytes: &[u8],
     imported_at: &str,
 ) -> Result<()> {
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO quarantine (sid, source, line, reason, bytes, imported_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .at(path)?
-    .execute(params![sid, source, line, reason, bytes, imported_at])
-    .at(path)?;
+        params![sid, source, line, reason, bytes, imported_at],
+    )?;
     Ok(())
 }
 
 /// Whether the session already quarantined these bytes from this line number.
-pub fn quarantine_has(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    line: i64,
-    bytes: &[u8],
-) -> Result<bool> {
-    conn.prepare_cached(
+pub fn quarantine_has(db: Db<'_>, sid: i64, line: i64, bytes: &[u8]) -> Result<bool> {
+    db.value(
         "SELECT EXISTS (SELECT 1 FROM quarantine WHERE sid = ?1 AND line = ?2 AND bytes = ?3)",
+        params![sid, line, bytes],
     )
-    .at(path)?
-    .query_row(params![sid, line, bytes], |row| row.get(0))
-    .at(path)
 }
 
 /// A quarantined input line.
@@ -1131,15 +952,12 @@ pub struct QuarantineRow {
 }
 
 /// Returns a session's quarantined lines in the order they were stored.
-pub fn quarantine_rows(conn: &Connection, path: &str, sid: i64) -> Result<Vec<QuarantineRow>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT source, line, reason, bytes, imported_at FROM quarantine WHERE sid = ?1
+pub fn quarantine_rows(db: Db<'_>, sid: i64) -> Result<Vec<QuarantineRow>> {
+    db.rows(
+        "SELECT source, line, reason, bytes, imported_at FROM quarantine WHERE sid = ?1
              ORDER BY qid",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid], |row| {
+        params![sid],
+        |row| {
             Ok(QuarantineRow {
                 source: row.get(0)?,
                 line: row.get(1)?,
@@ -1147,62 +965,52 @@ pub fn quarantine_rows(conn: &Connection, path: &str, sid: i64) -> Result<Vec<Qu
                 bytes: row.get(3)?,
                 imported_at: row.get(4)?,
             })
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        },
+    )
 }
 
 /// For the entries before `before_seq` with this id, latest first: `(seq, payload equals
 /// the given bytes)`.
 pub fn same_id_before(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     id: &str,
     before_seq: i64,
     payload: &[u8],
 ) -> Result<Vec<(i64, bool)>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, payload = ?4 FROM entries WHERE sid = ?1 AND id = ?2 AND seq < ?3
+    db.rows(
+        "SELECT seq, payload = ?4 FROM entries WHERE sid = ?1 AND id = ?2 AND seq < ?3
              ORDER BY seq DESC",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid, id, before_seq, payload], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)? != 0))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        params![sid, id, before_seq, payload],
+        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)? != 0)),
+    )
 }
 
 /// Returns the latest entry before `before_seq` without an id whose payload is `payload`.
 pub fn idless_with_payload_before(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     payload: &[u8],
     before_seq: i64,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    db.row(
         "SELECT seq FROM entries WHERE sid = ?1 AND id IS NULL AND seq < ?3 AND payload = ?2
          ORDER BY seq DESC LIMIT 1",
+        params![sid, payload, before_seq],
+        |row| row.get(0),
     )
-    .at(path)?
-    .query_row(params![sid, payload, before_seq], |row| row.get(0))
-    .optional()
-    .at(path)
 }
 
 /// Calls `f(seq, payload)` for every entry of a session in append order, without copying
 /// the payloads.
 pub fn for_each_payload(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     mut f: impl FnMut(i64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let mut stmt = conn
+    let path = db.path();
+    let mut stmt = db
+        .conn()
         .prepare_cached("SELECT seq, payload FROM entries WHERE sid = ?1 ORDER BY seq")
         .at(path)?;
     let mut rows = stmt.query(params![sid]).at(path)?;
@@ -1228,21 +1036,12 @@ impl<T> BlobContext<T> for std::result::Result<T, rusqlite::types::FromSqlError>
 }
 
 /// Returns `(seq, timestamp)` of the entries whose parent id is `parent_id`.
-pub fn children_timestamps(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    parent_id: &str,
-) -> Result<Vec<(i64, String)>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT seq, timestamp FROM entries WHERE sid = ?1 AND parent_id = ?2")
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![sid, parent_id], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+pub fn children_timestamps(db: Db<'_>, sid: i64, parent_id: &str) -> Result<Vec<(i64, String)>> {
+    db.rows(
+        "SELECT seq, timestamp FROM entries WHERE sid = ?1 AND parent_id = ?2",
+        params![sid, parent_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
 }
 
 // ----- writer leases --------------------------------------------------------------------------
@@ -1269,75 +1068,63 @@ pub struct LeaseRow {
 }
 
 /// Returns a session's lease row.
-pub fn lease(conn: &Connection, path: &str, sid: i64) -> Result<Option<LeaseRow>> {
-    conn.prepare_cached(
+pub fn lease(db: Db<'_>, sid: i64) -> Result<Option<LeaseRow>> {
+    db.row(
         "SELECT token, owner, pid, pid_start, host, acquired_at, heartbeat_at, stale_ms
            FROM session_leases WHERE sid = ?1",
+        params![sid],
+        |row| {
+            Ok(LeaseRow {
+                token: row.get(0)?,
+                owner: row.get(1)?,
+                pid: row.get(2)?,
+                pid_start: row.get(3)?,
+                host: row.get(4)?,
+                acquired_at: row.get(5)?,
+                heartbeat_at: row.get(6)?,
+                stale_ms: row.get(7)?,
+            })
+        },
     )
-    .at(path)?
-    .query_row(params![sid], |row| {
-        Ok(LeaseRow {
-            token: row.get(0)?,
-            owner: row.get(1)?,
-            pid: row.get(2)?,
-            pid_start: row.get(3)?,
-            host: row.get(4)?,
-            acquired_at: row.get(5)?,
-            heartbeat_at: row.get(6)?,
-            stale_ms: row.get(7)?,
-        })
-    })
-    .optional()
-    .at(path)
 }
 
 /// Writes a session's lease row, replacing any other.
-pub fn put_lease(conn: &Connection, path: &str, sid: i64, lease: &LeaseRow) -> Result<()> {
-    conn.prepare_cached(
+pub fn put_lease(db: Db<'_>, sid: i64, lease: &LeaseRow) -> Result<()> {
+    db.execute(
         "INSERT OR REPLACE INTO session_leases
              (sid, token, owner, pid, pid_start, host, acquired_at, heartbeat_at, stale_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )
-    .at(path)?
-    .execute(params![
-        sid,
-        lease.token,
-        lease.owner,
-        lease.pid,
-        lease.pid_start,
-        lease.host,
-        lease.acquired_at,
-        lease.heartbeat_at,
-        lease.stale_ms
-    ])
-    .at(path)?;
+        params![
+            sid,
+            lease.token,
+            lease.owner,
+            lease.pid,
+            lease.pid_start,
+            lease.host,
+            lease.acquired_at,
+            lease.heartbeat_at,
+            lease.stale_ms
+        ],
+    )?;
     Ok(())
 }
 
 /// Renews the heartbeat of the lease with this token; false when the session's lease has
 /// another token (or none).
-pub fn renew_lease(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    token: &str,
-    now_ms: i64,
-) -> Result<bool> {
-    let changed = conn
-        .prepare_cached("UPDATE session_leases SET heartbeat_at = ?3 WHERE sid = ?1 AND token = ?2")
-        .at(path)?
-        .execute(params![sid, token, now_ms])
-        .at(path)?;
+pub fn renew_lease(db: Db<'_>, sid: i64, token: &str, now_ms: i64) -> Result<bool> {
+    let changed = db.execute(
+        "UPDATE session_leases SET heartbeat_at = ?3 WHERE sid = ?1 AND token = ?2",
+        params![sid, token, now_ms],
+    )?;
     Ok(changed > 0)
 }
 
 /// Deletes the lease with this token; false when the session's lease has another token.
-pub fn delete_lease(conn: &Connection, path: &str, sid: i64, token: &str) -> Result<bool> {
-    let changed = conn
-        .prepare_cached("DELETE FROM session_leases WHERE sid = ?1 AND token = ?2")
-        .at(path)?
-        .execute(params![sid, token])
-        .at(path)?;
+pub fn delete_lease(db: Db<'_>, sid: i64, token: &str) -> Result<bool> {
+    let changed = db.execute(
+        "DELETE FROM session_leases WHERE sid = ?1 AND token = ?2",
+        params![sid, token],
+    )?;
     Ok(changed > 0)
 }
 
@@ -1398,58 +1185,32 @@ fn imported_file_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ImportedFileRo
 }
 
 /// Returns the recorded file at `file` (a canonical path).
-pub fn imported_file(
-    conn: &Connection,
-    path: &str,
-    file: &[u8],
-) -> Result<Option<ImportedFileRow>> {
+pub fn imported_file(db: Db<'_>, file: &[u8]) -> Result<Option<ImportedFileRow>> {
     let sql = format!("SELECT {IMPORTED_FILE_COLUMNS} FROM {IMPORTED_FILE_FROM} WHERE f.path = ?1");
-    conn.prepare_cached(&sql)
-        .at(path)?
-        .query_row(params![file], imported_file_row)
-        .optional()
-        .at(path)
+    db.row(&sql, params![file], imported_file_row)
 }
 
 /// Returns the recorded files whose path starts with `prefix`, in path order: one range scan
 /// of the primary key (from `prefix` to [`range_end`]).
-pub fn imported_files_under(
-    conn: &Connection,
-    path: &str,
-    prefix: &[u8],
-) -> Result<Vec<ImportedFileRow>> {
+pub fn imported_files_under(db: Db<'_>, prefix: &[u8]) -> Result<Vec<ImportedFileRow>> {
     let sql = format!(
         "SELECT {IMPORTED_FILE_COLUMNS} FROM {IMPORTED_FILE_FROM}
           WHERE f.path >= ?1 AND f.path < ?2 ORDER BY f.path"
     );
     let end = range_end(prefix);
-    let mut stmt = conn.prepare_cached(&sql).at(path)?;
-    let rows = stmt
-        .query_map(params![prefix, end], imported_file_row)
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    db.rows(&sql, params![prefix, end], imported_file_row)
 }
 
 /// Returns `(path, size, mtime_ns)` of the recorded files whose path starts with `prefix`:
 /// the same range scan as [`imported_files_under`], on the table alone (what the check at
 /// start compares; the rest of a record is read for the files that changed).
-pub fn imported_stats_under(
-    conn: &Connection,
-    path: &str,
-    prefix: &[u8],
-) -> Result<Vec<(Vec<u8>, i64, i64)>> {
+pub fn imported_stats_under(db: Db<'_>, prefix: &[u8]) -> Result<Vec<(Vec<u8>, i64, i64)>> {
     let end = range_end(prefix);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT path, size, mtime_ns FROM imported_files WHERE path >= ?1 AND path < ?2",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![prefix, end], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+    db.rows(
+        "SELECT path, size, mtime_ns FROM imported_files WHERE path >= ?1 AND path < ?2",
+        params![prefix, end],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    )
 }
 
 /// The first key after every key that starts with `prefix` (`prefix` with its last byte
@@ -1493,31 +1254,25 @@ pub struct ImportedFileUpsert<'a> {
 }
 
 /// Records (or replaces the record of) an imported file.
-pub fn put_imported_file(
-    conn: &Connection,
-    path: &str,
-    row: &ImportedFileUpsert<'_>,
-) -> Result<()> {
-    conn.prepare_cached(
+pub fn put_imported_file(db: Db<'_>, row: &ImportedFileUpsert<'_>) -> Result<()> {
+    db.execute(
         "INSERT OR REPLACE INTO imported_files
              (path, size, mtime_ns, read_to, lines, tail_len, tail_hash, appendable, sid, next_seq,
               imported_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )
-    .at(path)?
-    .execute(params![
-        row.path,
-        row.size,
-        row.mtime_ns,
-        row.offset,
-        row.lines,
-        row.tail_len,
-        row.tail_hash,
-        i64::from(row.appendable),
-        row.sid,
-        row.next_seq,
-        row.imported_at
-    ])
-    .at(path)?;
+        params![
+            row.path,
+            row.size,
+            row.mtime_ns,
+            row.offset,
+            row.lines,
+            row.tail_len,
+            row.tail_hash,
+            i64::from(row.appendable),
+            row.sid,
+            row.next_seq,
+            row.imported_at
+        ],
+    )?;
     Ok(())
 }

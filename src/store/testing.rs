@@ -9,6 +9,7 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::store::StoreError;
+use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::search::{TermFrequencies, fts};
 
@@ -22,7 +23,8 @@ fn open(db: &Path) -> Result<Connection, StoreError> {
 /// The index totals ranking uses (`search_totals`): documents and tokens; `None` when nothing
 /// is indexed.
 pub fn search_totals(db: &Path) -> Result<Option<(i64, i64)>, StoreError> {
-    fts::totals(&open(db)?, &db.display().to_string())
+    let path = db.display().to_string();
+    fts::totals(Db::new(&open(db)?, &path))
 }
 
 /// How often one indexed token (or every token starting with it) occurs in each document,
@@ -33,5 +35,6 @@ pub fn term_frequencies(
     prefix: bool,
     cap: usize,
 ) -> Result<Option<TermFrequencies>, StoreError> {
-    fts::term_frequencies(&open(db)?, &db.display().to_string(), token, prefix, cap)
+    let path = db.display().to_string();
+    fts::term_frequencies(Db::new(&open(db)?, &path), token, prefix, cap)
 }

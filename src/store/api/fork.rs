@@ -2,11 +2,10 @@
 
 use std::collections::HashSet;
 
-use rusqlite::Connection;
-
 use crate::model::entry::{Entry, EntryKind, SessionHeader};
 use crate::model::ids::{EntryId, SessionId};
 
+use crate::store::db::Db;
 use crate::store::sql::{self, EntryInsert};
 use crate::store::types::*;
 use crate::store::{Result, SessionStore, derived};
@@ -26,32 +25,32 @@ impl SessionStore {
         cwd: Option<&str>,
     ) -> Result<SessionSummary> {
         let now = self.inner.clock.now_ms();
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let source = Self::summary_by_sid(conn, path, sid)?;
+        self.write(|db| {
+            let sid = Self::sid(db, session)?;
+            let source = Self::summary_by_sid(db, sid)?;
             let header = SessionHeader::new(
                 SessionId::generate(&self.inner.ids, now),
                 crate::support::clock::iso_from_ms(now),
                 cwd.map_or_else(|| source.cwd.clone(), str::to_owned),
                 Some(session.to_string()),
             );
-            let new_sid = Self::insert_header(conn, path, &header, header.to_line().as_bytes())?;
+            let new_sid = Self::insert_header(db, &header, header.to_line().as_bytes())?;
             let Some(at) = at else {
-                return Self::summary_by_sid(conn, path, new_sid);
+                return Self::summary_by_sid(db, new_sid);
             };
-            let leaf_seq = Self::seq_of(conn, path, sid, session, at)?;
-            let seqs = Self::path_seqs(conn, path, sid, leaf_seq)?;
+            let leaf_seq = Self::seq_of(db, sid, session, at)?;
+            let seqs = Self::path_seqs(db, sid, leaf_seq)?;
             let mut copied_ids: HashSet<String> = HashSet::new();
             let mut last_id: Option<String> = None;
             let mut seq = 0;
             for source_seq in seqs {
-                let Some(row) = sql::entry_by_seq(conn, path, sid, source_seq)? else {
+                let Some(row) = sql::entry_by_seq(db, sid, source_seq)? else {
                     continue;
                 };
                 if row.type_name == "label" {
                     continue;
                 }
-                let stored = Self::stored(path, row)?;
+                let stored = Self::stored(db.path(), row)?;
                 let insert = EntryInsert {
                     sid: new_sid,
                     seq,
@@ -61,14 +60,14 @@ impl SessionStore {
                     timestamp: &stored.entry.timestamp,
                     payload: &stored.payload,
                 };
-                derived::insert(conn, path, &insert, &stored.entry)?;
+                derived::insert(db, &insert, &stored.entry)?;
                 if let Some(id) = &stored.entry.id {
                     copied_ids.insert(id.to_string());
                 }
                 last_id = stored.entry.id.as_ref().map(EntryId::to_string);
                 seq += 1;
             }
-            for label in sql::labels(conn, path, sid)? {
+            for label in sql::labels(db, sid)? {
                 if !copied_ids.contains(&label.target_id) {
                     continue;
                 }
@@ -94,15 +93,15 @@ impl SessionStore {
                     timestamp: &entry.timestamp,
                     payload: &payload,
                 };
-                derived::insert(conn, path, &insert, &entry)?;
+                derived::insert(db, &insert, &entry)?;
                 copied_ids.insert(id.to_string());
                 last_id = Some(id.to_string());
                 seq += 1;
             }
             if seq > 0 {
-                sql::set_leaf(conn, path, new_sid, Some(seq - 1))?;
+                sql::set_leaf(db, new_sid, Some(seq - 1))?;
             }
-            Self::summary_by_sid(conn, path, new_sid)
+            Self::summary_by_sid(db, new_sid)
         })
     }
 
@@ -110,26 +109,26 @@ impl SessionStore {
     /// `parentSession` is the source id — the reference's `--fork` (`forkFrom`).
     pub fn copy_session(&self, source: &SessionId, cwd: &str) -> Result<SessionSummary> {
         let now = self.inner.clock.now_ms();
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, source)?;
+        self.write(|db| {
+            let sid = Self::sid(db, source)?;
             let header = SessionHeader::new(
                 SessionId::generate(&self.inner.ids, now),
                 crate::support::clock::iso_from_ms(now),
                 cwd.to_owned(),
                 Some(source.to_string()),
             );
-            let new_sid = Self::insert_header(conn, path, &header, header.to_line().as_bytes())?;
-            let entries = sql::all_entries(conn, path, sid)?
+            let new_sid = Self::insert_header(db, &header, header.to_line().as_bytes())?;
+            let entries = sql::all_entries(db, sid)?
                 .into_iter()
                 .map(|row| {
-                    Self::stored(path, row).map(|stored| RawEntry {
+                    Self::stored(db.path(), row).map(|stored| RawEntry {
                         payload: stored.payload,
                         entry: stored.entry,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Self::append_raw_in(conn, path, new_sid, &entries)?;
-            Self::summary_by_sid(conn, path, new_sid)
+            Self::append_raw_in(db, new_sid, &entries)?;
+            Self::summary_by_sid(db, new_sid)
         })
     }
 
@@ -144,24 +143,24 @@ impl SessionStore {
         header_bytes: &[u8],
         entries: &[RawEntry],
     ) -> Result<SessionSummary> {
-        self.write(|conn, path| {
-            let sid = Self::insert_header(conn, path, header, header_bytes)?;
-            Self::append_raw_in(conn, path, sid, entries)?;
-            Self::summary_by_sid(conn, path, sid)
+        self.write(|db| {
+            let sid = Self::insert_header(db, header, header_bytes)?;
+            Self::append_raw_in(db, sid, entries)?;
+            Self::summary_by_sid(db, sid)
         })
     }
 
     /// Appends lines read elsewhere to an existing session, byte for byte, in one transaction;
     /// the leaf becomes the last of them (unchanged when `entries` is empty).
     pub fn append_raw(&self, session: &SessionId, entries: &[RawEntry]) -> Result<SessionSummary> {
-        self.write_session(session, |conn, path, sid| {
-            Self::append_raw_in(conn, path, sid, entries)?;
-            Self::summary_by_sid(conn, path, sid)
+        self.write_session(session, |db, sid| {
+            Self::append_raw_in(db, sid, entries)?;
+            Self::summary_by_sid(db, sid)
         })
     }
 
-    fn append_raw_in(conn: &Connection, path: &str, sid: i64, entries: &[RawEntry]) -> Result<()> {
-        let first_seq = sql::next_seq(conn, path, sid)?;
+    fn append_raw_in(db: Db<'_>, sid: i64, entries: &[RawEntry]) -> Result<()> {
+        let first_seq = sql::next_seq(db, sid)?;
         let mut last = None;
         for (seq, raw) in (first_seq..).zip(entries) {
             let row = EntryInsert {
@@ -173,11 +172,11 @@ impl SessionStore {
                 timestamp: &raw.entry.timestamp,
                 payload: &raw.payload,
             };
-            derived::insert(conn, path, &row, &raw.entry)?;
+            derived::insert(db, &row, &raw.entry)?;
             last = Some(seq);
         }
         if last.is_some() {
-            sql::set_leaf(conn, path, sid, last)?;
+            sql::set_leaf(db, sid, last)?;
         }
         Ok(())
     }

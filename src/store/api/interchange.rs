@@ -1,10 +1,9 @@
 //! Import, merge and export of reference JSONL (the logic is `store/interchange.rs`'s).
 
-use rusqlite::Connection;
-
 use crate::model::entry::SessionHeader;
 use crate::model::ids::{EntryId, SessionId};
 
+use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::interchange::*;
 use crate::store::sql::{self, EntryInsert};
@@ -77,7 +76,7 @@ impl SessionStore {
     ) -> Result<ImportReport> {
         let imported_at = self.clock().now_iso();
         self.remove_abandoned_imports()?;
-        let existing = self.read(|conn, path| sql::sid_of(conn, path, header.id.as_str()))?;
+        let existing = self.read(|db| sql::sid_of(db, header.id.as_str()))?;
         let outcome = match (existing, options.mode) {
             (None, _) => {
                 self.import_staged(header, header_bytes, items, options, mark, &imported_at)
@@ -93,18 +92,15 @@ impl SessionStore {
             }
             (Some(_), ImportMode::Merge) => {
                 let mut items = items;
-                let merged = self.write_bulk(|conn, path| {
+                let merged = self.write_bulk(|db| {
                     // Looked up again inside the transaction: it may have been removed meanwhile.
-                    let Some(sid) = sql::sid_of(conn, path, header.id.as_str())? else {
+                    let Some(sid) = sql::sid_of(db, header.id.as_str())? else {
                         return Ok(None);
                     };
                     // Only a merge that writes needs the session's writer lease to be free.
-                    let guard = |conn: &Connection, path: &str| {
-                        self.guard_session_write(conn, path, sid, &header.id)
-                    };
+                    let guard = |db: Db<'_>| self.guard_session_write(db, sid, &header.id);
                     let report = Self::merge(
-                        conn,
-                        path,
+                        db,
                         sid,
                         &header.id,
                         items.by_ref(),
@@ -113,7 +109,7 @@ impl SessionStore {
                         &guard,
                     )?;
                     if let Some(mark) = mark {
-                        imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+                        imported::put_record(db, mark, Some(sid), &imported_at)?;
                     }
                     Ok(Some(report))
                 });
@@ -165,11 +161,11 @@ impl SessionStore {
         // The staged session committed by earlier steps (removed when a later one fails).
         let mut committed: Option<i64> = None;
         loop {
-            let step = self.write_bulk(|conn, path| {
+            let step = self.write_bulk(|db| {
                 let mut state = match staged.take() {
                     Some(state) => state,
                     None => Staged {
-                        sid: Self::insert_staged_header(conn, path, header, header_bytes)?,
+                        sid: Self::insert_staged_header(db, header, header_bytes)?,
                         seq: 0,
                         last: None,
                     },
@@ -185,21 +181,20 @@ impl SessionStore {
                         return Ok(StageStep::More(state));
                     }
                     let Some(item) = items.next() else {
-                        return Self::publish_staged(conn, path, header, &state, mark, imported_at)
+                        return Self::publish_staged(db, header, &state, mark, imported_at)
                             .map(StageStep::Done);
                     };
                     match item? {
                         Item::Entry(line) => {
                             bytes += line.payload.len();
-                            Self::insert_file_entry(conn, path, state.sid, state.seq, &line)?;
+                            Self::insert_file_entry(db, state.sid, state.seq, &line)?;
                             state.last = Some((line.entry.id, state.seq));
                             state.seq += 1;
                         }
                         Item::Skipped(line) => {
                             bytes += line.bytes.len();
                             Self::quarantine_line(
-                                conn,
-                                path,
+                                db,
                                 state.sid,
                                 options.source,
                                 &line,
@@ -220,7 +215,7 @@ impl SessionStore {
                 Err(error) => {
                     // What earlier steps staged goes (a kill would leave it to the next import).
                     if let Some(sid) = committed {
-                        let _ = self.write(|conn, path| Self::drop_staged(conn, path, sid));
+                        let _ = self.write(|db| Self::drop_staged(db, sid));
                     }
                     return Err(error);
                 }
@@ -230,8 +225,7 @@ impl SessionStore {
 
     /// Inserts a staged session's row (a placeholder id) and its `staged_sessions` row.
     fn insert_staged_header(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         header: &SessionHeader,
         header_bytes: &[u8],
     ) -> Result<i64> {
@@ -243,58 +237,53 @@ impl SessionStore {
             header.id
         );
         let sid = sql::insert_session(
-            conn,
-            path,
+            db,
             &placeholder,
             &header.cwd,
             &header.timestamp,
             header.parent_session.as_deref(),
             header_bytes,
         )?;
-        conn.execute(
+        db.execute_uncached(
             "INSERT INTO staged_sessions (sid, id, pid, pid_start, host, started_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, CAST(strftime('%s', 'now') AS INTEGER) * 1000)",
             rusqlite::params![sid, header.id.as_str(), me.pid, me.start, me.host],
-        )
-        .at(path)?;
+        )?;
         Ok(sid)
     }
 
     /// The last step of a staged import: gives the session its id, sets the leaf, records the
     /// file, removes the staging row.
     fn publish_staged(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         header: &SessionHeader,
         state: &Staged,
         mark: Option<&FileMark>,
         imported_at: &str,
     ) -> Result<ImportReport> {
-        if sql::sid_of(conn, path, header.id.as_str())?.is_some() {
+        if sql::sid_of(db, header.id.as_str())?.is_some() {
             // Another import stored the same session while this one was staging it.
-            Self::drop_staged(conn, path, state.sid)?;
+            Self::drop_staged(db, state.sid)?;
             return Err(StoreError::ImportRaced {
                 session: header.id.clone(),
             });
         }
-        conn.execute(
+        db.execute_uncached(
             "UPDATE sessions SET id = ?2 WHERE sid = ?1",
             rusqlite::params![state.sid, header.id.as_str()],
-        )
-        .at(path)?;
-        conn.execute(
+        )?;
+        db.execute_uncached(
             "DELETE FROM staged_sessions WHERE sid = ?1",
             rusqlite::params![state.sid],
-        )
-        .at(path)?;
-        let leaf = Self::leaf_after_import(conn, path, state.sid, state.last.clone())?;
+        )?;
+        let leaf = Self::leaf_after_import(db, state.sid, state.last.clone())?;
         if leaf.is_some() {
-            sql::set_leaf(conn, path, state.sid, leaf)?;
+            sql::set_leaf(db, state.sid, leaf)?;
         }
         if let Some(mark) = mark {
-            imported::put_record(conn, path, mark, Some(state.sid), imported_at)?;
+            imported::put_record(db, mark, Some(state.sid), imported_at)?;
         }
-        let entries = Self::summary_by_sid(conn, path, state.sid)?.entries;
+        let entries = Self::summary_by_sid(db, state.sid)?.entries;
         Ok(ImportReport {
             session: header.id.clone(),
             status: ImportStatus::Imported,
@@ -305,29 +294,24 @@ impl SessionStore {
     }
 
     /// Removes a staged session and its staging row.
-    fn drop_staged(conn: &Connection, path: &str, sid: i64) -> Result<()> {
-        conn.execute(
+    fn drop_staged(db: Db<'_>, sid: i64) -> Result<()> {
+        db.execute_uncached(
             "DELETE FROM staged_sessions WHERE sid = ?1",
             rusqlite::params![sid],
-        )
-        .at(path)?;
-        derived::delete_session(conn, path, sid)
+        )?;
+        derived::delete_session(db, sid)
     }
 
     /// Removes the sessions that killed imports left staged: those whose process is gone on
     /// this host (a staging row of another host is left alone). Each in its own transaction.
     pub fn remove_abandoned_imports(&self) -> Result<usize> {
         let me = crate::store::lease::this_process();
-        let rows: Vec<(i64, u32, Option<i64>, String)> = self.read(|conn, path| {
-            let mut stmt = conn
-                .prepare("SELECT sid, pid, pid_start, host FROM staged_sessions")
-                .at(path)?;
-            let rows = stmt
-                .query_map([], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-                })
-                .at(path)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+        let rows: Vec<(i64, u32, Option<i64>, String)> = self.read(|db| {
+            db.rows_uncached(
+                "SELECT sid, pid, pid_start, host FROM staged_sessions",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+            )
         })?;
         let mut removed = 0;
         for (sid, pid, start, host) in rows {
@@ -335,17 +319,18 @@ impl SessionStore {
                 && !(pid == me.pid && start == me.start)
                 && !crate::store::lease::process_alive(pid, start);
             if gone {
-                self.write(|conn, path| {
+                self.write(|db| {
                     // Still there (another process may have removed it meanwhile)?
-                    let still: bool = conn
+                    let still: bool = db
+                        .conn()
                         .query_row(
                             "SELECT EXISTS (SELECT 1 FROM staged_sessions WHERE sid = ?1)",
                             rusqlite::params![sid],
                             |row| row.get(0),
                         )
-                        .at(path)?;
+                        .at(db.path())?;
                     if still {
-                        Self::drop_staged(conn, path, sid)?;
+                        Self::drop_staged(db, sid)?;
                     }
                     Ok(())
                 })?;
@@ -355,13 +340,7 @@ impl SessionStore {
         Ok(removed)
     }
 
-    fn insert_file_entry(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        seq: i64,
-        line: &FileEntry,
-    ) -> Result<()> {
+    fn insert_file_entry(db: Db<'_>, sid: i64, seq: i64, line: &FileEntry) -> Result<()> {
         let row = EntryInsert {
             sid,
             seq,
@@ -371,24 +350,22 @@ impl SessionStore {
             timestamp: &line.entry.timestamp,
             payload: &line.payload,
         };
-        derived::insert(conn, path, &row, &line.entry)
+        derived::insert(db, &row, &line.entry)
     }
 
     fn quarantine_line(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         source: &str,
         line: &SkippedLine,
         imported_at: &str,
     ) -> Result<()> {
         let number = i64::try_from(line.line).unwrap_or(i64::MAX);
-        if sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
+        if sql::quarantine_has(db, sid, number, &line.bytes)? {
             return Ok(());
         }
         sql::insert_quarantine(
-            conn,
-            path,
+            db,
             sid,
             source,
             number,
@@ -401,15 +378,14 @@ impl SessionStore {
     /// The leaf after an import: the latest line with the last entry's id (the reference's
     /// "later line wins"), or that entry's own line when it has no id.
     fn leaf_after_import(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         last: Option<(Option<EntryId>, i64)>,
     ) -> Result<Option<i64>> {
         match last {
             None => Ok(None),
             Some((Some(id), seq)) => Ok(Some(
-                sql::latest_seq_of_id(conn, path, sid, id.as_str())?.unwrap_or(seq),
+                sql::latest_seq_of_id(db, sid, id.as_str())?.unwrap_or(seq),
             )),
             Some((None, seq)) => Ok(Some(seq)),
         }
@@ -417,26 +393,25 @@ impl SessionStore {
 
     #[allow(clippy::too_many_arguments)]
     fn merge(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         session: &SessionId,
         items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
         imported_at: &str,
-        guard: &dyn Fn(&Connection, &str) -> Result<()>,
+        guard: &dyn Fn(Db<'_>) -> Result<()>,
     ) -> Result<ImportReport> {
         let mut guarded = false;
-        let mut guard_once = |conn: &Connection| -> Result<()> {
+        let mut guard_once = || -> Result<()> {
             if !guarded {
-                guard(conn, path)?;
+                guard(db)?;
                 guarded = true;
             }
             Ok(())
         };
         // Lines are compared with what was stored before this import only, so a file that
         // repeats a new line stores it as often as a first import would.
-        let first_new = sql::next_seq(conn, path, sid)?;
+        let first_new = sql::next_seq(db, sid)?;
         let mut seq = first_new;
         let mut added: u64 = 0;
         let mut last = None;
@@ -445,23 +420,17 @@ impl SessionStore {
                 Item::Entry(line) => line,
                 Item::Skipped(line) => {
                     let number = i64::try_from(line.line).unwrap_or(i64::MAX);
-                    if !sql::quarantine_has(conn, path, sid, number, &line.bytes)? {
-                        guard_once(conn)?;
+                    if !sql::quarantine_has(db, sid, number, &line.bytes)? {
+                        guard_once()?;
                     }
-                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                    Self::quarantine_line(db, sid, options.source, &line, imported_at)?;
                     continue;
                 }
             };
             let matched = match &line.entry.id {
                 Some(id) => {
-                    let stored = sql::same_id_before(
-                        conn,
-                        path,
-                        sid,
-                        id.as_str(),
-                        first_new,
-                        &line.payload,
-                    )?;
+                    let stored =
+                        sql::same_id_before(db, sid, id.as_str(), first_new, &line.payload)?;
                     if stored.is_empty() {
                         None
                     } else {
@@ -477,13 +446,13 @@ impl SessionStore {
                         }
                     }
                 }
-                None => sql::idless_with_payload_before(conn, path, sid, &line.payload, first_new)?,
+                None => sql::idless_with_payload_before(db, sid, &line.payload, first_new)?,
             };
             match matched {
                 Some(stored_seq) => last = Some((line.entry.id, stored_seq)),
                 None => {
-                    guard_once(conn)?;
-                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    guard_once()?;
+                    Self::insert_file_entry(db, sid, seq, &line)?;
                     last = Some((line.entry.id, seq));
                     seq += 1;
                     added += 1;
@@ -491,13 +460,13 @@ impl SessionStore {
             }
         }
         let status = if added > 0 {
-            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
-            sql::set_leaf(conn, path, sid, leaf)?;
+            let leaf = Self::leaf_after_import(db, sid, last)?;
+            sql::set_leaf(db, sid, leaf)?;
             ImportStatus::Updated
         } else {
             ImportStatus::Unchanged
         };
-        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        let entries = Self::summary_by_sid(db, sid)?.entries;
         Ok(ImportReport {
             session: session.clone(),
             status,
@@ -526,8 +495,8 @@ impl SessionStore {
         mark: &FileMark,
     ) -> Result<AppendOutcome> {
         let imported_at = self.clock().now_iso();
-        let outcome = self.write_bulk(|conn, path| {
-            let current = imported::record_in(conn, path, &record.mark.path)?;
+        let outcome = self.write_bulk(|db| {
+            let current = imported::record_in(db, &record.mark.path)?;
             let (Some(current), Some(sid), Some(session)) =
                 (current, record.sid, record.session.as_ref())
             else {
@@ -536,7 +505,7 @@ impl SessionStore {
             if current.mark != record.mark
                 || current.sid != record.sid
                 || current.next_seq != record.next_seq
-                || sql::sid_of(conn, path, session.as_str())? != Some(sid)
+                || sql::sid_of(db, session.as_str())? != Some(sid)
             {
                 return Ok(AppendOutcome::Stale);
             }
@@ -544,32 +513,13 @@ impl SessionStore {
                 source,
                 mode: ImportMode::Merge,
             };
-            let guard =
-                |conn: &Connection, path: &str| self.guard_session_write(conn, path, sid, session);
-            let report = if sql::next_seq(conn, path, sid)? == record.next_seq {
-                Self::append_new_lines(
-                    conn,
-                    path,
-                    sid,
-                    session,
-                    items,
-                    &options,
-                    &imported_at,
-                    &guard,
-                )?
+            let guard = |db: Db<'_>| self.guard_session_write(db, sid, session);
+            let report = if sql::next_seq(db, sid)? == record.next_seq {
+                Self::append_new_lines(db, sid, session, items, &options, &imported_at, &guard)?
             } else {
-                Self::merge(
-                    conn,
-                    path,
-                    sid,
-                    session,
-                    items,
-                    &options,
-                    &imported_at,
-                    &guard,
-                )?
+                Self::merge(db, sid, session, items, &options, &imported_at, &guard)?
             };
-            imported::put_record(conn, path, mark, Some(sid), &imported_at)?;
+            imported::put_record(db, mark, Some(sid), &imported_at)?;
             Ok(AppendOutcome::Done(report))
         });
         match outcome {
@@ -591,45 +541,44 @@ impl SessionStore {
     /// file's lines; the lease is checked once, before the first write.
     #[allow(clippy::too_many_arguments)]
     fn append_new_lines(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         session: &SessionId,
         items: impl Iterator<Item = Result<Item>>,
         options: &ImportOptions<'_>,
         imported_at: &str,
-        guard: &dyn Fn(&Connection, &str) -> Result<()>,
+        guard: &dyn Fn(Db<'_>) -> Result<()>,
     ) -> Result<ImportReport> {
         let mut guarded = false;
-        let mut seq = sql::next_seq(conn, path, sid)?;
+        let mut seq = sql::next_seq(db, sid)?;
         let mut added: u64 = 0;
         let mut last = None;
         for item in items {
             let item = item?;
             if !guarded {
-                guard(conn, path)?;
+                guard(db)?;
                 guarded = true;
             }
             match item {
                 Item::Entry(line) => {
-                    Self::insert_file_entry(conn, path, sid, seq, &line)?;
+                    Self::insert_file_entry(db, sid, seq, &line)?;
                     last = Some((line.entry.id, seq));
                     seq += 1;
                     added += 1;
                 }
                 Item::Skipped(line) => {
-                    Self::quarantine_line(conn, path, sid, options.source, &line, imported_at)?;
+                    Self::quarantine_line(db, sid, options.source, &line, imported_at)?;
                 }
             }
         }
         let status = if added > 0 {
-            let leaf = Self::leaf_after_import(conn, path, sid, last)?;
-            sql::set_leaf(conn, path, sid, leaf)?;
+            let leaf = Self::leaf_after_import(db, sid, last)?;
+            sql::set_leaf(db, sid, leaf)?;
             ImportStatus::Updated
         } else {
             ImportStatus::Unchanged
         };
-        let entries = Self::summary_by_sid(conn, path, sid)?.entries;
+        let entries = Self::summary_by_sid(db, sid)?.entries;
         Ok(ImportReport {
             session: session.clone(),
             status,
@@ -641,9 +590,9 @@ impl SessionStore {
 
     /// Returns the lines a session's imports quarantined, in the order they were stored.
     pub fn quarantine(&self, session: &SessionId) -> Result<Vec<QuarantinedLine>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            Ok(sql::quarantine_rows(conn, path, sid)?
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            Ok(sql::quarantine_rows(db, sid)?
                 .into_iter()
                 .map(|row| QuarantinedLine {
                     source: row.source,
@@ -657,28 +606,28 @@ impl SessionStore {
     }
 
     /// Decides whether the leaf's line is written last; returns its seq if so.
-    fn leaf_to_move(conn: &Connection, path: &str, sid: i64) -> Result<Option<i64>> {
-        let Some(leaf_seq) = sql::leaf(conn, path, sid)? else {
+    fn leaf_to_move(db: Db<'_>, sid: i64) -> Result<Option<i64>> {
+        let Some(leaf_seq) = sql::leaf(db, sid)? else {
             return Ok(None);
         };
-        let last_seq = sql::next_seq(conn, path, sid)? - 1;
-        let Some(row) = sql::entry_by_seq(conn, path, sid, leaf_seq)? else {
+        let last_seq = sql::next_seq(db, sid)? - 1;
+        let Some(row) = sql::entry_by_seq(db, sid, leaf_seq)? else {
             return Ok(None);
         };
         let has_own_id = match &row.id {
-            Some(id) => sql::latest_seq_of_id(conn, path, sid, id)? == Some(leaf_seq),
+            Some(id) => sql::latest_seq_of_id(db, sid, id)? == Some(leaf_seq),
             None => false,
         };
         let is_root = match &row.parent_id {
             None => true,
             Some(parent) if Some(parent) == row.id.as_ref() => true,
-            Some(parent) => sql::latest_seq_of_id(conn, path, sid, parent)?.is_none(),
+            Some(parent) => sql::latest_seq_of_id(db, sid, parent)?.is_none(),
         };
         let sibling_with_same_timestamp = match &row.parent_id {
             Some(parent) => {
                 // The reference orders children by `new Date(timestamp).getTime()`.
                 let leaf_ms = ms_from_iso(&row.timestamp).unwrap_or(i64::MIN);
-                sql::children_timestamps(conn, path, sid, parent)?
+                sql::children_timestamps(db, sid, parent)?
                     .into_iter()
                     .any(|(seq, ts)| {
                         seq != leaf_seq && ms_from_iso(&ts).unwrap_or(i64::MIN) == leaf_ms
@@ -700,15 +649,15 @@ impl SessionStore {
     /// bytes plus LF in append order, the persisted leaf's line last when the contract
     /// allows it. Rows are streamed from one read snapshot.
     pub fn export_jsonl(&self, session: &SessionId, out: &mut dyn Write) -> Result<ExportSummary> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let header = sql::header(conn, path, sid)?;
-            let moved = Self::leaf_to_move(conn, path, sid)?;
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let header = sql::header(db, sid)?;
+            let moved = Self::leaf_to_move(db, sid)?;
             let mut sink = Sink { out, bytes: 0 };
             sink.line(&header)?;
             let mut entries: u64 = 0;
             let mut held: Option<Vec<u8>> = None;
-            sql::for_each_payload(conn, path, sid, |seq, payload| {
+            sql::for_each_payload(db, sid, |seq, payload| {
                 entries += 1;
                 if Some(seq) == moved {
                     held = Some(payload.to_vec());

@@ -54,9 +54,9 @@ impl SessionStore {
     ) -> Result<LeaseAttempt> {
         let me = this_process();
         let mine = registry(&self.inner.leases).get(session.as_str()).cloned();
-        let attempt = self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let row = sql::lease(conn, path, sid)?;
+        let attempt = self.write(|db| {
+            let sid = Self::sid(db, session)?;
+            let row = sql::lease(db, sid)?;
             // Asked again by the store that holds it: the same lease, renewed.
             let kept = mine.filter(|token| row.as_ref().is_some_and(|row| &row.token == token));
             if kept.is_none()
@@ -71,8 +71,7 @@ impl SessionStore {
             let token =
                 kept.unwrap_or_else(|| format!("{}:{}", me.pid, uuid::Uuid::new_v4().simple()));
             sql::put_lease(
-                conn,
-                path,
+                db,
                 sid,
                 &LeaseRow {
                     token: token.clone(),
@@ -100,15 +99,15 @@ impl SessionStore {
     /// Renews the lease's heartbeat; fails with [`StoreError::LeaseLost`] when another
     /// process has taken it over.
     pub fn heartbeat(&self, lease: &Lease) -> Result<()> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, &lease.session)?;
-            if sql::renew_lease(conn, path, sid, &lease.token, SystemClock.now_ms())? {
+        self.write(|db| {
+            let sid = Self::sid(db, &lease.session)?;
+            if sql::renew_lease(db, sid, &lease.token, SystemClock.now_ms())? {
                 return Ok(());
             }
             Err(StoreError::LeaseLost {
-                path: path.to_owned(),
+                path: db.path().to_owned(),
                 session: lease.session.clone(),
-                holder: sql::lease(conn, path, sid)?
+                holder: sql::lease(db, sid)?
                     .as_ref()
                     .map(|row| Box::new(holder_now(row))),
             })
@@ -117,9 +116,9 @@ impl SessionStore {
 
     /// Gives the lease up (a clean exit); nothing happens if it was taken over meanwhile.
     pub fn release_lease(&self, lease: &Lease) -> Result<()> {
-        let result = self.write(|conn, path| {
-            match sql::sid_of(conn, path, lease.session.as_str())? {
-                Some(sid) => sql::delete_lease(conn, path, sid, &lease.token).map(|_| ()),
+        let result = self.write(|db| {
+            match sql::sid_of(db, lease.session.as_str())? {
+                Some(sid) => sql::delete_lease(db, sid, &lease.token).map(|_| ()),
                 // The session was deleted meanwhile: nothing to release.
                 None => Ok(()),
             }
@@ -133,9 +132,9 @@ impl SessionStore {
 
     /// Returns who holds the session's lease, if anyone (a read; takes nothing).
     pub fn lease_holder(&self, session: &SessionId) -> Result<Option<LeaseHolder>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            Ok(sql::lease(conn, path, sid)?.as_ref().map(holder_now))
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            Ok(sql::lease(db, sid)?.as_ref().map(holder_now))
         })
     }
 }

@@ -2,6 +2,7 @@
 
 use rusqlite::Connection;
 
+use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::maintenance::*;
 use crate::store::sql::{self};
@@ -21,7 +22,7 @@ impl SessionStore {
 
     /// The number of documents in the full-text index (0 when it has none).
     pub fn search_index_docs(&self) -> Result<i64> {
-        self.read(|conn, path| Ok(search::fts::totals(conn, path)?.map_or(0, |(docs, _)| docs)))
+        self.read(|db| Ok(search::fts::totals(db)?.map_or(0, |(docs, _)| docs)))
     }
 
     /// After a bulk load (`pi import`): merges the full-text index into one segment when the
@@ -40,9 +41,7 @@ impl SessionStore {
         // A step that did no work ends it; the bound only guards against a merge that never
         // reports completion (the 1.25 M-document index takes ≈ 40 steps).
         for _ in 0..100_000 {
-            if !self.write(|conn, path| {
-                search::fts::merge_search_index_step(conn, path, MERGE_STEP_PAGES)
-            })? {
+            if !self.write(|db| search::fts::merge_search_index_step(db, MERGE_STEP_PAGES))? {
                 break;
             }
         }
@@ -52,9 +51,9 @@ impl SessionStore {
     /// Rebuilds the derived tables if a migration left that pending (checked again inside the
     /// write transaction: another process opening at the same time may have done it).
     pub(super) fn rebuild_derived_if_pending(&self) -> Result<()> {
-        self.write_bulk(|conn, path| {
-            if migrate::rebuild_pending(conn, path)? {
-                rebuild_all_derived(conn, path)?;
+        self.write_bulk(|db| {
+            if migrate::rebuild_pending(db)? {
+                rebuild_all_derived(db)?;
             }
             Ok(())
         })
@@ -72,13 +71,13 @@ pub const MERGE_STEP_PAGES: i64 = 2000;
 
 /// Recomputes every derived row from the entries, merges the full-text index into one
 /// segment, and clears the pending-rebuild mark.
-fn rebuild_all_derived(conn: &Connection, path: &str) -> Result<()> {
-    sql::clear_all_derived(conn, path)?;
-    for sid in sql::all_sids(conn, path)? {
-        derived::rebuild_session(conn, path, sid)?;
+fn rebuild_all_derived(db: Db<'_>) -> Result<()> {
+    sql::clear_all_derived(db)?;
+    for sid in sql::all_sids(db)? {
+        derived::rebuild_session(db, sid)?;
     }
-    search::fts::optimize_search_index(conn, path)?;
-    migrate::set_rebuild_pending(conn, path, false)
+    search::fts::optimize_search_index(db)?;
+    migrate::set_rebuild_pending(db, false)
 }
 
 impl SessionStore {
@@ -93,7 +92,7 @@ impl SessionStore {
     /// (busy, disk full, an unwritable directory for the scratch copy) is an error.
     pub fn check(&self) -> std::result::Result<CheckReport, StoreError> {
         let mut report = CheckReport::default();
-        let sids = match self.read(|conn, path| check_snapshot(conn, path, &mut report)) {
+        let sids = match self.read(|db| check_snapshot(db, &mut report)) {
             Ok(sids) => Some(sids),
             Err(StoreError::Damaged { detail, .. }) => {
                 report.damaged = true;
@@ -107,7 +106,7 @@ impl SessionStore {
                 Some(file) => self.check_on_scratch(&file, sids, &mut report)?,
                 None => {
                     let conn = super::lock(&self.inner.conns.writer);
-                    compare_all(&conn, self.path(), sids, &mut report)?;
+                    compare_all(Db::new(&conn, self.path()), sids, &mut report)?;
                 }
             }
         }
@@ -155,9 +154,8 @@ impl SessionStore {
             .map_err(|source| StoreError::io(&display, &scratch, source))?;
         let result = (|| {
             let scratch_text = scratch.to_string_lossy().into_owned();
-            let copied = self.with_reader(|conn, path| {
-                conn.execute("VACUUM INTO ?1", params![scratch_text])
-                    .at(path)?;
+            let copied = self.with_reader(|db| {
+                db.execute_uncached("VACUUM INTO ?1", params![scratch_text])?;
                 Ok(())
             });
             match copied {
@@ -170,7 +168,7 @@ impl SessionStore {
                 Err(other) => return Err(other),
             }
             let conn = Connection::open(&scratch).at(&scratch_text)?;
-            compare_all(&conn, &display, sids, report)
+            compare_all(Db::new(&conn, &display), sids, report)
         })();
         remove_backup_files(&scratch);
         result
@@ -249,9 +247,8 @@ impl SessionStore {
             .open(temp)
             .map_err(io("cannot create", temp))?;
         let temp_text = temp.to_string_lossy().into_owned();
-        self.with_reader(|conn, path| {
-            conn.execute("VACUUM INTO ?1", params![temp_text])
-                .at(path)?;
+        self.with_reader(|db| {
+            db.execute_uncached("VACUUM INTO ?1", params![temp_text])?;
             Ok(())
         })
         .map_err(BackupFailure::Store)?;
@@ -279,6 +276,6 @@ impl SessionStore {
             StatsBy::Cwd => ("s.cwd", false, false),
             StatsBy::Session => ("s.id", false, false),
         };
-        self.read(|conn, path| sql::usage_stats(conn, path, key, assistant_only, since_ms, by_key))
+        self.read(|db| sql::usage_stats(db, key, assistant_only, since_ms, by_key))
     }
 }

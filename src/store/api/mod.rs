@@ -3,7 +3,8 @@
 //! (`sessions.rs`), leaf and reads (`reads.rs`), fork and raw lines (`fork.rs`), writer
 //! leases (`leases.rs`), imported files (`imported.rs`), import and export
 //! (`interchange.rs`), maintenance (`maintenance.rs`) and search (`search.rs`). Nothing below
-//! `api` names `SessionStore`: the modules under it work on a connection.
+//! `api` names `SessionStore`: the modules under it work on a [`Db`], which the transaction
+//! helpers hand their closures.
 
 mod fork;
 mod imported;
@@ -22,6 +23,7 @@ use crate::model::ids::SessionId;
 use crate::support::clock::Clock;
 use crate::support::ids::IdSource;
 
+use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::sql::{self};
 use crate::store::types::*;
@@ -131,7 +133,7 @@ impl SessionStore {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer connection.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnOnce(Db<'_>) -> Result<T>) -> Result<T> {
         let path = self.path();
         let mut conn = lock(&self.inner.conns.writer);
         self.transaction(&mut conn, path, f)
@@ -140,10 +142,7 @@ impl SessionStore {
     /// Runs `f` like [`Self::write`], with a page cache of [`BULK_CACHE_KIB`] for the
     /// transaction; the connection's own cache size is restored afterwards, whatever the
     /// outcome. For writes of many rows at once (an import).
-    pub(crate) fn write_bulk<T>(
-        &self,
-        f: impl FnOnce(&Connection, &str) -> Result<T>,
-    ) -> Result<T> {
+    pub(crate) fn write_bulk<T>(&self, f: impl FnOnce(Db<'_>) -> Result<T>) -> Result<T> {
         let path = self.path();
         let mut conn = lock(&self.inner.conns.writer);
         let previous: i64 = conn
@@ -166,13 +165,13 @@ impl SessionStore {
         &self,
         conn: &mut Connection,
         path: &str,
-        f: impl FnOnce(&Connection, &str) -> Result<T>,
+        f: impl FnOnce(Db<'_>) -> Result<T>,
     ) -> Result<T> {
         self.check_wal()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
-        let out = f(&tx, path)?;
+        let out = f(Db::new(&tx, path))?;
         tx.commit().at(path)?;
         self.inner
             .commits
@@ -223,12 +222,12 @@ impl SessionStore {
     fn write_session<T>(
         &self,
         session: &SessionId,
-        f: impl FnOnce(&Connection, &str, i64) -> Result<T>,
+        f: impl FnOnce(Db<'_>, i64) -> Result<T>,
     ) -> Result<T> {
-        self.write(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            self.guard_session_write(conn, path, sid, session)?;
-            f(conn, path, sid)
+        self.write(|db| {
+            let sid = Self::sid(db, session)?;
+            self.guard_session_write(db, sid, session)?;
+            f(db, sid)
         })
     }
 
@@ -238,30 +237,26 @@ impl SessionStore {
     /// it (new write paths outside this file too, such as an import into a stored session).
     pub(crate) fn guard_session_write(
         &self,
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         session: &SessionId,
     ) -> Result<()> {
-        lease::guard_write(conn, path, sid, session, &self.inner.leases)
+        lease::guard_write(db, sid, session, &self.inner.leases)
     }
 
     /// Runs `f` in one read transaction (a consistent snapshot) on a reader connection.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
-        self.with_reader(|conn, path| {
-            let tx = conn.unchecked_transaction().at(path)?;
-            let out = f(&tx, path)?;
-            tx.finish().at(path)?;
+    pub(crate) fn read<T>(&self, f: impl FnOnce(Db<'_>) -> Result<T>) -> Result<T> {
+        self.with_reader(|db| {
+            let tx = db.conn().unchecked_transaction().at(db.path())?;
+            let out = f(Db::new(&tx, db.path()))?;
+            tx.finish().at(db.path())?;
             Ok(out)
         })
     }
 
     /// Runs `f` on a reader connection outside any transaction (for statements such as
     /// `VACUUM INTO` that make their own).
-    pub(crate) fn with_reader<T>(
-        &self,
-        f: impl FnOnce(&Connection, &str) -> Result<T>,
-    ) -> Result<T> {
+    pub(crate) fn with_reader<T>(&self, f: impl FnOnce(Db<'_>) -> Result<T>) -> Result<T> {
         let path = self.path();
         // Once the `-wal` file was deleted under this process, only the writer still reads the
         // frames it committed (through its open descriptor): a new reader would open a new,
@@ -280,11 +275,11 @@ impl SessionStore {
             })?),
             None => ReadConn::Writer(lock(&self.inner.conns.writer)),
         };
-        f(&conn, path)
+        f(Db::new(&conn, path))
     }
 
-    fn sid(conn: &Connection, path: &str, session: &SessionId) -> Result<i64> {
-        sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| StoreError::SessionNotFound {
+    fn sid(db: Db<'_>, session: &SessionId) -> Result<i64> {
+        sql::sid_of(db, session.as_str())?.ok_or_else(|| StoreError::SessionNotFound {
             query: session.to_string(),
         })
     }
@@ -320,16 +315,16 @@ mod tests {
         let before = cache_size(&store);
         assert_ne!(before, -BULK_CACHE_KIB);
         let inside: i64 = store
-            .write_bulk(|conn, path| {
-                conn.query_row("PRAGMA cache_size", [], |row| row.get(0))
-                    .at(path)
+            .write_bulk(|db| {
+                db.conn()
+                    .query_row("PRAGMA cache_size", [], |row| row.get(0))
+                    .at(db.path())
             })
             .unwrap();
         assert_eq!(inside, -BULK_CACHE_KIB);
         assert_eq!(cache_size(&store), before);
         // A failed transaction (rolled back) restores it too.
-        let failed: Result<()> = store
-            .write_bulk(|conn, path| conn.execute_batch("SELECT * FROM no_such_table").at(path));
+        let failed: Result<()> = store.write_bulk(|db| db.batch("SELECT * FROM no_such_table"));
         assert!(failed.is_err());
         assert_eq!(cache_size(&store), before);
     }
@@ -353,25 +348,20 @@ mod tests {
             })
             .unwrap();
         let ids: Vec<i64> = store
-            .write(|conn, path| {
-                assert_eq!(sql::sid_of(conn, path, session.id.as_str())?, Some(1));
+            .write(|db| {
+                assert_eq!(sql::sid_of(db, session.id.as_str())?, Some(1));
                 let mut ids = Vec::new();
-                crate::store::search::fts::insert_search_doc(conn, path, 1, 1, &doc, ts)?;
-                crate::store::search::fts::insert_search_doc(conn, path, 1, 2, &doc, ts)?;
+                crate::store::search::fts::insert_search_doc(db, 1, 1, &doc, ts)?;
+                crate::store::search::fts::insert_search_doc(db, 1, 2, &doc, ts)?;
                 // Fill the day up to its last order.
-                conn.execute(
-                    "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
-                    rusqlite::params![docid::make(day, docid::PER_DAY - 1, 1), ts],
-                )
-                .at(path)?;
-                crate::store::search::fts::insert_search_doc(conn, path, 1, 4, &doc, ts)?;
-                let mut stmt = conn
-                    .prepare("SELECT docid FROM search_docs ORDER BY seq")
-                    .at(path)?;
-                let rows = stmt.query_map([], |row| row.get(0)).at(path)?;
-                for row in rows {
-                    ids.push(row.at(path)?);
-                }
+                db.execute_uncached("INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
+                    rusqlite::params![docid::make(day, docid::PER_DAY - 1, 1), ts])?;
+                crate::store::search::fts::insert_search_doc(db, 1, 4, &doc, ts)?;
+                ids.extend(db.rows_uncached(
+                    "SELECT docid FROM search_docs ORDER BY seq",
+                    [],
+                    |row| row.get::<_, i64>(0),
+                )?);
                 Ok(ids)
             })
             .unwrap();

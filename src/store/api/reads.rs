@@ -2,13 +2,12 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
-
 use crate::model::entry::{BranchSummaryEntry, Entry, EntryKind};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::Usage;
 
 use crate::store::context;
+use crate::store::db::Db;
 use crate::store::sql::{self};
 use crate::store::tree::{self, TreeNode};
 use crate::store::types::*;
@@ -19,17 +18,15 @@ impl SessionStore {
 
     /// Moves the leaf to an existing entry (the latest line with that id).
     pub fn branch(&self, session: &SessionId, id: &EntryId) -> Result<()> {
-        self.write_session(session, |conn, path, sid| {
-            let seq = Self::seq_of(conn, path, sid, session, id)?;
-            sql::set_leaf(conn, path, sid, Some(seq))
+        self.write_session(session, |db, sid| {
+            let seq = Self::seq_of(db, sid, session, id)?;
+            sql::set_leaf(db, sid, Some(seq))
         })
     }
 
     /// Moves the leaf to before the first entry (the next append is a new root).
     pub fn reset_leaf(&self, session: &SessionId) -> Result<()> {
-        self.write_session(session, |conn, path, sid| {
-            sql::set_leaf(conn, path, sid, None)
-        })
+        self.write_session(session, |db, sid| sql::set_leaf(db, sid, None))
     }
 
     /// Moves the leaf to `target` (or before the first entry) and appends a `branch_summary`
@@ -56,16 +53,16 @@ impl SessionStore {
         usage: Option<Usage>,
         from_hook: Option<bool>,
     ) -> Result<StoredEntry> {
-        self.write_session(session, |conn, path, sid| {
+        self.write_session(session, |db, sid| {
             let seq = match target {
-                Some(id) => Some(Self::seq_of(conn, path, sid, session, id)?),
+                Some(id) => Some(Self::seq_of(db, sid, session, id)?),
                 None => None,
             };
-            let from_id = match sql::leaf(conn, path, sid)? {
-                Some(leaf) => sql::id_by_seq(conn, path, sid, leaf)?.flatten(),
+            let from_id = match sql::leaf(db, sid)? {
+                Some(leaf) => sql::id_by_seq(db, sid, leaf)?.flatten(),
                 None => None,
             };
-            sql::set_leaf(conn, path, sid, seq)?;
+            sql::set_leaf(db, sid, seq)?;
             let kind = EntryKind::BranchSummary(BranchSummaryEntry {
                 from_id: from_id.unwrap_or_else(|| "root".to_owned()),
                 summary,
@@ -73,31 +70,23 @@ impl SessionStore {
                 usage,
                 from_hook,
             });
-            Self::append_in(conn, path, sid, &self.inner, kind)
+            Self::append_in(db, sid, &self.inner, kind)
         })
     }
 
-    pub(super) fn seq_of(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        session: &SessionId,
-        id: &EntryId,
-    ) -> Result<i64> {
-        sql::latest_seq_of_id(conn, path, sid, id.as_str())?.ok_or_else(|| {
-            StoreError::EntryNotFound {
-                session: session.clone(),
-                id: id.clone(),
-            }
+    pub(super) fn seq_of(db: Db<'_>, sid: i64, session: &SessionId, id: &EntryId) -> Result<i64> {
+        sql::latest_seq_of_id(db, sid, id.as_str())?.ok_or_else(|| StoreError::EntryNotFound {
+            session: session.clone(),
+            id: id.clone(),
         })
     }
 
     /// Returns the leaf entry (`None`: before the first entry).
     pub fn leaf(&self, session: &SessionId) -> Result<Option<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            match sql::leaf(conn, path, sid)? {
-                Some(seq) => Self::stored_by_seq(conn, path, sid, seq),
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            match sql::leaf(db, sid)? {
+                Some(seq) => Self::stored_by_seq(db, sid, seq),
                 None => Ok(None),
             }
         })
@@ -117,24 +106,19 @@ impl SessionStore {
         })
     }
 
-    fn stored_by_seq(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        seq: i64,
-    ) -> Result<Option<StoredEntry>> {
-        match sql::entry_by_seq(conn, path, sid, seq)? {
-            Some(row) => Self::stored(path, row).map(Some),
+    fn stored_by_seq(db: Db<'_>, sid: i64, seq: i64) -> Result<Option<StoredEntry>> {
+        match sql::entry_by_seq(db, sid, seq)? {
+            Some(row) => Self::stored(db.path(), row).map(Some),
             None => Ok(None),
         }
     }
 
     /// Returns the entry with this id (the latest line with it).
     pub fn entry(&self, session: &SessionId, id: &EntryId) -> Result<Option<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            match sql::latest_seq_of_id(conn, path, sid, id.as_str())? {
-                Some(seq) => Self::stored_by_seq(conn, path, sid, seq),
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            match sql::latest_seq_of_id(db, sid, id.as_str())? {
+                Some(seq) => Self::stored_by_seq(db, sid, seq),
                 None => Ok(None),
             }
         })
@@ -142,16 +126,16 @@ impl SessionStore {
 
     /// Returns the direct children of an entry, in append order (one per id, the latest line).
     pub fn children(&self, session: &SessionId, id: &EntryId) -> Result<Vec<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
             let mut out = Vec::new();
-            for row in sql::entries_with_parent(conn, path, sid, id.as_str())? {
+            for row in sql::entries_with_parent(db, sid, id.as_str())? {
                 let latest = match &row.id {
-                    Some(child_id) => sql::latest_seq_of_id(conn, path, sid, child_id)?,
+                    Some(child_id) => sql::latest_seq_of_id(db, sid, child_id)?,
                     None => Some(row.seq),
                 };
                 if latest == Some(row.seq) {
-                    out.push(Self::stored(path, row)?);
+                    out.push(Self::stored(db.path(), row)?);
                 }
             }
             Ok(out)
@@ -160,25 +144,24 @@ impl SessionStore {
 
     /// Returns every entry in append order.
     pub fn entries(&self, session: &SessionId) -> Result<Vec<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            sql::all_entries(conn, path, sid)?
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            sql::all_entries(db, sid)?
                 .into_iter()
-                .map(|row| Self::stored(path, row))
+                .map(|row| Self::stored(db.path(), row))
                 .collect()
         })
     }
 
     fn resolve_leaf(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         session: &SessionId,
         leaf: &LeafSelector,
     ) -> Result<Option<i64>> {
         match leaf {
-            LeafSelector::Current => sql::leaf(conn, path, sid),
-            LeafSelector::Entry(id) => Self::seq_of(conn, path, sid, session, id).map(Some),
+            LeafSelector::Current => sql::leaf(db, sid),
+            LeafSelector::Entry(id) => Self::seq_of(db, sid, session, id).map(Some),
         }
     }
 
@@ -188,32 +171,27 @@ impl SessionStore {
         session: &SessionId,
         leaf: &LeafSelector,
     ) -> Result<Vec<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let Some(leaf_seq) = Self::resolve_leaf(conn, path, sid, session, leaf)? else {
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
                 return Ok(Vec::new());
             };
-            let seqs = Self::path_seqs(conn, path, sid, leaf_seq)?;
+            let seqs = Self::path_seqs(db, sid, leaf_seq)?;
             let mut out = Vec::with_capacity(seqs.len());
             for seq in seqs {
-                out.extend(Self::stored_by_seq(conn, path, sid, seq)?);
+                out.extend(Self::stored_by_seq(db, sid, seq)?);
             }
             Ok(out)
         })
     }
 
     /// Returns the seqs of the path root → `leaf_seq` (cycle-safe).
-    pub(super) fn path_seqs(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        leaf_seq: i64,
-    ) -> Result<Vec<i64>> {
-        let session = sql::session_by_sid(conn, path, sid)?;
+    pub(super) fn path_seqs(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<Vec<i64>> {
+        let session = sql::session_by_sid(db, sid)?;
         if session.as_ref().is_some_and(|row| row.irregular) {
-            return derived::plain_walk(conn, path, sid, leaf_seq);
+            return derived::plain_walk(db, sid, leaf_seq);
         }
-        Ok(sql::walk_path(conn, path, sid, leaf_seq, 0)?
+        Ok(sql::walk_path(db, sid, leaf_seq, 0)?
             .into_iter()
             .map(|row| row.seq)
             .collect())
@@ -226,16 +204,16 @@ impl SessionStore {
     /// per-entry path state. Sessions with repeated ids or forward parent references use the
     /// plain walk.
     pub fn context(&self, session: &SessionId, leaf: &LeafSelector) -> Result<SessionContext> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let Some(leaf_seq) = Self::resolve_leaf(conn, path, sid, session, leaf)? else {
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
                 return Ok(SessionContext::empty());
             };
-            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let irregular = sql::session_by_sid(db, sid)?.is_some_and(|row| row.irregular);
             if irregular {
-                Self::context_plain(conn, path, sid, leaf_seq)
+                Self::context_plain(db, sid, leaf_seq)
             } else {
-                Self::context_fast(conn, path, sid, leaf_seq)
+                Self::context_fast(db, sid, leaf_seq)
             }
         })
     }
@@ -248,10 +226,10 @@ impl SessionStore {
         session: &SessionId,
         leaf: &LeafSelector,
     ) -> Result<SessionContext> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            match Self::resolve_leaf(conn, path, sid, session, leaf)? {
-                Some(leaf_seq) => Self::context_plain(conn, path, sid, leaf_seq),
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            match Self::resolve_leaf(db, sid, session, leaf)? {
+                Some(leaf_seq) => Self::context_plain(db, sid, leaf_seq),
                 None => Ok(SessionContext::empty()),
             }
         })
@@ -261,24 +239,22 @@ impl SessionStore {
     /// kept entry when it is an ancestor, else the compaction; the root without a compaction);
     /// returns the leaf's path state and the rows in path order.
     fn kept_tail(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         leaf_seq: i64,
     ) -> Result<(sql::PathState, Vec<sql::WalkRow>)> {
         let corrupt = |what: &str| StoreError::Corrupt {
-            path: path.to_owned(),
+            path: db.path().to_owned(),
             message: format!("missing path state for {what}"),
         };
-        let state =
-            sql::path_state(conn, path, sid, leaf_seq)?.ok_or_else(|| corrupt("the leaf"))?;
+        let state = sql::path_state(db, sid, leaf_seq)?.ok_or_else(|| corrupt("the leaf"))?;
         let mut min_depth = 0;
         let mut expected_first_kept = None;
         if let Some(compaction_seq) = state.compaction_seq {
-            let compaction_state = sql::path_state(conn, path, sid, compaction_seq)?
-                .ok_or_else(|| corrupt("a compaction"))?;
+            let compaction_state =
+                sql::path_state(db, sid, compaction_seq)?.ok_or_else(|| corrupt("a compaction"))?;
             min_depth = compaction_state.depth;
-            let payload = sql::payload_by_seq(conn, path, sid, compaction_seq)?.unwrap_or_default();
+            let payload = sql::payload_by_seq(db, sid, compaction_seq)?.unwrap_or_default();
             let first_kept = crate::support::json::parse_lenient(&payload)
                 .ok()
                 .and_then(|value| {
@@ -288,15 +264,15 @@ impl SessionStore {
                         .map(str::to_owned)
                 });
             if let Some(first_kept) = first_kept
-                && let Some(first_seq) = sql::latest_seq_of_id(conn, path, sid, &first_kept)?
-                && let Some(first_state) = sql::path_state(conn, path, sid, first_seq)?
+                && let Some(first_seq) = sql::latest_seq_of_id(db, sid, &first_kept)?
+                && let Some(first_state) = sql::path_state(db, sid, first_seq)?
                 && first_state.depth < compaction_state.depth
             {
                 min_depth = first_state.depth;
                 expected_first_kept = Some(first_seq);
             }
         }
-        let mut rows = sql::walk_path(conn, path, sid, leaf_seq, min_depth)?;
+        let mut rows = sql::walk_path(db, sid, leaf_seq, min_depth)?;
         // When the first kept entry is not an ancestor, only the summary and what follows the
         // compaction count, so drop the rows before it.
         if let Some(first_seq) = expected_first_kept
@@ -312,16 +288,16 @@ impl SessionStore {
     /// kept range begins (or the root) to the leaf, as stored entries. Planning a compaction
     /// on this tail gives the same plan as on the whole path, and it reads only the context.
     pub fn compaction_window(&self, session: &SessionId) -> Result<Vec<StoredEntry>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let Some(leaf_seq) = sql::leaf(conn, path, sid)? else {
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = sql::leaf(db, sid)? else {
                 return Ok(Vec::new());
             };
-            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let irregular = sql::session_by_sid(db, sid)?.is_some_and(|row| row.irregular);
             let seqs: Vec<i64> = if irregular {
-                derived::plain_walk(conn, path, sid, leaf_seq)?
+                derived::plain_walk(db, sid, leaf_seq)?
             } else {
-                Self::kept_tail(conn, path, sid, leaf_seq)?
+                Self::kept_tail(db, sid, leaf_seq)?
                     .1
                     .into_iter()
                     .map(|row| row.seq)
@@ -329,19 +305,14 @@ impl SessionStore {
             };
             let mut out = Vec::with_capacity(seqs.len());
             for seq in seqs {
-                out.extend(Self::stored_by_seq(conn, path, sid, seq)?);
+                out.extend(Self::stored_by_seq(db, sid, seq)?);
             }
             Ok(out)
         })
     }
 
-    fn context_fast(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        leaf_seq: i64,
-    ) -> Result<SessionContext> {
-        let (state, rows) = Self::kept_tail(conn, path, sid, leaf_seq)?;
+    fn context_fast(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<SessionContext> {
+        let (state, rows) = Self::kept_tail(db, sid, leaf_seq)?;
         let path_rows: Vec<context::PathRow> = rows
             .into_iter()
             .map(|row| context::PathRow {
@@ -354,28 +325,23 @@ impl SessionStore {
             .collect();
         let mut settings = context::PathSettings::default();
         if let Some(model_seq) = state.model_seq
-            && let Some(row) = sql::entry_by_seq(conn, path, sid, model_seq)?
+            && let Some(row) = sql::entry_by_seq(db, sid, model_seq)?
         {
             settings.model = context::model_of(&row.type_name, &row.payload);
         }
         if let Some(thinking_seq) = state.thinking_seq
-            && let Some(payload) = sql::payload_by_seq(conn, path, sid, thinking_seq)?
+            && let Some(payload) = sql::payload_by_seq(db, sid, thinking_seq)?
         {
             settings.thinking_level = context::thinking_of(&payload);
         }
         Ok(context::build(path_rows, settings))
     }
 
-    fn context_plain(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        leaf_seq: i64,
-    ) -> Result<SessionContext> {
-        let seqs = derived::plain_walk(conn, path, sid, leaf_seq)?;
+    fn context_plain(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<SessionContext> {
+        let seqs = derived::plain_walk(db, sid, leaf_seq)?;
         let mut rows = Vec::with_capacity(seqs.len());
         for seq in seqs {
-            let Some(row) = sql::entry_by_seq(conn, path, sid, seq)? else {
+            let Some(row) = sql::entry_by_seq(db, sid, seq)? else {
                 continue;
             };
             let wanted = context::needs_payload_for_messages(&row.type_name)
@@ -396,9 +362,9 @@ impl SessionStore {
     /// reference's `getSessionStats`: every branch, compacted history and omitted attempts
     /// included).
     pub fn session_totals(&self, session: &SessionId) -> Result<sql::SessionTotals> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            sql::session_totals(conn, path, sid)
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            sql::session_totals(db, sid)
         })
     }
 
@@ -406,18 +372,17 @@ impl SessionStore {
     /// (`None`: the path has none). 1.6.0 compares it with the live level when a run starts
     /// and records the live one when they differ (`_recordThinkingLevel`).
     pub fn branch_thinking_level(&self, session: &SessionId) -> Result<Option<String>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let Some(leaf_seq) =
-                Self::resolve_leaf(conn, path, sid, session, &LeafSelector::Current)?
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, &LeafSelector::Current)?
             else {
                 return Ok(None);
             };
-            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let irregular = sql::session_by_sid(db, sid)?.is_some_and(|row| row.irregular);
             let thinking_seq = if irregular {
                 let mut found = None;
-                for seq in derived::plain_walk(conn, path, sid, leaf_seq)? {
-                    if sql::entry_by_seq(conn, path, sid, seq)?
+                for seq in derived::plain_walk(db, sid, leaf_seq)? {
+                    if sql::entry_by_seq(db, sid, seq)?
                         .is_some_and(|row| row.type_name == "thinking_level_change")
                     {
                         found = Some(seq);
@@ -425,10 +390,10 @@ impl SessionStore {
                 }
                 found
             } else {
-                sql::path_state(conn, path, sid, leaf_seq)?.and_then(|state| state.thinking_seq)
+                sql::path_state(db, sid, leaf_seq)?.and_then(|state| state.thinking_seq)
             };
             Ok(match thinking_seq {
-                Some(seq) => sql::payload_by_seq(conn, path, sid, seq)?
+                Some(seq) => sql::payload_by_seq(db, sid, seq)?
                     .and_then(|payload| context::thinking_of(&payload)),
                 None => None,
             })
@@ -444,26 +409,26 @@ impl SessionStore {
         session: &SessionId,
         leaf: &LeafSelector,
     ) -> Result<Vec<String>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let Some(leaf_seq) = Self::resolve_leaf(conn, path, sid, session, leaf)? else {
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
                 return Ok(Vec::new());
             };
-            let irregular = sql::session_by_sid(conn, path, sid)?.is_some_and(|row| row.irregular);
+            let irregular = sql::session_by_sid(db, sid)?.is_some_and(|row| row.irregular);
             let mut seqs = Vec::new();
             if irregular {
-                for seq in derived::plain_walk(conn, path, sid, leaf_seq)? {
+                for seq in derived::plain_walk(db, sid, leaf_seq)? {
                     seqs.push(seq);
                 }
             } else {
                 let mut current =
-                    sql::path_state(conn, path, sid, leaf_seq)?.and_then(|state| state.system_seq);
+                    sql::path_state(db, sid, leaf_seq)?.and_then(|state| state.system_seq);
                 while let Some(seq) = current {
                     seqs.push(seq);
-                    let state = sql::path_state(conn, path, sid, seq)?;
+                    let state = sql::path_state(db, sid, seq)?;
                     current = match state.and_then(|state| state.parent_seq) {
                         Some(parent) => {
-                            sql::path_state(conn, path, sid, parent)?.and_then(|s| s.system_seq)
+                            sql::path_state(db, sid, parent)?.and_then(|s| s.system_seq)
                         }
                         None => None,
                     };
@@ -472,7 +437,7 @@ impl SessionStore {
             }
             let mut out = Vec::with_capacity(seqs.len());
             for seq in seqs {
-                let Some(row) = sql::entry_by_seq(conn, path, sid, seq)? else {
+                let Some(row) = sql::entry_by_seq(db, sid, seq)? else {
                     continue;
                 };
                 if row.type_name != "message" {
@@ -495,9 +460,9 @@ impl SessionStore {
 
     /// Returns the tree flattened in pre-order, with labels.
     pub fn tree(&self, session: &SessionId) -> Result<Vec<TreeNode>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            let shapes = sql::all_shapes(conn, path, sid)?;
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let shapes = sql::all_shapes(db, sid)?;
             let inputs: Vec<tree::TreeInput> = shapes
                 .into_iter()
                 .map(|shape| tree::TreeInput {
@@ -508,7 +473,7 @@ impl SessionStore {
                     timestamp: shape.timestamp,
                 })
                 .collect();
-            let labels: HashMap<String, (String, String)> = sql::labels(conn, path, sid)?
+            let labels: HashMap<String, (String, String)> = sql::labels(db, sid)?
                 .into_iter()
                 .map(|row| (row.target_id, (row.label, row.label_ts)))
                 .collect();
@@ -518,9 +483,9 @@ impl SessionStore {
 
     /// Returns the current labels `(target, label, label timestamp)` in the reference's order.
     pub fn labels(&self, session: &SessionId) -> Result<Vec<(EntryId, String, String)>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            Ok(sql::labels(conn, path, sid)?
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            Ok(sql::labels(db, sid)?
                 .into_iter()
                 .map(|row| (EntryId::new(row.target_id), row.label, row.label_ts))
                 .collect())
@@ -529,9 +494,9 @@ impl SessionStore {
 
     /// Returns the current label of an entry.
     pub fn label(&self, session: &SessionId, id: &EntryId) -> Result<Option<String>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            sql::label_of(conn, path, sid, id.as_str())
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            sql::label_of(db, sid, id.as_str())
         })
     }
 

@@ -9,11 +9,11 @@ impl SessionStore {
     /// Runs a full-text search: the most recent matching documents that pass the filters,
     /// ranked by bm25 with a recency boost (`store::search::run::search`).
     pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>> {
-        self.read(|conn, path| run::search(conn, path, request))
+        self.read(|db| run::search(db, request))
     }
 
     /// Whether an entry (by seq) lies on its session's active path.
     pub fn on_active_path(&self, session: &SessionId, seq: i64) -> Result<bool> {
-        self.read(|conn, path| run::on_active_path(conn, path, session, seq))
+        self.read(|db| run::on_active_path(db, session, seq))
     }
 }

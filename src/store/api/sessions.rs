@@ -1,13 +1,12 @@
 //! Sessions (create, list, resolve, rename, delete) and appends.
 
-use rusqlite::Connection;
-
 use crate::model::ModelRef;
 use crate::model::entry::{CompactionEntry, Entry, EntryKind, SessionHeader};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{AgentMessage, UserContent};
 
 use crate::store::api::Inner;
+use crate::store::db::Db;
 use crate::store::sql::{self, EntryInsert};
 use crate::store::types::*;
 use crate::store::{Result, SessionStore, StoreError, derived};
@@ -24,27 +23,25 @@ impl SessionStore {
             new.cwd.clone(),
             new.parent_session.clone(),
         );
-        self.write(|conn, path| {
-            let sid = Self::insert_header(conn, path, &header, header.to_line().as_bytes())?;
-            Self::summary_by_sid(conn, path, sid)
+        self.write(|db| {
+            let sid = Self::insert_header(db, &header, header.to_line().as_bytes())?;
+            Self::summary_by_sid(db, sid)
         })
     }
 
     /// Inserts a session row for a header; fails if the id exists.
     pub(crate) fn insert_header(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         header: &SessionHeader,
         header_bytes: &[u8],
     ) -> Result<i64> {
-        if sql::sid_of(conn, path, header.id.as_str())?.is_some() {
+        if sql::sid_of(db, header.id.as_str())?.is_some() {
             return Err(StoreError::SessionExists {
                 id: header.id.clone(),
             });
         }
         sql::insert_session(
-            conn,
-            path,
+            db,
             header.id.as_str(),
             &header.cwd,
             &header.timestamp,
@@ -53,12 +50,8 @@ impl SessionStore {
         )
     }
 
-    pub(super) fn summary_by_sid(
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-    ) -> Result<SessionSummary> {
-        sql::session_by_sid(conn, path, sid)?
+    pub(super) fn summary_by_sid(db: Db<'_>, sid: i64) -> Result<SessionSummary> {
+        sql::session_by_sid(db, sid)?
             .map(SessionSummary::from_row)
             .ok_or_else(|| StoreError::SessionNotFound {
                 query: format!("#{sid}"),
@@ -67,30 +60,30 @@ impl SessionStore {
 
     /// Returns a session's summary.
     pub fn session(&self, session: &SessionId) -> Result<SessionSummary> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            Self::summary_by_sid(conn, path, sid)
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            Self::summary_by_sid(db, sid)
         })
     }
 
     /// Returns the session header as stored (the line export writes first).
     pub fn header_bytes(&self, session: &SessionId) -> Result<Vec<u8>> {
-        self.read(|conn, path| {
-            let sid = Self::sid(conn, path, session)?;
-            sql::header(conn, path, sid)
+        self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            sql::header(db, sid)
         })
     }
 
     /// Resolves a full session id or a prefix matching exactly one session.
     pub fn resolve(&self, query: &str) -> Result<SessionId> {
-        self.read(|conn, path| {
-            if sql::sid_of(conn, path, query)?.is_some() {
+        self.read(|db| {
+            if sql::sid_of(db, query)?.is_some() {
                 return Ok(SessionId::new(query));
             }
             let matches = if query.is_empty() {
                 Vec::new()
             } else {
-                sql::sessions_with_prefix(conn, path, query, 50)?
+                sql::sessions_with_prefix(db, query, 50)?
             };
             match matches.len() {
                 0 => Err(StoreError::SessionNotFound {
@@ -107,8 +100,8 @@ impl SessionStore {
 
     /// Returns the session with the latest activity whose `cwd` equals `cwd`.
     pub fn most_recent(&self, cwd: &str) -> Result<Option<SessionId>> {
-        self.read(|conn, path| {
-            Ok(sql::list_sessions(conn, path, Some(cwd))?
+        self.read(|db| {
+            Ok(sql::list_sessions(db, Some(cwd))?
                 .into_iter()
                 .next()
                 .map(|row| SessionId::new(row.id)))
@@ -117,12 +110,12 @@ impl SessionStore {
 
     /// Lists sessions, latest activity first.
     pub fn list(&self, scope: &ListScope) -> Result<Vec<SessionSummary>> {
-        self.read(|conn, path| {
+        self.read(|db| {
             let cwd = match scope {
                 ListScope::All => None,
                 ListScope::Cwd(cwd) => Some(cwd.as_str()),
             };
-            Ok(sql::list_sessions(conn, path, cwd)?
+            Ok(sql::list_sessions(db, cwd)?
                 .into_iter()
                 .map(SessionSummary::from_row)
                 .collect())
@@ -131,35 +124,32 @@ impl SessionStore {
 
     /// Deletes a session and all its entries (the only delete there is).
     pub fn delete_session(&self, session: &SessionId) -> Result<()> {
-        self.write_session(session, |conn, path, sid| {
-            derived::delete_session(conn, path, sid)
-        })
+        self.write_session(session, |db, sid| derived::delete_session(db, sid))
     }
 
     // ----- appends --------------------------------------------------------------------------
 
     /// Appends an entry of any kind as a child of the leaf and makes it the leaf.
     pub fn append(&self, session: &SessionId, kind: EntryKind) -> Result<StoredEntry> {
-        self.write_session(session, |conn, path, sid| {
-            Self::append_in(conn, path, sid, &self.inner, kind)
+        self.write_session(session, |db, sid| {
+            Self::append_in(db, sid, &self.inner, kind)
         })
     }
 
     pub(super) fn append_in(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         sid: i64,
         inner: &Inner,
         kind: EntryKind,
     ) -> Result<StoredEntry> {
-        let leaf_seq = sql::leaf(conn, path, sid)?;
+        let leaf_seq = sql::leaf(db, sid)?;
         let parent_id = match leaf_seq {
-            Some(seq) => sql::id_by_seq(conn, path, sid, seq)?.flatten(),
+            Some(seq) => sql::id_by_seq(db, sid, seq)?.flatten(),
             None => None,
         };
         let mut lookup_error = None;
         let id = EntryId::generate(&inner.ids, |candidate| {
-            match sql::id_taken(conn, path, sid, candidate) {
+            match sql::id_taken(db, sid, candidate) {
                 Ok(taken) => taken,
                 Err(error) => {
                     lookup_error = Some(error);
@@ -179,7 +169,7 @@ impl SessionStore {
             extra: serde_json::Map::new(),
         };
         let payload = entry.to_line().into_bytes();
-        let seq = sql::next_seq(conn, path, sid)?;
+        let seq = sql::next_seq(db, sid)?;
         let row = EntryInsert {
             sid,
             seq,
@@ -189,8 +179,8 @@ impl SessionStore {
             timestamp: &entry.timestamp,
             payload: &payload,
         };
-        derived::insert(conn, path, &row, &entry)?;
-        sql::set_leaf(conn, path, sid, Some(seq))?;
+        derived::insert(db, &row, &entry)?;
+        sql::set_leaf(db, sid, Some(seq))?;
         Ok(StoredEntry {
             seq,
             entry,
@@ -274,8 +264,8 @@ impl SessionStore {
         target: &EntryId,
         label: Option<&str>,
     ) -> Result<StoredEntry> {
-        self.write_session(session, |conn, path, sid| {
-            if sql::latest_seq_of_id(conn, path, sid, target.as_str())?.is_none() {
+        self.write_session(session, |db, sid| {
+            if sql::latest_seq_of_id(db, sid, target.as_str())?.is_none() {
                 return Err(StoreError::EntryNotFound {
                     session: session.clone(),
                     id: target.clone(),
@@ -285,7 +275,7 @@ impl SessionStore {
                 target_id: Some(target.clone()),
                 label: label.map(str::to_owned),
             };
-            Self::append_in(conn, path, sid, &self.inner, kind)
+            Self::append_in(db, sid, &self.inner, kind)
         })
     }
 

@@ -4,8 +4,9 @@
 //! interfaces: `MATCH`, `rowid` order, auxiliary functions, `fts5vocab` and the special
 //! `INSERT` commands — never its shadow tables.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
+use crate::store::db::Db;
 use crate::store::error::{SqliteContext, StoreError};
 use crate::store::search::bm25::TermFrequencies;
 use crate::store::search::docid;
@@ -16,61 +17,47 @@ use crate::store::sql::{EntryRow, entry_row};
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Deletes a session's search documents and their FTS rows.
-pub fn delete_search_rows(conn: &Connection, path: &str, sid: i64) -> Result<()> {
-    conn.execute(
+pub fn delete_search_rows(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute_uncached(
         "DELETE FROM search_fts WHERE rowid IN (SELECT docid FROM search_docs WHERE sid = ?1)",
         params![sid],
-    )
-    .at(path)?;
-    conn.execute("DELETE FROM search_docs WHERE sid = ?1", params![sid])
-        .at(path)?;
-    conn.execute("DELETE FROM search_totals WHERE sid = ?1", params![sid])
-        .at(path)?;
+    )?;
+    db.execute_uncached("DELETE FROM search_docs WHERE sid = ?1", params![sid])?;
+    db.execute_uncached("DELETE FROM search_totals WHERE sid = ?1", params![sid])?;
     Ok(())
 }
 
 /// Adds one search document and its FTS row, under a docid that carries its day and length
 /// (see [`docid`]), and counts it in its session's totals.
-pub fn insert_search_doc(
-    conn: &Connection,
-    path: &str,
-    sid: i64,
-    seq: i64,
-    doc: &Doc<'_>,
-    ts: i64,
-) -> Result<()> {
+pub fn insert_search_doc(db: Db<'_>, sid: i64, seq: i64, doc: &Doc<'_>, ts: i64) -> Result<()> {
     let indexed = index_text(&doc.text);
     let tokens = token_count(&indexed);
-    let docid = allocate_docid(conn, path, ts, tokens)?;
-    conn.prepare_cached(
+    let docid = allocate_docid(db, ts, tokens)?;
+    db.execute(
         "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .at(path)?
-    .execute(params![docid, sid, seq, doc.role, doc.kind, ts])
-    .at(path)?;
-    conn.prepare_cached("INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)")
-        .at(path)?
-        .execute(params![docid, indexed])
-        .at(path)?;
-    conn.prepare_cached(
+        params![docid, sid, seq, doc.role, doc.kind, ts],
+    )?;
+    db.execute(
+        "INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)",
+        params![docid, indexed],
+    )?;
+    db.execute(
         "INSERT INTO search_totals (sid, docs, tokens) VALUES (?1, 1, ?2)
          ON CONFLICT (sid) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens",
-    )
-    .at(path)?
-    .execute(params![sid, tokens as i64])
-    .at(path)?;
+        params![sid, tokens as i64],
+    )?;
     Ok(())
 }
 
 /// The index's totals for bm25 — documents and tokens — summed over the sessions' rows of
 /// `search_totals` (exact: a session's rows go with its documents); `None` when nothing is
 /// indexed.
-pub fn totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
-    let (docs, tokens): (Option<i64>, Option<i64>) = conn
-        .prepare_cached("SELECT SUM(docs), SUM(tokens) FROM search_totals")
-        .at(path)?
-        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .at(path)?;
+pub fn totals(db: Db<'_>) -> Result<Option<(i64, i64)>> {
+    let (docs, tokens): (Option<i64>, Option<i64>) = db.one(
+        "SELECT SUM(docs), SUM(tokens) FROM search_totals",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
     Ok(match (docs, tokens) {
         (Some(docs), Some(tokens)) if docs > 0 => Some((docs, tokens)),
         _ => None,
@@ -78,18 +65,17 @@ pub fn totals(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
 }
 
 /// Picks the next free docid of the entry's day (the next day when one is full).
-fn allocate_docid(conn: &Connection, path: &str, ts: i64, tokens: usize) -> Result<i64> {
+fn allocate_docid(db: Db<'_>, ts: i64, tokens: usize) -> Result<i64> {
     let mut day = docid::day_of_ms(ts);
-    let mut stmt = conn
-        .prepare_cached("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")
-        .at(path)?;
+    let mut stmt =
+        db.prepare("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")?;
     while docid::day_in_range(day) {
         let last: Option<i64> = stmt
             .query_row(
                 params![docid::first_of_day(day), docid::first_of_day(day + 1)],
                 |row| row.get(0),
             )
-            .at(path)?;
+            .at(db.path())?;
         let order = last.map_or(0, |last| docid::order(last) + 1);
         if order < docid::PER_DAY {
             return Ok(docid::make(day, order, tokens));
@@ -97,7 +83,7 @@ fn allocate_docid(conn: &Connection, path: &str, ts: i64, tokens: usize) -> Resu
         day += 1;
     }
     Err(StoreError::Corrupt {
-        path: path.to_owned(),
+        path: db.path().to_owned(),
         message: "the search index has no docid left after this entry's time".to_owned(),
     })
 }
@@ -184,8 +170,7 @@ pub enum Walk {
 /// and reads each candidate's length), else it is 0. The document map is joined only when
 /// `filter.with_doc` or a filter needs it; `--since` also bounds the docid range.
 pub fn search_candidates(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     fts: &str,
     filter: &SearchFilter<'_>,
     walk: Walk,
@@ -250,28 +235,24 @@ pub fn search_candidates(
             &mut sql,
         );
     }
-    let mut stmt = conn.prepare_cached(&sql).at(path)?;
-    let rows = stmt
-        .query_map(rusqlite::params_from_iter(values.iter()), |row| {
-            let doc = if join {
-                Some(Box::new(DocRow {
-                    sid: row.get(2)?,
-                    seq: row.get(3)?,
-                    role: row.get(4)?,
-                    kind: row.get(5)?,
-                    ts: row.get(6)?,
-                }))
-            } else {
-                None
-            };
-            Ok(Candidate {
-                docid: row.get(0)?,
-                bm25: row.get(1)?,
-                doc,
-            })
+    let mut out = db.rows(&sql, rusqlite::params_from_iter(values.iter()), |row| {
+        let doc = if join {
+            Some(Box::new(DocRow {
+                sid: row.get(2)?,
+                seq: row.get(3)?,
+                role: row.get(4)?,
+                kind: row.get(5)?,
+                ts: row.get(6)?,
+            }))
+        } else {
+            None
+        };
+        Ok(Candidate {
+            docid: row.get(0)?,
+            bm25: row.get(1)?,
+            doc,
         })
-        .at(path)?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>().at(path)?;
+    })?;
     if walk == Walk::All {
         out.reverse();
     }
@@ -282,25 +263,22 @@ pub fn search_candidates(
 /// first `keep` of them as candidates (no filter, no document row, `bm25` 0): a one-term
 /// search's count and candidates in one walk, without a row struct per counted match.
 pub fn newest_matches(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     fts: &str,
     cap: i64,
     keep: usize,
 ) -> Result<(i64, Vec<Candidate>)> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
-        )
-        .at(path)?;
-    let mut rows = stmt.query(params![fts, cap]).at(path)?;
+    let mut stmt = db.prepare(
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![fts, cap]).at(db.path())?;
     let mut count = 0i64;
     let mut kept = Vec::with_capacity(keep.min(usize::try_from(cap).unwrap_or(0)));
-    while let Some(row) = rows.next().at(path)? {
+    while let Some(row) = rows.next().at(db.path())? {
         count += 1;
         if kept.len() < keep {
             kept.push(Candidate {
-                docid: row.get(0).at(path)?,
+                docid: row.get(0).at(db.path())?,
                 bm25: 0.0,
                 doc: None,
             });
@@ -311,11 +289,7 @@ pub fn newest_matches(
 
 /// The sessions a filter keeps, when it keeps only some sessions and nothing else about a
 /// document (no role, kind or time filter): `--session`, or a directory's sessions.
-pub fn scope_sids(
-    conn: &Connection,
-    path: &str,
-    filter: &SearchFilter<'_>,
-) -> Result<Option<Vec<i64>>> {
+pub fn scope_sids(db: Db<'_>, filter: &SearchFilter<'_>) -> Result<Option<Vec<i64>>> {
     if !filter.roles.is_empty()
         || !filter.kinds.is_empty()
         || filter.since_ms.is_some()
@@ -324,13 +298,11 @@ pub fn scope_sids(
         return Ok(None);
     }
     let mut sids = match filter.cwd {
-        Some(cwd) => {
-            let mut stmt = conn
-                .prepare_cached("SELECT sid FROM sessions WHERE cwd = ?1")
-                .at(path)?;
-            let rows = stmt.query_map(params![cwd], |row| row.get(0)).at(path)?;
-            rows.collect::<rusqlite::Result<Vec<i64>>>().at(path)?
-        }
+        Some(cwd) => db.rows(
+            "SELECT sid FROM sessions WHERE cwd = ?1",
+            params![cwd],
+            |row| row.get(0),
+        )?,
         None => match filter.sid {
             Some(sid) => vec![sid],
             None => return Ok(None),
@@ -344,16 +316,14 @@ pub fn scope_sids(
 
 /// The number of entries of these sessions (an upper bound of their search documents'
 /// count, give or take the assistant messages that make several).
-pub fn scope_entries(conn: &Connection, path: &str, sids: &[i64]) -> Result<i64> {
-    let mut stmt = conn
-        .prepare_cached("SELECT entries FROM session_stats WHERE sid = ?1")
-        .at(path)?;
+pub fn scope_entries(db: Db<'_>, sids: &[i64]) -> Result<i64> {
+    let mut stmt = db.prepare("SELECT entries FROM session_stats WHERE sid = ?1")?;
     let mut total = 0i64;
     for sid in sids {
         let entries: Option<i64> = stmt
             .query_row(params![sid], |row| row.get(0))
             .optional()
-            .at(path)?;
+            .at(db.path())?;
         total = total.saturating_add(entries.unwrap_or(0));
     }
     Ok(total)
@@ -361,15 +331,15 @@ pub fn scope_entries(conn: &Connection, path: &str, sids: &[i64]) -> Result<i64>
 
 /// The docids of these sessions' search documents, sorted (from the `(sid, seq)` index, which
 /// holds the docid: no table read).
-pub fn scope_docids(conn: &Connection, path: &str, sids: &[i64]) -> Result<Vec<i64>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT docid FROM search_docs WHERE sid = ?1")
-        .at(path)?;
+pub fn scope_docids(db: Db<'_>, sids: &[i64]) -> Result<Vec<i64>> {
+    let mut stmt = db.prepare("SELECT docid FROM search_docs WHERE sid = ?1")?;
     let mut out = Vec::new();
     for sid in sids {
-        let rows = stmt.query_map(params![sid], |row| row.get(0)).at(path)?;
+        let rows = stmt
+            .query_map(params![sid], |row| row.get(0))
+            .at(db.path())?;
         for row in rows {
-            out.push(row.at(path)?);
+            out.push(row.at(db.path())?);
         }
     }
     out.sort_unstable();
@@ -380,8 +350,7 @@ pub fn scope_docids(conn: &Connection, path: &str, sids: &[i64]) -> Result<Vec<i
 /// (sorted docids; docid order, newest first; `bm25` 0, no document-map row), from `min_docid`
 /// on. Only the docid range the scope spans is read (a session's days, not the whole index).
 pub fn candidates_in(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     fts: &str,
     scope: &[i64],
     min_docid: Option<i64>,
@@ -390,25 +359,23 @@ pub fn candidates_in(
     let (Some(&first), Some(&last)) = (scope.first(), scope.last()) else {
         return Ok(Vec::new());
     };
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2 AND rowid <= ?3
+    let mut stmt = db.prepare(
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2 AND rowid <= ?3
               ORDER BY rowid DESC",
-        )
-        .at(path)?;
+    )?;
     let mut rows = stmt
         .query(params![
             fts,
             min_docid.map_or(first, |low| low.max(first)),
             last
         ])
-        .at(path)?;
+        .at(db.path())?;
     let mut out = Vec::new();
     while out.len() < limit {
-        let Some(row) = rows.next().at(path)? else {
+        let Some(row) = rows.next().at(db.path())? else {
             break;
         };
-        let docid: i64 = row.get(0).at(path)?;
+        let docid: i64 = row.get(0).at(db.path())?;
         if scope.binary_search(&docid).is_ok() {
             out.push(Candidate {
                 docid,
@@ -421,10 +388,11 @@ pub fn candidates_in(
 }
 
 /// Returns a document's row in the document map.
-pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<DocRow>> {
-    conn.prepare_cached("SELECT sid, seq, role, kind, ts FROM search_docs WHERE docid = ?1")
-        .at(path)?
-        .query_row(params![docid], |row| {
+pub fn doc_by_id(db: Db<'_>, docid: i64) -> Result<Option<DocRow>> {
+    db.row(
+        "SELECT sid, seq, role, kind, ts FROM search_docs WHERE docid = ?1",
+        params![docid],
+        |row| {
             Ok(DocRow {
                 sid: row.get(0)?,
                 seq: row.get(1)?,
@@ -432,25 +400,16 @@ pub fn doc_by_id(conn: &Connection, path: &str, docid: i64) -> Result<Option<Doc
                 kind: row.get(3)?,
                 ts: row.get(4)?,
             })
-        })
-        .optional()
-        .at(path)
+        },
+    )
 }
 
 /// Returns a document's row in the document map with its entry, in one statement (a hit
 /// shown needs both).
-pub fn doc_and_entry(
-    conn: &Connection,
-    path: &str,
-    docid: i64,
-) -> Result<Option<(DocRow, EntryRow)>> {
-    conn.prepare_cached(
-        "SELECT e.seq, e.id, e.parent_id, e.type, e.timestamp, e.payload, d.sid, d.role, d.kind, d.ts
+pub fn doc_and_entry(db: Db<'_>, docid: i64) -> Result<Option<(DocRow, EntryRow)>> {
+    db.row("SELECT e.seq, e.id, e.parent_id, e.type, e.timestamp, e.payload, d.sid, d.role, d.kind, d.ts
            FROM search_docs d JOIN entries e ON e.sid = d.sid AND e.seq = d.seq
-          WHERE d.docid = ?1",
-    )
-    .at(path)?
-    .query_row(params![docid], |row| {
+          WHERE d.docid = ?1", params![docid], |row| {
         let entry = entry_row(row)?;
         let doc = DocRow {
             sid: row.get(6)?,
@@ -461,41 +420,35 @@ pub fn doc_and_entry(
         };
         Ok((doc, entry))
     })
-    .optional()
-    .at(path)
 }
 
 /// Counts the occurrences of one indexed token (or of every token starting with it) per
 /// document, from FTS5's vocabulary of instances; `None` when more than `cap` documents have
 /// it. Reads the token's position lists only — no row per document.
 pub fn term_frequencies(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     token: &str,
     prefix: bool,
     cap: usize,
 ) -> Result<Option<TermFrequencies>> {
-    conn.prepare_cached(
+    db.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab
            USING fts5vocab(main, 'search_fts', 'instance')",
-    )
-    .at(path)?
-    .execute([])
-    .at(path)?;
+        [],
+    )?;
     let mut stmt = if prefix {
-        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term >= ?1 AND term < ?2")
+        db.prepare("SELECT doc FROM temp.search_vocab WHERE term >= ?1 AND term < ?2")
     } else {
-        conn.prepare_cached("SELECT doc FROM temp.search_vocab WHERE term = ?1 AND ?2 IS NOT NULL")
-    }
-    .at(path)?;
+        db.prepare("SELECT doc FROM temp.search_vocab WHERE term = ?1 AND ?2 IS NOT NULL")
+    }?;
     let upper = format!("{token}\u{10FFFF}");
-    let mut rows = stmt.query(params![token, upper]).at(path)?;
+    let mut rows = stmt.query(params![token, upper]).at(db.path())?;
     let mut out = TermFrequencies::default();
     // Rows come by token, then docid: a prefix's documents repeat across its tokens, so its
     // count is exact only once merged (done again each time the list grows by `cap`).
     let mut check_at = cap;
-    while let Some(row) = rows.next().at(path)? {
-        out.add(row.get(0).at(path)?);
+    while let Some(row) = rows.next().at(db.path())? {
+        out.add(row.get(0).at(db.path())?);
         if out.docs() > check_at {
             out.finish();
             if out.docs() > cap {
@@ -511,50 +464,36 @@ pub fn term_frequencies(
 /// Counts the documents matching an FTS5 expression, stopping at `cap`. In FTS5's own order
 /// (oldest first): its reverse walk decodes each page twice, ≈ 20 % more work per document
 /// than the pages the candidates' newest-first walk then shares with it saves.
-pub fn match_count_capped(conn: &Connection, path: &str, fts: &str, cap: i64) -> Result<i64> {
-    conn.prepare_cached(
+pub fn match_count_capped(db: Db<'_>, fts: &str, cap: i64) -> Result<i64> {
+    db.value(
         "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?2)",
+        params![fts, cap],
     )
-    .at(path)?
-    .query_row(params![fts, cap], |row| row.get(0))
-    .at(path)
 }
 
 /// Returns `(docid, bm25)` of the documents from `min_docid` on matching an FTS5 expression.
-pub fn bm25_scores(
-    conn: &Connection,
-    path: &str,
-    fts: &str,
-    min_docid: i64,
-) -> Result<Vec<(i64, f64)>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT rowid, bm25(search_fts) FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![fts, min_docid], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .at(path)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().at(path)
+pub fn bm25_scores(db: Db<'_>, fts: &str, min_docid: i64) -> Result<Vec<(i64, f64)>> {
+    db.rows(
+        "SELECT rowid, bm25(search_fts) FROM search_fts WHERE search_fts MATCH ?1 AND rowid >= ?2",
+        params![fts, min_docid],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
 }
 
 /// Merges the full-text index into one segment (FTS5's `optimize`): a term is then one
 /// b-tree lookup and one doclist instead of one per segment (a bulk load leaves a dozen).
-pub fn optimize_search_index(conn: &Connection, path: &str) -> Result<()> {
-    conn.execute_batch("INSERT INTO search_fts (search_fts) VALUES ('optimize');")
-        .at(path)
+pub fn optimize_search_index(db: Db<'_>) -> Result<()> {
+    db.batch("INSERT INTO search_fts (search_fts) VALUES ('optimize');")
 }
 
 /// One step of the same merge, of at most about `pages` leaf pages (FTS5's `merge` command
 /// with a negative budget: all segments towards one). Returns whether it did any work (FTS5
 /// writes at least two rows when it does).
-pub fn merge_search_index_step(conn: &Connection, path: &str, pages: i64) -> Result<bool> {
-    let before = conn.total_changes();
-    conn.prepare_cached("INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?1)")
-        .at(path)?
-        .execute(params![-pages.max(1)])
-        .at(path)?;
-    Ok(conn.total_changes().saturating_sub(before) >= 2)
+pub fn merge_search_index_step(db: Db<'_>, pages: i64) -> Result<bool> {
+    let before = db.conn().total_changes();
+    db.execute(
+        "INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?1)",
+        params![-pages.max(1)],
+    )?;
+    Ok(db.conn().total_changes().saturating_sub(before) >= 2)
 }

@@ -4,9 +4,8 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
-
 use crate::store::StoreError;
+use crate::store::db::Db;
 use crate::store::search::bm25::{Bm25, TermFrequencies};
 use crate::store::search::docs::single_token;
 use crate::store::search::fts;
@@ -60,8 +59,7 @@ pub(super) fn walk_for(bound: Option<i64>) -> fts::Walk {
 /// Gives candidates FTS5's `bm25()` when the ranking is FTS5's over the whole query (every
 /// term selective, so the matches of the window are few).
 pub(super) fn fts_bm25_inline(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     ranking: &Ranking,
     fts: &str,
     candidates: &mut [fts::Candidate],
@@ -75,7 +73,7 @@ pub(super) fn fts_bm25_inline(
     let Some(window_start) = candidates.iter().map(|candidate| candidate.docid).min() else {
         return Ok(());
     };
-    let ranks: HashMap<i64, f64> = fts::bm25_scores(conn, path, fts, window_start)?
+    let ranks: HashMap<i64, f64> = fts::bm25_scores(db, fts, window_start)?
         .into_iter()
         .collect();
     for candidate in candidates {
@@ -117,13 +115,12 @@ impl Ranking {
     /// phrase) hands the ranking to FTS5. Also returns a bound on the query's matches
     /// ([`Query::match_bound`]; none when an OR side or every AND side is very common).
     pub(super) fn plan(
-        conn: &Connection,
-        path: &str,
+        db: Db<'_>,
         query: &Query,
         terms: &[(String, bool)],
         known_hits: Option<i64>,
     ) -> Result<(Self, Option<i64>), StoreError> {
-        let totals = fts::totals(conn, path)?;
+        let totals = fts::totals(db)?;
         let mut counted: Vec<(&str, bool, i64)> = Vec::with_capacity(terms.len());
         let mut from_vocabulary = totals.is_some();
         let mut ranked = Vec::new();
@@ -139,7 +136,7 @@ impl Ranking {
             let common = common_docs(text);
             let hits = match known_hits {
                 Some(hits) if terms.len() == 1 => hits.min(common),
-                _ => fts::match_count_capped(conn, path, &term.to_fts(), common)?,
+                _ => fts::match_count_capped(db, &term.to_fts(), common)?,
             };
             if hits >= common {
                 any_common = true;
@@ -148,13 +145,9 @@ impl Ranking {
             counted.push((text, *prefix, hits));
             if from_vocabulary && hits > 0 {
                 let frequencies = match single_token(text) {
-                    Some(token) => fts::term_frequencies(
-                        conn,
-                        path,
-                        &token,
-                        *prefix,
-                        COMMON_TERM_DOCS as usize,
-                    )?,
+                    Some(token) => {
+                        fts::term_frequencies(db, &token, *prefix, COMMON_TERM_DOCS as usize)?
+                    }
                     None => None,
                 };
                 // The vocabulary must see the same documents the query does (it would not if

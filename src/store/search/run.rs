@@ -3,11 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::model::entry::Entry;
 use crate::model::ids::{EntryId, SessionId};
+use crate::store::db::Db;
 use crate::store::search::docs::docs_for;
 use crate::store::search::query::Query;
 use crate::store::search::rank::{
@@ -127,8 +127,7 @@ struct Evaluated {
 /// Finds a search's candidates through FTS5 (every query shape and filter) and how they are
 /// ranked.
 fn evaluate(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     request: &SearchRequest,
     filter: &fts::SearchFilter<'_>,
     per_entry: bool,
@@ -147,23 +146,23 @@ fn evaluate(
             .first()
             .map_or(COMMON_TERM_DOCS, |(text, _)| common_docs(text))
             .max(CANDIDATES);
-        let (hits, mut matches) = fts::newest_matches(conn, path, &fts, walk, CANDIDATES as usize)?;
-        let (ranking, _) = Ranking::plan(conn, path, &request.query, terms, Some(hits))?;
-        fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+        let (hits, mut matches) = fts::newest_matches(db, &fts, walk, CANDIDATES as usize)?;
+        let (ranking, _) = Ranking::plan(db, &request.query, terms, Some(hits))?;
+        fts_bm25_inline(db, &ranking, &fts, &mut matches)?;
         (ranking, matches)
     } else {
-        let (ranking, match_bound) = Ranking::plan(conn, path, &request.query, terms, None)?;
+        let (ranking, match_bound) = Ranking::plan(db, &request.query, terms, None)?;
         // A search of some sessions only (a directory's, or one): their docids come
         // from the document map's session index and the matches are tested against
         // them, instead of a document-map read per match (most matches of a common
         // word lie outside a directory's sessions) — unless the query matches so few
         // documents that reading theirs is cheaper than listing the sessions'.
-        if let Some(sids) = fts::scope_sids(conn, path, filter)? {
-            let entries = fts::scope_entries(conn, path, &sids)?;
+        if let Some(sids) = fts::scope_sids(db, filter)? {
+            let entries = fts::scope_entries(db, &sids)?;
             if entries <= SCOPE_SET_MAX
                 && match_bound.is_none_or(|bound| bound.saturating_mul(4) > entries)
             {
-                scope = Some(fts::scope_docids(conn, path, &sids)?);
+                scope = Some(fts::scope_docids(db, &sids)?);
             }
         }
         // When nothing is ranked and no exact phrase can lift a hit, the hits are the
@@ -177,20 +176,18 @@ fn evaluate(
         };
         let candidates = match &scope {
             Some(scope) => {
-                let mut matches =
-                    fts::candidates_in(conn, path, &fts, scope, None, window as usize)?;
-                fts_bm25_inline(conn, path, &ranking, &fts, &mut matches)?;
+                let mut matches = fts::candidates_in(db, &fts, scope, None, window as usize)?;
+                fts_bm25_inline(db, &ranking, &fts, &mut matches)?;
                 if per_entry {
                     for candidate in &mut matches {
-                        candidate.doc = fts::doc_by_id(conn, path, candidate.docid)?.map(Box::new);
+                        candidate.doc = fts::doc_by_id(db, candidate.docid)?.map(Box::new);
                     }
                 }
                 matches
             }
             None => {
                 let mut matches = fts::search_candidates(
-                    conn,
-                    path,
+                    db,
                     &fts,
                     filter,
                     if window < CANDIDATES {
@@ -226,10 +223,9 @@ fn evaluate(
                     .map(Query::to_fts)
                     .collect::<Vec<_>>()
                     .join(" OR ");
-                let ranks: HashMap<i64, f64> =
-                    fts::bm25_scores(conn, path, &expression, window_start)?
-                        .into_iter()
-                        .collect();
+                let ranks: HashMap<i64, f64> = fts::bm25_scores(db, &expression, window_start)?
+                    .into_iter()
+                    .collect();
                 for candidate in &mut candidates {
                     candidate.bm25 = ranks.get(&candidate.docid).copied().unwrap_or(0.0);
                 }
@@ -245,20 +241,14 @@ fn evaluate(
         ..filter.clone()
     };
     let phrase_hits: HashSet<i64> = match (request.query.as_phrase(), &scope) {
-        (Some(phrase), Some(scope)) if !candidates.is_empty() => fts::candidates_in(
-            conn,
-            path,
-            &phrase.to_fts(),
-            scope,
-            window_start,
-            usize::MAX,
-        )?
-        .into_iter()
-        .map(|candidate| candidate.docid)
-        .collect(),
+        (Some(phrase), Some(scope)) if !candidates.is_empty() => {
+            fts::candidates_in(db, &phrase.to_fts(), scope, window_start, usize::MAX)?
+                .into_iter()
+                .map(|candidate| candidate.docid)
+                .collect()
+        }
         (Some(phrase), None) if !candidates.is_empty() => fts::search_candidates(
-            conn,
-            path,
+            db,
             &phrase.to_fts(),
             &window,
             // The phrase's matches are among the query's.
@@ -280,13 +270,12 @@ fn evaluate(
 /// The model in effect at an entry: its own for an assistant message, else the last model
 /// entry on its path (`provider/model`).
 fn model_at(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     sid: i64,
     seq: i64,
     cache: &mut HashMap<(i64, i64), Option<String>>,
 ) -> Result<Option<String>, StoreError> {
-    let Some(state) = sql::path_state(conn, path, sid, seq)? else {
+    let Some(state) = sql::path_state(db, sid, seq)? else {
         return Ok(None);
     };
     let Some(model_seq) = state.model_seq else {
@@ -295,7 +284,7 @@ fn model_at(
     if let Some(found) = cache.get(&(sid, model_seq)) {
         return Ok(found.clone());
     }
-    let model = sql::entry_by_seq(conn, path, sid, model_seq)?
+    let model = sql::entry_by_seq(db, sid, model_seq)?
         .and_then(|row| crate::store::context::model_of(&row.type_name, &row.payload))
         .map(|model| {
             format!(
@@ -327,30 +316,19 @@ struct ActivePaths {
 
 impl ActivePaths {
     /// A session's row, with its leaf (read once).
-    fn session(
-        &mut self,
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-    ) -> Result<Option<&sql::HitSession>, StoreError> {
+    fn session(&mut self, db: Db<'_>, sid: i64) -> Result<Option<&sql::HitSession>, StoreError> {
         let row = match self.rows.entry(sid) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => {
-                entry.insert(sql::hit_session(conn, path, sid)?)
+                entry.insert(sql::hit_session(db, sid)?)
             }
         };
         Ok(row.as_ref())
     }
 
-    fn contains(
-        &mut self,
-        conn: &Connection,
-        path: &str,
-        sid: i64,
-        seq: i64,
-    ) -> Result<bool, StoreError> {
+    fn contains(&mut self, db: Db<'_>, sid: i64, seq: i64) -> Result<bool, StoreError> {
         if !self.sessions.contains_key(&sid) {
-            let (leaf, irregular, linear_depth) = match self.session(conn, path, sid)? {
+            let (leaf, irregular, linear_depth) = match self.session(db, sid)? {
                 Some(row) => (
                     row.leaf,
                     row.irregular,
@@ -359,7 +337,7 @@ impl ActivePaths {
                 None => (None, false, None),
             };
             let set = match leaf {
-                Some(leaf_seq) if irregular => Some(derived::path_set(conn, path, sid, leaf_seq)?),
+                Some(leaf_seq) if irregular => Some(derived::path_set(db, sid, leaf_seq)?),
                 Some(_) => None,
                 None => Some(HashSet::new()),
             };
@@ -380,10 +358,10 @@ impl ActivePaths {
         let Some(leaf) = session.leaf else {
             return Ok(false);
         };
-        let Some(state) = sql::path_state(conn, path, sid, seq)? else {
+        let Some(state) = sql::path_state(db, sid, seq)? else {
             return Ok(false);
         };
-        Ok(derived::ancestor_at_depth(conn, path, sid, leaf, state.depth)? == Some(seq))
+        Ok(derived::ancestor_at_depth(db, sid, leaf, state.depth)? == Some(seq))
     }
 }
 
@@ -395,19 +373,16 @@ impl ActivePaths {
 /// the totals from `search_totals`, and the document map is read for the hits shown (and
 /// for the candidates when a filter needs their session). A query with a selective phrase
 /// is ranked by FTS5's `bm25()` instead, which reads each candidate's length.
-pub(crate) fn search(
-    conn: &Connection,
-    path: &str,
-    request: &SearchRequest,
-) -> Result<Vec<SearchHit>, StoreError> {
-    let sid = match &request.session {
-        Some(session) => Some(sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| {
-            StoreError::SessionNotFound {
-                query: session.to_string(),
-            }
-        })?),
-        None => None,
-    };
+pub(crate) fn search(db: Db<'_>, request: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
+    let sid =
+        match &request.session {
+            Some(session) => Some(sql::sid_of(db, session.as_str())?.ok_or_else(|| {
+                StoreError::SessionNotFound {
+                    query: session.to_string(),
+                }
+            })?),
+            None => None,
+        };
     // The model and branch filters look at each candidate's entry.
     let per_entry = request.model.is_some() || request.active_only;
     let filter = fts::SearchFilter {
@@ -428,7 +403,7 @@ pub(crate) fn search(
         ranking,
         mut candidates,
         phrase_hits,
-    } = evaluate(conn, path, request, &filter, per_entry, &terms)?;
+    } = evaluate(db, request, &filter, per_entry, &terms)?;
     if let Ranking::Index { bm25, terms } = &ranking {
         for candidate in &mut candidates {
             candidate.bm25 = bm25.score(terms, candidate.docid);
@@ -443,13 +418,13 @@ pub(crate) fn search(
                 continue;
             };
             if let Some(pattern) = &request.model {
-                let model = model_at(conn, path, doc.sid, doc.seq, &mut models)?;
+                let model = model_at(db, doc.sid, doc.seq, &mut models)?;
                 let pattern = pattern.to_lowercase();
                 if !model.is_some_and(|model| model.to_lowercase().contains(&pattern)) {
                     continue;
                 }
             }
-            if request.active_only && !active.contains(conn, path, doc.sid, doc.seq)? {
+            if request.active_only && !active.contains(db, doc.sid, doc.seq)? {
                 continue;
             }
         }
@@ -484,13 +459,13 @@ pub(crate) fn search(
     let mut hits = Vec::with_capacity(scored.len());
     for Scored { candidate, score } in scored {
         let found = match candidate.doc {
-            Some(doc) => sql::entry_by_seq(conn, path, doc.sid, doc.seq)?.map(|row| (*doc, row)),
-            None => fts::doc_and_entry(conn, path, candidate.docid)?,
+            Some(doc) => sql::entry_by_seq(db, doc.sid, doc.seq)?.map(|row| (*doc, row)),
+            None => fts::doc_and_entry(db, candidate.docid)?,
         };
         let Some((doc, row)) = found else {
             continue;
         };
-        let Some(session) = active.session(conn, path, doc.sid)?.cloned() else {
+        let Some(session) = active.session(db, doc.sid)?.cloned() else {
             continue;
         };
         let entry = Entry::parse(&row.payload);
@@ -502,12 +477,12 @@ pub(crate) fn search(
             .find(|found| found.kind == doc.kind && found.role == doc.role)
             .map(|found| found.text.into_owned())
             .unwrap_or_default();
-        let on_active_path = active.contains(conn, path, doc.sid, doc.seq)?;
+        let on_active_path = active.contains(db, doc.sid, doc.seq)?;
         let context_edit = match (&row.id, on_active_path) {
             (Some(id), true) => {
                 let mut found = None;
-                for (edit_seq, omits) in sql::context_edits_of(conn, path, doc.sid, id)? {
-                    if active.contains(conn, path, doc.sid, edit_seq)? {
+                for (edit_seq, omits) in sql::context_edits_of(db, doc.sid, id)? {
+                    if active.contains(db, doc.sid, edit_seq)? {
                         found = Some(if omits {
                             ContextEditKind::Omitted
                         } else {
@@ -547,14 +522,12 @@ pub(crate) fn search(
 
 /// Whether an entry (by seq) lies on its session's active path.
 pub(crate) fn on_active_path(
-    conn: &Connection,
-    path: &str,
+    db: Db<'_>,
     session: &SessionId,
     seq: i64,
 ) -> Result<bool, StoreError> {
-    let sid =
-        sql::sid_of(conn, path, session.as_str())?.ok_or_else(|| StoreError::SessionNotFound {
-            query: session.to_string(),
-        })?;
-    ActivePaths::default().contains(conn, path, sid, seq)
+    let sid = sql::sid_of(db, session.as_str())?.ok_or_else(|| StoreError::SessionNotFound {
+        query: session.to_string(),
+    })?;
+    ActivePaths::default().contains(db, sid, seq)
 }
