@@ -4,9 +4,12 @@
 //! Each helper is one `rusqlite` call chain with the path attached to every error exactly
 //! as `.at(path)` attaches it ([`crate::store::error`]'s classification), so a statement
 //! written with a helper fails the same way as one written out. `rows`, `row`, `one`,
-//! `value` and `execute` use the connection's statement cache (`prepare_cached`);
-//! `execute_uncached` and `batch` do not, for statements run once (schema changes,
-//! `format!`-built SQL).
+//! `value`, `execute` and `prepare` use the connection's statement cache (`prepare_cached`);
+//! `rows_uncached`, `execute_uncached` and `batch` do not (`prepare`, `Connection::execute`,
+//! `execute_batch`): a statement run once (a schema change, a pragma, a `format!`-built
+//! query) stays out of the cache. What the helpers do not cover — stepping through rows or
+//! running one statement in a loop ([`Db::prepare`]), a transaction, an uncached single row —
+//! goes through [`Db::conn`] and `SqliteContext::at` with [`Db::path`].
 //!
 //! Invariant: low in the store — this module imports only `error.rs`.
 

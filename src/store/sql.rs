@@ -1008,11 +1008,8 @@ pub fn for_each_payload(
     sid: i64,
     mut f: impl FnMut(i64, &[u8]) -> Result<()>,
 ) -> Result<()> {
+    let mut stmt = db.prepare("SELECT seq, payload FROM entries WHERE sid = ?1 ORDER BY seq")?;
     let path = db.path();
-    let mut stmt = db
-        .conn()
-        .prepare_cached("SELECT seq, payload FROM entries WHERE sid = ?1 ORDER BY seq")
-        .at(path)?;
     let mut rows = stmt.query(params![sid]).at(path)?;
     while let Some(row) = rows.next().at(path)? {
         let seq: i64 = row.get(0).at(path)?;

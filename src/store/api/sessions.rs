@@ -124,7 +124,7 @@ impl SessionStore {
 
     /// Deletes a session and all its entries (the only delete there is).
     pub fn delete_session(&self, session: &SessionId) -> Result<()> {
-        self.write_session(session, |db, sid| derived::delete_session(db, sid))
+        self.write_session(session, derived::delete_session)
     }
 
     // ----- appends --------------------------------------------------------------------------
