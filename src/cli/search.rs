@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::cli::output::{self, field, json_line, line, one_line, pad, short_time};
 use crate::cli::{CliContext, UsageError};
 use crate::store::ListScope;
-use crate::store::maintenance::StatsBy;
+use crate::store::maintenance::{StatsBy, StatsFilter};
 use crate::store::search::{ContextEditKind, Query, SearchRequest};
 use crate::support::clock::{iso_from_ms, ms_from_iso};
 use crate::support::json::to_js_string;
@@ -101,9 +101,18 @@ pub struct StatsArgs {
     /// How to group the totals
     #[arg(long, value_enum, default_value_t = StatsKey::Day)]
     pub by: StatsKey,
+    /// Total every directory's sessions
+    #[arg(long, conflicts_with = "cwd")]
+    pub all: bool,
+    /// Total this directory's sessions
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
     /// Only usage at or after this time (ISO date or time, or 7d, 12h, 30m, 2w ago)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
+    /// Only usage before this time (same forms as --since)
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -318,8 +327,30 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         StatsKey::Cwd => StatsBy::Cwd,
         StatsKey::Session => StatsBy::Session,
     };
+    let until_ms = args
+        .until
+        .as_deref()
+        .map(|value| parse_time(value, now_ms))
+        .transpose()?;
+    // The sessions of this directory unless --all or --cwd, as `search` and `list` take them.
+    let scope = if args.all {
+        ListScope::All
+    } else {
+        let dir = match &args.cwd {
+            Some(dir) => ctx.env.absolute(dir),
+            None => ctx.env.cwd().to_path_buf(),
+        };
+        ListScope::Cwd(dir.to_string_lossy().into_owned())
+    };
     let store = ctx.open_store_read_only()?;
-    let rows = store.usage_stats(by, since_ms)?;
+    let (rows, sessions) = store.usage_stats(
+        by,
+        &StatsFilter {
+            since_ms,
+            until_ms,
+            scope: scope.clone(),
+        },
+    )?;
     let mut out = output::stdout();
     if args.json {
         let values: Vec<Value> = rows
@@ -345,7 +376,17 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         let since = since_ms
             .map(|ms| format!(" since {}", iso_from_ms(ms)))
             .unwrap_or_default();
-        line(&mut out, &style.dim(&format!("no usage recorded{since}")))?;
+        let until = until_ms
+            .map(|ms| format!(" before {}", iso_from_ms(ms)))
+            .unwrap_or_default();
+        let place = match &scope {
+            ListScope::All => String::new(),
+            ListScope::Cwd(dir) => format!(" in the sessions of {} (try --all)", field(dir)),
+        };
+        line(
+            &mut out,
+            &style.dim(&format!("no usage recorded{since}{until}{place}")),
+        )?;
         return Ok(out.flush()?);
     }
     let key_width = rows
@@ -396,7 +437,7 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         &style.dim(&format!(
             "{}  {:>8}  {:>9}  {:>12}  {:>10}  {:>12}  {:>11}  {:>10}",
             pad("total", key_width),
-            "",
+            sessions,
             total.0,
             total.1,
             total.2,

@@ -528,7 +528,7 @@ fn valid_session_id(id: &str) -> bool {
 }
 
 /// `--session-id ID` as 1.6.0 takes it: the current directory's session with that id, or a
-/// new empty session under it. The id of a session of another directory is refused (pi's
+/// new empty session under it; with `--fork`, the fork's id. The id of a session of another directory is refused (pi's
 /// store holds one session per id; the reference's files would be two).
 fn session_with_id(
     args: &AgentArgs,
@@ -542,12 +542,6 @@ fn session_with_id(
         )
         .into());
     }
-    if args.fork.is_some() {
-        return Err(UsageError(
-            "--session-id with --fork (choosing the fork's id) is not implemented by pi".to_owned(),
-        )
-        .into());
-    }
     if !valid_session_id(id) {
         return Err(UsageError(format!(
             "--session-id {:?}: an id has letters, digits, '.', '_' and '-', and starts and ends with a letter or digit",
@@ -557,6 +551,31 @@ fn session_with_id(
     }
     let cwd = env.cwd().to_string_lossy().into_owned();
     let session = SessionId::new(id);
+    // With --fork: the fork gets this id (1.6.0 "combine it with --fork to choose the new ID").
+    if let Some(source) = &args.fork {
+        if args.no_session {
+            return Err(
+                UsageError("--fork cannot be combined with --no-session".to_owned()).into(),
+            );
+        }
+        let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
+        let source_id = if is_file(source) {
+            import_session_file(store, env, source)?
+        } else {
+            store.resolve(source)?
+        };
+        let copy = match store.copy_session_as(&source_id, &cwd, Some(&session)) {
+            Err(StoreError::SessionExists { .. }) => {
+                return Err(UsageError(format!(
+                    "--session-id {}: a session with that id exists already; the fork needs a new one",
+                    term::line(id)
+                ))
+                .into());
+            }
+            other => other?,
+        };
+        return Ok(SessionTarget::Open(copy.id));
+    }
     match store.session(&session) {
         Ok(found) if found.cwd == cwd => Ok(SessionTarget::Open(session)),
         Ok(found) => Err(UsageError(format!(

@@ -34,14 +34,30 @@ pub enum StatsBy {
     Day,
     /// `YYYY-Www` (ISO week, UTC).
     Week,
-    /// `provider/model` (assistant messages only).
+    /// `provider/model`; rows without a model (user messages, tool results) under
+    /// [`NO_MODEL`].
     Model,
-    /// Provider (assistant messages only).
+    /// Provider; rows without one under [`NO_MODEL`].
     Provider,
     /// Session working directory.
     Cwd,
     /// Session id.
     Session,
+}
+
+/// The key of the usage rows that carry no model (user messages, tool results), so that
+/// `--by model` and `--by provider` count what every other key counts.
+pub const NO_MODEL: &str = "(no model)";
+
+/// Which usage a `sessions stats` totals.
+#[derive(Debug, Clone)]
+pub struct StatsFilter {
+    /// Entry time at or after (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Entry time before (Unix ms).
+    pub until_ms: Option<i64>,
+    /// Which sessions.
+    pub scope: crate::store::ListScope,
 }
 
 /// A snapshot of one session's derived rows, comparable before and after a rebuild.

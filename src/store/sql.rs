@@ -861,30 +861,43 @@ pub fn session_totals(db: Db<'_>, sid: i64) -> Result<SessionTotals> {
     )
 }
 
-/// Groups usage rows by an SQL key expression.
+/// Which usage rows a `sessions stats` counts: `[since, until)` by entry time, and one
+/// directory's sessions or all of them.
+#[derive(Debug, Clone, Copy)]
+pub struct UsageFilter<'a> {
+    /// Entry time at or after (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Entry time before (Unix ms).
+    pub until_ms: Option<i64>,
+    /// Only sessions of this working directory.
+    pub cwd: Option<&'a str>,
+}
+
+/// The `WHERE` of the usage queries (parameters ?1 since, ?2 until, ?3 cwd): published
+/// sessions only (a staged import's placeholder id starts with U+0001).
+const USAGE_WHERE: &str = "WHERE u.ts >= ?1 AND u.ts < ?2 AND (?3 IS NULL OR s.cwd = ?3)
+            AND substr(s.id, 1, 1) <> char(1)";
+
+/// Token and cost totals grouped by `key_sql` (an expression over `usage u` and `sessions s`;
+/// it names every row, so the groups add up to the same totals under every key).
 pub fn usage_stats(
     db: Db<'_>,
     key_sql: &str,
-    assistant_only: bool,
-    since_ms: Option<i64>,
+    filter: &UsageFilter<'_>,
     order_by_key: bool,
 ) -> Result<Vec<StatsRow>> {
-    let mut sql = format!(
+    let order = if order_by_key {
+        "ORDER BY key"
+    } else {
+        "ORDER BY SUM(u.cost) DESC, SUM(u.input + u.output) DESC, key"
+    };
+    let sql = format!(
         "SELECT {key_sql} AS key, COUNT(DISTINCT u.sid), SUM(u.is_message), SUM(u.input), SUM(u.output),
                 SUM(u.cache_read), SUM(u.cache_write), SUM(u.cost)
            FROM usage u JOIN sessions s ON s.sid = u.sid
-          WHERE u.ts >= ?1 AND substr(s.id, 1, 1) <> char(1)"
+          {USAGE_WHERE} GROUP BY key {order}"
     );
-    if assistant_only {
-        sql.push_str(" AND u.model IS NOT NULL");
-    }
-    sql.push_str(" GROUP BY key");
-    sql.push_str(if order_by_key {
-        " ORDER BY key"
-    } else {
-        " ORDER BY SUM(u.cost) DESC, SUM(u.input + u.output) DESC, key"
-    });
-    db.rows_uncached(&sql, params![since_ms.unwrap_or(i64::MIN)], |row| {
+    db.rows_uncached(&sql, usage_params(filter), |row| {
         Ok(StatsRow {
             key: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
             sessions: row.get(1)?,
@@ -896,6 +909,24 @@ pub fn usage_stats(
             cost: row.get(7)?,
         })
     })
+}
+
+/// How many sessions the usage rows of `filter` come from (the total of `sessions stats`).
+pub fn usage_sessions(db: Db<'_>, filter: &UsageFilter<'_>) -> Result<i64> {
+    db.value(
+        &format!(
+            "SELECT COUNT(DISTINCT u.sid) FROM usage u JOIN sessions s ON s.sid = u.sid {USAGE_WHERE}"
+        ),
+        usage_params(filter),
+    )
+}
+
+fn usage_params<'a>(filter: &UsageFilter<'a>) -> (i64, i64, Option<&'a str>) {
+    (
+        filter.since_ms.unwrap_or(i64::MIN),
+        filter.until_ms.unwrap_or(i64::MAX),
+        filter.cwd,
+    )
 }
 
 /// Empties every derived table (before a full rebuild).

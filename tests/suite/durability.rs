@@ -2097,7 +2097,7 @@ fn reading_a_read_only_database_leaves_nothing_that_breaks_later_writes() {
         vec!["sessions", "show", session.as_str()],
         vec!["sessions", "show", session.as_str(), "--tree"],
         vec!["sessions", "search", "searchable", "--all"],
-        vec!["sessions", "stats"],
+        vec!["sessions", "stats", "--all"],
         vec![
             "export",
             "--jsonl",

@@ -779,7 +779,13 @@ fn escapes_in_session_files_never_reach_the_terminal_from_the_cli() {
         evil("/w"),
     ]);
     for by in ["day", "week", "model", "provider", "cwd", "session"] {
-        run(vec![s("sessions"), s("stats"), s("--by"), s(by)]);
+        run(vec![
+            s("sessions"),
+            s("stats"),
+            s("--all"),
+            s("--by"),
+            s(by),
+        ]);
     }
     run(vec![
         s("sessions"),

@@ -621,6 +621,7 @@ fn session_id_creates_this_directorys_session_under_that_id_then_continues_it() 
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_text("First answer.")),
         MockResponse::sse(sse::openai_text("Second answer.")),
+        MockResponse::sse(sse::openai_text("Forked answer.")),
     ]);
     configure(&env, &server, FAST_RETRIES);
     for (prompt, answer) in [("one", "First answer.\n"), ("two", "Second answer.\n")] {
@@ -676,4 +677,38 @@ fn session_id_creates_this_directorys_session_under_that_id_then_continues_it() 
         );
     }
     assert_eq!(assistant_texts(&env), ["First answer.", "Second answer."]);
+    // With --fork it names the fork; a taken id is refused.
+    let output = env
+        .pi()
+        .args([
+            "--fork",
+            "my-task.1",
+            "--session-id",
+            "forked-2",
+            "-p",
+            "three",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Forked answer.\n");
+    let store = env.store();
+    let forked = store
+        .session(&pi::model::SessionId::new("forked-2"))
+        .unwrap();
+    assert_eq!(forked.parent_session.as_deref(), Some("my-task.1"));
+    let output = env
+        .pi()
+        .args([
+            "--fork",
+            "my-task.1",
+            "--session-id",
+            "forked-2",
+            "-p",
+            "four",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("exists already"));
 }

@@ -337,10 +337,11 @@ fn stats_total_usage_by_every_key() {
         &env,
         &["basic-chat", "model-thinking-changes", "tool-use"],
     ));
-    let run = |by: &str| -> Vec<Value> {
-        let output = succeeded(env.pi().args(["sessions", "stats", "--json", "--by", by]));
+    let run_with = |args: &[&str]| -> Vec<Value> {
+        let output = succeeded(env.pi().args(["sessions", "stats", "--json"]).args(args));
         stdout_json(&output).as_array().unwrap().clone()
     };
+    let run = |by: &str| -> Vec<Value> { run_with(&["--all", "--by", by]) };
     let by_model = run("model");
     let keys: Vec<&str> = by_model
         .iter()
@@ -377,13 +378,63 @@ fn stats_total_usage_by_every_key() {
     };
     let by_session = run("session");
     assert_eq!(by_session.len(), 3);
-    for by in ["day", "week", "provider", "cwd"] {
+    // Every key counts the same things: the groups add up to the same totals (rows without a
+    // model, such as user messages, are the model and provider keys' "(no model)").
+    let total = |rows: &[Value], field: &str| -> i64 {
+        rows.iter().map(|row| row[field].as_i64().unwrap()).sum()
+    };
+    assert!(total(&by_session, "messages") > 0);
+    for by in ["day", "week", "model", "provider", "cwd"] {
         let rows = run(by);
         assert!(
             (total_cost(&rows) - total_cost(&by_session)).abs() < 1e-9,
             "{by}"
         );
+        for field in ["messages", "input", "output", "cacheRead", "cacheWrite"] {
+            assert_eq!(
+                total(&rows, field),
+                total(&by_session, field),
+                "{by}: {field}"
+            );
+        }
     }
+    assert!(
+        by_model.iter().any(|row| row["key"] == "(no model)"),
+        "{by_model:?}"
+    );
+    // The human form's total says from how many sessions.
+    let output = succeeded(
+        env.pi()
+            .args(["sessions", "stats", "--all", "--by", "model"]),
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let total_line = text.lines().last().unwrap();
+    assert!(
+        total_line.starts_with("total") && total_line.split_whitespace().nth(1) == Some("3"),
+        "{text}"
+    );
+    // Scope and time, as `search` takes them: this directory's sessions by default (none of
+    // the fixtures' here), --cwd DIR, --until.
+    assert!(run_with(&[]).is_empty());
+    let output = succeeded(env.pi().args(["sessions", "stats"]));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("(try --all)"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let cwd = by_session_cwd(&env);
+    let in_cwd = run_with(&["--cwd", &cwd, "--by", "session"]);
+    let listed = stdout_json(&succeeded(
+        env.pi().args(["sessions", "list", "--json", "--cwd", &cwd]),
+    ));
+    assert!(!in_cwd.is_empty());
+    assert_eq!(in_cwd.len(), listed.as_array().unwrap().len(), "{in_cwd:?}");
+    assert!(run_with(&["--cwd", "/no/such/project"]).is_empty());
+    assert!(run_with(&["--all", "--until", "2000-01-01"]).is_empty());
+    assert_eq!(
+        run_with(&["--all", "--by", "session", "--until", "2100-01-01"]),
+        by_session
+    );
     for row in run("day") {
         let key = row["key"].as_str().unwrap();
         assert_eq!(key.len(), 10, "{key}");
@@ -393,10 +444,16 @@ fn stats_total_usage_by_every_key() {
     }
     let output = env
         .pi()
-        .args(["sessions", "stats", "--json", "--since", "1d"])
+        .args(["sessions", "stats", "--all", "--json", "--since", "1d"])
         .output()
         .unwrap();
     assert_eq!(stdout_json(&output), Value::Array(vec![]));
+}
+
+/// The working directory of the first session `sessions list --all` shows.
+fn by_session_cwd(env: &TestEnv) -> String {
+    let output = succeeded(env.pi().args(["sessions", "list", "--all", "--json"]));
+    stdout_json(&output)[0]["cwd"].as_str().unwrap().to_owned()
 }
 
 #[test]

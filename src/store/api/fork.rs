@@ -108,11 +108,23 @@ impl SessionStore {
     /// Copies a whole session (every entry, unchanged) into a new session for `cwd` whose
     /// `parentSession` is the source id — the reference's `--fork` (`forkFrom`).
     pub fn copy_session(&self, source: &SessionId, cwd: &str) -> Result<SessionSummary> {
+        self.copy_session_as(source, cwd, None)
+    }
+
+    /// [`Self::copy_session`] under the id `id` when given (`--fork` with `--session-id`);
+    /// fails with `SessionExists` when that id is taken.
+    pub fn copy_session_as(
+        &self,
+        source: &SessionId,
+        cwd: &str,
+        id: Option<&SessionId>,
+    ) -> Result<SessionSummary> {
         let now = self.inner.clock.now_ms();
         self.write(|db| {
             let sid = Self::sid(db, source)?;
             let header = SessionHeader::new(
-                SessionId::generate(&self.inner.ids, now),
+                id.cloned()
+                    .unwrap_or_else(|| SessionId::generate(&self.inner.ids, now)),
                 crate::support::clock::iso_from_ms(now),
                 cwd.to_owned(),
                 Some(source.to_string()),

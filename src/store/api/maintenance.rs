@@ -6,6 +6,7 @@ use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::maintenance::*;
 use crate::store::sql::{self};
+use crate::store::types::ListScope;
 use std::path::{Path, PathBuf};
 
 use crate::store::{Result, SessionStore, StoreError, derived, migrate, search};
@@ -262,20 +263,36 @@ impl SessionStore {
             .map_err(io("cannot sync the directory", dir))
     }
 
-    /// Token and cost totals grouped by day, week, model, provider, cwd or session.
+    /// Token and cost totals grouped by day, week, model, provider, cwd or session, and the
+    /// number of sessions they come from (the groups of every key add up to the same totals).
     pub fn usage_stats(
         &self,
         by: StatsBy,
-        since_ms: Option<i64>,
-    ) -> std::result::Result<Vec<sql::StatsRow>, StoreError> {
-        let (key, assistant_only, by_key) = match by {
-            StatsBy::Day => ("u.day", false, true),
-            StatsBy::Week => ("u.week", false, true),
-            StatsBy::Model => ("u.provider || '/' || u.model", true, false),
-            StatsBy::Provider => ("u.provider", true, false),
-            StatsBy::Cwd => ("s.cwd", false, false),
-            StatsBy::Session => ("s.id", false, false),
+        filter: &StatsFilter,
+    ) -> std::result::Result<(Vec<sql::StatsRow>, i64), StoreError> {
+        let model_key = format!("COALESCE(u.provider || '/' || u.model, '{NO_MODEL}')");
+        let provider_key = format!("COALESCE(u.provider, '{NO_MODEL}')");
+        let (key, by_key) = match by {
+            StatsBy::Day => ("u.day", true),
+            StatsBy::Week => ("u.week", true),
+            StatsBy::Model => (model_key.as_str(), false),
+            StatsBy::Provider => (provider_key.as_str(), false),
+            StatsBy::Cwd => ("s.cwd", false),
+            StatsBy::Session => ("s.id", false),
         };
-        self.read(|db| sql::usage_stats(db, key, assistant_only, since_ms, by_key))
+        let rows_filter = sql::UsageFilter {
+            since_ms: filter.since_ms,
+            until_ms: filter.until_ms,
+            cwd: match &filter.scope {
+                ListScope::All => None,
+                ListScope::Cwd(cwd) => Some(cwd.as_str()),
+            },
+        };
+        self.read(|db| {
+            Ok((
+                sql::usage_stats(db, key, &rows_filter, by_key)?,
+                sql::usage_sessions(db, &rows_filter)?,
+            ))
+        })
     }
 }
