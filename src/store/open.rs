@@ -296,9 +296,8 @@ fn refuse_newer(db: Db<'_>) -> Result<i64, StoreError> {
 
 /// The page cache of the read-only connection, in pages (256 KiB). A short command reads most
 /// pages once; every page SQLite caches is a fresh heap buffer, whose first touch costs a page
-/// fault (1–2 µs on a VM, about as much as reading the page). A small cache recycles the same
-/// buffers: a rare-word search takes 405 page faults instead of 580 for its 210 page reads
-/// (2.36 → 2.02 ms; listing 1,000 sessions 10.4 → 8.1 ms; docs/BENCHMARKS.md).
+/// fault (about as much as reading the page). A small cache recycles the same buffers, so
+/// searches and listings take fewer faults (figures: docs/BENCHMARKS.md, "Search").
 const READ_ONLY_CACHE_PAGES: i64 = 64;
 
 /// Opens an existing, up-to-date database file with one read-only connection and no writer

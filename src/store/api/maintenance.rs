@@ -40,7 +40,7 @@ impl SessionStore {
             return Ok(false);
         }
         // A step that did no work ends it; the bound only guards against a merge that never
-        // reports completion (the 1.25 M-document index takes ≈ 40 steps).
+        // reports completion (the benchmark's index takes a few dozen steps).
         for _ in 0..100_000 {
             if !self.write(|db| search::fts::merge_search_index_step(db, MERGE_STEP_PAGES))? {
                 break;
@@ -62,8 +62,8 @@ impl SessionStore {
 }
 
 /// The share of the full-text index a bulk load must have added for
-/// [`SessionStore::optimize_search_index_after_load`] to merge it (the merge of the 1.25 M
-/// documents of the search benchmark takes ≈ 6 s, their import minutes).
+/// [`SessionStore::optimize_search_index_after_load`] to merge it (a merge rewrites the whole
+/// index: worth it after a load of that size, not after a few sessions; docs/BENCHMARKS.md).
 pub const OPTIMIZE_GROWTH: f64 = 0.1;
 
 /// Leaf pages (4 KiB) merged per write transaction by

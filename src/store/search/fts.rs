@@ -462,8 +462,8 @@ pub fn term_frequencies(
 }
 
 /// Counts the documents matching an FTS5 expression, stopping at `cap`. In FTS5's own order
-/// (oldest first): its reverse walk decodes each page twice, ≈ 20 % more work per document
-/// than the pages the candidates' newest-first walk then shares with it saves.
+/// (oldest first): its reverse walk decodes each page twice, more work per document than the
+/// pages the candidates' newest-first walk then shares with it saves.
 pub fn match_count_capped(db: Db<'_>, fts: &str, cap: i64) -> Result<i64> {
     db.value(
         "SELECT COUNT(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?2)",

@@ -24,8 +24,8 @@ pub const SCOPE_SET_MAX: i64 = 300_000;
 pub const COMMON_TERM_DOCS: i64 = 5_000;
 
 /// The same bound for a term of several tokens (a phrase): FTS5 matches a phrase by walking
-/// each of its words' documents and positions, ≈ 5 times the work per match of one word, so a
-/// phrase is "very common" once it fills the candidate window.
+/// each of its words' documents and positions, several times the work per match of one word,
+/// so a phrase is "very common" once it fills the candidate window.
 pub const COMMON_PHRASE_DOCS: i64 = CANDIDATES;
 
 /// The number of matches from which a term (as typed) is very common.
