@@ -10,7 +10,7 @@
 //! from this process with `LeaseLost`.
 //!
 //! Invariants: `store` knows nothing of agents or providers; no `rusqlite` type appears in its
-//! public API (errors aside); entries are never updated, and deleted only with their session.
+//! public API (errors and `testing`'s migrations aside); entries are never updated, and deleted only with their session.
 //! The methods are blocking: async callers run them in `spawn_blocking`.
 
 pub(crate) mod api;
