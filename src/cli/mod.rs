@@ -10,6 +10,7 @@ pub mod autoimport;
 pub mod config;
 pub mod db;
 pub mod export;
+pub mod help;
 pub mod import;
 pub mod keys;
 pub mod output;
@@ -102,7 +103,7 @@ fn help(args: &[OsString]) -> Result<ExitCode> {
         .collect();
     match words.as_slice() {
         [] => {
-            print!("{}", startup::help_text());
+            print!("{}", help::help_text());
             Ok(ExitCode::SUCCESS)
         }
         [command, sub @ ..] if COMMAND_WORDS.contains(&command.as_str()) => {
