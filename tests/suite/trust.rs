@@ -432,7 +432,9 @@ fn the_repl_asks_before_moving_to_an_undecided_sessions_folder() {
         "{screen}"
     );
     tmux.line("5");
-    let screen = tmux.wait_for("This project is not trusted.");
+    // The notice and the line after it (waiting for the first alone raced the second).
+    let screen = tmux.wait_for("(the session's working directory)");
+    assert!(screen.contains("This project is not trusted."), "{screen}");
     assert!(
         screen.contains(&format!(
             "run in {} (the session's working directory)",
