@@ -311,6 +311,7 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-session-affinity",
     "x-client-request-id",
     "cf-aig-authorization",
+    "x-goog-api-key",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
