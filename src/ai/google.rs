@@ -112,12 +112,8 @@ pub fn uses_thinking_level(model: &Model) -> bool {
         rest.starts_with("-pro") || rest.starts_with("-flash")
     });
     let gemini_4_plus = id.match_indices("gemini-").any(|(at, _)| {
-        let rest = id[at + "gemini-".len()..].as_bytes();
-        match rest {
-            [b'4'..=b'9', ..] => true,
-            [b'1'..=b'9', b'0'..=b'9', ..] => true,
-            _ => false,
-        }
+        let rest = &id.as_bytes()[at + "gemini-".len()..];
+        matches!(rest, [b'4'..=b'9', ..] | [b'1'..=b'9', b'0'..=b'9', ..])
     });
     let gemma_4 = id.contains("gemma-4") || id.contains("gemma4");
     gemini_3
