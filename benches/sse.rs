@@ -1,7 +1,8 @@
 //! SSE decoding throughput: how fast recorded provider streams turn into events.
 //!
 //! Run: `cargo bench --bench sse` (release profile; not part of CI). Prints, for a long
-//! OpenAI-compatible stream, a long OpenAI Responses stream and a long Anthropic stream (built
+//! OpenAI-compatible stream, a long OpenAI Responses stream, a long Anthropic stream and a
+//! long Gemini stream (built
 //! from the recorded fixture frames, ~8 MB each, fed in 16 KiB network-sized pieces):
 //! - framing only (`SseDecoder`): MB/s and frames/s;
 //! - full decoding (framing + JSON + events + message building): MB/s, events/s and heap
@@ -17,6 +18,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use pi::ai::anthropic::AnthropicDecoder;
+use pi::ai::google::GoogleDecoder;
 use pi::ai::models::{Model, builtin_models};
 use pi::ai::openai::OpenAiDecoder;
 use pi::ai::responses::{Flavor, ResponsesDecoder};
@@ -187,6 +189,28 @@ fn responses_stream() -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A Gemini API stream as `streamGenerateContent?alt=sse` sends it
+/// (`fixtures/providers/google-*.sse`): one whole `GenerateContentResponse` per `data:` line,
+/// thought parts, then text parts, usage in the last chunk.
+fn google_stream() -> Vec<u8> {
+    let mut out = String::new();
+    let mut idx = 0;
+    while out.len() < TARGET_BYTES {
+        let thought = if out.len() < TARGET_BYTES / 2 {
+            ",\"thought\":true"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":{}{thought}}}],\"role\":\"model\"}},\"index\":0}}],\"modelVersion\":\"gemini-3-flash-preview\",\"responseId\":\"resp-g-bench\"}}\r\n\r\n",
+            json_string(WORDS[idx % WORDS.len()])
+        ));
+        idx += 1;
+    }
+    out.push_str("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":1480,\"candidatesTokenCount\":12,\"totalTokenCount\":1492,\"cachedContentTokenCount\":1280,\"thoughtsTokenCount\":40},\"responseId\":\"resp-g-bench\"}\r\n\r\n");
+    out.into_bytes()
+}
+
 fn frames_only(bytes: &[u8]) -> usize {
     let mut decoder = SseDecoder::new();
     let mut frames = 0;
@@ -207,6 +231,7 @@ enum Wire {
     OpenAi(Model),
     Responses(Model),
     Anthropic(Model),
+    Google(Model),
 }
 
 /// Decodes the whole stream; returns the number of events.
@@ -264,6 +289,22 @@ fn decode(bytes: &[u8], wire: &Wire) -> usize {
                 }
             }
             let _ = decoder.complete(0);
+            std::hint::black_box(decoder.message().content.len());
+        }
+        Wire::Google(model) => {
+            let mut decoder = GoogleDecoder::new(new_assistant_message(model, 0), model);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder.on_frame(frame.data, &mut out).unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete(&mut out);
+            events += out.drain(..).count();
             std::hint::black_box(decoder.message().content.len());
         }
     }
@@ -335,5 +376,10 @@ fn main() {
         "anthropic",
         &anthropic,
         &Wire::Anthropic(model("anthropic", "claude-sonnet-4-5")),
+    );
+    report(
+        "google",
+        &google_stream(),
+        &Wire::Google(model("google", "gemini-3-flash-preview")),
     );
 }

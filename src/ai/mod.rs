@@ -19,7 +19,7 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai`, `responses` and `anthropic` (request mapping and stream decoding,
+//! transcript), `openai`, `responses`, `anthropic` and `google` (request mapping and stream decoding,
 //! pure),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
@@ -35,6 +35,7 @@ pub mod anthropic;
 pub mod auth;
 pub mod convert;
 pub mod error;
+pub mod google;
 pub mod models;
 pub mod openai;
 pub mod partial_json;

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::error::AiError;
+use crate::ai::google::{self, GoogleDecoder};
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::proxy::ProxyConfig;
@@ -114,8 +115,8 @@ impl AiClient {
 
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
-    /// `openai-completions`, `openai-responses`, `azure-openai-responses` and
-    /// `anthropic-messages` are spoken; any other API fails with `No API provider registered
+    /// `openai-completions`, `openai-responses`, `azure-openai-responses`,
+    /// `anthropic-messages` and `google-generative-ai` are spoken; any other API fails with `No API provider registered
     /// for api: <api>`.
     pub fn stream(
         &self,
@@ -128,6 +129,7 @@ impl AiClient {
         let protocol = match model.api.as_str() {
             "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
+            "google-generative-ai" => Some(Protocol::Google),
             api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
@@ -159,6 +161,7 @@ impl AiClient {
             Protocol::OpenAi => openai::has_header_auth(&options.headers),
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
             Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
+            Protocol::Google => google::has_header_auth(&options.headers),
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -174,6 +177,8 @@ impl AiClient {
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
             Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
+            Protocol::Google => google::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::Google)),
             Protocol::Responses(flavor) => {
                 responses::build_request(&effective, &request, &options, flavor).map(|wire| {
                     let prefix = flavor.error_prefix(&effective.provider);
@@ -232,6 +237,7 @@ enum Protocol {
     OpenAi,
     Anthropic,
     Responses(Flavor),
+    Google,
 }
 
 enum Decoder {
@@ -239,6 +245,7 @@ enum Decoder {
     OpenAi(OpenAiDecoder),
     Anthropic(AnthropicDecoder),
     Responses(ResponsesDecoder),
+    Google(GoogleDecoder),
 }
 
 impl Decoder {
@@ -252,6 +259,7 @@ impl Decoder {
         let message = self.into_message();
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
+            Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
             Protocol::Responses(flavor) => {
                 Self::Responses(ResponsesDecoder::new(message, model, flavor))
             }
@@ -281,6 +289,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.into_message(),
             Self::Anthropic(decoder) => decoder.into_message(),
             Self::Responses(decoder) => decoder.into_message(),
+            Self::Google(decoder) => decoder.into_message(),
         }
     }
 
@@ -290,6 +299,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.message(),
             Self::Anthropic(decoder) => decoder.message(),
             Self::Responses(decoder) => decoder.message(),
+            Self::Google(decoder) => decoder.message(),
         }
     }
 
@@ -299,6 +309,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.message_mut(),
             Self::Anthropic(decoder) => decoder.message_mut(),
             Self::Responses(decoder) => decoder.message_mut(),
+            Self::Google(decoder) => decoder.message_mut(),
         }
     }
 
@@ -308,6 +319,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
             Self::Responses(decoder) => decoder.refresh(),
+            Self::Google(_) => {}
         }
     }
 
@@ -321,6 +333,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
+            Self::Google(decoder) => decoder.on_frame(frame.data, out),
         }
     }
 
@@ -334,6 +347,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.complete(out),
             Self::Anthropic(decoder) => decoder.complete(now_ms),
             Self::Responses(decoder) => decoder.complete(),
+            Self::Google(decoder) => decoder.complete(out),
         }
     }
 
@@ -347,6 +361,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.on_eof(out),
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
             Self::Responses(decoder) => decoder.complete(),
+            Self::Google(decoder) => decoder.complete(out),
         }
     }
 
@@ -524,6 +539,10 @@ impl AssistantStream {
             Ok(Ok(Some(bytes))) => {
                 if let Decoder::Responses(decoder) = &mut self.decoder {
                     // Diagnostics of the terminal response are stamped with the time it came.
+                    decoder.set_now(self.clock.now_ms());
+                }
+                if let Decoder::Google(decoder) = &mut self.decoder {
+                    // Made-up tool-call ids carry the time (`Date.now()`).
                     decoder.set_now(self.clock.now_ms());
                 }
                 self.sse.feed(&bytes);

@@ -85,6 +85,9 @@ pub enum ErrorBodyStyle {
     /// The `error` member (OpenAI SDK), worded `"<prefix> (<status>): <error JSON or
     /// message>"` (`formatProviderError` with a prefix, as the Responses transports do).
     Prefixed(String),
+    /// `@google/genai`: the JSON body re-serialised (or the text wrapped in an error object),
+    /// and no server-requested delay (the reference's Google retry never sees the headers).
+    Google,
 }
 
 /// The longest provider error body kept in an error text (`MAX_PROVIDER_ERROR_BODY_CHARS`).
@@ -164,6 +167,10 @@ fn error_texts(status: u16, body: &str, style: &ErrorBodyStyle) -> (String, Stri
         _ => None,
     };
     match (style, json) {
+        (ErrorBodyStyle::Google, _) => {
+            let text = crate::ai::google::http_error_text(status, Some("application/json"), body);
+            (text.clone(), text)
+        }
         (ErrorBodyStyle::Prefixed(prefix), json) => {
             let error = json.as_ref().and_then(error_member);
             let sdk_message = api_error_message(Some(status), error.as_ref(), Some(body));
@@ -343,7 +350,17 @@ pub(crate) async fn send(
             Ok(Ok(response)) if response.status().is_success() => return Ok(response),
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
-                let requested = requested_delay(response.headers(), ctx.clock.now_ms());
+                let google = matches!(ctx.error_style, ErrorBodyStyle::Google);
+                let requested = if google {
+                    None
+                } else {
+                    requested_delay(response.headers(), ctx.clock.now_ms())
+                };
+                let content_type = response
+                    .headers()
+                    .get(reqwest::header::CONTENT_TYPE)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned);
                 let retryable = should_retry(&response);
                 let over_cap = match (requested, ctx.config.max_retry_delay) {
                     (Some(requested), Some(cap)) if !cap.is_zero() => requested > cap,
@@ -354,7 +371,16 @@ pub(crate) async fn send(
                     requested.unwrap_or_else(|| default_delay(ctx.config, retries_done, ctx.ids))
                 } else {
                     let text = read_error_body(response, ctx).await?;
-                    let (sdk_message, mut message) = error_texts(status, &text, &ctx.error_style);
+                    let (sdk_message, mut message) = if google {
+                        let text = crate::ai::google::http_error_text(
+                            status,
+                            content_type.as_deref(),
+                            &text,
+                        );
+                        (text.clone(), text)
+                    } else {
+                        error_texts(status, &text, &ctx.error_style)
+                    };
                     if retryable && can_retry && over_cap {
                         // `validateServerRetryDelayMs`: whole seconds, rounded up.
                         let seconds = |duration: Option<Duration>| {

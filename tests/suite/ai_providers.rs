@@ -311,6 +311,7 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-session-affinity",
     "x-client-request-id",
     "cf-aig-authorization",
+    "x-goog-api-key",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -477,6 +478,25 @@ async fn errors_are_classified_as_the_reference_decides() {
         ("responses-no-terminal", |e| {
             matches!(e, AiError::Transient { .. })
         }),
+        ("google-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("google-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("google-503-text", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        // `got status: UNAVAILABLE. {… "The model is overloaded …"}`.
+        ("google-error-midstream", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("google-dropped", |e| matches!(e, AiError::Transient { .. })),
+        // 1.6.0's retry patterns include "ended without".
+        ("google-no-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("google-safety", |e| matches!(e, AiError::Other { .. })),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));
