@@ -93,13 +93,13 @@ fn unimplemented_word(word: &str) -> Option<String> {
     }
 }
 
-/// `pi help [COMMAND]`: the main help, or a command's (`pi COMMAND --help`).
-fn help(args: &[OsString]) -> Result<ExitCode> {
-    let words: Vec<String> = args
+/// `pi help [COMMAND]`: the main help, or a command's (`pi COMMAND --help`); `after` is what
+/// follows the word `help`.
+fn help(after: &[OsString]) -> Result<ExitCode> {
+    let words: Vec<String> = after
         .iter()
-        .skip(1)
         .map(|arg| arg.to_string_lossy().into_owned())
-        .filter(|arg| arg != "help" && !arg.starts_with('-'))
+        .filter(|arg| !arg.starts_with('-'))
         .collect();
     match words.as_slice() {
         [] => {
@@ -236,7 +236,7 @@ pub fn run(args: Vec<OsString>, env: Env) -> ExitCode {
 }
 
 fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
-    if let Some((_, word)) = first_word(&args) {
+    if let Some((idx, word)) = first_word(&args) {
         if COMMAND_WORDS.contains(&word.as_str()) {
             let cli = match Cli::try_parse_from(&args) {
                 Ok(cli) => cli,
@@ -259,7 +259,7 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         if word == "help" {
-            return help(&args);
+            return help(&args[idx + 1..]);
         }
         if let Some(answer) = unimplemented_word(&word) {
             return Err(UsageError(answer).into());

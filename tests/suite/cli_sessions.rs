@@ -335,6 +335,11 @@ fn pi_help_shows_the_main_help_or_a_commands() {
         stdout(&["sessions", "search", "--help"])
     );
     assert_eq!(stdout(&["help", "import"]), stdout(&["import", "--help"]));
+    // The global --db before the word is not taken for a command.
+    assert_eq!(
+        stdout(&["--db", "other.db", "help", "sessions"]),
+        stdout(&["sessions", "--help"])
+    );
     // A word of the reference pi lacks, and a word of no one: one line, exit 2, no prompt.
     for (word, says) in [
         ("install", "packages"),
