@@ -71,6 +71,7 @@ fn derived_snapshot(db: Db<'_>, sid: i64) -> Result<Vec<String>, StoreError> {
         "SELECT 'stats', next_seq, entries, messages, input, output, cache_read, cache_write, cost,
                 last_activity, name, first_message FROM session_stats WHERE sid = ?1",
         "SELECT 'doc', seq, role, kind, ts FROM search_docs WHERE sid = ?1 ORDER BY seq, role, kind, ts",
+        "SELECT 'search totals', docs, tokens FROM search_totals WHERE sid = ?1",
         "SELECT 'usage', seq, ts, day, week, role, provider, model, input, output, cache_read,
                 cache_write, cost, is_message, tool_calls FROM usage WHERE sid = ?1 ORDER BY seq",
         "SELECT 'irregular', irregular FROM sessions WHERE sid = ?1",
