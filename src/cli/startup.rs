@@ -470,8 +470,11 @@ fn session_target(
     warnings: &mut Vec<String>,
 ) -> Result<SessionTarget> {
     let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
+    // (`--session-id` looks up too: a session of that id the reference wrote is imported
+    // first, and then continued, not shadowed by a new one.)
     let looks_up = !args.no_session
         && (args.continue_session
+            || args.session_id.is_some()
             || args.fork.as_deref().is_some_and(|fork| !is_file(fork))
             || args
                 .session
