@@ -25,7 +25,8 @@ use crate::support::term;
 /// Export stored sessions as reference JSONL files
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Write the reference's JSONL session format (the default: pi exports no other)
+    /// Write the reference's JSONL session format (the default: pi exports no other; the flag
+    /// changes nothing and is kept for the contract's `pi export --jsonl`)
     #[arg(long)]
     pub jsonl: bool,
     /// Session id or a unique prefix (default: the latest session of this directory)
@@ -208,10 +209,6 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 /// Runs `pi export`.
 pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
-    // JSONL is the format `pi export` writes; `--jsonl` says so and changes nothing (the
-    // contract's `pi export --jsonl` keeps working; issue 21: no flag is insisted on for the
-    // default).
-    let _ = args.jsonl;
     // Export only reads: the read-only open, which also reads a database this user cannot
     // write without leaving files behind.
     let store = ctx.open_store_read_only()?;

@@ -469,17 +469,16 @@ fn session_target(
     auto_import: &AutoImport,
     warnings: &mut Vec<String>,
 ) -> Result<SessionTarget> {
-    let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
     // (`--session-id` looks up too: a session of that id the reference wrote is imported
     // first, and then continued, not shadowed by a new one.)
     let looks_up = !args.no_session
         && (args.continue_session
             || args.session_id.is_some()
-            || args.fork.as_deref().is_some_and(|fork| !is_file(fork))
+            || args.fork.as_deref().is_some_and(|fork| !names_a_file(fork))
             || args
                 .session
                 .as_deref()
-                .is_some_and(|session| !is_file(session)));
+                .is_some_and(|session| !names_a_file(session)));
     if looks_up {
         let writer = store.clone();
         warnings.extend(auto_import.run(store, &|| Ok(writer.clone())).warnings);
@@ -495,7 +494,7 @@ fn session_target(
             )
             .into());
         }
-        let id = if is_file(source) {
+        let id = if names_a_file(source) {
             import_session_file(store, env, source)?
         } else {
             store.resolve(source)?
@@ -505,7 +504,7 @@ fn session_target(
         return Ok(SessionTarget::Open(copy.id));
     }
     if let Some(session) = &args.session {
-        if is_file(session) {
+        if names_a_file(session) {
             return Ok(SessionTarget::Open(import_session_file(
                 store, env, session,
             )?));
@@ -518,6 +517,11 @@ fn session_target(
     Ok(SessionTarget::New {
         parent_session: None,
     })
+}
+
+/// Whether a `--session`/`--fork` value names a session file rather than an id or prefix.
+fn names_a_file(value: &str) -> bool {
+    value.contains('/') || value.ends_with(".jsonl")
 }
 
 /// Whether a `--session-id` is one the reference takes: letters, digits, `.`, `_` and `-`,
@@ -562,8 +566,7 @@ fn session_with_id(
                 UsageError("--fork cannot be combined with --no-session".to_owned()).into(),
             );
         }
-        let is_file = |value: &str| value.contains('/') || value.ends_with(".jsonl");
-        let source_id = if is_file(source) {
+        let source_id = if names_a_file(source) {
             import_session_file(store, env, source)?
         } else {
             store.resolve(source)?
