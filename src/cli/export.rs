@@ -18,7 +18,7 @@ use crate::cli::output::{self, line};
 use crate::cli::{CliContext, UsageError};
 use crate::jsonl::writer;
 use crate::model::ids::SessionId;
-use crate::store::{LeafSelector, ListScope, SessionStore, StoreError};
+use crate::store::{BranchStep, LeafSelector, ListScope, SessionStore, StoreError};
 use crate::support::clock::iso_from_ms;
 use crate::support::term;
 
@@ -95,20 +95,23 @@ pub fn write_branch(
     out: &mut dyn Write,
 ) -> Result<()> {
     let summary = store.session(session)?;
-    let path = store.branch_path(session, &LeafSelector::Current)?;
     let now = store.clock().now_ms();
     let id = SessionId::generate(store.ids(), now);
     let header = writer::branch_header(&id, &iso_from_ms(now), &summary.cwd);
-    let lines = writer::linear_branch(
-        path.iter()
-            .map(|stored| stored.payload.as_slice())
-            .chain(unsaved.iter().map(Vec::as_slice)),
-    )
-    .map_err(StoreError::from)?;
     let output = |error| StoreError::Output { source: error };
     writer::write_line(out, &header).map_err(output)?;
-    for payload in &lines {
-        writer::write_line(out, payload).map_err(output)?;
+    // The path is streamed from the store: one entry in memory at a time.
+    let mut chain = writer::LinearBranch::new();
+    let mut write = |payload: &[u8]| -> std::result::Result<(), StoreError> {
+        let line = chain.next_line(payload).map_err(StoreError::from)?;
+        writer::write_line(out, &line).map_err(output)
+    };
+    store.visit_branch(session, &LeafSelector::Current, &mut |step| match step {
+        BranchStep::Leaf(_) => Ok(()),
+        BranchStep::Entry(stored) => write(&stored.payload),
+    })?;
+    for payload in unsaved {
+        write(payload)?;
     }
     out.flush().map_err(output)?;
     Ok(())

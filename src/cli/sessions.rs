@@ -12,7 +12,9 @@ use crate::cli::{CliContext, UsageError};
 use crate::model::entry::{Entry, EntryKind};
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::{AgentMessage, ContentBlock, SystemMessage};
-use crate::store::{LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry};
+use crate::store::{
+    BranchStep, LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry,
+};
 use crate::support::json::to_js_string;
 use crate::support::term;
 
@@ -319,19 +321,47 @@ fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
             }
         }
     } else {
-        let path = store.branch_path(&session, &leaf)?;
-        if args.json {
-            let entries: Vec<Value> = path.iter().map(raw_value).collect();
-            json_line(&mut out, &to_js_string(&Value::Array(entries)))?;
-        } else {
-            let summary = store.session(&session)?;
-            print_header(&mut out, style, &summary, path.last())?;
-            for stored in &path {
-                render_entry(&mut out, style, stored)?;
-            }
-        }
+        show_branch(&store, &session, &leaf, args.json, &mut out, style)?;
     }
     Ok(out.flush()?)
+}
+
+/// Shows the branch ending at `leaf`, entry by entry as the store walks it: as a JSON array
+/// of the entries (the same bytes as serialising the whole array at once) or as text after
+/// the session's header. Nothing holds more than one entry.
+fn show_branch(
+    store: &SessionStore,
+    session: &SessionId,
+    leaf: &LeafSelector,
+    json: bool,
+    out: &mut impl Write,
+    style: Style,
+) -> Result<()> {
+    let summary = if json {
+        None
+    } else {
+        Some(store.session(session)?)
+    };
+    let mut first = true;
+    store.visit_branch(session, leaf, &mut |step| -> Result<()> {
+        match (step, &summary) {
+            (BranchStep::Leaf(_), None) => out.write_all(b"[")?,
+            (BranchStep::Leaf(leaf), Some(summary)) => print_header(out, style, summary, leaf)?,
+            (BranchStep::Entry(stored), None) => {
+                if !first {
+                    out.write_all(b",")?;
+                }
+                first = false;
+                out.write_all(to_js_string(&raw_value(stored)).as_bytes())?;
+            }
+            (BranchStep::Entry(stored), Some(_)) => render_entry(out, style, stored)?,
+        }
+        Ok(())
+    })?;
+    if json {
+        out.write_all(b"]\n")?;
+    }
+    Ok(())
 }
 
 fn raw_value(stored: &StoredEntry) -> Value {

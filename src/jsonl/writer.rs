@@ -71,9 +71,39 @@ pub fn branch_header(id: &SessionId, timestamp: &str, cwd: &str) -> Vec<u8> {
 pub fn linear_branch<'p>(
     payloads: impl IntoIterator<Item = &'p [u8]>,
 ) -> Result<Vec<Vec<u8>>, JsonlError> {
-    let mut previous: Option<JsValue> = Some(JsValue::Null);
-    let mut out = Vec::new();
-    for (idx, payload) in payloads.into_iter().enumerate() {
+    let mut chain = LinearBranch::new();
+    payloads
+        .into_iter()
+        .map(|payload| chain.next_line(payload))
+        .collect()
+}
+
+/// [`linear_branch`] one entry at a time, for a path streamed from the store.
+#[derive(Debug)]
+pub struct LinearBranch {
+    previous: Option<JsValue>,
+    idx: usize,
+}
+
+impl Default for LinearBranch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LinearBranch {
+    /// Starts a chain: the first entry gets `parentId: null`.
+    pub fn new() -> Self {
+        Self {
+            previous: Some(JsValue::Null),
+            idx: 0,
+        }
+    }
+
+    /// Returns the next entry of the path re-chained to the one before it.
+    pub fn next_line(&mut self, payload: &[u8]) -> Result<Vec<u8>, JsonlError> {
+        let idx = self.idx;
+        self.idx += 1;
         let text = String::from_utf8_lossy(payload);
         let mut entry =
             value::parse(&text).map_err(|source| JsonlError::Reserialize { idx, source })?;
@@ -81,11 +111,10 @@ pub fn linear_branch<'p>(
             return Err(JsonlError::NotAnObject { idx });
         };
         let id = object.get("id").cloned();
-        object.set_or_remove("parentId", previous.take());
-        previous = id;
-        out.push(entry.to_json());
+        object.set_or_remove("parentId", self.previous.take());
+        self.previous = id;
+        Ok(entry.to_json())
     }
-    Ok(out)
 }
 
 /// Returns a header line with its `id` replaced (position kept), for a file imported as a

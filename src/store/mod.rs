@@ -46,6 +46,6 @@ pub use lease::{Lease, LeaseAttempt, LeaseConfig};
 pub use open::{StoreLocation, create_private_dir};
 pub use tree::TreeNode;
 pub use types::{
-    LeafSelector, ListScope, NewSession, RawEntry, SessionSummary, StoreConfig, StoredEntry,
-    TokenTotals,
+    BranchStep, LeafSelector, ListScope, NewSession, RawEntry, SessionSummary, StoreConfig,
+    StoredEntry, TokenTotals,
 };

@@ -87,6 +87,15 @@ impl SessionSummary {
     }
 }
 
+/// One step of [`SessionStore::visit_branch`](crate::store::SessionStore::visit_branch).
+#[derive(Debug, Clone, Copy)]
+pub enum BranchStep<'a> {
+    /// The leaf the path ends at, given before the path (`None`: no entries).
+    Leaf(Option<&'a StoredEntry>),
+    /// The next entry of the path, root first.
+    Entry(&'a StoredEntry),
+}
+
 /// An entry as stored: its append sequence, typed view and exact bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntry {

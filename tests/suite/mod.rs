@@ -29,6 +29,7 @@ mod search;
 mod search_golden;
 mod session_compaction;
 mod session_lease;
+mod show_streamed;
 mod store;
 mod store_hardening;
 mod store_props;

@@ -185,6 +185,57 @@ impl SessionStore {
         })
     }
 
+    /// Walks the path from the root to the leaf (or to the selected entry) one entry at a
+    /// time, from one read snapshot: `visit` gets the leaf first ([`BranchStep::Leaf`], `None`
+    /// when the session has no entries), then every entry of the path in path order. Memory
+    /// stays bounded by the largest entry (plus one number per entry of the path), however
+    /// long the branch. An error from `visit` stops the walk and is returned as it is.
+    pub fn visit_branch<E: From<StoreError>>(
+        &self,
+        session: &SessionId,
+        leaf: &LeafSelector,
+        visit: &mut dyn FnMut(BranchStep<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut stopped: Option<E> = None;
+        let walked = self.read(|db| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
+                if let Err(error) = visit(BranchStep::Leaf(None)) {
+                    stopped = Some(error);
+                }
+                return Ok(());
+            };
+            let seqs = Self::path_seqs(db, sid, leaf_seq)?;
+            let mut last = match seqs.last() {
+                Some(&seq) => Self::stored_by_seq(db, sid, seq)?,
+                None => None,
+            };
+            if let Err(error) = visit(BranchStep::Leaf(last.as_ref())) {
+                stopped = Some(error);
+                return Ok(());
+            }
+            let count = seqs.len();
+            for (index, seq) in seqs.into_iter().enumerate() {
+                let stored = if index + 1 == count {
+                    last.take()
+                } else {
+                    Self::stored_by_seq(db, sid, seq)?
+                };
+                if let Some(stored) = stored
+                    && let Err(error) = visit(BranchStep::Entry(&stored))
+                {
+                    stopped = Some(error);
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        match stopped {
+            Some(error) => Err(error),
+            None => walked.map_err(E::from),
+        }
+    }
+
     /// Returns the seqs of the path root → `leaf_seq` (cycle-safe).
     pub(super) fn path_seqs(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<Vec<i64>> {
         let session = sql::session_by_sid(db, sid)?;
