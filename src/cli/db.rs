@@ -10,7 +10,9 @@ use crate::cli::CliContext;
 use crate::cli::output::{self, field, line};
 use crate::jsonl::SessionReader;
 use crate::store::maintenance::mark_damaged;
-use crate::store::{ImportMode, ImportOptions, ListScope, SessionStore, StoreError, StoreLocation};
+use crate::store::{
+    ImportMode, ImportOptions, ListScope, SessionStore, StepPacing, StoreError, StoreLocation,
+};
 
 /// Check, back up or reindex the database
 #[derive(Debug, Args)]
@@ -124,8 +126,21 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
             out.flush()?;
         }
         DbCommand::Reindex => {
-            store.rebuild_derived()?;
-            line(&mut out, &format!("reindexed {}", store.display_path()))?;
+            let done = store.reindex(reindex_pacing(ctx), &mut |_| {})?;
+            let went_on = if done.resumed {
+                " (went on from a reindex that had stopped part-way)"
+            } else {
+                ""
+            };
+            line(
+                &mut out,
+                &format!(
+                    "reindexed {}: {} session{}{went_on}",
+                    field(store.display_path()),
+                    done.sessions,
+                    if done.sessions == 1 { "" } else { "s" }
+                ),
+            )?;
             out.flush()?;
         }
         DbCommand::Recover { file } => {
@@ -134,6 +149,20 @@ pub fn run_db(args: DbArgs, ctx: &CliContext) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The reindex's pacing: the staged import's, unless `PI_REINDEX_STEP_MS` (a test's way to
+/// make many small steps) says otherwise.
+fn reindex_pacing(ctx: &CliContext) -> StepPacing {
+    let mut pacing = StepPacing::default();
+    if let Some(ms) = ctx
+        .env
+        .var("PI_REINDEX_STEP_MS")
+        .and_then(|value| value.parse::<u64>().ok())
+    {
+        pacing.step = std::time::Duration::from_millis(ms);
+    }
+    pacing
 }
 
 /// `pi db recover FILE`: every session `store` can still list is exported as the reference's

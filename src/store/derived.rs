@@ -22,6 +22,17 @@ pub fn insert(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), St
 
 /// Computes and stores the derived rows of one entry that is already in `entries`.
 pub fn apply(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), StoreError> {
+    apply_to(db, row, entry, None)
+}
+
+/// [`apply`], with the entry's search documents going to `indexes` (`None`: where a live
+/// write goes, [`fts::live_targets`]; a reindex step names the next index alone).
+fn apply_to(
+    db: Db<'_>,
+    row: &EntryInsert<'_>,
+    entry: &Entry,
+    indexes: Option<&[fts::Index]>,
+) -> Result<(), StoreError> {
     let sid = row.sid;
     let seq = row.seq;
 
@@ -132,8 +143,15 @@ pub fn apply(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), Sto
 
     // Full-text documents and usage rows.
     let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
-    for doc in docs_for(entry) {
-        fts::insert_search_doc(db, sid, seq, &doc, ts)?;
+    let docs = docs_for(entry);
+    if !docs.is_empty() {
+        let indexes = match indexes {
+            Some(indexes) => indexes,
+            None => fts::live_targets(db, sid)?,
+        };
+        for doc in docs {
+            fts::insert_search_doc_into(db, indexes, sid, seq, &doc, ts)?;
+        }
     }
     let accounted = accounting(entry);
     if let Some(accounted) = &accounted {
@@ -354,11 +372,33 @@ pub fn delete_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
 
 /// Recomputes every derived row of one session from its entries.
 pub fn rebuild_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
+    rebuild_session_into(db, sid, None)
+}
+
+/// One step of a stepped reindex for one session: its derived rows rebuilt in place, its
+/// search documents written into the next index alone (the live index keeps serving the
+/// documents it has until the swap).
+pub fn rebuild_session_for_reindex(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
+    rebuild_session_into(db, sid, Some(&[fts::Index::Next]))
+}
+
+fn rebuild_session_into(
+    db: Db<'_>,
+    sid: i64,
+    indexes: Option<&[fts::Index]>,
+) -> Result<(), StoreError> {
     let Some(session) = sql::session_by_sid(db, sid)? else {
         return Ok(());
     };
     sql::reset_derived(db, sid, &session.created_at)?;
-    fts::delete_search_rows(db, sid)?;
+    match indexes {
+        None => fts::delete_search_rows(db, sid)?,
+        Some(indexes) => {
+            for index in indexes {
+                fts::delete_search_rows_in(db, *index, sid)?;
+            }
+        }
+    }
     sql::set_irregular(db, sid, false)?;
     for stored in sql::all_entries(db, sid)? {
         let Some(entry) = Entry::parse(&stored.payload) else {
@@ -379,7 +419,7 @@ pub fn rebuild_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
             timestamp: &stored.timestamp,
             payload: &stored.payload,
         };
-        apply(db, &row, &entry)?;
+        apply_to(db, &row, &entry, indexes)?;
     }
     Ok(())
 }

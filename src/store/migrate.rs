@@ -73,6 +73,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0008_search_totals.sql"),
         rebuild_derived: true,
     },
+    Migration {
+        version: 9,
+        name: "0009_stepped_reindex.sql",
+        sql: include_str!("../../migrations/0009_stepped_reindex.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

@@ -32,7 +32,7 @@ pub mod types;
 
 pub use api::SessionStore;
 pub use api::leases::{Heartbeat, HeartbeatStatus, spawn_heartbeat};
-pub use api::maintenance::{MERGE_STEP_PAGES, OPTIMIZE_GROWTH};
+pub use api::maintenance::{MERGE_STEP_PAGES, OPTIMIZE_GROWTH, ReindexProgress, StepPacing};
 pub use context::SessionContext;
 pub use error::LeaseHolder;
 pub use error::Result;

@@ -21,6 +21,7 @@ mod interop16;
 mod migrations;
 mod print_mode;
 mod quickstart;
+mod reindex;
 mod repl;
 mod resources;
 mod rpc;

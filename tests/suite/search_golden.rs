@@ -28,7 +28,8 @@ fn golden_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/search/golden.json")
 }
 
-fn build(db: &Path) -> (SessionStore, Vocabulary) {
+/// The corpus of the search benchmark in a new database file (also the reindex tests').
+pub(super) fn build(db: &Path) -> (SessionStore, Vocabulary) {
     let store = SessionStore::open(StoreConfig {
         location: StoreLocation::File(db.to_path_buf()),
         clock: Arc::new(SteppingClock::new(NOW_MS, 1)),
@@ -82,7 +83,8 @@ fn queries(vocab: &Vocabulary) -> Vec<(String, ListScope, Vec<String>)> {
     out
 }
 
-fn answers(store: &SessionStore, vocab: &Vocabulary) -> Value {
+/// Every query's hits, in order, with snippets, flags and scores.
+pub(super) fn answers(store: &SessionStore, vocab: &Vocabulary) -> Value {
     let mut out = Vec::new();
     for (text, scope, roles) in queries(vocab) {
         let request = SearchRequest {

@@ -21,6 +21,85 @@ impl SessionStore {
         self.write_bulk(rebuild_all_derived)
     }
 
+    /// Recomputes every derived row from the entries in bounded steps (`pi db reindex`), so
+    /// that other writers wait at most one step behind it:
+    ///
+    /// 1. one transaction creates the next full-text index beside the live one and records
+    ///    the reindex (`search_reindex`, migration 0009) — or finds one a killed reindex left,
+    ///    and goes on from its cursor;
+    /// 2. each step, one transaction of about `pacing.step`, rebuilds whole sessions in sid
+    ///    order: their derived rows in place, their search documents into the next index
+    ///    alone, and moves the cursor; `pacing.gap` passes between steps;
+    /// 3. the last transaction rebuilds the sessions created meanwhile and swaps the next
+    ///    index in by rename; then the new index is merged in steps
+    ///    ([`MERGE_STEP_PAGES`] each).
+    ///
+    /// Search answers from the live index, complete, until the swap: every writer puts a
+    /// rebuilt session's new documents into both indexes. A kill at any point loses nothing
+    /// and leaves each session's derived rows whole (old or rebuilt). A single session is
+    /// rebuilt in one transaction, however large. `progress` is told after each step.
+    pub fn reindex(
+        &self,
+        pacing: StepPacing,
+        progress: &mut dyn FnMut(ReindexProgress),
+    ) -> Result<ReindexProgress> {
+        let (total, resumed) = self.write(|db| {
+            let resumed = search::fts::reindex_cursor(db)?.is_some();
+            if !resumed {
+                begin_reindex(db)?;
+            }
+            Ok((sql::all_sids(db)?.len(), resumed))
+        })?;
+        let mut done = ReindexProgress {
+            sessions: 0,
+            total,
+            resumed,
+        };
+        loop {
+            let step = self.write_bulk(|db| {
+                let began = std::time::Instant::now();
+                let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
+                let mut rebuilt = 0;
+                for sid in sql::all_sids(db)?.into_iter().filter(|sid| *sid > cursor) {
+                    derived::rebuild_session_for_reindex(db, sid)?;
+                    set_reindex_cursor(db, sid)?;
+                    rebuilt += 1;
+                    if began.elapsed() >= pacing.step {
+                        return Ok((rebuilt, false));
+                    }
+                }
+                Ok((rebuilt, true))
+            })?;
+            done.sessions += step.0;
+            if step.1 {
+                break;
+            }
+            progress(done);
+            std::thread::sleep(pacing.gap);
+        }
+        // The swap: sessions created since the last step first (few), then the rename.
+        let late = self.write_bulk(|db| {
+            let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
+            let mut late = 0;
+            for sid in sql::all_sids(db)?.into_iter().filter(|sid| *sid > cursor) {
+                derived::rebuild_session_for_reindex(db, sid)?;
+                late += 1;
+            }
+            swap_in_next_index(db)?;
+            migrate::set_rebuild_pending(db, false)?;
+            Ok(late)
+        })?;
+        done.sessions += late;
+        progress(done);
+        for _ in 0..100_000 {
+            std::thread::sleep(pacing.gap);
+            if !self.write(|db| search::fts::merge_search_index_step(db, MERGE_STEP_PAGES))? {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
     /// The number of documents in the full-text index (0 when it has none).
     pub fn search_index_docs(&self) -> Result<i64> {
         self.read(|db| Ok(search::fts::totals(db)?.map_or(0, |(docs, _)| docs)))
@@ -70,9 +149,113 @@ pub const OPTIMIZE_GROWTH: f64 = 0.1;
 /// [`SessionStore::optimize_search_index_after_load`].
 pub const MERGE_STEP_PAGES: i64 = 2000;
 
+/// How a stepped operation paces itself: the time one transaction may take, and the pause
+/// between two, in which other processes' writers get the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepPacing {
+    /// A step's transaction ends at the first session boundary after this much time.
+    pub step: std::time::Duration,
+    /// The pause between steps.
+    pub gap: std::time::Duration,
+}
+
+impl Default for StepPacing {
+    /// The staged import's pacing: 500 ms steps, 100 ms between them.
+    fn default() -> Self {
+        Self {
+            step: crate::store::interchange::STAGE_STEP_TIME,
+            gap: crate::store::interchange::STAGE_STEP_GAP,
+        }
+    }
+}
+
+/// How far a stepped reindex got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReindexProgress {
+    /// Sessions rebuilt by this run.
+    pub sessions: usize,
+    /// Sessions in the database when it began.
+    pub total: usize,
+    /// Whether it went on from a reindex that a kill had left part-way.
+    pub resumed: bool,
+}
+
+/// The shape of the live full-text index (migrations 0002 and 0008) under the next names.
+/// The document map's index takes whichever of two names the live one does not have (an
+/// index keeps its name when its table is renamed).
+fn begin_reindex(db: Db<'_>) -> Result<()> {
+    let live_index_named_entry: bool = db.value(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'search_docs_entry')",
+        [],
+    )?;
+    let index_name = if live_index_named_entry {
+        "search_docs_entry_next"
+    } else {
+        "search_docs_entry"
+    };
+    db.batch(&format!(
+        "DROP TABLE IF EXISTS search_fts_next;
+         DROP TABLE IF EXISTS search_docs_next;
+         DROP TABLE IF EXISTS search_totals_next;
+         CREATE TABLE search_docs_next (
+             docid INTEGER PRIMARY KEY,
+             sid   INTEGER NOT NULL,
+             seq   INTEGER NOT NULL,
+             role  TEXT NOT NULL,
+             kind  TEXT NOT NULL,
+             ts    INTEGER NOT NULL
+         );
+         CREATE INDEX {index_name} ON search_docs_next (sid, seq);
+         CREATE VIRTUAL TABLE search_fts_next USING fts5 (
+             body,
+             content = '',
+             contentless_delete = 1,
+             tokenize = 'unicode61 remove_diacritics 2'
+         );
+         CREATE TABLE search_totals_next (
+             sid    INTEGER PRIMARY KEY REFERENCES sessions (sid),
+             docs   INTEGER NOT NULL,
+             tokens INTEGER NOT NULL
+         );
+         INSERT INTO search_reindex (one, cursor) VALUES (1, 0);"
+    ))
+}
+
+fn set_reindex_cursor(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute(
+        "UPDATE search_reindex SET cursor = ?1 WHERE one = 1",
+        params![sid],
+    )?;
+    Ok(())
+}
+
+/// Replaces the live full-text index with the next one and ends the reindex.
+fn swap_in_next_index(db: Db<'_>) -> Result<()> {
+    db.batch(
+        "DROP TABLE search_fts;
+         DROP TABLE search_docs;
+         DROP TABLE search_totals;
+         ALTER TABLE search_fts_next RENAME TO search_fts;
+         ALTER TABLE search_docs_next RENAME TO search_docs;
+         ALTER TABLE search_totals_next RENAME TO search_totals;
+         DELETE FROM search_reindex;",
+    )
+}
+
+/// Abandons a reindex in progress (a one-transaction rebuild supersedes it).
+fn abandon_reindex(db: Db<'_>) -> Result<()> {
+    db.batch(
+        "DROP TABLE IF EXISTS search_fts_next;
+         DROP TABLE IF EXISTS search_docs_next;
+         DROP TABLE IF EXISTS search_totals_next;
+         DELETE FROM search_reindex;",
+    )
+}
+
 /// Recomputes every derived row from the entries, merges the full-text index into one
 /// segment, and clears the pending-rebuild mark.
 fn rebuild_all_derived(db: Db<'_>) -> Result<()> {
+    abandon_reindex(db)?;
     sql::clear_all_derived(db)?;
     for sid in sql::all_sids(db)? {
         derived::rebuild_session(db, sid)?;

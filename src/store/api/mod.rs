@@ -351,12 +351,12 @@ mod tests {
             .write(|db| {
                 assert_eq!(sql::sid_of(db, session.id.as_str())?, Some(1));
                 let mut ids = Vec::new();
-                crate::store::search::fts::insert_search_doc(db, 1, 1, &doc, ts)?;
-                crate::store::search::fts::insert_search_doc(db, 1, 2, &doc, ts)?;
+                crate::store::search::fts::insert_search_doc_into(db, &[crate::store::search::fts::Index::Live], 1, 1, &doc, ts)?;
+                crate::store::search::fts::insert_search_doc_into(db, &[crate::store::search::fts::Index::Live], 1, 2, &doc, ts)?;
                 // Fill the day up to its last order.
                 db.execute_uncached("INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, 1, 3, 'user', 'text', ?2)",
                     rusqlite::params![docid::make(day, docid::PER_DAY - 1, 1), ts])?;
-                crate::store::search::fts::insert_search_doc(db, 1, 4, &doc, ts)?;
+                crate::store::search::fts::insert_search_doc_into(db, &[crate::store::search::fts::Index::Live], 1, 4, &doc, ts)?;
                 ids.extend(db.rows_uncached(
                     "SELECT docid FROM search_docs ORDER BY seq",
                     [],

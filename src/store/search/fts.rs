@@ -16,36 +16,119 @@ use crate::store::sql::{EntryRow, entry_row};
 /// Result alias for this module.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// Deletes a session's search documents and their FTS rows.
+/// Which full-text index a write goes to: the live one that search reads, or the one a
+/// stepped `pi db reindex` is building beside it (migration 0009), swapped in by its last step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    /// `search_docs`, `search_fts`, `search_totals`.
+    Live,
+    /// `search_docs_next`, `search_fts_next`, `search_totals_next`.
+    Next,
+}
+
+impl Index {
+    fn docs(self) -> &'static str {
+        match self {
+            Self::Live => "search_docs",
+            Self::Next => "search_docs_next",
+        }
+    }
+
+    fn fts(self) -> &'static str {
+        match self {
+            Self::Live => "search_fts",
+            Self::Next => "search_fts_next",
+        }
+    }
+
+    fn totals(self) -> &'static str {
+        match self {
+            Self::Live => "search_totals",
+            Self::Next => "search_totals_next",
+        }
+    }
+}
+
+/// The last sid a stepped reindex has rebuilt, while one runs (`search_reindex`).
+pub fn reindex_cursor(db: Db<'_>) -> Result<Option<i64>> {
+    db.row(
+        "SELECT cursor FROM search_reindex WHERE one = 1",
+        [],
+        |row| row.get(0),
+    )
+}
+
+/// The indexes a live write of session `sid` goes to: the live one, and the next one too
+/// when a running reindex has already rebuilt the session.
+pub fn live_targets(db: Db<'_>, sid: i64) -> Result<&'static [Index]> {
+    Ok(match reindex_cursor(db)? {
+        Some(cursor) if sid <= cursor => &[Index::Live, Index::Next],
+        _ => &[Index::Live],
+    })
+}
+
+/// Deletes a session's search documents and their FTS rows (in the next index too while a
+/// reindex runs).
 pub fn delete_search_rows(db: Db<'_>, sid: i64) -> Result<()> {
-    db.execute_uncached(
-        "DELETE FROM search_fts WHERE rowid IN (SELECT docid FROM search_docs WHERE sid = ?1)",
-        params![sid],
-    )?;
-    db.execute_uncached("DELETE FROM search_docs WHERE sid = ?1", params![sid])?;
-    db.execute_uncached("DELETE FROM search_totals WHERE sid = ?1", params![sid])?;
+    let indexes: &[Index] = if reindex_cursor(db)?.is_some() {
+        &[Index::Live, Index::Next]
+    } else {
+        &[Index::Live]
+    };
+    for index in indexes {
+        delete_search_rows_in(db, *index, sid)?;
+    }
     Ok(())
 }
 
-/// Adds one search document and its FTS row, under a docid that carries its day and length
-/// (see [`docid`]), and counts it in its session's totals.
-pub fn insert_search_doc(db: Db<'_>, sid: i64, seq: i64, doc: &Doc<'_>, ts: i64) -> Result<()> {
+pub fn delete_search_rows_in(db: Db<'_>, index: Index, sid: i64) -> Result<()> {
+    let (docs, fts, totals) = (index.docs(), index.fts(), index.totals());
+    db.execute_uncached(
+        &format!("DELETE FROM {fts} WHERE rowid IN (SELECT docid FROM {docs} WHERE sid = ?1)"),
+        params![sid],
+    )?;
+    db.execute_uncached(&format!("DELETE FROM {docs} WHERE sid = ?1"), params![sid])?;
+    db.execute_uncached(
+        &format!("DELETE FROM {totals} WHERE sid = ?1"),
+        params![sid],
+    )?;
+    Ok(())
+}
+
+/// Adds one search document and its FTS row to each of `indexes` (a live write:
+/// [`live_targets`]; a reindex step: the next index alone), under a docid that carries its
+/// day and length (see [`docid`]), and counts it in its session's totals.
+pub fn insert_search_doc_into(
+    db: Db<'_>,
+    indexes: &[Index],
+    sid: i64,
+    seq: i64,
+    doc: &Doc<'_>,
+    ts: i64,
+) -> Result<()> {
     let indexed = index_text(&doc.text);
     let tokens = token_count(&indexed);
-    let docid = allocate_docid(db, ts, tokens)?;
-    db.execute(
-        "INSERT INTO search_docs (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![docid, sid, seq, doc.role, doc.kind, ts],
-    )?;
-    db.execute(
-        "INSERT INTO search_fts (rowid, body) VALUES (?1, ?2)",
-        params![docid, indexed],
-    )?;
-    db.execute(
-        "INSERT INTO search_totals (sid, docs, tokens) VALUES (?1, 1, ?2)
-         ON CONFLICT (sid) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens",
-        params![sid, tokens as i64],
-    )?;
+    for index in indexes {
+        let (docs, fts, totals) = (index.docs(), index.fts(), index.totals());
+        let docid = allocate_docid(db, *index, ts, tokens)?;
+        db.execute(
+            &format!(
+                "INSERT INTO {docs} (docid, sid, seq, role, kind, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ),
+            params![docid, sid, seq, doc.role, doc.kind, ts],
+        )?;
+        db.execute(
+            &format!("INSERT INTO {fts} (rowid, body) VALUES (?1, ?2)"),
+            params![docid, indexed],
+        )?;
+        db.execute(
+            &format!(
+                "INSERT INTO {totals} (sid, docs, tokens) VALUES (?1, 1, ?2)
+                 ON CONFLICT (sid) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens"
+            ),
+            params![sid, tokens as i64],
+        )?;
+    }
     Ok(())
 }
 
@@ -65,10 +148,12 @@ pub fn totals(db: Db<'_>) -> Result<Option<(i64, i64)>> {
 }
 
 /// Picks the next free docid of the entry's day (the next day when one is full).
-fn allocate_docid(db: Db<'_>, ts: i64, tokens: usize) -> Result<i64> {
+fn allocate_docid(db: Db<'_>, index: Index, ts: i64, tokens: usize) -> Result<i64> {
     let mut day = docid::day_of_ms(ts);
-    let mut stmt =
-        db.prepare("SELECT max(docid) FROM search_docs WHERE docid >= ?1 AND docid < ?2")?;
+    let mut stmt = db.prepare(&format!(
+        "SELECT max(docid) FROM {} WHERE docid >= ?1 AND docid < ?2",
+        index.docs()
+    ))?;
     while docid::day_in_range(day) {
         let last: Option<i64> = stmt
             .query_row(
