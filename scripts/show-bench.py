@@ -46,11 +46,10 @@ def main():
         base = [pi, "--db", db]
         out = subprocess.run(base + ["import", "--json", source], env=env,
                              capture_output=True, check=True)
-        report = json.loads(out.stdout)
-        files = report.get("files", report if isinstance(report, list) else [])
-        session = files[0]["session"]
+        # One JSON object per imported file.
+        session = json.loads(out.stdout.splitlines()[0])["session"]
         cases = {
-            "export --jsonl": base + ["export", session, "-o", os.path.join(work, "out.jsonl")],
+            "export --jsonl": base + ["export", session],
             "sessions show (text)": base + ["sessions", "show", session],
             "sessions show --json": base + ["sessions", "show", session, "--json"],
         }

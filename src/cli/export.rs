@@ -18,7 +18,7 @@ use crate::cli::output::{self, line};
 use crate::cli::{CliContext, UsageError};
 use crate::jsonl::writer;
 use crate::model::ids::SessionId;
-use crate::store::{BranchStep, LeafSelector, ListScope, SessionStore, StoreError};
+use crate::store::{LeafSelector, ListScope, SessionStore, StoreError};
 use crate::support::clock::iso_from_ms;
 use crate::support::term;
 
@@ -106,10 +106,7 @@ pub fn write_branch(
         let line = chain.next_line(payload).map_err(StoreError::from)?;
         writer::write_line(out, &line).map_err(output)
     };
-    store.visit_branch(session, &LeafSelector::Current, &mut |step| match step {
-        BranchStep::Leaf(_) => Ok(()),
-        BranchStep::Entry(stored) => write(&stored.payload),
-    })?;
+    store.visit_branch_payloads(session, &LeafSelector::Current, &mut write)?;
     for payload in unsaved {
         write(payload)?;
     }

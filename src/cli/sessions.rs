@@ -15,7 +15,7 @@ use crate::model::message::{AgentMessage, ContentBlock, SystemMessage};
 use crate::store::{
     BranchStep, LeafSelector, ListScope, SessionStore, SessionSummary, StoredEntry,
 };
-use crate::support::json::to_js_string;
+use crate::support::json::{stored_json_text, to_js_string};
 use crate::support::term;
 
 /// List, inspect and search stored sessions
@@ -327,8 +327,8 @@ fn run_show(args: ShowArgs, ctx: &CliContext) -> Result<()> {
 }
 
 /// Shows the branch ending at `leaf`, entry by entry as the store walks it: as a JSON array
-/// of the entries (the same bytes as serialising the whole array at once) or as text after
-/// the session's header. Nothing holds more than one entry.
+/// of the entries (each as stored, [`stored_json_text`]) or as text after the session's
+/// header. Nothing holds more than one entry.
 fn show_branch(
     store: &SessionStore,
     session: &SessionId,
@@ -337,31 +337,31 @@ fn show_branch(
     out: &mut impl Write,
     style: Style,
 ) -> Result<()> {
-    let summary = if json {
-        None
-    } else {
-        Some(store.session(session)?)
-    };
-    let mut first = true;
-    store.visit_branch(session, leaf, &mut |step| -> Result<()> {
-        match (step, &summary) {
-            (BranchStep::Leaf(_), None) => out.write_all(b"[")?,
-            (BranchStep::Leaf(leaf), Some(summary)) => print_header(out, style, summary, leaf)?,
-            (BranchStep::Entry(stored), None) => {
-                if !first {
-                    out.write_all(b",")?;
-                }
-                first = false;
-                out.write_all(to_js_string(&raw_value(stored)).as_bytes())?;
+    if json {
+        out.write_all(b"[")?;
+        let mut first = true;
+        store.visit_branch_payloads(session, leaf, &mut |payload| -> Result<()> {
+            if !first {
+                out.write_all(b",")?;
             }
-            (BranchStep::Entry(stored), Some(_)) => render_entry(out, style, stored)?,
+            first = false;
+            match stored_json_text(payload) {
+                Some(text) => out.write_all(text.as_bytes())?,
+                None => out.write_all(b"null")?,
+            }
+            Ok(())
+        })?;
+        out.write_all(b"]\n")?;
+        return Ok(());
+    }
+    let summary = store.session(session)?;
+    store.visit_branch(session, leaf, &mut |step| -> Result<()> {
+        match step {
+            BranchStep::Leaf(leaf) => print_header(out, style, &summary, leaf)?,
+            BranchStep::Entry(stored) => render_entry(out, style, stored)?,
         }
         Ok(())
-    })?;
-    if json {
-        out.write_all(b"]\n")?;
-    }
-    Ok(())
+    })
 }
 
 fn raw_value(stored: &StoredEntry) -> Value {

@@ -588,6 +588,24 @@ params![sid, leaf_seq, min_depth],
     Ok(rows)
 }
 
+/// [`walk_path`]'s seqs alone, root side first: only `entry_path` is read.
+pub fn walk_path_seqs(db: Db<'_>, sid: i64, leaf_seq: i64, min_depth: i64) -> Result<Vec<i64>> {
+    let mut rows = db.rows(
+        "WITH RECURSIVE walk(seq, parent_seq, depth) AS (
+             SELECT seq, parent_seq, depth FROM entry_path WHERE sid = ?1 AND seq = ?2
+             UNION ALL
+             SELECT p.seq, p.parent_seq, p.depth
+               FROM walk w CROSS JOIN entry_path p ON p.sid = ?1 AND p.seq = w.parent_seq
+              WHERE w.depth > ?3
+         )
+         SELECT seq, depth FROM walk",
+        params![sid, leaf_seq, min_depth],
+        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+    )?;
+    rows.sort_unstable_by_key(|(_, depth)| *depth);
+    Ok(rows.into_iter().map(|(seq, _)| seq).collect())
+}
+
 /// Adds one entry's contribution to the session statistics.
 #[derive(Debug, Clone, Default)]
 pub struct StatsDelta<'a> {

@@ -390,6 +390,38 @@ fn write_text(out: &mut String, text: Text<'_>) {
     out.push('"');
 }
 
+/// A stored JSON line (an entry's payload, valid JSON when it was stored) as JSON text for
+/// output: its bytes as they are when they are UTF-8 with no surrogate escape — what the
+/// reference's `JSON.stringify` or pi's writer wrote — else re-serialised as
+/// [`parse_lenient`] reads it (invalid UTF-8 decoded lossily, a lone surrogate as U+FFFD);
+/// `None` when it is not JSON at all.
+pub fn stored_json_text(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !has_surrogate_escape(bytes)
+    {
+        return Some(std::borrow::Cow::Borrowed(text));
+    }
+    parse_lenient(bytes)
+        .ok()
+        .map(|value| std::borrow::Cow::Owned(to_js_string(&value)))
+}
+
+/// Whether `bytes` hold `\uD800`–`\uDFFF` (either case) anywhere (an escaped backslash
+/// before `ud8` counts too: the slow path is right for it as well).
+fn has_surrogate_escape(bytes: &[u8]) -> bool {
+    let mut rest = bytes;
+    while let Some(at) = rest.iter().position(|&byte| byte == b'\\') {
+        if let [b'u', d, high, ..] = rest[at + 1..]
+            && d.eq_ignore_ascii_case(&b'd')
+            && matches!(high.to_ascii_lowercase(), b'8'..=b'9' | b'a'..=b'f')
+        {
+            return true;
+        }
+        rest = &rest[at + 1..];
+    }
+    false
+}
+
 /// Parses JSON bytes into a `Value`, tolerating lone surrogate escapes and invalid UTF-8.
 ///
 /// A lone surrogate escape becomes U+FFFD and invalid UTF-8 is decoded lossily, as Node
@@ -474,6 +506,28 @@ fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn stored_json_text_keeps_clean_bytes_and_reserialises_the_rest() {
+        let clean = br#"{"a":"caf\u00e9 \u2028","b":[1,2.5]}"#;
+        assert!(matches!(
+            stored_json_text(clean),
+            Some(std::borrow::Cow::Borrowed(text)) if text.as_bytes() == clean
+        ));
+        // A lone surrogate escape, either case: as parse_lenient reads it.
+        for lone in [&br#"{"a":"x\ud800y"}"#[..], br#"{"a":"x\uDBFFy"}"#] {
+            assert_eq!(
+                stored_json_text(lone).unwrap(),
+                to_js_string(&parse_lenient(lone).unwrap())
+            );
+        }
+        // Invalid UTF-8, decoded lossily.
+        let invalid = b"{\"a\":\"\xff\"}";
+        assert_eq!(stored_json_text(invalid).unwrap(), "{\"a\":\"\u{fffd}\"}");
+        assert_eq!(stored_json_text(b"not json\xff"), None);
+        assert!(!has_surrogate_escape(br#"\u00d8 \ud7ff \\"#));
+        assert!(has_surrogate_escape(br#"\udc00"#));
+    }
 
     #[test]
     fn numbers_follow_javascript() {

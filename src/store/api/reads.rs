@@ -196,23 +196,18 @@ impl SessionStore {
         leaf: &LeafSelector,
         visit: &mut dyn FnMut(BranchStep<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut stopped: Option<E> = None;
-        let walked = self.read(|db| {
+        self.read_visiting(|db, stopped| {
             let sid = Self::sid(db, session)?;
             let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
-                if let Err(error) = visit(BranchStep::Leaf(None)) {
-                    stopped = Some(error);
-                }
-                return Ok(());
+                return Ok(stop_on(visit(BranchStep::Leaf(None)), stopped));
             };
             let seqs = Self::path_seqs(db, sid, leaf_seq)?;
             let mut last = match seqs.last() {
                 Some(&seq) => Self::stored_by_seq(db, sid, seq)?,
                 None => None,
             };
-            if let Err(error) = visit(BranchStep::Leaf(last.as_ref())) {
-                stopped = Some(error);
-                return Ok(());
+            if stop_on(visit(BranchStep::Leaf(last.as_ref())), stopped) {
+                return Ok(true);
             }
             let count = seqs.len();
             for (index, seq) in seqs.into_iter().enumerate() {
@@ -222,17 +217,50 @@ impl SessionStore {
                     Self::stored_by_seq(db, sid, seq)?
                 };
                 if let Some(stored) = stored
-                    && let Err(error) = visit(BranchStep::Entry(&stored))
+                    && stop_on(visit(BranchStep::Entry(&stored)), stopped)
                 {
-                    stopped = Some(error);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
-            Ok(())
-        });
+            Ok(false)
+        })
+    }
+
+    /// [`Self::visit_branch`] for a caller that needs the stored bytes alone (a JSON view,
+    /// an export): each entry's payload on the path, root first, none parsed.
+    pub fn visit_branch_payloads<E: From<StoreError>>(
+        &self,
+        session: &SessionId,
+        leaf: &LeafSelector,
+        visit: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.read_visiting(|db, stopped| {
+            let sid = Self::sid(db, session)?;
+            let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
+                return Ok(false);
+            };
+            for seq in Self::path_seqs(db, sid, leaf_seq)? {
+                if let Some(payload) = sql::payload_by_seq(db, sid, seq)?
+                    && stop_on(visit(&payload), stopped)
+                {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
+    }
+
+    /// Runs a visit in one read snapshot: `walk` returns whether the visitor stopped it
+    /// (its error is then in the slot it was given, and returned as it is).
+    fn read_visiting<E: From<StoreError>>(
+        &self,
+        walk: impl FnOnce(Db<'_>, &mut Option<E>) -> Result<bool>,
+    ) -> std::result::Result<(), E> {
+        let mut stopped: Option<E> = None;
+        let walked = self.read(|db| walk(db, &mut stopped));
         match stopped {
             Some(error) => Err(error),
-            None => walked.map_err(E::from),
+            None => walked.map(|_| ()).map_err(E::from),
         }
     }
 
@@ -242,10 +270,7 @@ impl SessionStore {
         if session.as_ref().is_some_and(|row| row.irregular) {
             return derived::plain_walk(db, sid, leaf_seq);
         }
-        Ok(sql::walk_path(db, sid, leaf_seq, 0)?
-            .into_iter()
-            .map(|row| row.seq)
-            .collect())
+        sql::walk_path_seqs(db, sid, leaf_seq, 0)
     }
 
     /// Rebuilds the reference `SessionContext` at the leaf (or the selected entry).
@@ -294,13 +319,31 @@ impl SessionStore {
         sid: i64,
         leaf_seq: i64,
     ) -> Result<(sql::PathState, Vec<sql::WalkRow>)> {
+        let bounds = Self::kept_bounds(db, sid, leaf_seq)?;
+        let mut rows = sql::walk_path(db, sid, leaf_seq, bounds.min_depth)?;
+        bounds.trim(&mut rows, |row| row.seq);
+        Ok((bounds.state, rows))
+    }
+
+    /// [`Self::kept_tail`]'s seqs alone (no entry row is read).
+    fn kept_tail_seqs(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<Vec<i64>> {
+        let bounds = Self::kept_bounds(db, sid, leaf_seq)?;
+        let mut seqs = sql::walk_path_seqs(db, sid, leaf_seq, bounds.min_depth)?;
+        bounds.trim(&mut seqs, |seq| *seq);
+        Ok(seqs)
+    }
+
+    /// Where the kept tail of the path to `leaf_seq` begins: the depth of the last
+    /// compaction's first kept entry (or of the compaction), and that entry when it is an
+    /// ancestor of the compaction.
+    fn kept_bounds(db: Db<'_>, sid: i64, leaf_seq: i64) -> Result<KeptBounds> {
         let corrupt = |what: &str| StoreError::Corrupt {
             path: db.path().to_owned(),
             message: format!("missing path state for {what}"),
         };
         let state = sql::path_state(db, sid, leaf_seq)?.ok_or_else(|| corrupt("the leaf"))?;
         let mut min_depth = 0;
-        let mut expected_first_kept = None;
+        let mut first_kept_seq = None;
         if let Some(compaction_seq) = state.compaction_seq {
             let compaction_state =
                 sql::path_state(db, sid, compaction_seq)?.ok_or_else(|| corrupt("a compaction"))?;
@@ -320,19 +363,14 @@ impl SessionStore {
                 && first_state.depth < compaction_state.depth
             {
                 min_depth = first_state.depth;
-                expected_first_kept = Some(first_seq);
+                first_kept_seq = Some(first_seq);
             }
         }
-        let mut rows = sql::walk_path(db, sid, leaf_seq, min_depth)?;
-        // When the first kept entry is not an ancestor, only the summary and what follows the
-        // compaction count, so drop the rows before it.
-        if let Some(first_seq) = expected_first_kept
-            && rows.first().map(|row| row.seq) != Some(first_seq)
-            && let Some(compaction_seq) = state.compaction_seq
-        {
-            rows.retain(|row| row.seq >= compaction_seq);
-        }
-        Ok((state, rows))
+        Ok(KeptBounds {
+            state,
+            min_depth,
+            first_kept_seq,
+        })
     }
 
     /// Returns the part of the path a compaction plan needs: from where the last compaction's
@@ -348,11 +386,7 @@ impl SessionStore {
             let seqs: Vec<i64> = if irregular {
                 derived::plain_walk(db, sid, leaf_seq)?
             } else {
-                Self::kept_tail(db, sid, leaf_seq)?
-                    .1
-                    .into_iter()
-                    .map(|row| row.seq)
-                    .collect()
+                Self::kept_tail_seqs(db, sid, leaf_seq)?
             };
             let mut out = Vec::with_capacity(seqs.len());
             for seq in seqs {
@@ -554,5 +588,39 @@ impl SessionStore {
     /// Returns the session name (the last `session_info`, trimmed; empty clears).
     pub fn session_name(&self, session: &SessionId) -> Result<Option<String>> {
         Ok(self.session(session)?.name)
+    }
+}
+
+/// Where a path's kept tail begins ([`SessionStore::kept_bounds`]).
+struct KeptBounds {
+    /// The leaf's path state.
+    state: sql::PathState,
+    /// The walk stops below this depth.
+    min_depth: i64,
+    /// The compaction's first kept entry, when it is an ancestor of the compaction.
+    first_kept_seq: Option<i64>,
+}
+
+impl KeptBounds {
+    /// When the first kept entry is not the walk's first row (it is not an ancestor), only
+    /// the summary and what follows the compaction count: drops the rows before it.
+    fn trim<T>(&self, rows: &mut Vec<T>, seq: impl Fn(&T) -> i64) {
+        if let Some(first_seq) = self.first_kept_seq
+            && rows.first().map(&seq) != Some(first_seq)
+            && let Some(compaction_seq) = self.state.compaction_seq
+        {
+            rows.retain(|row| seq(row) >= compaction_seq);
+        }
+    }
+}
+
+/// Keeps a visitor's error in `slot`; returns whether there was one (the walk stops).
+fn stop_on<E>(outcome: std::result::Result<(), E>, slot: &mut Option<E>) -> bool {
+    match outcome {
+        Ok(()) => false,
+        Err(error) => {
+            *slot = Some(error);
+            true
+        }
     }
 }
