@@ -1068,6 +1068,29 @@ pub fn for_each_payload(
     Ok(())
 }
 
+/// Calls `f(seq, payload)` for the entries of a session with `from <= seq <= to`, in append
+/// order, without copying the payloads, while `f` returns `true`.
+pub fn for_each_payload_between(
+    db: Db<'_>,
+    sid: i64,
+    (from, to): (i64, i64),
+    mut f: impl FnMut(i64, &[u8]) -> Result<bool>,
+) -> Result<()> {
+    let mut stmt = db.prepare(
+        "SELECT seq, payload FROM entries WHERE sid = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq",
+    )?;
+    let path = db.path();
+    let mut rows = stmt.query(params![sid, from, to]).at(path)?;
+    while let Some(row) = rows.next().at(path)? {
+        let seq: i64 = row.get(0).at(path)?;
+        let payload = row.get_ref(1).at(path)?.as_blob().at_blob(path)?;
+        if !f(seq, payload)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
 trait BlobContext<T> {
     fn at_blob(self, path: &str) -> Result<T>;
 }

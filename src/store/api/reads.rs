@@ -239,7 +239,28 @@ impl SessionStore {
             let Some(leaf_seq) = Self::resolve_leaf(db, sid, session, leaf)? else {
                 return Ok(false);
             };
-            for seq in Self::path_seqs(db, sid, leaf_seq)? {
+            let seqs = Self::path_seqs(db, sid, leaf_seq)?;
+            let (Some(&first), Some(&last)) = (seqs.first(), seqs.last()) else {
+                return Ok(false);
+            };
+            // A path in append order (every regular session's) that holds a good share of the
+            // rows between its ends is read in one scan, skipping the other branches' rows;
+            // else entry by entry.
+            let ascending = seqs.windows(2).all(|pair| pair[0] < pair[1]);
+            if ascending && (seqs.len() as i64).saturating_mul(4) >= last - first + 1 {
+                let mut wanted = seqs.iter().copied().peekable();
+                let mut stop = false;
+                sql::for_each_payload_between(db, sid, (first, last), |seq, payload| {
+                    if wanted.peek() != Some(&seq) {
+                        return Ok(true);
+                    }
+                    wanted.next();
+                    stop = stop_on(visit(payload), stopped);
+                    Ok(!stop)
+                })?;
+                return Ok(stop);
+            }
+            for seq in seqs {
                 if let Some(payload) = sql::payload_by_seq(db, sid, seq)?
                     && stop_on(visit(&payload), stopped)
                 {
