@@ -409,17 +409,11 @@ pub fn stored_json_text(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// Whether `bytes` hold `\uD800`–`\uDFFF` (either case) anywhere (an escaped backslash
 /// before `ud8` counts too: the slow path is right for it as well).
 fn has_surrogate_escape(bytes: &[u8]) -> bool {
-    let mut rest = bytes;
-    while let Some(at) = rest.iter().position(|&byte| byte == b'\\') {
-        if let [b'u', d, high, ..] = rest[at + 1..]
-            && d.eq_ignore_ascii_case(&b'd')
-            && matches!(high.to_ascii_lowercase(), b'8'..=b'9' | b'a'..=b'f')
-        {
-            return true;
-        }
-        rest = &rest[at + 1..];
-    }
-    false
+    memchr::memmem::find_iter(bytes, b"\\u").any(|at| {
+        matches!(bytes.get(at + 2..at + 4), Some([d, high])
+            if d.eq_ignore_ascii_case(&b'd')
+                && matches!(high.to_ascii_lowercase(), b'8'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// Parses JSON bytes into a `Value`, tolerating lone surrogate escapes and invalid UTF-8.
