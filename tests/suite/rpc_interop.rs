@@ -14,10 +14,23 @@
 //!   thinking levels (`get_available_thinking_levels`), session name, fork messages, fork,
 //!   clone, new session, commands, a prompt sent while streaming (refused without
 //!   `streamingBehavior`; steering and follow-up queued and delivered), `clear_queue`,
-//!   `get_entries` and `get_tree` — and the model is sent the same conversations.
+//!   `get_entries` and `get_tree` — and the model is sent the same conversations;
+//! * one test per further scenario of `rpc-scenario.mjs`: queue modes, the auto-compaction
+//!   and auto-retry switches, `abort` / `abort_retry` / `abort_bash` idle, `export_html`,
+//!   `switch_session` (controls); `bash` with `excludeFromContext` and the request that
+//!   follows (exclude); a 500 and a cut stream retried, retries off, a threshold compaction
+//!   (retry); `abort_retry` of a waiting retry (abortRetry); `abort` of a turn held in a
+//!   tool and `abort_bash` (abort); extension dialogs (ui: the same extension in TypeScript
+//!   for 1.6.0 and Python for pi);
+//! * `-p` and `--mode json` with the newer flags (`--session-id`, `-n`, `-t` lists and
+//!   `+x,-y`, `-xt`, `--`, `--thinking max`), every built-in tool's definition and the
+//!   system prompt with context files and a skill, byte for byte.
 //!
-//! Known difference, normalised where it is handled and named there: 1.6.0's builtin
-//! extension commands in `get_commands` (issue 25).
+//! Known differences, asserted where they are handled and named there: 1.6.0's builtin
+//! extension commands in `get_commands` (issue 25); `export_html` (pi exports JSONL);
+//! `set_steering_mode` / `set_auto_compaction` with undefined values (1.6.0 takes them);
+//! `switch_session` to a missing file (1.6.0 starts a session there); usage errors (pi: exit
+//! 2 and `pi: `, 1.6.0: exit 1 and `Error: `); the text of a cut stream.
 //!
 //! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
 //! temporary directories; the reference's session file against our `<db>#<id>`). Everything
