@@ -1606,3 +1606,92 @@ fn the_system_prompt_with_context_files_and_skills_is_the_reference_prompt() {
         assert!(system.contains(needle), "{needle} in {system}");
     }
 }
+
+#[test]
+fn json_mode_reports_a_retry_as_the_reference_does() {
+    // A 500, then an answer: `auto_retry_start`, the `entry_appended` of the omitted attempt,
+    // and `auto_retry_end` after the answer's `message_end`, on stdout line for line.
+    let run = print_both(
+        &["--mode", "json", "Hello"],
+        vec![
+            MockResponse::status(500),
+            MockResponse::sse(sse::openai_text("Recovered.")),
+        ],
+        |sandbox| {
+            std::fs::write(
+                sandbox.agent_dir().join("settings.json"),
+                r#"{"retry":{"baseDelayMs":1}}"#,
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(run.ours.status.code(), run.reference.status.code());
+    let lines = |output: &Output, root: &Path| -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| normalize_ids(&normalize_line(&serde_json::from_str(line).unwrap(), root)))
+            .collect()
+    };
+    let reference_lines = lines(&run.reference, run.reference_box.root());
+    let our_lines = lines(&run.ours, run.ours_box.root());
+    let kinds: Vec<&str> = reference_lines
+        .iter()
+        .map(|line| line["type"].as_str().unwrap_or(""))
+        .collect();
+    let retry_end = kinds
+        .iter()
+        .position(|kind| *kind == "auto_retry_end")
+        .unwrap();
+    assert_eq!(kinds[retry_end - 1], "message_end", "{kinds:?}");
+    assert!(kinds.contains(&"entry_appended"), "{kinds:?}");
+    assert_eq!(reference_lines.len(), our_lines.len(), "{kinds:?}");
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(reference_line, our_line, &format!("line {}", idx + 1));
+    }
+    for idx in 0..2 {
+        assert_same(
+            &normalize(&run.requests[idx].json(), run.reference_box.root()),
+            &normalize(&run.requests[idx + 2].json(), run.ours_box.root()),
+            &format!("request {idx}"),
+        );
+    }
+}
+
+#[test]
+fn print_mode_tool_wildcards_select_what_the_reference_selects_of_pi_tools() {
+    let run = print_both(&["-t", "*", "-p", "Hello"], hello(), |_| {});
+    assert_eq!(run.ours.status.code(), Some(0));
+    assert_eq!(run.ours.stdout, run.reference.stdout);
+    let names = |idx: usize| -> Vec<String> {
+        run.requests[idx].json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Known difference (a tools task): `*` selects every tool there is, and 1.6.0 has three
+    // that pi has not (`powershell`, `codemode`, `tool_search`); the rest is the same list
+    // in the same order. The requests then differ by those tools and their prompt lines.
+    let reference = names(0);
+    assert_eq!(
+        reference,
+        [
+            "read",
+            "bash",
+            "powershell",
+            "edit",
+            "write",
+            "grep",
+            "find",
+            "ls",
+            "codemode",
+            "tool_search"
+        ]
+    );
+    let without_missing: Vec<String> = reference
+        .into_iter()
+        .filter(|name| !["powershell", "codemode", "tool_search"].contains(&name.as_str()))
+        .collect();
+    assert_eq!(names(1), without_missing);
+}
