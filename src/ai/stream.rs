@@ -15,7 +15,8 @@
 //!   message_stop`), partial content kept;
 //! - the connection broke mid-body → `error`, `Connection lost while streaming the response
 //!   (terminated)`; no body byte for `idle_timeout` → `error`, `Request timed out: …`;
-//! - the cancel token fired → `error` with `stopReason: "aborted"` (`Request was aborted.`
+//! - the cancel token fired → `error` with `stopReason: "aborted"` (`This operation was
+//!   aborted` when it had fired before the call started, `Request was aborted.`
 //!   before the response, `Request was aborted` after it; the OpenAI protocol closes its open
 //!   blocks first, as the reference does).
 //!
@@ -157,6 +158,14 @@ impl AiClient {
                 message: format!("No API provider registered for api: {}", model.api),
             });
         };
+        if base.cancel.is_cancelled() {
+            // 1.6.0 resolves the provider's auth first, and that throws at once for a call
+            // cancelled before it started (`signal.throwIfAborted()`): a setup error with the
+            // text of the platform's `AbortError`.
+            return base.setup_failed(AiError::Aborted {
+                message: "This operation was aborted".to_owned(),
+            });
+        }
         let header_auth = match protocol {
             Protocol::OpenAi => openai::has_header_auth(&options.headers),
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
@@ -436,19 +445,10 @@ impl AssistantStream {
     /// message is built as `createSetupErrorMessage` builds it, `errorMessage` before
     /// `timestamp`.
     fn setup_failed(mut self, error: AiError) -> Self {
-        let mut order = AssistantKeyOrder::default();
-        for key in [
-            AssistantKey::Content,
-            AssistantKey::Api,
-            AssistantKey::Provider,
-            AssistantKey::Model,
-            AssistantKey::Usage,
-            AssistantKey::StopReason,
-            AssistantKey::ErrorMessage,
-            AssistantKey::Timestamp,
-        ] {
-            order.touch(key);
-        }
+        // `content, api, provider, model, usage, stopReason, errorMessage, timestamp` (a
+        // `touch` on an empty order would put the first key last).
+        let mut order = AssistantKeyOrder::created();
+        order.insert_after(AssistantKey::ErrorMessage, AssistantKey::StopReason);
         self.decoder.message_mut().key_order = order;
         self.phase = Phase::Failed(error);
         self
@@ -634,6 +634,7 @@ impl AssistantStream {
                     message: text.to_owned(),
                 },
             ),
+            Failure::Classified(error @ AiError::Aborted { .. }) => (StopReason::Aborted, error),
             Failure::Classified(error) => (StopReason::Error, error),
             Failure::Message {
                 text,

@@ -159,6 +159,17 @@ pub fn parse(args: &[String]) -> AgentArgs {
         let arg = args[idx].as_str();
         let has_value = idx + 1 < args.len();
         match arg {
+            // Ends the options: everything after it is a message (or an `@file`), as 1.6.0
+            // reads it.
+            "--" => {
+                for rest in &args[idx + 1..] {
+                    match rest.strip_prefix('@') {
+                        Some(file) => out.file_args.push(file.to_owned()),
+                        None => out.messages.push(rest.clone()),
+                    }
+                }
+                break;
+            }
             "--help" | "-h" => out.help = true,
             "--version" | "-v" => out.version = true,
             "--mode" if has_value => {
@@ -396,6 +407,16 @@ mod tests {
         );
         assert_eq!(args.mode, None);
         assert_eq!(args.list_models, Some(ListModels::Search("gpt".to_owned())));
+    }
+
+    #[test]
+    fn a_double_dash_ends_the_options() {
+        let args = parse_str(&["-p", "--", "--not-a-flag", "@notes.txt", "-x"]);
+        assert!(args.print);
+        assert_eq!(args.messages, ["--not-a-flag", "-x"]);
+        assert_eq!(args.file_args, ["notes.txt"]);
+        assert!(args.diagnostics.is_empty());
+        assert!(args.unknown_flags.is_empty());
     }
 
     #[test]

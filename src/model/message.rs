@@ -822,12 +822,13 @@ pub struct BashExecutionMessage {
     /// Where the full output was saved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
-    /// True for `!!` commands, which never reach the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exclude_from_context: Option<bool>,
     /// Creation time, Unix ms.
     #[serde(default, deserialize_with = "lenient::i64_any")]
     pub timestamp: i64,
+    /// True for `!!` commands, which never reach the model (after `timestamp`, where the
+    /// reference writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_from_context: Option<bool>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

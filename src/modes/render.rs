@@ -580,6 +580,7 @@ impl<W: Write> Renderer<W> {
             }
             // Shown by the command that caused them, or not at all.
             SessionEvent::QueueUpdate { .. }
+            | SessionEvent::EntryAppended { .. }
             | SessionEvent::ThinkingLevelChanged { .. }
             | SessionEvent::SessionInfoChanged { .. } => Ok(()),
         }

@@ -57,7 +57,8 @@
 //!
 //! Where the reference reports a session file (`sessionFile` of `get_state` and
 //! `get_session_stats`), pi reports `<database path>#<session id>`; with `--no-session` the
-//! field is absent, as the reference omits it. `switch_session` takes a session id, a unique
+//! field is absent, as the reference omits it. `switch_session` takes such a
+//! `<database path>#<session id>` of its own database, a session id, a unique
 //! prefix, or a reference JSONL file (a path: it contains `/` or ends in `.jsonl`), which is
 //! imported first exactly as `pi import` imports it.
 //!
@@ -848,7 +849,7 @@ impl Server {
     fn bash(&self, command: Command) {
         let parsed = command.string("command").and_then(|text| {
             let exclude = command.optional_boolean("excludeFromContext")?;
-            Ok((text, exclude.unwrap_or(false)))
+            Ok((text, exclude))
         });
         let (text, exclude_from_context) = match parsed {
             Ok(parsed) => parsed,
@@ -869,7 +870,7 @@ impl Server {
         self.spawn(async move {
             let outcome = match server
                 .session
-                .execute_bash(&text, exclude_from_context, Some(on_chunk))
+                .execute_bash_with(&text, exclude_from_context, Some(on_chunk))
                 .await
             {
                 Ok(message) => Ok(Some(to_value(&BashResult {
@@ -1121,6 +1122,14 @@ impl Server {
         let cwd = self.session.cwd().to_path_buf();
         let refresh = self.refresh.clone();
         let (id, imported) = tokio::task::spawn_blocking(move || {
+            // What `get_state` reported as the session file (`<database>#<id>`), as a client
+            // of the reference hands back the `sessionFile` it was given.
+            if let Some((path, id)) = target.rsplit_once('#')
+                && path == store.display_path()
+            {
+                let id = store.resolve(id).map_err(|error| error.to_string())?;
+                return Ok::<_, String>((id, None));
+            }
             if !(target.contains('/') || target.ends_with(".jsonl")) {
                 // A session the reference wrote since the last look can be switched to.
                 for warning in refresh(&store) {
@@ -1446,15 +1455,9 @@ fn extension_source_info<'a>(sources: &ExtensionSources, path: &'a str) -> Sourc
             let source = inner.split(':').next().filter(|part| !part.is_empty());
             (source.unwrap_or("temporary"), "temporary", None)
         }
-        None | Some(ExtensionOrigin::CommandLine) => {
-            let given = Path::new(path);
-            let base = if given.is_dir() {
-                given.to_path_buf()
-            } else {
-                given.parent().map_or_else(PathBuf::new, Path::to_path_buf)
-            };
-            ("local", "temporary", Some(base))
-        }
+        // 1.6.0 marks `-e` extensions `{source: "cli", scope: "temporary"}` without a
+        // `baseDir` (its resource loader's metadata for command-line extension paths).
+        None | Some(ExtensionOrigin::CommandLine) => ("cli", "temporary", None),
         Some(ExtensionOrigin::ProjectSettings) => ("local", "project", None),
         Some(ExtensionOrigin::ProjectDir) => ("auto", "project", Some(sources.cwd.join(".pi"))),
         Some(ExtensionOrigin::UserSettings) => ("local", "user", None),

@@ -86,6 +86,12 @@ pub enum SessionEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
+    /// An entry was appended outside the message flow (1.6.0's `entry_appended`): here the
+    /// `context_edit` that omits a failed attempt before its retry.
+    EntryAppended {
+        /// The entry, as stored (the reference's session entry object).
+        entry: Value,
+    },
     /// The thinking level changed.
     ThinkingLevelChanged {
         /// The new level.

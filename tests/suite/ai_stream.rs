@@ -410,6 +410,50 @@ async fn unsupported_apis_and_missing_keys_fail_without_sending() {
         message.error_message.as_deref(),
         Some("No API key for provider: local")
     );
+    // Built as 1.6.0's `createSetupErrorMessage`: `errorMessage` before `timestamp`.
+    assert_eq!(setup_keys(&message), SETUP_ERROR_KEYS);
+    assert!(server.requests().is_empty());
+}
+
+/// The keys of a setup error message, in the order 1.6.0 writes them.
+const SETUP_ERROR_KEYS: [&str; 10] = [
+    "role",
+    "content",
+    "api",
+    "provider",
+    "model",
+    "usage",
+    "stopReason",
+    "errorMessage",
+    "timestamp",
+    "durationMs",
+];
+
+fn setup_keys(message: &AssistantMessage) -> Vec<String> {
+    let value =
+        serde_json::to_value(pi::model::message::AgentMessage::Assistant(message.clone())).unwrap();
+    value.as_object().unwrap().keys().cloned().collect()
+}
+
+#[tokio::test]
+async fn a_call_cancelled_before_it_starts_fails_as_a_setup_error_without_sending() {
+    let server = ProviderServer::start(vec![]);
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let (events, message) = collect(client().stream(
+        &local_model(&server.url()),
+        request("hi"),
+        options(),
+        cancel,
+    ))
+    .await;
+    assert_eq!(message.stop_reason, StopReason::Aborted);
+    assert_eq!(
+        message.error_message.as_deref(),
+        Some("This operation was aborted")
+    );
+    assert!(matches!(error_of(&events), AiError::Aborted { .. }));
+    assert_eq!(setup_keys(&message), SETUP_ERROR_KEYS);
     assert!(server.requests().is_empty());
 }
 

@@ -1434,8 +1434,8 @@ fn extension_dialogs_go_to_the_client_and_extension_commands_are_listed() {
     assert_eq!(
         commands[0],
         json!({"name": "ask", "description": "Ask the client", "source": "extension",
-               "sourceInfo": {"path": script, "source": "local", "scope": "temporary",
-                              "origin": "top-level", "baseDir": env.workspace}})
+               "sourceInfo": {"path": script, "source": "cli", "scope": "temporary",
+                              "origin": "top-level"}})
     );
 
     let id = rpc.send(json!({"type": "prompt", "message": "/ask now"}));

@@ -14,10 +14,23 @@
 //!   thinking levels (`get_available_thinking_levels`), session name, fork messages, fork,
 //!   clone, new session, commands, a prompt sent while streaming (refused without
 //!   `streamingBehavior`; steering and follow-up queued and delivered), `clear_queue`,
-//!   `get_entries` and `get_tree` — and the model is sent the same conversations.
+//!   `get_entries` and `get_tree` — and the model is sent the same conversations;
+//! * one test per further scenario of `rpc-scenario.mjs`: queue modes, the auto-compaction
+//!   and auto-retry switches, `abort` / `abort_retry` / `abort_bash` idle, `export_html`,
+//!   `switch_session` (controls); `bash` with `excludeFromContext` and the request that
+//!   follows (exclude); a 500 and a cut stream retried, retries off, a threshold compaction
+//!   (retry); `abort_retry` of a waiting retry (abortRetry); `abort` of a turn held in a
+//!   tool and `abort_bash` (abort); extension dialogs (ui: the same extension in TypeScript
+//!   for 1.6.0 and Python for pi);
+//! * `-p` and `--mode json` with the newer flags (`--session-id`, `-n`, `-t` lists and
+//!   `+x,-y`, `-xt`, `--`, `--thinking max`), every built-in tool's definition and the
+//!   system prompt with context files and a skill, byte for byte.
 //!
-//! Known difference, normalised where it is handled and named there: 1.6.0's builtin
-//! extension commands in `get_commands` (issue 25).
+//! Known differences, asserted where they are handled and named there: 1.6.0's builtin
+//! extension commands in `get_commands` (issue 25); `export_html` (pi exports JSONL);
+//! `set_steering_mode` / `set_auto_compaction` with undefined values (1.6.0 takes them);
+//! `switch_session` to a missing file (1.6.0 starts a session there); usage errors (pi: exit
+//! 2 and `pi: `, 1.6.0: exit 1 and `Error: `); the text of a cut stream.
 //!
 //! Compared after normalising what legitimately differs: ids, timestamps and file paths (the
 //! temporary directories; the reference's session file against our `<db>#<id>`). Everything
@@ -485,8 +498,20 @@ fn json_mode_writes_the_same_event_stream_as_the_reference() {
     }
 }
 
-/// Runs `rpc-scenario.mjs` with `cli` in `sandbox`; returns its answers.
+/// Runs the "main" scenario of `rpc-scenario.mjs` with `cli` in `sandbox`; returns its answers.
 fn run_scenario(sandbox: &Sandbox, cli: &Path, extra_env: &[(&str, &str)]) -> Value {
+    run_named_scenario(sandbox, cli, extra_env, "main", &[])
+}
+
+/// Runs scenario `scenario` of `rpc-scenario.mjs` with `cli` in `sandbox`, `extra_args` after
+/// the model arguments; returns its answers.
+fn run_named_scenario(
+    sandbox: &Sandbox,
+    cli: &Path,
+    extra_env: &[(&str, &str)],
+    scenario: &str,
+    extra_args: &[String],
+) -> Value {
     let mut env = Map::new();
     env.insert(
         "PI_CODING_AGENT_DIR".into(),
@@ -499,11 +524,16 @@ fn run_scenario(sandbox: &Sandbox, cli: &Path, extra_env: &[(&str, &str)]) -> Va
     for (key, value) in extra_env {
         env.insert((*key).into(), Value::from(*value));
     }
+    let mut args: Vec<String> = ["--offline", "--provider", "mock", "--model", "mock-model"]
+        .map(String::from)
+        .to_vec();
+    args.extend(extra_args.iter().cloned());
     let spec = json!({
         "cli": cli,
         "cwd": sandbox.workspace(),
         "env": env,
-        "args": ["--offline", "--provider", "mock", "--model", "mock-model"],
+        "args": args,
+        "scenario": scenario,
     });
     let spec_file = sandbox.root().join("spec.json");
     std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
@@ -764,4 +794,904 @@ fn print_mode_reports_a_refused_request_like_the_reference() {
             &format!("line {}", idx + 1),
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// One test per further scenario of `rpc-scenario.mjs`: the rest of `rpc-commands.md`
+// (queue modes, auto-compaction and auto-retry switches, aborts, export, switch), bash with
+// `excludeFromContext`, retries, a threshold compaction and extension UI.
+
+/// Both sides of one scenario, normalised, with their sandboxes (for files and paths).
+struct ScenarioRun {
+    reference: Value,
+    ours: Value,
+    our_stderr: String,
+    reference_box: Sandbox,
+    ours_box: Sandbox,
+}
+
+/// A server answering `turns` once for each side (the reference runs first), and every
+/// compaction summary request with [`SMALL_SUMMARY`] outside that script.
+fn scenario_server(turns: Vec<MockResponse>) -> ProviderServer {
+    let mut script: std::collections::VecDeque<MockResponse> = turns.iter().cloned().collect();
+    script.extend(turns);
+    let script = std::sync::Mutex::new(script);
+    ProviderServer::start_routed(std::sync::Arc::new(move |request| {
+        if is_summary_request(request) {
+            return MockResponse::sse(sse::openai_text(SMALL_SUMMARY));
+        }
+        script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| MockResponse::status(500))
+    }))
+}
+
+/// Runs `scenario` with the reference, then with pi, each in a fresh sandbox with
+/// `settings.json` = `settings`; `prepare(sandbox, is_pi)` sets up files and returns extra
+/// arguments and environment.
+fn run_both(
+    scenario: &str,
+    server: &ProviderServer,
+    settings: &str,
+    prepare: impl Fn(&Sandbox, bool) -> (Vec<String>, Vec<(String, String)>),
+) -> ScenarioRun {
+    let models = models_json(&server.url());
+    let side = |is_pi: bool| -> (Sandbox, Value) {
+        let sandbox = Sandbox::new(&models);
+        std::fs::write(sandbox.agent_dir().join("settings.json"), settings).unwrap();
+        let (args, env) = prepare(&sandbox, is_pi);
+        let mut env: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let cli = if is_pi {
+            env.push(("PI_RUST_BIN", pi_bin()));
+            interop_dir().join("pi-shim.mjs")
+        } else {
+            reference_cli()
+        };
+        let answers = run_named_scenario(&sandbox, &cli, &env, scenario, &args);
+        (sandbox, answers)
+    };
+    let (reference_box, mut reference) = side(false);
+    let (ours_box, mut ours) = side(true);
+    let our_stderr = ours["stderr"].take().as_str().unwrap_or("").to_owned();
+    reference["stderr"].take();
+    let mut reference = normalize(&reference, reference_box.root());
+    let mut ours = normalize(&ours, ours_box.root());
+    // Entry ids differ by side: the entries and tree answers name them as placeholders.
+    for answers in [&mut reference, &mut ours] {
+        for (step, answer) in answers.as_object_mut().unwrap() {
+            if step.starts_with("entries") || step.starts_with("tree") {
+                *answer = normalize_ids(answer);
+            }
+        }
+    }
+    if let Some(dir) = std::env::var_os("RPC_DUMP") {
+        let dir = PathBuf::from(dir);
+        for (name, answers) in [("reference", &reference), ("pi", &ours)] {
+            std::fs::write(
+                dir.join(format!("{scenario}-{name}.json")),
+                serde_json::to_vec_pretty(answers).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    ScenarioRun {
+        reference,
+        ours,
+        our_stderr,
+        reference_box,
+        ours_box,
+    }
+}
+
+impl ScenarioRun {
+    /// Every step (and the event list) the same on both sides.
+    fn assert_same_steps(&self) {
+        let steps: Vec<&String> = self.reference.as_object().unwrap().keys().collect();
+        if std::env::var_os("RPC_DIFF").is_some() {
+            for step in &steps {
+                let left = pi::support::json::to_js_string(&self.reference[*step]);
+                let right = pi::support::json::to_js_string(&self.ours[*step]);
+                if left != right {
+                    eprintln!(
+                        "DIFF {step}\n  ref: {}\n  pi:  {}",
+                        &left[..left.len().min(3000)],
+                        &right[..right.len().min(3000)]
+                    );
+                }
+            }
+        }
+        let our_steps: Vec<&String> = self.ours.as_object().unwrap().keys().collect();
+        assert_eq!(our_steps, steps, "the same steps ran");
+        for step in steps {
+            assert_same(
+                &self.reference[step],
+                &self.ours[step],
+                &format!("{step} (pi stderr: {})", self.our_stderr),
+            );
+        }
+    }
+
+    /// The model requests of both sides (`per_side` each), compared whole.
+    fn assert_same_requests(&self, server: &ProviderServer, per_side: usize) -> Vec<Value> {
+        let requests = server.requests();
+        assert_eq!(
+            requests.len(),
+            2 * per_side,
+            "{per_side} model calls on each side"
+        );
+        for idx in 0..per_side {
+            assert_same(
+                &normalize(&requests[idx].json(), self.reference_box.root()),
+                &normalize(&requests[idx + per_side].json(), self.ours_box.root()),
+                &format!("request {idx}"),
+            );
+        }
+        requests[per_side..]
+            .iter()
+            .map(RecordedRequest::json)
+            .collect()
+    }
+}
+
+/// The tool call that holds a turn open until the file `go` exists.
+fn held_tool_call() -> MockResponse {
+    MockResponse::sse(sse::openai_tool_call(
+        "call_hold",
+        "bash",
+        r#"{"command":"while [ ! -f go ]; do sleep 0.02; done; echo released"}"#,
+    ))
+}
+
+/// The events of a scenario, as the scenario recorded them.
+fn events(answers: &Value) -> Vec<Value> {
+    answers["events"].as_array().unwrap().clone()
+}
+
+const SETTINGS: &str = r#"{"compaction":{"keepRecentTokens":1}}"#;
+
+#[test]
+fn queue_modes_switches_idle_aborts_export_and_switch_session_answer_as_the_reference() {
+    let server = scenario_server(vec![
+        MockResponse::sse(sse::openai_text("Hi there.")),
+        held_tool_call(),
+        MockResponse::sse(sse::openai_text("Steered.")),
+        MockResponse::sse(sse::openai_text("Followed up.")),
+    ]);
+    let mut run = run_both("controls", &server, SETTINGS, |_, _| (vec![], vec![]));
+
+    // Deliberate difference: pi has no HTML export (it exports JSONL, `pi export`); 1.6.0
+    // writes the file it names.
+    assert_eq!(
+        run.reference["exportHtml"],
+        json!({"id": "req_20", "type": "response", "command": "export_html", "success": true,
+               "data": {"path": "<dir>/work/session.html"}})
+    );
+    assert!(run.reference_box.workspace().join("session.html").exists());
+    assert_eq!(
+        run.ours["exportHtml"],
+        json!({"id": "req_20", "type": "response", "command": "export_html", "success": false,
+               "error": "export_html is not supported: pi exports sessions as JSONL (`pi export --jsonl SESSION`)"})
+    );
+    run.reference["exportHtml"].take();
+    run.ours["exportHtml"].take();
+
+    // Deliberate difference: 1.6.0 takes any value for `mode` and `enabled` (its types are
+    // not checked at run time) and reports it back from `get_state`; pi refuses what the
+    // protocol does not define and keeps the previous setting.
+    assert_eq!(
+        run.reference["setSteeringBogus"],
+        json!({"id": "req_2", "type": "response", "command": "set_steering_mode", "success": true})
+    );
+    assert_eq!(
+        run.reference["stateAfterBogus"]["steeringMode"],
+        "sometimes"
+    );
+    assert_eq!(
+        run.reference["stateAfterBogus"]["autoCompactionEnabled"],
+        "yes"
+    );
+    assert_eq!(
+        run.ours["setSteeringBogus"],
+        json!({"id": "req_2", "type": "response", "command": "set_steering_mode", "success": false,
+               "error": "Invalid mode: sometimes (expected \"all\" or \"one-at-a-time\")"})
+    );
+    assert_eq!(
+        run.ours["setAutoCompactionBogus"],
+        json!({"id": "req_3", "type": "response", "command": "set_auto_compaction", "success": false,
+               "error": "Invalid set_auto_compaction command: \"enabled\" must be a boolean"})
+    );
+    assert_eq!(run.ours["stateAfterBogus"]["steeringMode"], "one-at-a-time");
+    assert_eq!(run.ours["stateAfterBogus"]["autoCompactionEnabled"], true);
+    for step in [
+        "setSteeringBogus",
+        "setAutoCompactionBogus",
+        "stateAfterBogus",
+    ] {
+        run.reference[step].take();
+        run.ours[step].take();
+    }
+
+    // Deliberate difference: switching to a session file that does not exist starts a new
+    // session in 1.6.0 (its session manager creates the file on first write); pi switches
+    // only to sessions it has or can import, and says why not.
+    assert_eq!(
+        run.reference["switchMissing"]["data"],
+        json!({"cancelled": false})
+    );
+    assert_eq!(run.reference["stateAfterSwitchMissing"]["messageCount"], 0);
+    assert_eq!(run.ours["switchMissing"]["success"], false);
+    assert_eq!(
+        run.ours["switchMissing"]["error"],
+        "<dir>/work/missing.jsonl: cannot read the file: No such file or directory (os error 2); nothing was imported"
+    );
+    assert_eq!(
+        run.ours["stateAfterSwitchMissing"]["messageCount"], 3,
+        "pi stays in the session it had"
+    );
+    for step in ["switchMissing", "stateAfterSwitchMissing"] {
+        run.reference[step].take();
+        run.ours[step].take();
+    }
+
+    // Spot checks of 1.6.0's answers.
+    assert_eq!(run.reference["stateAfterModes"]["steeringMode"], "all");
+    assert_eq!(run.reference["stateAfterModes"]["followUpMode"], "all");
+    assert_eq!(
+        run.reference["stateAfterModes"]["autoCompactionEnabled"],
+        false
+    );
+    assert_eq!(
+        run.reference["stateAfterModesBack"]["autoCompactionEnabled"],
+        true
+    );
+    assert_eq!(run.reference["switchBack"], json!({"cancelled": false}));
+    assert_eq!(
+        run.reference["messagesAfterSwitch"], run.reference["messages1"],
+        "switching back restores the conversation"
+    );
+    run.assert_same_steps();
+
+    // In "all" mode both steering messages go out in one request, then both follow-ups.
+    let requests = run.assert_same_requests(&server, 4);
+    let texts = |request: &Value| -> Vec<String> {
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|message| message["role"] == "user")
+            .map(|message| pi::support::json::to_js_string(&message["content"]))
+            .collect()
+    };
+    let steered = texts(&requests[2]);
+    assert!(steered.iter().any(|text| text.contains("Steer one")));
+    assert!(steered.iter().any(|text| text.contains("Steer two")));
+    assert!(!steered.iter().any(|text| text.contains("Follow one")));
+    let followed = texts(&requests[3]);
+    assert!(followed.iter().any(|text| text.contains("Follow two")));
+    assert_eq!(run.ours["heldAll"]["pending"], 4);
+}
+
+#[test]
+fn bash_output_excluded_from_context_is_stored_but_never_sent_as_in_the_reference() {
+    let server = scenario_server(vec![MockResponse::sse(sse::openai_text(
+        "I saw visible-output.",
+    ))]);
+    let run = run_both("exclude", &server, SETTINGS, |_, _| (vec![], vec![]));
+    assert_eq!(
+        run.reference["bashExcluded"]["data"]["output"], "secret-output\n",
+        "{}",
+        run.reference["bashExcluded"]
+    );
+    // The excluded run is kept in the conversation (and the session) with its flag.
+    let excluded = &run.reference["messages"][0];
+    assert_eq!(excluded["role"], "bashExecution");
+    assert_eq!(excluded["excludeFromContext"], true);
+    run.assert_same_steps();
+    let requests = run.assert_same_requests(&server, 1);
+    let body = pi::support::json::to_js_string(&requests[0]["messages"]);
+    assert!(body.contains("visible-output"), "{body}");
+    assert!(body.contains("also-visible"), "{body}");
+    assert!(
+        !body.contains("secret-output"),
+        "excluded output never reaches the model: {body}"
+    );
+}
+
+/// A stream that is cut after its first bytes (no final chunk, no `[DONE]`).
+fn cut_stream() -> MockResponse {
+    MockResponse::sse(sse::openai_text("This answer is cut off before its end")).drop_after(120)
+}
+
+#[test]
+fn retries_and_a_threshold_compaction_emit_the_reference_events_in_its_order() {
+    let server = scenario_server(vec![
+        MockResponse::status(500),
+        MockResponse::sse(sse::openai_text("Recovered.")),
+        cut_stream(),
+        MockResponse::sse(sse::openai_text("Recovered again.")),
+        MockResponse::status(500),
+        MockResponse::sse(sse::openai_text_with_usage("Full.", 120_000, 10)),
+    ]);
+    let mut run = run_both(
+        "retry",
+        &server,
+        r#"{"compaction":{"keepRecentTokens":1},"retry":{"baseDelayMs":1}}"#,
+        |_, _| (vec![], vec![]),
+    );
+    // Known difference (as in cli16.rs): the text of a connection lost mid-stream, which
+    // 1.6.0 takes from Node's HTTP client; both carry `terminated`, which the retry rules
+    // match.
+    let node_text = "terminated: other side closed (UND_ERR_SOCKET)";
+    assert!(
+        pi::support::json::to_js_string(&run.reference).contains(node_text),
+        "1.6.0 reports the cut stream"
+    );
+    let ours = pi::support::json::to_js_string(&run.ours).replace(
+        "Connection lost while streaming the response (terminated)",
+        node_text,
+    );
+    run.ours = serde_json::from_str(&ours).unwrap();
+    // 1.6.0's order after a failed attempt: the error message ends, the run ends with
+    // `willRetry`, then the retry starts; after the successful attempt's `message_end`
+    // comes `auto_retry_end`.
+    let kinds: Vec<String> = events(&run.reference)
+        .iter()
+        .map(|event| match event {
+            Value::String(kind) => kind.clone(),
+            other => other["type"].as_str().unwrap_or("").to_owned(),
+        })
+        .collect();
+    let first_retry_end = kinds
+        .iter()
+        .position(|kind| kind == "auto_retry_end")
+        .unwrap();
+    assert_eq!(
+        kinds[first_retry_end - 1],
+        "message_end:assistant",
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&"agent_end:willRetry=true".to_owned()));
+    assert!(kinds.contains(&"compaction_start".to_owned()), "{kinds:?}");
+    assert_eq!(run.reference["runNoRetry"]["settled"]["aborted"], false);
+    run.assert_same_steps();
+    // Two failed attempts and a refused one, three answers, and the threshold compaction's
+    // two summary requests (a history and a split turn's prefix).
+    run.assert_same_requests(&server, 8);
+}
+
+#[test]
+fn abort_retry_ends_a_waiting_retry_as_in_the_reference() {
+    let server = scenario_server(vec![MockResponse::status(500)]);
+    let run = run_both(
+        "abortRetry",
+        &server,
+        r#"{"retry":{"baseDelayMs":60000}}"#,
+        |_, _| (vec![], vec![]),
+    );
+    assert!(
+        events(&run.reference)
+            .iter()
+            .any(|event| event["type"] == "auto_retry_end" && event["success"] == false),
+        "{}",
+        run.reference["events"]
+    );
+    run.assert_same_steps();
+    run.assert_same_requests(&server, 1);
+}
+
+#[test]
+fn abort_of_a_turn_and_abort_bash_answer_as_in_the_reference() {
+    let server = scenario_server(vec![
+        held_tool_call(),
+        MockResponse::sse(sse::openai_text("Yes.")),
+    ]);
+    let run = run_both("abort", &server, SETTINGS, |_, _| (vec![], vec![]));
+    assert_eq!(run.reference["abortRun"]["settled"]["aborted"], true);
+    assert_eq!(run.reference["abortBash"]["result"]["cancelled"], true);
+    run.assert_same_steps();
+    run.assert_same_requests(&server, 2);
+}
+
+/// The same extension for each side: TypeScript for 1.6.0, Python (the helper of
+/// `examples/extensions/`) for pi.
+const ASKER_TS: &str = r#"export default function (pi) {
+	pi.registerCommand("ask", {
+		description: "Ask the client",
+		handler: async (args, ctx) => {
+			const picked = await ctx.ui.select("Pick one", ["red", "green"]);
+			const name = await ctx.ui.input("Name?", "your name");
+			const sure = await ctx.ui.confirm("Sure?", `Really ${args}`);
+			ctx.ui.notify(`picked=${picked ?? "none"} name=${name ?? "none"} sure=${sure ? "yes" : "no"}`, "warning");
+			const edited = await ctx.ui.editor("Message", "draft");
+			ctx.ui.setStatus("build", "green");
+			ctx.ui.setWidget("todo", ["one", "two"], { placement: "belowEditor" });
+			ctx.ui.setTitle("pi-title");
+			ctx.ui.setEditorText(`edited=${edited ?? "none"}`);
+		},
+	});
+}
+"#;
+
+const ASKER_PY: &str = r#"#!/usr/bin/env python3
+import os, sys
+sys.path.insert(0, os.environ["PI_EXAMPLES"])
+from pi_extension import Extension
+ext = Extension("asker")
+
+def shown(value):
+    return "none" if value is None else value
+
+@ext.command("ask", "Ask the client")
+def ask(args):
+    picked = ext.select("Pick one", ["red", "green"])
+    name = ext.input("Name?", "your name")
+    sure = ext.confirm("Sure?", "Really " + args)
+    ext.notify("picked=%s name=%s sure=%s" % (shown(picked), shown(name), "yes" if sure else "no"), "warning")
+    edited = ext.editor("Message", prefill="draft")
+    ext.set_status("build", "green")
+    ext.set_widget("todo", ["one", "two"], "belowEditor")
+    ext.set_title("pi-title")
+    ext.set_editor_text("edited=%s" % shown(edited))
+
+ext.run()
+"#;
+
+#[test]
+fn extension_dialogs_reach_the_reference_client_as_the_reference_sends_them() {
+    let server = scenario_server(vec![]);
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/extensions");
+    let mut run = run_both("ui", &server, SETTINGS, |sandbox, is_pi| {
+        let (name, text) = if is_pi {
+            ("asker.py", ASKER_PY)
+        } else {
+            ("asker.ts", ASKER_TS)
+        };
+        let path = sandbox.workspace().join(name);
+        std::fs::write(&path, text).unwrap();
+        let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&path, permissions).unwrap();
+        let env = if is_pi {
+            vec![(
+                "PI_EXAMPLES".to_owned(),
+                examples.to_string_lossy().into_owned(),
+            )]
+        } else {
+            vec![]
+        };
+        (
+            vec!["-e".to_owned(), path.to_string_lossy().into_owned()],
+            env,
+        )
+    });
+    // Known difference (issue 25, as in the main scenario): 1.6.0's builtin extension
+    // commands.
+    if let Some(commands) = run.reference["commands"].as_array_mut() {
+        commands.retain(|command| {
+            !command["sourceInfo"]["path"]
+                .as_str()
+                .is_some_and(|path| path.starts_with("builtin:"))
+        });
+    }
+    // The extension's file differs by language only.
+    let our_commands =
+        pi::support::json::to_js_string(&run.ours["commands"]).replace("asker.py", "asker.ts");
+    run.ours["commands"] = serde_json::from_str(&our_commands).unwrap();
+    let requests: Vec<&Value> = run.reference["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"] == "extension_ui_request")
+        .collect();
+    assert_eq!(
+        requests.len(),
+        18,
+        "nine requests per command: {requests:?}"
+    );
+    assert_eq!(
+        requests[3]["message"], "picked=green name=Ada sure=yes",
+        "{requests:?}"
+    );
+    assert_eq!(requests[12]["message"], "picked=none name=none sure=no");
+    assert_eq!(run.reference["ask"]["disposition"], "handled");
+    run.assert_same_steps();
+    assert_eq!(
+        server.requests().len(),
+        0,
+        "the command never reached the model"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Print and JSON modes with 1.6.0's newer flags, side by side with the reference CLI.
+
+/// One `pi` run and one reference run with the same arguments against the same script.
+struct PrintRun {
+    reference: Output,
+    ours: Output,
+    reference_box: Sandbox,
+    ours_box: Sandbox,
+    /// The requests of the reference, then ours (`per_side` each).
+    requests: Vec<RecordedRequest>,
+}
+
+/// Runs `args` (after `--offline`) with the reference, then with pi, each in a fresh sandbox
+/// prepared by `prepare`, against `turns` (answered once per side).
+fn print_both(args: &[&str], turns: Vec<MockResponse>, prepare: impl Fn(&Sandbox)) -> PrintRun {
+    let server = scenario_server(turns);
+    let models = models_json(&server.url());
+    let reference_box = Sandbox::new(&models);
+    prepare(&reference_box);
+    let reference = run(reference_box
+        .command(crate::suite::interop16::node22())
+        .arg(reference_cli())
+        .arg("--offline")
+        .args(args));
+    let ours_box = Sandbox::new(&models);
+    prepare(&ours_box);
+    let ours = run(ours_box.command(pi_bin()).arg("--offline").args(args));
+    PrintRun {
+        reference,
+        ours,
+        reference_box,
+        ours_box,
+        requests: server.requests(),
+    }
+}
+
+impl PrintRun {
+    /// Same exit code and stdout; `per_side` requests each, equal as whole bodies; the same
+    /// stored session (when `stored`).
+    fn assert_same(&self, per_side: usize, stored: bool) {
+        let show = |output: &Output| {
+            format!(
+                "code {:?}\nstdout: {}\nstderr: {}",
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        };
+        assert_eq!(
+            self.ours.status.code(),
+            self.reference.status.code(),
+            "exit code\nreference: {}\npi: {}",
+            show(&self.reference),
+            show(&self.ours)
+        );
+        let stdout = |output: &Output, root: &Path| -> String {
+            String::from_utf8_lossy(&output.stdout).replace(&*root.to_string_lossy(), "<dir>")
+        };
+        assert_eq!(
+            stdout(&self.ours, self.ours_box.root()),
+            stdout(&self.reference, self.reference_box.root()),
+            "stdout\nreference: {}\npi: {}",
+            show(&self.reference),
+            show(&self.ours)
+        );
+        assert_eq!(
+            self.requests.len(),
+            2 * per_side,
+            "{per_side} requests per side"
+        );
+        for idx in 0..per_side {
+            assert_same(
+                &normalize(&self.requests[idx].json(), self.reference_box.root()),
+                &normalize(&self.requests[idx + per_side].json(), self.ours_box.root()),
+                &format!("request {idx}"),
+            );
+        }
+        if stored {
+            let reference_lines = reference_session_lines(&self.reference_box);
+            let our_lines = our_session_lines(&self.ours_box);
+            assert_eq!(reference_lines.len(), our_lines.len(), "session lines");
+            for (idx, (reference_line, our_line)) in
+                reference_lines.iter().zip(&our_lines).enumerate()
+            {
+                assert_same(
+                    &normalize_line(reference_line, self.reference_box.root()),
+                    &normalize_line(our_line, self.ours_box.root()),
+                    &format!("session line {}", idx + 1),
+                );
+            }
+        }
+    }
+
+    /// The tool names of request `idx` of pi (the reference's are equal once compared).
+    fn tool_names(&self, idx: usize) -> Vec<String> {
+        let per_side = self.requests.len() / 2;
+        self.requests[per_side + idx].json()["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn hello() -> Vec<MockResponse> {
+    vec![MockResponse::sse(sse::openai_text("Hi."))]
+}
+
+#[test]
+fn print_mode_with_a_session_id_and_a_name_stores_what_the_reference_stores() {
+    let id = "01234567-89ab-7def-8123-456789abcdef";
+    let run = print_both(
+        &["--session-id", id, "-n", "  Named run ", "-p", "Hello"],
+        hello(),
+        |_| {},
+    );
+    run.assert_same(1, true);
+    assert_eq!(reference_session_lines(&run.reference_box)[0]["id"], id);
+    assert_eq!(our_session_lines(&run.ours_box)[0]["id"], id);
+    let name = our_session_lines(&run.ours_box)
+        .into_iter()
+        .find(|line| line["type"] == "session_info")
+        .expect("a session_info entry");
+    assert_eq!(name["name"], "Named run");
+}
+
+#[test]
+fn print_mode_with_every_builtin_tool_sends_the_reference_tool_definitions_and_prompt() {
+    // All seven built-in tools by name: their descriptions and JSON schemas, and the system
+    // prompt that lists them, byte for byte.
+    let run = print_both(
+        &["-t", "read,bash,edit,write,grep,find,ls", "-p", "Hello"],
+        hello(),
+        |_| {},
+    );
+    run.assert_same(1, true);
+    assert_eq!(
+        run.tool_names(0),
+        ["read", "bash", "edit", "write", "grep", "find", "ls"]
+    );
+}
+
+#[test]
+fn print_mode_tool_patterns_and_exclusions_select_the_reference_tools() {
+    for (args, expected) in [
+        (
+            &["-t", "+grep,-write"][..],
+            &["read", "bash", "edit", "grep"][..],
+        ),
+        (&["-xt", "bash,edit"], &["read", "write"]),
+        (
+            &["--exclude-tools", "read", "-t", "+ls,+find"],
+            &["bash", "edit", "write", "ls", "find"],
+        ),
+        (
+            &["-t", "read,bash,edit,write,grep,find,ls", "-xt", "bash"],
+            &["read", "edit", "write", "grep", "find", "ls"],
+        ),
+        // An unknown name leaves no tool, silently, in 1.6.0 too.
+        (&["-t", "nope"], &[]),
+        (&["--no-tools"], &[]),
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["-p", "Hello"]);
+        let run = print_both(&all, hello(), |_| {});
+        run.assert_same(1, true);
+        assert_eq!(run.tool_names(0), expected, "{args:?}");
+    }
+}
+
+#[test]
+fn print_mode_refuses_mixed_tool_patterns_as_the_reference() {
+    let run = print_both(&["-t", "+grep,-write,nope", "-p", "Hello"], vec![], |_| {});
+    // Deliberate difference: pi answers every usage error with exit code 2 and a `pi: `
+    // prefix (README, "Exit codes"); 1.6.0 exits 1 with `Error: `. The message is the same,
+    // nothing is sent and nothing stored.
+    let message = "-t: tool names cannot be mixed with +name or -name entries\n";
+    assert_eq!(run.reference.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&run.reference.stderr),
+        format!("Error: {message}")
+    );
+    assert_eq!(run.ours.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&run.ours.stderr),
+        format!("pi: {message}")
+    );
+    assert_eq!(run.ours.stdout, run.reference.stdout);
+    assert!(run.requests.is_empty());
+    assert!(!run.reference_box.agent_dir().join("sessions").exists());
+    assert!(!run.ours_box.agent_dir().join("pi.db").exists());
+}
+
+#[test]
+fn print_mode_takes_what_follows_a_double_dash_as_the_prompt() {
+    let run = print_both(&["-p", "--", "--not-a-flag"], hello(), |_| {});
+    run.assert_same(1, true);
+    let body = run.requests[1].json();
+    assert_eq!(body["messages"][1]["content"][0]["text"], "--not-a-flag");
+}
+
+#[test]
+fn print_mode_thinking_max_is_the_reference_highest_level() {
+    let run = print_both(
+        &[
+            "--model",
+            "mock/mock-reasoner",
+            "--thinking",
+            "max",
+            "-p",
+            "Hello",
+        ],
+        hello(),
+        |_| {},
+    );
+    run.assert_same(1, true);
+    assert_eq!(run.requests[1].json()["reasoning_effort"], "high");
+}
+
+#[test]
+fn json_mode_with_the_new_flags_writes_the_reference_events() {
+    let run = print_both(
+        &[
+            "--mode",
+            "json",
+            "-n",
+            "Json run",
+            "-t",
+            "+ls",
+            "--session-id",
+            "01234567-89ab-7def-8123-456789abcdee",
+            "Hello",
+        ],
+        hello(),
+        |_| {},
+    );
+    // stdout compared after normalising each line.
+    let lines = |output: &Output, root: &Path| -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| normalize_line(&serde_json::from_str(line).unwrap(), root))
+            .collect()
+    };
+    assert_eq!(run.ours.status.code(), run.reference.status.code());
+    let reference_lines = lines(&run.reference, run.reference_box.root());
+    let our_lines = lines(&run.ours, run.ours_box.root());
+    assert_eq!(
+        reference_lines.len(),
+        our_lines.len(),
+        "{reference_lines:?}\n{our_lines:?}"
+    );
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(reference_line, our_line, &format!("line {}", idx + 1));
+    }
+    assert_eq!(run.tool_names(0), ["read", "bash", "edit", "write", "ls"]);
+    for idx in 0..1 {
+        assert_same(
+            &normalize(&run.requests[idx].json(), run.reference_box.root()),
+            &normalize(&run.requests[idx + 1].json(), run.ours_box.root()),
+            "request",
+        );
+    }
+}
+
+#[test]
+fn the_system_prompt_with_context_files_and_skills_is_the_reference_prompt() {
+    // A global and a project AGENTS.md, a skill in the agent dir, an appended prompt.
+    let run = print_both(
+        &["--append-system-prompt", "Answer briefly.", "-p", "Hello"],
+        hello(),
+        |sandbox| {
+            std::fs::write(
+                sandbox.agent_dir().join("AGENTS.md"),
+                "Global rule: be kind.\n",
+            )
+            .unwrap();
+            std::fs::write(
+                sandbox.workspace().join("AGENTS.md"),
+                "Project rule: use tabs.\n",
+            )
+            .unwrap();
+            let skill = sandbox.agent_dir().join("skills/greeter");
+            std::fs::create_dir_all(&skill).unwrap();
+            std::fs::write(
+                skill.join("SKILL.md"),
+                "---\nname: greeter\ndescription: Greets people warmly.\n---\nSay hello.\n",
+            )
+            .unwrap();
+        },
+    );
+    run.assert_same(1, true);
+    let system = pi::support::json::to_js_string(&run.requests[1].json()["messages"][0]);
+    for needle in ["Global rule: be kind.", "greeter", "Answer briefly."] {
+        assert!(system.contains(needle), "{needle} in {system}");
+    }
+}
+
+#[test]
+fn json_mode_reports_a_retry_as_the_reference_does() {
+    // A 500, then an answer: `auto_retry_start`, the `entry_appended` of the omitted attempt,
+    // and `auto_retry_end` after the answer's `message_end`, on stdout line for line.
+    let run = print_both(
+        &["--mode", "json", "Hello"],
+        vec![
+            MockResponse::status(500),
+            MockResponse::sse(sse::openai_text("Recovered.")),
+        ],
+        |sandbox| {
+            std::fs::write(
+                sandbox.agent_dir().join("settings.json"),
+                r#"{"retry":{"baseDelayMs":1}}"#,
+            )
+            .unwrap();
+        },
+    );
+    assert_eq!(run.ours.status.code(), run.reference.status.code());
+    let lines = |output: &Output, root: &Path| -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| normalize_ids(&normalize_line(&serde_json::from_str(line).unwrap(), root)))
+            .collect()
+    };
+    let reference_lines = lines(&run.reference, run.reference_box.root());
+    let our_lines = lines(&run.ours, run.ours_box.root());
+    let kinds: Vec<&str> = reference_lines
+        .iter()
+        .map(|line| line["type"].as_str().unwrap_or(""))
+        .collect();
+    let retry_end = kinds
+        .iter()
+        .position(|kind| *kind == "auto_retry_end")
+        .unwrap();
+    assert_eq!(kinds[retry_end - 1], "message_end", "{kinds:?}");
+    assert!(kinds.contains(&"entry_appended"), "{kinds:?}");
+    assert_eq!(reference_lines.len(), our_lines.len(), "{kinds:?}");
+    for (idx, (reference_line, our_line)) in reference_lines.iter().zip(&our_lines).enumerate() {
+        assert_same(reference_line, our_line, &format!("line {}", idx + 1));
+    }
+    for idx in 0..2 {
+        assert_same(
+            &normalize(&run.requests[idx].json(), run.reference_box.root()),
+            &normalize(&run.requests[idx + 2].json(), run.ours_box.root()),
+            &format!("request {idx}"),
+        );
+    }
+}
+
+#[test]
+fn print_mode_tool_wildcards_select_what_the_reference_selects_of_pi_tools() {
+    let run = print_both(&["-t", "*", "-p", "Hello"], hello(), |_| {});
+    assert_eq!(run.ours.status.code(), Some(0));
+    assert_eq!(run.ours.stdout, run.reference.stdout);
+    let names = |idx: usize| -> Vec<String> {
+        run.requests[idx].json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Known difference (a tools task): `*` selects every tool there is, and 1.6.0 has three
+    // that pi has not (`powershell`, `codemode`, `tool_search`); the rest is the same list
+    // in the same order. The requests then differ by those tools and their prompt lines.
+    let reference = names(0);
+    assert_eq!(
+        reference,
+        [
+            "read",
+            "bash",
+            "powershell",
+            "edit",
+            "write",
+            "grep",
+            "find",
+            "ls",
+            "codemode",
+            "tool_search"
+        ]
+    );
+    let without_missing: Vec<String> = reference
+        .into_iter()
+        .filter(|name| !["powershell", "codemode", "tool_search"].contains(&name.as_str()))
+        .collect();
+    assert_eq!(names(1), without_missing);
 }

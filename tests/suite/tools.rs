@@ -1386,7 +1386,7 @@ async fn user_shell_commands_become_bash_execution_messages() {
     let message = result.to_message(&command, 1_767_225_600_000);
     assert_eq!(
         pi::support::json::to_js_string(&serde_json::to_value(&message).unwrap()),
-        r#"{"command":"printf '\\033[1mbold\\033[0m\\r\\n'; exit 2","output":"bold\n","exitCode":2,"cancelled":false,"truncated":false,"excludeFromContext":true,"timestamp":1767225600000}"#
+        r#"{"command":"printf '\\033[1mbold\\033[0m\\r\\n'; exit 2","output":"bold\n","exitCode":2,"cancelled":false,"truncated":false,"timestamp":1767225600000,"excludeFromContext":true}"#
     );
 
     let result = run_user_shell(

@@ -145,6 +145,18 @@ impl AgentSession {
             .collect())
     }
 
+    /// Returns entry `id` as the reference's entry object (`None` when it is not found or
+    /// the session cannot be read).
+    pub(super) async fn entry_json(&self, id: &EntryId) -> Option<Value> {
+        let wanted = id.to_string();
+        self.entries_json()
+            .await
+            .ok()?
+            .into_iter()
+            .rev()
+            .find(|entry| entry["id"] == wanted.as_str())
+    }
+
     /// Returns the entries of the active path, root first, as the reference's entry objects.
     pub async fn branch_json(&self) -> Result<Vec<Value>, SessionError> {
         let stored = {

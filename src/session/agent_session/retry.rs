@@ -154,11 +154,18 @@ impl AgentSession {
             targets
         };
         for target in targets {
-            self.persist(EntryKind::ContextEdit(ContextEditEntry {
-                target_id: Some(target),
-                replacement: Some(Value::Null),
-            }))
-            .await;
+            let id = self
+                .persist(EntryKind::ContextEdit(ContextEditEntry {
+                    target_id: Some(target),
+                    replacement: Some(Value::Null),
+                }))
+                .await;
+            // Announced as 1.6.0 announces it (`entry_appended`, after `auto_retry_start`).
+            if let Some(id) = id
+                && let Some(entry) = self.entry_json(&id).await
+            {
+                self.emit(SessionEvent::EntryAppended { entry });
+            }
         }
     }
 

@@ -80,17 +80,22 @@ impl AgentSession {
             *aborted |= cancel.is_cancelled();
             let last = {
                 let mut state = self.state();
-                state.streaming = false;
                 state.run_cancel = None;
                 state.last_assistant.take()
             };
             self.flush_pending_bash().await;
             let Some(last) = last else {
+                self.state().streaming = false;
                 return ran;
             };
+            // 1.6.0 waits for a retry inside its run: the session is still streaming (a
+            // prompt without `streamingBehavior` is refused, `get_state` says so).
             if self.retry_after(&last, &config.model).await {
                 continue;
             }
+            self.state().streaming = false;
+            // A `bash` that arrived during the retry decision was deferred to the run's end.
+            self.flush_pending_bash().await;
             if self.check_compaction(&last, true).await == AfterRun::Done {
                 return ran;
             }
@@ -108,6 +113,9 @@ impl AgentSession {
             *will_retry = self.will_retry_after(messages);
         }
         self.deliver_agent_event(&event).await;
+        // A retry that this assistant message ends: announced after its `message_end`, as
+        // 1.6.0 emits `auto_retry_end` from its own `message_end` handling.
+        let mut finished_retry = None;
         match &event {
             AgentEvent::MessageStart { message } if matches!(message, AgentMessage::User(_)) => {
                 let text = user_text(message);
@@ -175,27 +183,26 @@ impl AgentSession {
                     }
                 }
                 if let AgentMessage::Assistant(assistant) = message {
-                    let finished_retry = {
-                        let mut state = self.state();
-                        state.last_assistant = Some(assistant.clone());
-                        if assistant.stop_reason != StopReason::Error {
-                            state.overflow_recovery_attempted = false;
-                        }
-                        (assistant.stop_reason != StopReason::Error && state.retry_attempt > 0)
-                            .then(|| std::mem::take(&mut state.retry_attempt))
-                    };
-                    if let Some(attempt) = finished_retry {
-                        self.emit(SessionEvent::AutoRetryEnd {
-                            success: true,
-                            attempt,
-                            final_error: None,
-                        });
+                    let mut state = self.state();
+                    state.last_assistant = Some(assistant.clone());
+                    if assistant.stop_reason != StopReason::Error {
+                        state.overflow_recovery_attempted = false;
                     }
+                    finished_retry = (assistant.stop_reason != StopReason::Error
+                        && state.retry_attempt > 0)
+                        .then(|| std::mem::take(&mut state.retry_attempt));
                 }
             }
             _ => {}
         }
         self.emit(SessionEvent::Agent(event));
+        if let Some(attempt) = finished_retry {
+            self.emit(SessionEvent::AutoRetryEnd {
+                success: true,
+                attempt,
+                final_error: None,
+            });
+        }
     }
 
     /// Returns whether a run is in progress.

@@ -30,6 +30,20 @@ impl AgentSession {
         exclude_from_context: bool,
         on_chunk: Option<OutputSink>,
     ) -> Result<BashExecutionMessage, SessionError> {
+        self.execute_bash_with(command, exclude_from_context.then_some(true), on_chunk)
+            .await
+    }
+
+    /// [`AgentSession::execute_bash`] with `excludeFromContext` recorded as given (1.6.0's
+    /// RPC `bash` stores the client's value: absent, `false` or `true`); only `Some(true)`
+    /// keeps the output from the model.
+    pub async fn execute_bash_with(
+        &self,
+        command: &str,
+        recorded_exclusion: Option<bool>,
+        on_chunk: Option<OutputSink>,
+    ) -> Result<BashExecutionMessage, SessionError> {
+        let exclude_from_context = recorded_exclusion == Some(true);
         self.refuse_read_only().await?;
         let bus = self.bus();
         if bus.has_handlers("user_bash") {
@@ -46,7 +60,7 @@ impl AgentSession {
                     cancelled: result.cancelled,
                     truncated: result.truncated,
                     full_output_path: result.full_output_path,
-                    exclude_from_context: exclude_from_context.then_some(true),
+                    exclude_from_context: recorded_exclusion,
                     timestamp: self.config().clock.now_ms(),
                     extra: Map::new(),
                 };
@@ -74,7 +88,8 @@ impl AgentSession {
             command: command.to_owned(),
             exclude_from_context,
         };
-        let message = result.to_message(&parsed, self.config().clock.now_ms());
+        let mut message = result.to_message(&parsed, self.config().clock.now_ms());
+        message.exclude_from_context = recorded_exclusion;
         self.record_bash(message.clone()).await;
         Ok(message)
     }
