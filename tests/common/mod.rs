@@ -49,16 +49,8 @@ impl TestEnv {
 
     /// A `pi` command with a cleared environment, run in the workspace.
     pub fn pi(&self) -> Command {
-        let mut cmd = Command::cargo_bin("pi").expect("pi binary");
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
-            .env("PI_TEST_CLOCK", TEST_CLOCK_START_MS.to_string())
-            .env("PI_TEST_SEED", "7")
-            .env("NO_COLOR", "1")
-            .current_dir(&self.workspace)
-            .timeout(Duration::from_secs(120));
+        let mut cmd = Command::from_std(self.pi_process());
+        cmd.timeout(Duration::from_secs(120));
         cmd
     }
 
@@ -132,6 +124,19 @@ pub fn succeeded(cmd: &mut Command) -> std::process::Output {
         String::from_utf8_lossy(&output.stdout)
     );
     output
+}
+
+/// Runs a command that must succeed, and returns its stdout as text.
+pub fn stdout_text(cmd: &mut Command) -> String {
+    String::from_utf8(succeeded(cmd).stdout).expect("stdout is UTF-8")
+}
+
+/// `text` with each `from` replaced by its `to`: what a snapshot must not depend on (temporary
+/// paths, the crate version) becomes a fixed placeholder.
+pub fn redact(text: &str, replacements: &[(&str, &str)]) -> String {
+    replacements
+        .iter()
+        .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
 }
 
 /// Parses stdout of a finished command as JSON (lenient about lone surrogates).

@@ -4,7 +4,7 @@ use pi::model::SessionHeader;
 use pi::model::SessionId;
 use serde_json::Value;
 
-use crate::common::{TestEnv, fixtures, stdout_json};
+use crate::common::{TestEnv, fixtures, redact, stdout_json, stdout_text};
 
 #[test]
 fn version_prints_the_crate_version() {
@@ -221,29 +221,38 @@ fn the_db_option_works_before_and_after_the_command() {
 }
 
 #[test]
-fn show_for_people_prints_the_active_branch_and_the_tree() {
+fn show_for_people_prints_the_active_branch() {
     let env = TestEnv::new();
     let session = load_with_id(&env, "branches", "br-1");
-    let output = env
-        .pi()
-        .args(["sessions", "show", session.as_str()])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = stdout_text(env.pi().args(["sessions", "show", session.as_str()]));
     let expected = fixtures::expected("branches");
     assert!(text.contains("session br-1"));
     assert!(text.contains(expected["leafId"].as_str().unwrap()));
-    let output = env
-        .pi()
-        .args(["sessions", "show", session.as_str(), "--tree"])
-        .output()
-        .unwrap();
-    let tree = String::from_utf8_lossy(&output.stdout);
+    insta::assert_snapshot!("sessions_show_branches", text);
+}
+
+#[test]
+fn show_tree_for_people_draws_every_entry_and_marks_the_leaf() {
+    let env = TestEnv::new();
+    let session = load_with_id(&env, "branches", "br-1");
+    let tree = stdout_text(
+        env.pi()
+            .args(["sessions", "show", session.as_str(), "--tree"]),
+    );
     assert!(tree.contains("├─ ") && tree.contains("← leaf"), "{tree}");
-    for node in expected["tree"].as_array().unwrap() {
+    for node in fixtures::expected("branches")["tree"].as_array().unwrap() {
         assert!(tree.contains(node["id"].as_str().unwrap()));
     }
+    insta::assert_snapshot!("sessions_show_tree_branches", tree);
+}
+
+#[test]
+fn list_for_people_shows_one_row_per_session_and_its_directory() {
+    let env = TestEnv::new();
+    load_with_id(&env, "basic-chat", "aaaa-1");
+    load_with_id(&env, "branches", "aaaa-2");
+    let text = stdout_text(env.pi().args(["sessions", "list", "--all"]));
+    insta::assert_snapshot!("sessions_list_all", text);
 }
 
 #[test]
@@ -304,6 +313,43 @@ fn a_closed_stdout_ends_quietly() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The `Commands:` list of a help text: each command's name.
+fn listed_commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+/// Every help text, `pi --help` and each command's `--help` at every level, is the one in its
+/// snapshot (`tests/suite/snapshots/`): a change to any of them is a reviewed snapshot change.
+#[test]
+fn every_help_text_matches_its_snapshot() {
+    let env = TestEnv::new();
+    let version = format!("pi {}", env!("CARGO_PKG_VERSION"));
+    let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = Vec::new();
+    while let Some(path) = pending.pop() {
+        let help = stdout_text(env.pi().args(&path).arg("--help"));
+        for name in listed_commands(&help) {
+            let mut child = path.clone();
+            child.push(name);
+            pending.push(child);
+        }
+        let name = if path.is_empty() {
+            "help".to_owned()
+        } else {
+            format!("help_{}", path.join("_"))
+        };
+        insta::assert_snapshot!(name.clone(), redact(&help, &[(&version, "pi [version]")]));
+        seen.push(name);
+    }
+    assert_eq!(seen.len(), 1 + 4 + 6 + 4, "help texts checked: {seen:?}");
 }
 
 #[test]
