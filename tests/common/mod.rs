@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod corpus;
 pub mod fixtures;
+pub mod interchange;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -88,6 +89,26 @@ impl TestEnv {
             .id;
         (session, gone)
     }
+}
+
+/// Creates an empty session recorded in `cwd`; returns its id.
+pub fn new_session(store: &SessionStore, cwd: &str) -> pi::model::SessionId {
+    store
+        .create_session(&pi::store::NewSession {
+            cwd: cwd.to_owned(),
+            parent_session: None,
+        })
+        .expect("create a session")
+        .id
+}
+
+/// A user message with plain `text` at `timestamp` (ms).
+pub fn user_message(text: &str, timestamp: i64) -> pi::model::message::AgentMessage {
+    pi::model::message::AgentMessage::User(pi::model::message::UserMessage {
+        content: pi::model::message::UserContent::Text(text.to_owned()),
+        timestamp,
+        extra: serde_json::Map::new(),
+    })
 }
 
 /// Opens a store on `db` with a stepping test clock and a seeded id source.

@@ -30,14 +30,14 @@ use nix::unistd::Pid;
 use pi::model::EntryId;
 use pi::model::entry::{CompactionEntry, EntryKind};
 use pi::model::ids::SessionId;
-use pi::store::{LeafSelector, LeaseAttempt, LeaseConfig, NewSession, SessionStore, StoreError};
+use pi::store::{LeafSelector, LeaseAttempt, LeaseConfig, SessionStore, StoreError};
 use pi::support::clock::{iso_from_ms, ms_from_iso};
 use pi::support::ids::IdSource;
 use pi::support::json::to_js_string;
 use serde_json::Value;
 
 use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest, Router, sse};
-use crate::common::{TestEnv, fixtures, open_store, stdout_json, succeeded};
+use crate::common::{TestEnv, fixtures, new_session, open_store, stdout_json, succeeded};
 
 // ----- the child process ----------------------------------------------------------------------
 
@@ -301,16 +301,6 @@ fn assert_acknowledged_present(
             None => panic!("{context}: acknowledged entry {id} is missing"),
         }
     }
-}
-
-fn new_session(store: &SessionStore, cwd: &str) -> SessionId {
-    store
-        .create_session(&NewSession {
-            cwd: cwd.to_owned(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id
 }
 
 // ----- crash tests ----------------------------------------------------------------------------
