@@ -46,7 +46,7 @@ fn check_fixture(store: &SessionStore, name: &str) {
         "{name}: tree"
     );
     assert_eq!(
-        branch_value(&store, &session),
+        branch_value(store, &session),
         expected["branch"],
         "{name}: branch"
     );
