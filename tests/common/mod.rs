@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod corpus;
 pub mod fixtures;
+pub mod interchange;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,16 +50,8 @@ impl TestEnv {
 
     /// A `pi` command with a cleared environment, run in the workspace.
     pub fn pi(&self) -> Command {
-        let mut cmd = Command::cargo_bin("pi").expect("pi binary");
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
-            .env("PI_TEST_CLOCK", TEST_CLOCK_START_MS.to_string())
-            .env("PI_TEST_SEED", "7")
-            .env("NO_COLOR", "1")
-            .current_dir(&self.workspace)
-            .timeout(Duration::from_secs(120));
+        let mut cmd = Command::from_std(self.pi_process());
+        cmd.timeout(Duration::from_secs(120));
         cmd
     }
 
@@ -98,6 +91,26 @@ impl TestEnv {
     }
 }
 
+/// Creates an empty session recorded in `cwd`; returns its id.
+pub fn new_session(store: &SessionStore, cwd: &str) -> pi::model::SessionId {
+    store
+        .create_session(&pi::store::NewSession {
+            cwd: cwd.to_owned(),
+            parent_session: None,
+        })
+        .expect("create a session")
+        .id
+}
+
+/// A user message with plain `text` at `timestamp` (ms).
+pub fn user_message(text: &str, timestamp: i64) -> pi::model::message::AgentMessage {
+    pi::model::message::AgentMessage::User(pi::model::message::UserMessage {
+        content: pi::model::message::UserContent::Text(text.to_owned()),
+        timestamp,
+        extra: serde_json::Map::new(),
+    })
+}
+
 /// Opens a store on `db` with a stepping test clock and a seeded id source.
 pub fn open_store(db: &Path, seed: u64) -> SessionStore {
     SessionStore::open(StoreConfig {
@@ -132,6 +145,19 @@ pub fn succeeded(cmd: &mut Command) -> std::process::Output {
         String::from_utf8_lossy(&output.stdout)
     );
     output
+}
+
+/// Runs a command that must succeed, and returns its stdout as text.
+pub fn stdout_text(cmd: &mut Command) -> String {
+    String::from_utf8(succeeded(cmd).stdout).expect("stdout is UTF-8")
+}
+
+/// `text` with each `from` replaced by its `to`: what a snapshot must not depend on (temporary
+/// paths, the crate version) becomes a fixed placeholder.
+pub fn redact(text: &str, replacements: &[(&str, &str)]) -> String {
+    replacements
+        .iter()
+        .fold(text.to_owned(), |text, (from, to)| text.replace(from, to))
 }
 
 /// Parses stdout of a finished command as JSON (lenient about lone surrogates).

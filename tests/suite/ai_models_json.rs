@@ -208,8 +208,8 @@ fn the_readme_models_json_example_loads_and_resolves() {
 /// the provider interpolated; a plain upper-case string is sent as it is.
 #[test]
 fn dollar_names_in_models_json_are_interpolated_into_the_request() {
-    use crate::common::TestEnv;
     use crate::common::provider::{MockResponse, ProviderServer, sse};
+    use crate::common::{TestEnv, succeeded};
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_text("one")),
         MockResponse::sse(sse::openai_text("two")),
@@ -226,24 +226,18 @@ fn dollar_names_in_models_json_are_interpolated_into_the_request() {
     };
     let run = |api_key: &str| {
         std::fs::write(env.agent_dir.join("models.json"), models(api_key)).unwrap();
-        let output = env
-            .pi()
-            .args([
-                "--offline",
-                "--no-session",
-                "--model",
-                "mock/mock-model",
-                "-p",
-                "hi",
-            ])
-            .env("MOCK_KEY", "sk-from-env")
-            .env("TEAM_ID", "42")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        succeeded(
+            env.pi()
+                .args([
+                    "--offline",
+                    "--no-session",
+                    "--model",
+                    "mock/mock-model",
+                    "-p",
+                    "hi",
+                ])
+                .env("MOCK_KEY", "sk-from-env")
+                .env("TEAM_ID", "42"),
         );
     };
     run("${MOCK_KEY}");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{TestEnv, fixtures, stdout_json};
+use crate::common::{TestEnv, fixtures, stdout_json, succeeded};
 
 fn fixture_path(name: &str) -> PathBuf {
     fixtures::dir().join(format!("{name}.jsonl"))
@@ -138,12 +138,7 @@ fn import_without_paths_reads_the_reference_sessions_directory() {
         "not a session",
     )
     .unwrap();
-    let output = env.pi().args(["import", "--json"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = succeeded(env.pi().args(["import", "--json"]));
     let reports = json_lines(&output);
     assert_eq!(reports.len(), 2);
     assert!(reports.iter().all(|report| report["status"] == "imported"));
@@ -353,16 +348,10 @@ fn export_writes_stdout_a_file_or_the_reference_layout() {
     assert_eq!(leftovers.len(), 1, "no temporary file left behind");
 
     let all = env.dir.path().join("all");
-    let output = env
-        .pi()
-        .args(["export", "--jsonl", "--all", "-o"])
-        .arg(&all)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = succeeded(
+        env.pi()
+            .args(["export", "--jsonl", "--all", "-o"])
+            .arg(&all),
     );
     let written: Vec<String> = String::from_utf8(output.stdout)
         .unwrap()

@@ -4,7 +4,7 @@ use pi::model::SessionHeader;
 use pi::model::SessionId;
 use serde_json::Value;
 
-use crate::common::{TestEnv, fixtures, stdout_json};
+use crate::common::{TestEnv, fixtures, redact, stdout_json, stdout_text};
 
 #[test]
 fn version_prints_the_crate_version() {
@@ -127,6 +127,13 @@ fn list_json_has_the_contract_shape_latest_activity_first() {
     assert_eq!(basic["entries"], expected["entries"]);
     assert!(basic["tokens"]["input"].as_i64().unwrap() > 0);
     assert!(basic["cost"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn list_shows_the_current_directorys_sessions_unless_told_another() {
+    let env = TestEnv::new();
+    load_with_id(&env, "basic-chat", "aaaa-1");
+    load_with_id(&env, "tool-use", "aaaa-2");
     // The default scope is the current directory, which has no sessions.
     let output = env
         .pi()
@@ -134,7 +141,18 @@ fn list_json_has_the_contract_shape_latest_activity_first() {
         .output()
         .unwrap();
     assert_eq!(stdout_json(&output), Value::Array(vec![]));
-    let cwd = basic["cwd"].as_str().unwrap().to_owned();
+    let cwd = fixtures::read_minimal("basic-chat").0.cwd;
+    assert_eq!(
+        stdout_json(&crate::common::succeeded(
+            env.pi().args(["sessions", "list", "--all", "--json"])
+        ))
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["session"] == "aaaa-1")
+        .unwrap()["cwd"],
+        cwd.as_str()
+    );
     let output = env
         .pi()
         .args(["sessions", "list", "--json", "--cwd", &cwd])
@@ -149,17 +167,28 @@ fn list_json_has_the_contract_shape_latest_activity_first() {
     );
 }
 
-#[test]
-fn prefixes_resolve_and_ambiguity_exits_2_with_candidates() {
+/// Two sessions whose ids share the prefix `abc-`.
+fn two_sessions_sharing_a_prefix() -> TestEnv {
     let env = TestEnv::new();
     load_with_id(&env, "basic-chat", "abc-111");
     load_with_id(&env, "basic-chat", "abc-222");
+    env
+}
+
+#[test]
+fn a_unique_prefix_names_its_session() {
+    let env = two_sessions_sharing_a_prefix();
     let output = env
         .pi()
         .args(["sessions", "show", "abc-1", "--context", "--json"])
         .output()
         .unwrap();
     assert!(output.status.success());
+}
+
+#[test]
+fn an_ambiguous_prefix_exits_2_naming_the_candidates() {
+    let env = two_sessions_sharing_a_prefix();
     let output = env.pi().args(["sessions", "show", "abc"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -167,6 +196,11 @@ fn prefixes_resolve_and_ambiguity_exits_2_with_candidates() {
         stderr.contains("abc-111") && stderr.contains("abc-222"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_unknown_session_or_leaf_exits_1_and_a_missing_id_is_a_usage_error() {
+    let env = two_sessions_sharing_a_prefix();
     let output = env.pi().args(["sessions", "show", "zzz"]).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("zzz"));
@@ -221,29 +255,38 @@ fn the_db_option_works_before_and_after_the_command() {
 }
 
 #[test]
-fn show_for_people_prints_the_active_branch_and_the_tree() {
+fn show_for_people_prints_the_active_branch() {
     let env = TestEnv::new();
     let session = load_with_id(&env, "branches", "br-1");
-    let output = env
-        .pi()
-        .args(["sessions", "show", session.as_str()])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = stdout_text(env.pi().args(["sessions", "show", session.as_str()]));
     let expected = fixtures::expected("branches");
     assert!(text.contains("session br-1"));
     assert!(text.contains(expected["leafId"].as_str().unwrap()));
-    let output = env
-        .pi()
-        .args(["sessions", "show", session.as_str(), "--tree"])
-        .output()
-        .unwrap();
-    let tree = String::from_utf8_lossy(&output.stdout);
+    insta::assert_snapshot!("sessions_show_branches", text);
+}
+
+#[test]
+fn show_tree_for_people_draws_every_entry_and_marks_the_leaf() {
+    let env = TestEnv::new();
+    let session = load_with_id(&env, "branches", "br-1");
+    let tree = stdout_text(
+        env.pi()
+            .args(["sessions", "show", session.as_str(), "--tree"]),
+    );
     assert!(tree.contains("├─ ") && tree.contains("← leaf"), "{tree}");
-    for node in expected["tree"].as_array().unwrap() {
+    for node in fixtures::expected("branches")["tree"].as_array().unwrap() {
         assert!(tree.contains(node["id"].as_str().unwrap()));
     }
+    insta::assert_snapshot!("sessions_show_tree_branches", tree);
+}
+
+#[test]
+fn list_for_people_shows_one_row_per_session_and_its_directory() {
+    let env = TestEnv::new();
+    load_with_id(&env, "basic-chat", "aaaa-1");
+    load_with_id(&env, "branches", "aaaa-2");
+    let text = stdout_text(env.pi().args(["sessions", "list", "--all"]));
+    insta::assert_snapshot!("sessions_list_all", text);
 }
 
 #[test]
@@ -306,14 +349,54 @@ fn a_closed_stdout_ends_quietly() {
     );
 }
 
+/// The `Commands:` list of a help text: each command's name.
+fn listed_commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+/// Every help text, `pi --help` and each command's `--help` at every level, is the one in its
+/// snapshot (`tests/suite/snapshots/`): a change to any of them is a reviewed snapshot change.
 #[test]
-fn pi_help_shows_the_main_help_or_a_commands() {
+fn every_help_text_matches_its_snapshot() {
     let env = TestEnv::new();
-    let stdout = |args: &[&str]| -> String {
-        let output = env.pi().args(args).output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "{args:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let version = format!("pi {}", env!("CARGO_PKG_VERSION"));
+    let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = Vec::new();
+    while let Some(path) = pending.pop() {
+        let help = stdout_text(env.pi().args(&path).arg("--help"));
+        for name in listed_commands(&help) {
+            let mut child = path.clone();
+            child.push(name);
+            pending.push(child);
+        }
+        let name = if path.is_empty() {
+            "help".to_owned()
+        } else {
+            format!("help_{}", path.join("_"))
+        };
+        insta::assert_snapshot!(name.clone(), redact(&help, &[(&version, "pi [version]")]));
+        seen.push(name);
+    }
+    assert_eq!(seen.len(), 1 + 4 + 6 + 4, "help texts checked: {seen:?}");
+}
+
+/// `pi ARGS`' stdout; it must exit 0.
+fn help_stdout(env: &TestEnv, args: &[&str]) -> String {
+    let output = env.pi().args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{args:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn pi_help_is_the_main_help_in_clap_s_layout() {
+    let env = TestEnv::new();
+    let stdout = |args: &[&str]| help_stdout(&env, args);
     assert_eq!(stdout(&["help"]), stdout(&["--help"]));
     // One style for the main help and the commands': a line of what it is, then `Usage: pi`,
     // `Commands:` (where there are any) and `Options:`, options laid out as clap lays them.
@@ -326,6 +409,12 @@ fn pi_help_shows_the_main_help_or_a_commands() {
         assert!(text.contains("\n  -h,"), "{args:?}:\n{text}");
     }
     assert!(stdout(&["help"]).contains("\n  help      "));
+}
+
+#[test]
+fn pi_help_with_command_words_is_that_commands_help() {
+    let env = TestEnv::new();
+    let stdout = |args: &[&str]| help_stdout(&env, args);
     assert_eq!(
         stdout(&["help", "sessions"]),
         stdout(&["sessions", "--help"])
@@ -340,7 +429,12 @@ fn pi_help_shows_the_main_help_or_a_commands() {
         stdout(&["--db", "other.db", "help", "sessions"]),
         stdout(&["sessions", "--help"])
     );
-    // A word of the reference pi lacks, and a word of no one: one line, exit 2, no prompt.
+}
+
+/// A word of the reference pi lacks, and a word of no one: one line, exit 2, no prompt.
+#[test]
+fn pi_help_with_an_unknown_word_exits_2_with_one_line() {
+    let env = TestEnv::new();
     for (word, says) in [
         ("install", "packages"),
         ("auth", "sign-in"),

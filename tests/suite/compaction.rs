@@ -1115,7 +1115,7 @@ async fn interop_session() -> (SessionStore, SessionId, Vec<u8>) {
             Some(false),
         )
         .unwrap();
-    let export = crate::suite::interchange::export(&store, &sid);
+    let export = crate::common::interchange::export(&store, &sid);
     (store, sid, export)
 }
 

@@ -30,14 +30,14 @@ use nix::unistd::Pid;
 use pi::model::EntryId;
 use pi::model::entry::{CompactionEntry, EntryKind};
 use pi::model::ids::SessionId;
-use pi::store::{LeafSelector, LeaseAttempt, LeaseConfig, NewSession, SessionStore, StoreError};
+use pi::store::{LeafSelector, LeaseAttempt, LeaseConfig, SessionStore, StoreError};
 use pi::support::clock::{iso_from_ms, ms_from_iso};
 use pi::support::ids::IdSource;
 use pi::support::json::to_js_string;
 use serde_json::Value;
 
 use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest, Router, sse};
-use crate::common::{TestEnv, fixtures, open_store, stdout_json};
+use crate::common::{TestEnv, fixtures, new_session, open_store, stdout_json, succeeded};
 
 // ----- the child process ----------------------------------------------------------------------
 
@@ -301,16 +301,6 @@ fn assert_acknowledged_present(
             None => panic!("{context}: acknowledged entry {id} is missing"),
         }
     }
-}
-
-fn new_session(store: &SessionStore, cwd: &str) -> SessionId {
-    store
-        .create_session(&NewSession {
-            cwd: cwd.to_owned(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id
 }
 
 // ----- crash tests ----------------------------------------------------------------------------
@@ -1538,15 +1528,9 @@ fn a_second_writer_gets_the_holder_and_takes_over_once_the_first_is_killed() {
     assert_tree_valid(&store, &session, "after take-over");
     drop(store);
     // Released at a clean exit: one-shot writes work again.
-    let output = env
-        .pi()
-        .args(["sessions", "rename", session.as_str(), "renamed"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    succeeded(
+        env.pi()
+            .args(["sessions", "rename", session.as_str(), "renamed"]),
     );
     assert_db_check(&env, &db, "after rename");
 }
@@ -1983,22 +1967,25 @@ fn set_mode(path: &Path, mode: u32) {
 
 /// A read-only database file: readers work, a write fails with one line naming the file and
 /// saying what to do, and the file is not changed.
+/// A new session in `cwd` of the default database, holding one user message `text`.
+fn session_with_one_message(env: &TestEnv, cwd: &str, text: &str) -> SessionId {
+    let store = env.store();
+    let session = new_session(&store, cwd);
+    store
+        .append_message(
+            &session,
+            pi::model::message::AgentMessage::from_value(
+                serde_json::json!({"role": "user", "content": text, "timestamp": 1}),
+            ),
+        )
+        .unwrap();
+    session
+}
+
 #[test]
 fn a_read_only_database_reads_and_refuses_writes_clearly() {
     let env = TestEnv::new();
-    let session = {
-        let store = env.store();
-        let session = new_session(&store, "/ro");
-        store
-            .append_message(
-                &session,
-                pi::model::message::AgentMessage::from_value(
-                    serde_json::json!({"role": "user", "content": "keep me", "timestamp": 1}),
-                ),
-            )
-            .unwrap();
-        session
-    };
+    let session = session_with_one_message(&env, "/ro", "keep me");
     // A session the reference wrote meanwhile: the automatic import before the listing cannot
     // store it, which is one warning, not a failure.
     let project = env.agent_dir.join("sessions").join("--ro--");
@@ -2071,19 +2058,7 @@ fn close_cleanly(db: &Path) {
 fn reading_a_read_only_database_leaves_nothing_that_breaks_later_writes() {
     use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
-    let session = {
-        let store = env.store();
-        let session = new_session(&store, "/ro");
-        store
-            .append_message(
-                &session,
-                pi::model::message::AgentMessage::from_value(
-                    serde_json::json!({"role": "user", "content": "searchable words", "timestamp": 1}),
-                ),
-            )
-            .unwrap();
-        session
-    };
+    let session = session_with_one_message(&env, "/ro", "searchable words");
     close_cleanly(&env.db());
     let Some(user) = Unprivileged::new(&env) else {
         eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
@@ -2141,9 +2116,19 @@ fn reading_a_read_only_database_leaves_nothing_that_breaks_later_writes() {
         "a write after chmod 600: {}",
         String::from_utf8_lossy(&renamed.stderr)
     );
+}
 
-    // A read-only `-wal` (or `-shm`), as another program may leave them: the message names it.
+/// A read-only `-wal` (or `-shm`), as another program may leave them: a write fails with one
+/// line naming it and saying what to do, and works again once it is writable.
+#[test]
+fn a_write_beside_a_read_only_wal_names_the_wal_and_what_to_do() {
+    let env = TestEnv::new();
+    let session = session_with_one_message(&env, "/ro", "searchable words");
     close_cleanly(&env.db());
+    let Some(user) = Unprivileged::new(&env) else {
+        eprintln!("skipped: running as root without a usable `nobody` user and setpriv");
+        return;
+    };
     for journal in journals_of(&env.db()) {
         std::fs::write(&journal, b"").unwrap();
         if let Some(nobody) = nix::unistd::User::from_name("nobody").ok().flatten()
@@ -2488,15 +2473,21 @@ fn garbage_in_the_wal_never_breaks_the_database() {
     }
 }
 
-/// A write lock held past the busy timeout: the writer gives up with one clear line after the
-/// timeout, while readers answer at once.
-#[test]
-fn a_lock_held_past_the_busy_timeout_fails_writes_clearly_and_never_blocks_readers() {
-    let env = TestEnv::new();
+/// A session in the default database, and a connection holding its write lock.
+fn a_session_behind_a_held_write_lock(env: &TestEnv) -> (SessionId, rusqlite::Connection) {
     let session = new_session(&env.store(), "/busy");
     let conn = rusqlite::Connection::open(env.db()).unwrap();
     conn.execute_batch("BEGIN IMMEDIATE; UPDATE leaf SET seq = seq WHERE 0;")
         .unwrap();
+    (session, conn)
+}
+
+/// A write lock held past the busy timeout: the writer gives up with one clear line after the
+/// timeout, and writes again once the lock is released.
+#[test]
+fn a_lock_held_past_the_busy_timeout_fails_writes_clearly() {
+    let env = TestEnv::new();
+    let (session, conn) = a_session_behind_a_held_write_lock(&env);
     let started = Instant::now();
     let output = env
         .pi()
@@ -2517,6 +2508,15 @@ fn a_lock_held_past_the_busy_timeout_fails_writes_clearly_and_never_blocks_reade
         waited >= Duration::from_millis(200),
         "gave up before the timeout"
     );
+    conn.execute_batch("COMMIT;").unwrap();
+    succeeded(env.pi().args(["sessions", "rename", session.as_str(), "x"]));
+}
+
+/// Readers answer at once beside a held write lock, whatever the busy timeout.
+#[test]
+fn a_held_write_lock_never_blocks_readers() {
+    let env = TestEnv::new();
+    let (session, _conn) = a_session_behind_a_held_write_lock(&env);
     for args in [
         vec!["sessions", "list", "--all", "--json"],
         vec!["sessions", "search", "--all", "--json", "anything"],
@@ -2534,13 +2534,6 @@ fn a_lock_held_past_the_busy_timeout_fails_writes_clearly_and_never_blocks_reade
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    conn.execute_batch("COMMIT;").unwrap();
-    let output = env
-        .pi()
-        .args(["sessions", "rename", session.as_str(), "x"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
 }
 
 /// The agent dir is created 0700 and the database, WAL and SHM files 0600, by the CLI too.

@@ -213,16 +213,10 @@ fn export_all_writes_every_session_under_a_safe_bounded_name() {
         succeeded(env.pi().args(["import"]).arg(&file));
     }
     let out = env.dir.path().join("out");
-    let exported = env
-        .pi()
-        .args(["export", "--jsonl", "--all", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        exported.status.success(),
-        "{}",
-        String::from_utf8_lossy(&exported.stderr)
+    succeeded(
+        env.pi()
+            .args(["export", "--jsonl", "--all", "-o"])
+            .arg(&out),
     );
     let files = files_under(&out);
     assert_eq!(files.len(), sessions.len(), "{files:#?}");

@@ -3,165 +3,18 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use pi::jsonl::{Item, JsonlError, Migration, NoHeader, SessionFile, SkipReason, SkippedLine};
+use pi::jsonl::{Item, JsonlError, NoHeader, SessionFile, SkipReason};
 use pi::model::entry::EntryKind;
-use pi::model::message::{AgentMessage, UserContent, UserMessage};
+use pi::model::message::{AgentMessage, UserContent};
 use pi::model::{EntryId, SessionId};
-use pi::store::{
-    ImportMode, ImportOptions, ImportReport, ImportStatus, LeafSelector, ListScope, NewSession,
-    SessionStore,
+use pi::store::{ImportMode, ImportOptions, ImportStatus, LeafSelector, ListScope};
+use serde_json::Value;
+
+use crate::common::interchange::{
+    branch_value, context_value, export, import_bytes, leaf_value, minus_reported, rename_ids,
+    tree_value,
 };
-use serde_json::{Map, Value};
-
-use crate::common::{fixtures, memory_store};
-
-/// What importing some bytes gave.
-pub struct Imported {
-    pub report: ImportReport,
-    pub skipped: Vec<SkippedLine>,
-    pub migration: Migration,
-    pub header_line: usize,
-}
-
-/// Reads and imports a file's bytes in one transaction.
-pub fn import_bytes(
-    store: &SessionStore,
-    bytes: &[u8],
-    mode: ImportMode,
-) -> Result<Imported, JsonlError> {
-    let file = SessionFile::read(bytes)?;
-    let skipped: Vec<SkippedLine> = file.skipped().cloned().collect();
-    let options = ImportOptions {
-        source: "test.jsonl",
-        mode,
-    };
-    let report = store
-        .import_lines(
-            &file.header,
-            &file.header_bytes,
-            file.items.clone().into_iter().map(Ok),
-            &options,
-        )
-        .unwrap();
-    Ok(Imported {
-        report,
-        skipped,
-        migration: file.migration,
-        header_line: file.header_line,
-    })
-}
-
-/// Exports a session to bytes.
-pub fn export(store: &SessionStore, session: &SessionId) -> Vec<u8> {
-    let mut out = Vec::new();
-    store.export_jsonl(session, &mut out).unwrap();
-    out
-}
-
-/// The source with the BOM, CRLF `\r`s and the reported lines removed, every line ended by LF.
-pub fn minus_reported(source: &[u8], reported: &BTreeSet<usize>) -> Vec<u8> {
-    let body = source.strip_prefix(b"\xef\xbb\xbf").unwrap_or(source);
-    let mut out = Vec::new();
-    let mut lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
-    let terminated = body.ends_with(b"\n");
-    if terminated {
-        lines.pop();
-    }
-    let count = lines.len();
-    for (idx, line) in lines.into_iter().enumerate() {
-        if reported.contains(&(idx + 1)) {
-            continue;
-        }
-        let is_last_unterminated = idx + 1 == count && !terminated;
-        let line = if is_last_unterminated {
-            line
-        } else {
-            line.strip_suffix(b"\r").unwrap_or(line)
-        };
-        out.extend_from_slice(line);
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Our context at a leaf as a JSON value.
-pub fn context_value(store: &SessionStore, session: &SessionId, leaf: &LeafSelector) -> Value {
-    let context = store.context(session, leaf).unwrap();
-    pi::support::json::parse_lenient(context.to_json().as_bytes()).unwrap()
-}
-
-/// Our tree flattened as the fixtures' `tree`.
-pub fn tree_value(store: &SessionStore, session: &SessionId) -> Value {
-    Value::Array(
-        store
-            .tree(session)
-            .unwrap()
-            .into_iter()
-            .map(|node| {
-                let mut map = Map::new();
-                map.insert("id".into(), node.id.map_or(Value::Null, Value::from));
-                map.insert(
-                    "parentId".into(),
-                    node.parent_id.map_or(Value::Null, Value::from),
-                );
-                map.insert("type".into(), Value::from(node.type_name));
-                if let Some(label) = node.label {
-                    map.insert("label".into(), Value::from(label));
-                }
-                if let Some(ts) = node.label_timestamp {
-                    map.insert("labelTimestamp".into(), Value::from(ts));
-                }
-                Value::Object(map)
-            })
-            .collect(),
-    )
-}
-
-/// Our leaf id (`null` before the first entry).
-pub fn leaf_value(store: &SessionStore, session: &SessionId) -> Value {
-    store
-        .leaf(session)
-        .unwrap()
-        .and_then(|stored| stored.entry.id)
-        .map_or(Value::Null, |id| Value::from(id.as_str()))
-}
-
-/// Our branch, leaf to root, as ids.
-pub fn branch_value(store: &SessionStore, session: &SessionId) -> Value {
-    Value::Array(
-        store
-            .branch_path(session, &LeafSelector::Current)
-            .unwrap()
-            .iter()
-            .rev()
-            .map(|stored| {
-                stored
-                    .entry
-                    .id
-                    .as_ref()
-                    .map_or(Value::Null, |id| Value::from(id.as_str()))
-            })
-            .collect(),
-    )
-}
-
-/// Replaces every string equal to a key of `ids` by its value, recursively.
-pub fn rename_ids(value: &Value, ids: &HashMap<String, String>) -> Value {
-    match value {
-        Value::String(text) => {
-            Value::String(ids.get(text).cloned().unwrap_or_else(|| text.clone()))
-        }
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|item| rename_ids(item, ids)).collect())
-        }
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, item)| (key.clone(), rename_ids(item, ids)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
+use crate::common::{fixtures, memory_store, new_session, user_message};
 
 /// Compares our migrated export with `X.migrated.jsonl` up to a consistent renaming of the
 /// ids the reference invents; returns the renaming (ours → reference's).
@@ -569,22 +422,9 @@ fn a_file_with_new_duplicates_stores_them_as_a_first_import_would() {
     assert_eq!(again.report.status, ImportStatus::Unchanged);
 }
 
+/// A user message with `text`, at 1 ms.
 fn user(text: &str) -> AgentMessage {
-    AgentMessage::User(UserMessage {
-        content: UserContent::Text(text.to_owned()),
-        timestamp: 1,
-        extra: Map::new(),
-    })
-}
-
-fn new_session(store: &SessionStore) -> SessionId {
-    store
-        .create_session(&NewSession {
-            cwd: "/w".to_owned(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id
+    user_message(text, 1)
 }
 
 fn id_of(stored: &pi::store::StoredEntry) -> EntryId {
@@ -594,7 +434,7 @@ fn id_of(stored: &pi::store::StoredEntry) -> EntryId {
 #[test]
 fn export_writes_the_moved_leaf_last_so_the_reference_resumes_there() {
     let store = memory_store(9);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("a")).unwrap();
     let b = store.append_message(&session, user("b")).unwrap();
     let c = store.append_message(&session, user("c")).unwrap();
@@ -651,14 +491,14 @@ fn export_keeps_append_order_when_moving_the_leaf_would_change_something() {
     };
 
     // A root leaf.
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("a")).unwrap();
     let b = store.append_message(&session, user("b")).unwrap();
     store.branch(&session, &id_of(&a)).unwrap();
     assert_eq!(in_order(&session), (false, ids(&[&a, &b])));
 
     // A label leaf.
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("a")).unwrap();
     let label = store.append_label(&session, &id_of(&a), Some("x")).unwrap();
     let c = store.append_message(&session, user("c")).unwrap();
@@ -666,7 +506,7 @@ fn export_keeps_append_order_when_moving_the_leaf_would_change_something() {
     assert_eq!(in_order(&session), (false, ids(&[&a, &label, &c])));
 
     // A session_info leaf.
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("a")).unwrap();
     let info = store.append_session_info(&session, "n").unwrap();
     let c = store.append_message(&session, user("c")).unwrap();
@@ -674,7 +514,7 @@ fn export_keeps_append_order_when_moving_the_leaf_would_change_something() {
     assert_eq!(in_order(&session), (false, ids(&[&a, &info, &c])));
 
     // A leaf reset to before the first entry.
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("a")).unwrap();
     store.reset_leaf(&session).unwrap();
     assert_eq!(in_order(&session), (false, ids(&[&a])));
@@ -711,7 +551,7 @@ fn export_keeps_append_order_when_moving_the_leaf_would_change_something() {
 #[test]
 fn sessions_created_here_export_in_the_reference_key_order_and_import_back_unchanged() {
     let store = memory_store(12);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store.append_message(&session, user("hello")).unwrap();
     store
         .append_custom(&session, "ext", Some(serde_json::json!({"k": [1, 2.5]})))

@@ -14,10 +14,10 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Value, json};
 
-use crate::common::{fixtures, memory_store};
-use crate::suite::interchange::{
+use crate::common::interchange::{
     context_value, export, import_bytes, leaf_value, minus_reported, tree_value,
 };
+use crate::common::{fixtures, memory_store};
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -12,10 +12,10 @@ use pi::model::{EntryId, ModelRef, SessionId};
 use pi::store::{ImportMode, LeafSelector, NewSession, SessionStore};
 use serde_json::{Value, json};
 
-use crate::common::{fixtures, memory_store};
-use crate::suite::interchange::{
+use crate::common::interchange::{
     branch_value, context_value, export, import_bytes, leaf_value, tree_value,
 };
+use crate::common::{fixtures, memory_store};
 
 fn interop_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -17,10 +17,10 @@ use pi::model::{EntryId, SessionId};
 use pi::store::{ImportMode, LeafSelector, SessionStore};
 use serde_json::{Value, json};
 
-use crate::common::{fixtures, memory_store};
-use crate::suite::interchange::{
-    branch_value, context_value, export, import_bytes, leaf_value, tree_value,
+use crate::common::interchange::{
+    branch_value, branch_value_at, context_value, export, import_bytes, leaf_value, tree_value,
 };
+use crate::common::{fixtures, memory_store};
 
 fn interop16_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -86,24 +86,7 @@ pub(crate) fn ours(store: &SessionStore, session: &SessionId, leaf: Option<&str>
     let summary = store.session(session).unwrap();
     let (leaf_id, branch) = match leaf {
         None => (leaf_value(store, session), branch_value(store, session)),
-        Some(id) => (
-            Value::from(id),
-            Value::Array(
-                store
-                    .branch_path(session, &selector)
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .map(|stored| {
-                        stored
-                            .entry
-                            .id
-                            .as_ref()
-                            .map_or(Value::Null, |id| Value::from(id.as_str()))
-                    })
-                    .collect(),
-            ),
-        ),
+        Some(id) => (Value::from(id), branch_value_at(store, session, &selector)),
     };
     json!({
         "leafId": leaf_id,

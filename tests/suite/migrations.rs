@@ -5,7 +5,7 @@ use pi::store::StoreError;
 use pi::store::testing::{MIGRATIONS, latest_version, migrate_to};
 use rusqlite::Connection;
 
-use crate::common::{TestEnv, open_store};
+use crate::common::{TestEnv, open_store, succeeded};
 
 #[test]
 fn the_embedded_list_matches_the_files() {
@@ -221,16 +221,11 @@ fn a_rebuild_cut_short_after_its_migration_is_finished_by_the_next_open() {
 /// `pi sessions search` finds the basic-chat fixture's `validateCart` once, and `pi db check`
 /// passes.
 fn assert_search_finds_the_fixture_and_check_passes(env: &TestEnv) {
-    let output = env
-        .pi()
-        .args(["sessions", "search", "--all", "--json", "validateCart"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output =
+        succeeded(
+            env.pi()
+                .args(["sessions", "search", "--all", "--json", "validateCart"]),
+        );
     let hits = crate::common::stdout_json(&output);
     assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
     let output = env.pi().args(["db", "check"]).output().unwrap();

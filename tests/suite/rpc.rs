@@ -932,11 +932,49 @@ fn without_a_model_a_prompt_is_refused_with_one_error_response() {
 }
 
 #[test]
-fn session_name_stats_and_commands() {
+fn set_session_name_trims_refuses_blank_and_announces_the_change() {
+    let server = ProviderServer::start(vec![]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
+    assert_eq!(
+        rpc.err(json!({"type": "set_session_name", "name": "   "})),
+        "Session name cannot be empty"
+    );
+    rpc.ok(json!({"type": "set_session_name", "name": "  My work "}));
+    assert_eq!(
+        rpc.wait_event("session_info_changed"),
+        json!({"type": "session_info_changed", "name": "My work"})
+    );
+    assert_eq!(
+        rpc.ok(json!({"type": "get_state"}))["sessionName"],
+        "My work"
+    );
+}
+
+#[test]
+fn get_session_stats_counts_messages_tokens_cost_and_context_use() {
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_tool_call("call_1", "ls", "{}")),
         MockResponse::sse(sse::openai_text("Listed.")),
     ]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
+    rpc.prompt_and_wait("list files");
+    let stats = rpc.ok(json!({"type": "get_session_stats"}));
+    let session_id = stats["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        stats,
+        json!({"sessionFile": format!("{}#{session_id}", env.db().display()), "sessionId": session_id,
+               "userMessages": 1, "assistantMessages": 2, "toolCalls": 1, "toolResults": 1, "totalMessages": 5,
+               "tokens": {"input": 200, "output": 40, "cacheRead": 0, "cacheWrite": 0, "total": 240},
+               "cost": 0.00028,
+               "contextUsage": {"tokens": 120, "contextWindow": 128000, "percent": 0.09375}})
+    );
+}
+
+#[test]
+fn get_commands_lists_prompt_templates_and_skills_with_their_source() {
+    let server = ProviderServer::start(vec![]);
     let env = mock_env(&server);
     std::fs::create_dir_all(env.agent_dir.join("prompts")).unwrap();
     std::fs::write(
@@ -953,33 +991,6 @@ fn session_name_stats_and_commands() {
     .unwrap();
     // The project's skill loads once the project is trusted (`-a`: for this run).
     let mut rpc = Rpc::start(&env, &["-a"]);
-
-    assert_eq!(
-        rpc.err(json!({"type": "set_session_name", "name": "   "})),
-        "Session name cannot be empty"
-    );
-    rpc.ok(json!({"type": "set_session_name", "name": "  My work "}));
-    assert_eq!(
-        rpc.wait_event("session_info_changed"),
-        json!({"type": "session_info_changed", "name": "My work"})
-    );
-    assert_eq!(
-        rpc.ok(json!({"type": "get_state"}))["sessionName"],
-        "My work"
-    );
-
-    rpc.prompt_and_wait("list files");
-    let stats = rpc.ok(json!({"type": "get_session_stats"}));
-    let session_id = stats["sessionId"].as_str().unwrap().to_owned();
-    assert_eq!(
-        stats,
-        json!({"sessionFile": format!("{}#{session_id}", env.db().display()), "sessionId": session_id,
-               "userMessages": 1, "assistantMessages": 2, "toolCalls": 1, "toolResults": 1, "totalMessages": 5,
-               "tokens": {"input": 200, "output": 40, "cacheRead": 0, "cacheWrite": 0, "total": 240},
-               "cost": 0.00028,
-               "contextUsage": {"tokens": 120, "contextWindow": 128000, "percent": 0.09375}})
-    );
-
     let commands = rpc.ok(json!({"type": "get_commands"}))["commands"].clone();
     assert_eq!(
         commands,
@@ -1026,9 +1037,16 @@ fn framing_is_lf_only_and_keeps_unicode_separators() {
     assert_eq!(rest[0]["success"], true);
 }
 
+/// Ends the process by closing its input: it exits 0 with nothing more to say.
+fn finish_quietly(rpc: Rpc) {
+    let (status, rest) = rpc.finish();
+    assert!(status.success());
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
 #[test]
-fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes_on() {
-    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Nothing yet."))]);
+fn malformed_input_gets_a_parse_error_response_and_the_process_goes_on() {
+    let server = ProviderServer::start(vec![]);
     let env = mock_env(&server);
     let mut rpc = Rpc::start(&env, &[]);
     for bad in ["not json", "{\"type\":", "[1,2]", "42", "null", ""] {
@@ -1045,6 +1063,17 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
             "{record}"
         );
     }
+    // A stray extension UI response is ignored; the process still answers.
+    rpc.write(b"{\"type\":\"extension_ui_response\",\"id\":\"nobody\",\"value\":\"x\"}\n");
+    assert_eq!(rpc.ok(json!({"type": "get_state"}))["isStreaming"], false);
+    finish_quietly(rpc);
+}
+
+#[test]
+fn unknown_commands_are_answered_with_their_id_of_any_json_type() {
+    let server = ProviderServer::start(vec![]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
     rpc.write(b"{\"id\":\"u1\",\"type\":\"make_coffee\"}\n");
     let record = rpc.wait_for(|record| record["type"] == "response");
     assert_eq!(
@@ -1058,12 +1087,36 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
         record,
         json!({"id": "u2", "type": "response", "success": false, "error": "Unknown command: undefined"})
     );
+    // An id of any JSON type is echoed as it was.
+    rpc.write(b"{\"id\":7,\"type\":\"abort_retry\"}\n");
+    let record = rpc.wait_for(|record| record["type"] == "response");
+    assert_eq!(
+        record,
+        json!({"id": 7, "type": "response", "command": "abort_retry", "success": true})
+    );
+    finish_quietly(rpc);
+}
+
+#[test]
+fn a_prompt_with_invalid_arguments_is_refused_naming_the_argument() {
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Nothing yet."))]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
     let error = rpc.err(json!({"type": "prompt"}));
     assert!(error.contains("\"message\" must be a string"), "{error}");
     let error = rpc.err(json!({"type": "prompt", "message": "x", "streamingBehavior": "now"}));
     assert!(error.contains("streamingBehavior"), "{error}");
-    // 1.6.0 plans nothing on a session with no message yet (0.73.1 asked the model to
-    // summarise an empty conversation): the compaction is refused without a request.
+    assert!(server.requests().is_empty());
+    finish_quietly(rpc);
+}
+
+/// 1.6.0 plans nothing on a session with no message yet (0.73.1 asked the model to summarise an
+/// empty conversation): the compaction is refused without a request.
+#[test]
+fn compact_on_an_empty_session_is_refused_without_a_request() {
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Nothing yet."))]);
+    let env = mock_env(&server);
+    let mut rpc = Rpc::start(&env, &[]);
     assert_eq!(
         rpc.err(json!({"type": "compact"})),
         "Nothing to compact (session too small)"
@@ -1074,19 +1127,7 @@ fn malformed_input_and_unknown_commands_get_error_responses_and_the_process_goes
         "Compaction failed: Nothing to compact (session too small)"
     );
     assert!(server.requests().is_empty());
-    // An id of any JSON type is echoed as it was.
-    rpc.write(b"{\"id\":7,\"type\":\"abort_retry\"}\n");
-    let record = rpc.wait_for(|record| record["type"] == "response");
-    assert_eq!(
-        record,
-        json!({"id": 7, "type": "response", "command": "abort_retry", "success": true})
-    );
-    // A stray extension UI response is ignored; the process still answers.
-    rpc.write(b"{\"type\":\"extension_ui_response\",\"id\":\"nobody\",\"value\":\"x\"}\n");
-    assert_eq!(rpc.ok(json!({"type": "get_state"}))["isStreaming"], false);
-    let (status, rest) = rpc.finish();
-    assert!(status.success());
-    assert!(rest.is_empty(), "{rest:?}");
+    finish_quietly(rpc);
 }
 
 #[test]

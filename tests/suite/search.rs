@@ -330,19 +330,25 @@ fn human_output_shows_title_cwd_entry_and_snippet() {
     );
 }
 
+/// The three fixtures whose usage the stats tests add up.
+const STATS_FIXTURES: &[&str] = &["basic-chat", "model-thinking-changes", "tool-use"];
+
+/// `pi sessions stats --json ARGS`: its rows.
+fn stats_rows(env: &TestEnv, args: &[&str]) -> Vec<Value> {
+    let output = succeeded(env.pi().args(["sessions", "stats", "--json"]).args(args));
+    stdout_json(&output).as_array().unwrap().clone()
+}
+
+/// `pi sessions stats --json --all --by BY`: its rows.
+fn stats_by(env: &TestEnv, by: &str) -> Vec<Value> {
+    stats_rows(env, &["--all", "--by", by])
+}
+
 #[test]
-fn stats_total_usage_by_every_key() {
+fn stats_rows_have_the_contract_keys_and_name_each_model() {
     let env = TestEnv::new();
-    drop(load_all(
-        &env,
-        &["basic-chat", "model-thinking-changes", "tool-use"],
-    ));
-    let run_with = |args: &[&str]| -> Vec<Value> {
-        let output = succeeded(env.pi().args(["sessions", "stats", "--json"]).args(args));
-        stdout_json(&output).as_array().unwrap().clone()
-    };
-    let run = |by: &str| -> Vec<Value> { run_with(&["--all", "--by", by]) };
-    let by_model = run("model");
+    drop(load_all(&env, STATS_FIXTURES));
+    let by_model = stats_by(&env, "model");
     let keys: Vec<&str> = by_model
         .iter()
         .map(|row| row["key"].as_str().unwrap())
@@ -371,21 +377,38 @@ fn stats_total_usage_by_every_key() {
             "cost"
         ]
     );
+    assert!(
+        by_model.iter().any(|row| row["key"] == "(no model)"),
+        "{by_model:?}"
+    );
+    for row in stats_by(&env, "day") {
+        let key = row["key"].as_str().unwrap();
+        assert_eq!(key.len(), 10, "{key}");
+    }
+    for row in stats_by(&env, "week") {
+        assert!(row["key"].as_str().unwrap().contains("-W"));
+    }
+}
+
+/// Every key counts the same things: the groups add up to the same totals (rows without a
+/// model, such as user messages, are the model and provider keys' "(no model)").
+#[test]
+fn stats_groups_add_up_to_the_same_totals_under_every_key() {
+    let env = TestEnv::new();
+    drop(load_all(&env, STATS_FIXTURES));
     let total_cost = |rows: &[Value]| {
         rows.iter()
             .map(|row| row["cost"].as_f64().unwrap())
             .sum::<f64>()
     };
-    let by_session = run("session");
-    assert_eq!(by_session.len(), 3);
-    // Every key counts the same things: the groups add up to the same totals (rows without a
-    // model, such as user messages, are the model and provider keys' "(no model)").
     let total = |rows: &[Value], field: &str| -> i64 {
         rows.iter().map(|row| row[field].as_i64().unwrap()).sum()
     };
+    let by_session = stats_by(&env, "session");
+    assert_eq!(by_session.len(), 3);
     assert!(total(&by_session, "messages") > 0);
     for by in ["day", "week", "model", "provider", "cwd"] {
-        let rows = run(by);
+        let rows = stats_by(&env, by);
         assert!(
             (total_cost(&rows) - total_cost(&by_session)).abs() < 1e-9,
             "{by}"
@@ -398,24 +421,32 @@ fn stats_total_usage_by_every_key() {
             );
         }
     }
-    assert!(
-        by_model.iter().any(|row| row["key"] == "(no model)"),
-        "{by_model:?}"
-    );
-    // The human form's total says from how many sessions.
-    let output = succeeded(
+}
+
+/// The human form is a table whose total says from how many sessions.
+#[test]
+fn stats_for_people_is_a_table_with_a_total_row() {
+    let env = TestEnv::new();
+    drop(load_all(&env, STATS_FIXTURES));
+    let text = crate::common::stdout_text(
         env.pi()
             .args(["sessions", "stats", "--all", "--by", "model"]),
     );
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let total_line = text.lines().last().unwrap();
     assert!(
         total_line.starts_with("total") && total_line.split_whitespace().nth(1) == Some("3"),
         "{text}"
     );
-    // Scope and time, as `search` takes them: this directory's sessions by default (none of
-    // the fixtures' here), --cwd DIR, --until.
-    assert!(run_with(&[]).is_empty());
+    insta::assert_snapshot!("sessions_stats_by_model", text);
+}
+
+/// Scope and time, as `search` takes them: this directory's sessions by default (none of the
+/// fixtures' here), --cwd DIR, --since, --until.
+#[test]
+fn stats_take_the_scope_and_the_time_range_as_search_does() {
+    let env = TestEnv::new();
+    drop(load_all(&env, STATS_FIXTURES));
+    assert!(stats_rows(&env, &[]).is_empty());
     let output = succeeded(env.pi().args(["sessions", "stats"]));
     assert!(
         String::from_utf8_lossy(&output.stdout).contains("(try --all)"),
@@ -423,25 +454,18 @@ fn stats_total_usage_by_every_key() {
         String::from_utf8_lossy(&output.stdout)
     );
     let cwd = by_session_cwd(&env);
-    let in_cwd = run_with(&["--cwd", &cwd, "--by", "session"]);
+    let in_cwd = stats_rows(&env, &["--cwd", &cwd, "--by", "session"]);
     let listed = stdout_json(&succeeded(
         env.pi().args(["sessions", "list", "--json", "--cwd", &cwd]),
     ));
     assert!(!in_cwd.is_empty());
     assert_eq!(in_cwd.len(), listed.as_array().unwrap().len(), "{in_cwd:?}");
-    assert!(run_with(&["--cwd", "/no/such/project"]).is_empty());
-    assert!(run_with(&["--all", "--until", "2000-01-01"]).is_empty());
+    assert!(stats_rows(&env, &["--cwd", "/no/such/project"]).is_empty());
+    assert!(stats_rows(&env, &["--all", "--until", "2000-01-01"]).is_empty());
     assert_eq!(
-        run_with(&["--all", "--by", "session", "--until", "2100-01-01"]),
-        by_session
+        stats_rows(&env, &["--all", "--by", "session", "--until", "2100-01-01"]),
+        stats_by(&env, "session")
     );
-    for row in run("day") {
-        let key = row["key"].as_str().unwrap();
-        assert_eq!(key.len(), 10, "{key}");
-    }
-    for row in run("week") {
-        assert!(row["key"].as_str().unwrap().contains("-W"));
-    }
     let output = env
         .pi()
         .args(["sessions", "stats", "--all", "--json", "--since", "1d"])

@@ -21,10 +21,10 @@ use pi::model::ids::SessionId;
 use pi::store::{LeaseAttempt, LeaseConfig, LeaseHolder, ListScope, SessionStore};
 use serde_json::{Value, json};
 
-use crate::common::TestEnv;
 use crate::common::agent::models_json;
 use crate::common::provider::{MockResponse, ProviderServer, sse};
 use crate::common::tmux::Tmux;
+use crate::common::{TestEnv, succeeded};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -51,12 +51,7 @@ fn configure(env: &TestEnv, server: &ProviderServer, extra: &str) {
 
 /// Stores one exchange with `pi -p` and returns its session.
 fn one_session(env: &TestEnv) -> SessionId {
-    let output = env.pi().args(["-p", "hello"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(env.pi().args(["-p", "hello"]));
     let store = env.store();
     let sessions = store.list(&ListScope::All).unwrap();
     assert_eq!(sessions.len(), 1);
@@ -486,12 +481,7 @@ fn print_json_and_rpc_modes_refuse_a_held_session_with_one_line() {
 
     // Released: `pi -c -p` continues the session.
     holder_store.release_lease(&lease).unwrap();
-    let output = env.pi().args(["-c", "-p", "again"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = succeeded(env.pi().args(["-c", "-p", "again"]));
     assert!(String::from_utf8_lossy(&output.stdout).contains("After the release."));
 }
 

@@ -4,43 +4,12 @@
 use std::collections::HashMap;
 
 use pi::model::entry::{CompactionEntry, EntryKind};
-use pi::model::message::{AgentMessage, UserContent, UserMessage};
 use pi::model::{EntryId, ModelRef, SessionId};
 use pi::store::{LeafSelector, ListScope, NewSession, SessionStore, StoreError};
 use serde_json::{Value, json};
 
-use crate::common::{TestEnv, fixtures, memory_store};
-
-fn context_value(store: &SessionStore, session: &SessionId, leaf: &LeafSelector) -> Value {
-    let context = store.context(session, leaf).unwrap();
-    pi::support::json::parse_lenient(context.to_json().as_bytes()).unwrap()
-}
-
-fn tree_value(store: &SessionStore, session: &SessionId) -> Value {
-    Value::Array(
-        store
-            .tree(session)
-            .unwrap()
-            .into_iter()
-            .map(|node| {
-                let mut map = serde_json::Map::new();
-                map.insert("id".into(), node.id.map_or(Value::Null, Value::from));
-                map.insert(
-                    "parentId".into(),
-                    node.parent_id.map_or(Value::Null, Value::from),
-                );
-                map.insert("type".into(), Value::from(node.type_name));
-                if let Some(label) = node.label {
-                    map.insert("label".into(), Value::from(label));
-                }
-                if let Some(ts) = node.label_timestamp {
-                    map.insert("labelTimestamp".into(), Value::from(ts));
-                }
-                Value::Object(map)
-            })
-            .collect(),
-    )
-}
+use crate::common::interchange::{branch_value, context_value, tree_value};
+use crate::common::{TestEnv, fixtures, memory_store, new_session, user_message};
 
 /// Checks one fixture against its expectation: context, leaf, entry count, name, tree, branch.
 fn check_fixture(store: &SessionStore, name: &str) {
@@ -76,20 +45,11 @@ fn check_fixture(store: &SessionStore, name: &str) {
         expected["tree"],
         "{name}: tree"
     );
-    let branch: Vec<Value> = store
-        .branch_path(&session, &LeafSelector::Current)
-        .unwrap()
-        .iter()
-        .rev()
-        .map(|stored| {
-            stored
-                .entry
-                .id
-                .as_ref()
-                .map_or(Value::Null, |id| Value::from(id.as_str()))
-        })
-        .collect();
-    assert_eq!(Value::Array(branch), expected["branch"], "{name}: branch");
+    assert_eq!(
+        branch_value(store, &session),
+        expected["branch"],
+        "{name}: branch"
+    );
     for (leaf, variant) in fixtures::leaf_variants(name) {
         let selector = LeafSelector::Entry(EntryId::new(leaf.as_str()));
         assert_eq!(
@@ -140,35 +100,23 @@ fn fixtures_rebuild_the_same_in_an_in_memory_store() {
     }
 }
 
-fn user(text: &str, ts: i64) -> AgentMessage {
-    AgentMessage::User(UserMessage {
-        content: UserContent::Text(text.to_owned()),
-        timestamp: ts,
-        extra: serde_json::Map::new(),
-    })
-}
-
-fn new_session(store: &SessionStore) -> SessionId {
-    store
-        .create_session(&NewSession {
-            cwd: "/w".to_owned(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id
-}
-
 #[test]
 fn appends_chain_to_the_leaf_and_branching_makes_siblings() {
     let store = memory_store(1);
-    let session = new_session(&store);
-    let a = store.append_message(&session, user("a", 1)).unwrap();
+    let session = new_session(&store, "/w");
+    let a = store
+        .append_message(&session, user_message("a", 1))
+        .unwrap();
     assert_eq!(a.entry.parent_id, None);
-    let b = store.append_message(&session, user("b", 2)).unwrap();
+    let b = store
+        .append_message(&session, user_message("b", 2))
+        .unwrap();
     assert_eq!(b.entry.parent_id, a.entry.id);
     let a_id = a.entry.id.clone().unwrap();
     store.branch(&session, &a_id).unwrap();
-    let c = store.append_message(&session, user("c", 3)).unwrap();
+    let c = store
+        .append_message(&session, user_message("c", 3))
+        .unwrap();
     assert_eq!(c.entry.parent_id.as_ref(), Some(&a_id));
     let children: Vec<_> = store
         .children(&session, &a_id)
@@ -192,13 +140,17 @@ fn appends_chain_to_the_leaf_and_branching_makes_siblings() {
 #[test]
 fn reset_leaf_makes_the_next_append_a_new_root_and_empties_the_context() {
     let store = memory_store(2);
-    let session = new_session(&store);
-    store.append_message(&session, user("a", 1)).unwrap();
+    let session = new_session(&store, "/w");
+    store
+        .append_message(&session, user_message("a", 1))
+        .unwrap();
     store.reset_leaf(&session).unwrap();
     let context = store.context(&session, &LeafSelector::Current).unwrap();
     assert!(context.messages.is_empty());
     assert_eq!(context.thinking_level, "off");
-    let root = store.append_message(&session, user("b", 2)).unwrap();
+    let root = store
+        .append_message(&session, user_message("b", 2))
+        .unwrap();
     assert_eq!(root.entry.parent_id, None);
     assert_eq!(
         store
@@ -214,9 +166,13 @@ fn reset_leaf_makes_the_next_append_a_new_root_and_empties_the_context() {
 #[test]
 fn branch_with_summary_appends_at_the_destination() {
     let store = memory_store(3);
-    let session = new_session(&store);
-    let a = store.append_message(&session, user("a", 1)).unwrap();
-    let b = store.append_message(&session, user("b", 2)).unwrap();
+    let session = new_session(&store, "/w");
+    let a = store
+        .append_message(&session, user_message("a", 1))
+        .unwrap();
+    let b = store
+        .append_message(&session, user_message("b", 2))
+        .unwrap();
     let a_id = a.entry.id.unwrap();
     let summary = store
         .branch_with_summary(
@@ -243,7 +199,7 @@ fn branch_with_summary_appends_at_the_destination() {
             .contains(&format!(r#""fromId":"{summary_id}""#))
     );
     // Without a leaf (a fresh session) it is `root`.
-    let fresh = new_session(&store);
+    let fresh = new_session(&store, "/w");
     let alone = store
         .branch_with_summary(&fresh, None, "nothing".into(), None, None)
         .unwrap();
@@ -260,15 +216,15 @@ fn branch_with_summary_appends_at_the_destination() {
 #[test]
 fn labels_last_write_wins_and_empty_clears() {
     let store = memory_store(4);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store
-        .append_message(&session, user("a", 1))
+        .append_message(&session, user_message("a", 1))
         .unwrap()
         .entry
         .id
         .unwrap();
     let b = store
-        .append_message(&session, user("b", 2))
+        .append_message(&session, user_message("b", 2))
         .unwrap()
         .entry
         .id
@@ -288,7 +244,7 @@ fn labels_last_write_wins_and_empty_clears() {
 #[test]
 fn the_last_session_info_names_the_session() {
     let store = memory_store(5);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     store.append_session_info(&session, "  First  ").unwrap();
     assert_eq!(
         store.session_name(&session).unwrap().as_deref(),
@@ -306,7 +262,7 @@ fn the_last_session_info_names_the_session() {
 #[test]
 fn model_and_thinking_come_from_the_whole_path_even_past_a_compaction() {
     let store = memory_store(6);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     store
         .append_model_change(
             &session,
@@ -317,8 +273,12 @@ fn model_and_thinking_come_from_the_whole_path_even_past_a_compaction() {
         )
         .unwrap();
     store.append_thinking_level(&session, "high").unwrap();
-    let u1 = store.append_message(&session, user("one", 1)).unwrap();
-    let u2 = store.append_message(&session, user("two", 2)).unwrap();
+    let u1 = store
+        .append_message(&session, user_message("one", 1))
+        .unwrap();
+    let u2 = store
+        .append_message(&session, user_message("two", 2))
+        .unwrap();
     store
         .append_compaction(
             &session,
@@ -333,7 +293,9 @@ fn model_and_thinking_come_from_the_whole_path_even_past_a_compaction() {
             },
         )
         .unwrap();
-    store.append_message(&session, user("three", 3)).unwrap();
+    store
+        .append_message(&session, user_message("three", 3))
+        .unwrap();
     let context = store.context(&session, &LeafSelector::Current).unwrap();
     assert_eq!(context.thinking_level, "high");
     assert!(context.has_thinking_entry);
@@ -351,22 +313,22 @@ fn model_and_thinking_come_from_the_whole_path_even_past_a_compaction() {
 #[test]
 fn fork_copies_the_path_without_labels_and_recreates_them() {
     let store = memory_store(7);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let a = store
-        .append_message(&session, user("a", 1))
+        .append_message(&session, user_message("a", 1))
         .unwrap()
         .entry
         .id
         .unwrap();
     let b = store
-        .append_message(&session, user("b", 2))
+        .append_message(&session, user_message("b", 2))
         .unwrap()
         .entry
         .id
         .unwrap();
     store.append_label(&session, &a, Some("start")).unwrap();
     let c = store
-        .append_message(&session, user("c", 3))
+        .append_message(&session, user_message("c", 3))
         .unwrap()
         .entry
         .id
@@ -394,25 +356,21 @@ fn fork_copies_the_path_without_labels_and_recreates_them() {
     assert_eq!(empty.cwd, "/elsewhere");
 }
 
+/// Two sessions, in `/a` (with one message, so latest activity) and `/b`.
+fn two_sessions(store: &SessionStore) -> (SessionId, SessionId) {
+    let one = new_session(store, "/a");
+    let two = new_session(store, "/b");
+    store
+        .append_message(&one, user_message("hello there", 1))
+        .unwrap();
+    (one, two)
+}
+
 #[test]
-fn listing_resolving_and_deleting_sessions() {
+fn listing_is_latest_activity_first_and_scoped_by_directory() {
     let env = TestEnv::new();
     let store = env.store();
-    let one = store
-        .create_session(&NewSession {
-            cwd: "/a".into(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id;
-    let two = store
-        .create_session(&NewSession {
-            cwd: "/b".into(),
-            parent_session: None,
-        })
-        .unwrap()
-        .id;
-    store.append_message(&one, user("hello there", 1)).unwrap();
+    let (one, _) = two_sessions(&store);
     let all = store.list(&ListScope::All).unwrap();
     assert_eq!(all[0].id, one, "latest activity first");
     assert_eq!(all[0].first_message.as_deref(), Some("hello there"));
@@ -420,6 +378,13 @@ fn listing_resolving_and_deleting_sessions() {
     assert_eq!(store.list(&ListScope::Cwd("/b".into())).unwrap().len(), 1);
     assert_eq!(store.most_recent("/a").unwrap(), Some(one.clone()));
     assert_eq!(store.most_recent("/zzz").unwrap(), None);
+}
+
+#[test]
+fn an_id_or_a_unique_prefix_resolves_and_a_shared_prefix_is_ambiguous() {
+    let env = TestEnv::new();
+    let store = env.store();
+    let (one, two) = two_sessions(&store);
     assert_eq!(store.resolve(one.as_str()).unwrap(), one);
     assert_eq!(store.resolve(&one.as_str()[..30]).unwrap(), one);
     // Both are UUIDv7 made in the same second: a short prefix matches both.
@@ -438,6 +403,13 @@ fn listing_resolving_and_deleting_sessions() {
         store.resolve("zz"),
         Err(StoreError::SessionNotFound { .. })
     ));
+}
+
+#[test]
+fn a_deleted_session_is_gone_and_the_others_stay() {
+    let env = TestEnv::new();
+    let store = env.store();
+    let (one, _) = two_sessions(&store);
     store.delete_session(&one).unwrap();
     assert!(matches!(
         store.session(&one),
@@ -450,8 +422,10 @@ fn listing_resolving_and_deleting_sessions() {
 fn entries_cannot_be_updated_or_deleted_outside_a_session_delete() {
     let env = TestEnv::new();
     let store = env.store();
-    let session = new_session(&store);
-    store.append_message(&session, user("a", 1)).unwrap();
+    let session = new_session(&store, "/w");
+    store
+        .append_message(&session, user_message("a", 1))
+        .unwrap();
     drop(store);
     let conn = rusqlite::Connection::open(env.db()).unwrap();
     let update = conn.execute("UPDATE entries SET payload = x'00'", []);
@@ -602,12 +576,12 @@ fn the_fast_rebuild_agrees_with_the_plain_walk_at_every_entry_of_every_fixture()
 #[test]
 fn ancestor_tests_hold_on_deep_paths() {
     let store = memory_store(12);
-    let session = new_session(&store);
+    let session = new_session(&store, "/w");
     let mut seqs = Vec::new();
     let mut ids = Vec::new();
     for idx in 0..700 {
         let stored = store
-            .append_message(&session, user(&format!("m{idx}"), idx))
+            .append_message(&session, user_message(&format!("m{idx}"), idx))
             .unwrap();
         seqs.push(stored.seq);
         ids.push(stored.entry.id.unwrap());
@@ -618,7 +592,7 @@ fn ancestor_tests_hold_on_deep_paths() {
     for idx in 0..200 {
         side.push(
             store
-                .append_message(&session, user(&format!("s{idx}"), idx))
+                .append_message(&session, user_message(&format!("s{idx}"), idx))
                 .unwrap()
                 .seq,
         );
@@ -676,12 +650,12 @@ fn a_read_only_store_reads_what_a_writer_appends_and_refuses_to_write() {
         .unwrap();
     let reader = SessionStore::open_read_only(config()).unwrap();
     writer
-        .append_message(&session.id, user("first", 1))
+        .append_message(&session.id, user_message("first", 1))
         .unwrap();
     assert_eq!(reader.list(&ListScope::All).unwrap()[0].messages, 1);
     // Each read is its own snapshot: an append after the reader opened is visible.
     writer
-        .append_message(&session.id, user("second", 2))
+        .append_message(&session.id, user_message("second", 2))
         .unwrap();
     assert_eq!(reader.list(&ListScope::All).unwrap()[0].messages, 2);
     match reader.create_session(&NewSession {

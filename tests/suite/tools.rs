@@ -323,8 +323,8 @@ fn declarations_snippets_and_guidelines_match_1_6_0() {
     assert_eq!(declared, DEFAULT_ACTIVE_TOOL_NAMES);
 }
 
-#[test]
-fn activation_follows_the_cli_flags() {
+/// The built-in tools as `selection` registers and activates them.
+fn tool_set(selection: ToolSelection) -> ToolSet {
     let dir = tempfile::tempdir().unwrap();
     let config = ToolsConfig {
         workspace: Workspace::default(),
@@ -333,8 +333,11 @@ fn activation_follows_the_cli_flags() {
         },
         shell: shell_config(dir.path(), dir.path()),
     };
-    let set =
-        |selection: ToolSelection| ToolSet::new(builtin_tools(&config), Vec::new(), &selection);
+    ToolSet::new(builtin_tools(&config), Vec::new(), &selection)
+}
+
+#[test]
+fn activation_follows_the_cli_flags() {
     let cases: Vec<(ToolSelection, Vec<&str>, Vec<&str>)> = vec![
         (
             ToolSelection::from_flags(None, false, false),
@@ -386,22 +389,31 @@ fn activation_follows_the_cli_flags() {
         ),
     ];
     for (selection, registry, active) in cases {
-        let tools = set(selection.clone());
+        let tools = tool_set(selection.clone());
         assert_eq!(tools.registry_names(), registry, "{selection:?}");
         assert_eq!(tools.active_names(), active, "{selection:?}");
     }
-    let mut tools = set(ToolSelection::Default);
+}
+
+#[test]
+fn set_active_keeps_known_allowed_tools_once_each() {
+    let mut tools = tool_set(ToolSelection::Default);
     assert!(tools.find_active("grep").is_none());
     assert_eq!(tool_not_found_message("grep"), "Tool grep not found");
     tools.set_active(&["grep", "unknown", "grep", "ls"]);
     assert_eq!(tools.active_names(), ["grep", "ls"]);
     assert!(tools.find_active("grep").is_some());
-    let mut limited = set(ToolSelection::Allowlist(vec!["read".to_owned()]));
+    let mut limited = tool_set(ToolSelection::Allowlist(vec!["read".to_owned()]));
     limited.set_active(&["read", "bash"]);
     assert_eq!(limited.active_names(), ["read"]);
     assert!(!limited.is_allowed("bash"));
-    // --exclude-tools: names and patterns never registered, active or allowed later.
-    let mut excluded = set(ToolSelection::Default).excluding(&["b*".to_owned(), "ls".to_owned()]);
+}
+
+/// --exclude-tools: names and patterns never registered, active or allowed later.
+#[test]
+fn excluded_tools_are_never_registered_activated_or_allowed() {
+    let mut excluded =
+        tool_set(ToolSelection::Default).excluding(&["b*".to_owned(), "ls".to_owned()]);
     assert_eq!(
         excluded.registry_names(),
         ["read", "edit", "write", "grep", "find"]
@@ -410,6 +422,10 @@ fn activation_follows_the_cli_flags() {
     excluded.set_active(&["bash", "grep"]);
     assert_eq!(excluded.active_names(), ["grep"]);
     assert!(!excluded.is_allowed("bash") && !excluded.is_allowed("ls"));
+}
+
+#[test]
+fn only_modifier_flags_restore_the_transcripts_tools() {
     assert!(
         ToolSelection::from_flags(Some("+ls"), false, false).restores_transcript_tools()
             && !ToolSelection::from_flags(Some("ls"), false, false).restores_transcript_tools()
