@@ -170,4 +170,5 @@ pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
     })
 }
 pub mod provider;
+pub mod search_corpus;
 pub mod tmux;

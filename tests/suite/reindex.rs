@@ -16,8 +16,8 @@ use pi::support::clock::SteppingClock;
 use pi::support::ids::IdSource;
 use serde_json::Value;
 
-use super::search_golden::{answers, build};
 use crate::common::corpus::Vocabulary;
+use crate::common::search_corpus::{answers, build};
 use crate::common::{TestEnv, succeeded};
 
 /// A step per session, no pause: as many steps as there are sessions.
@@ -287,7 +287,7 @@ fn a_killed_reindex_leaves_search_whole_and_the_next_one_goes_on_from_it() {
     reindex.kill().unwrap();
     reindex.wait().unwrap();
     let cursor = reindex_cursor(&env.db()).expect("the reindex was left part-way");
-    assert!(cursor >= 3 && cursor < 40, "cursor {cursor}");
+    assert!((3..40).contains(&cursor), "cursor {cursor}");
 
     // The live index still answers everything, and the database is sound.
     let store = open_at(&env.db(), 1);

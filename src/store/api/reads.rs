@@ -247,7 +247,7 @@ impl SessionStore {
             // rows between its ends is read in one scan, skipping the other branches' rows;
             // else entry by entry.
             let ascending = seqs.windows(2).all(|pair| pair[0] < pair[1]);
-            if ascending && (seqs.len() as i64).saturating_mul(4) >= last - first + 1 {
+            if ascending && (seqs.len() as i64).saturating_mul(4) > last - first {
                 let mut wanted = seqs.iter().copied().peekable();
                 let mut stop = false;
                 sql::for_each_payload_between(db, sid, (first, last), |seq, payload| {
