@@ -81,6 +81,7 @@ pub fn delete_search_rows(db: Db<'_>, sid: i64) -> Result<()> {
     Ok(())
 }
 
+/// Deletes a session's search documents, FTS rows and totals from one index.
 pub fn delete_search_rows_in(db: Db<'_>, index: Index, sid: i64) -> Result<()> {
     let (docs, fts, totals) = (index.docs(), index.fts(), index.totals());
     db.execute_uncached(
