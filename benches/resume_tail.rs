@@ -187,13 +187,16 @@ fn main() {
         .and_then(|arg| arg.parse().ok())
         .unwrap_or(10_000);
 
-    let root = tempfile::tempdir().expect("temp dir");
+    // `PI_BENCH_DIR=DIR` keeps the sandbox there (to profile one run by hand afterwards).
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root =
+        std::env::var_os("PI_BENCH_DIR").map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
     let sandbox = Sandbox {
-        home: root.path().join("home"),
-        agent_dir: root.path().join("agent"),
+        home: root.join("home"),
+        agent_dir: root.join("agent"),
     };
-    let long_cwd = root.path().join("long");
-    let fresh_cwd = root.path().join("fresh");
+    let long_cwd = root.join("long");
+    let fresh_cwd = root.join("fresh");
     for dir in [&sandbox.home, &sandbox.agent_dir, &long_cwd, &fresh_cwd] {
         std::fs::create_dir_all(dir).expect("create dir");
     }
@@ -216,7 +219,7 @@ fn main() {
     )
     .expect("settings");
 
-    let file = root.path().join("long.jsonl");
+    let file = root.join("long.jsonl");
     write_session(&file, &long_cwd, entries);
     let mut import = sandbox.pi(&long_cwd);
     import.arg("import").arg(&file);
@@ -261,6 +264,26 @@ fn main() {
         ms(resumed_times[0]),
         ms(resumed_median)
     );
+    // `PI_BENCH_PROFILE=FILE`: one more continued turn under `perf record -g -o FILE`.
+    if let Some(profile) = std::env::var_os("PI_BENCH_PROFILE") {
+        let resumed = resumed();
+        let mut perf = Command::new("perf");
+        perf.arg("record")
+            .arg("-g")
+            .arg("-o")
+            .arg(&profile)
+            .arg("--");
+        perf.arg(resumed.get_program()).args(resumed.get_args());
+        perf.env_clear()
+            .envs(
+                resumed
+                    .get_envs()
+                    .filter_map(|(key, value)| Some((key, value?))),
+            )
+            .current_dir(&long_cwd)
+            .stdin(Stdio::null());
+        timed(perf);
+    }
     println!(
         "overhead of the tail (median - median): {:.1} ms (goal < 150 ms); largest request body {:.1} MiB",
         ms(resumed_median) - ms(fresh_median),
