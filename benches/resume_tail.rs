@@ -264,7 +264,7 @@ fn main() {
         ms(resumed_times[0]),
         ms(resumed_median)
     );
-    // `PI_BENCH_PROFILE=FILE`: one more continued turn under `perf record -g -o FILE`.
+    // `PI_BENCH_PROFILE=FILE`: one more continued turn under `perf record --call-graph=dwarf -o FILE`.
     if let Some(profile) = std::env::var_os("PI_BENCH_PROFILE") {
         let resumed = resumed();
         let mut perf = Command::new("perf");
