@@ -747,6 +747,15 @@ pub fn all_sids(db: Db<'_>) -> Result<Vec<i64>> {
     })
 }
 
+/// The session keys above `after`, in order (a stepped reindex's sessions still to do).
+pub fn sids_after(db: Db<'_>, after: i64) -> Result<Vec<i64>> {
+    db.rows(
+        "SELECT sid FROM sessions WHERE sid > ?1 ORDER BY sid",
+        params![after],
+        |row| row.get(0),
+    )
+}
+
 /// One row of the usage table.
 #[derive(Debug, Clone, Default)]
 pub struct UsageRow<'a> {

@@ -7,7 +7,7 @@ use pi::store::{LeafSelector, SessionStore};
 use pi::support::json::{parse_lenient, to_js_string};
 use serde_json::Value;
 
-use crate::common::{TestEnv, fixtures};
+use crate::common::{TestEnv, fixtures, stdout_text};
 
 /// The branch as one JSON array, built from the whole path at once.
 fn whole_path_json(store: &SessionStore, session: &SessionId, leaf: &LeafSelector) -> String {
@@ -20,19 +20,19 @@ fn whole_path_json(store: &SessionStore, session: &SessionId, leaf: &LeafSelecto
 }
 
 fn show(env: &TestEnv, args: &[&str]) -> String {
-    let output = env
-        .pi()
-        .arg("sessions")
-        .arg("show")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    stdout_text(env.pi().arg("sessions").arg("show").args(args))
+}
+
+/// Every plain v3 fixture, loaded into `store`, with its name.
+fn plain_v3_sessions(store: &SessionStore) -> Vec<(String, SessionId)> {
+    fixtures::names()
+        .into_iter()
+        .filter(|name| fixtures::is_plain_v3(name))
+        .map(|name| {
+            let session = fixtures::load(store, &name);
+            (name, session)
+        })
+        .collect()
 }
 
 #[test]
@@ -40,11 +40,7 @@ fn show_json_prints_the_branch_byte_for_byte_as_the_whole_path_gives_it_at_every
     let env = TestEnv::new();
     let store = env.store();
     let mut checked = 0;
-    for name in fixtures::names() {
-        if !fixtures::is_plain_v3(&name) {
-            continue;
-        }
-        let session = fixtures::load(&store, &name);
+    for (name, session) in plain_v3_sessions(&store) {
         let current = whole_path_json(&store, &session, &LeafSelector::Current);
         assert_eq!(show(&env, &[session.as_str(), "--json"]), current, "{name}");
         for (leaf, _) in fixtures::leaf_variants(&name) {
@@ -85,11 +81,7 @@ fn show_text_puts_the_leaf_in_the_header_and_every_path_entry_after_it() {
     let env = TestEnv::new();
     let store = env.store();
     let mut checked = 0;
-    for name in fixtures::names() {
-        if !fixtures::is_plain_v3(&name) {
-            continue;
-        }
-        let session = fixtures::load(&store, &name);
+    for (name, session) in plain_v3_sessions(&store) {
         for (leaf, _) in fixtures::leaf_variants(&name) {
             let selector = LeafSelector::Entry(pi::model::EntryId::new(leaf.as_str()));
             let path = store.branch_path(&session, &selector).unwrap();

@@ -60,7 +60,7 @@ impl SessionStore {
                 let began = std::time::Instant::now();
                 let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
                 let mut rebuilt = 0;
-                for sid in sql::all_sids(db)?.into_iter().filter(|sid| *sid > cursor) {
+                for sid in sql::sids_after(db, cursor)? {
                     derived::rebuild_session_for_reindex(db, sid)?;
                     set_reindex_cursor(db, sid)?;
                     rebuilt += 1;
@@ -81,7 +81,7 @@ impl SessionStore {
         let late = self.write_bulk(|db| {
             let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
             let mut late = 0;
-            for sid in sql::all_sids(db)?.into_iter().filter(|sid| *sid > cursor) {
+            for sid in sql::sids_after(db, cursor)? {
                 derived::rebuild_session_for_reindex(db, sid)?;
                 late += 1;
             }
