@@ -18,6 +18,7 @@ mod interchange;
 mod interchange_props;
 mod interop;
 mod interop16;
+mod merge_steps;
 mod migrations;
 mod print_mode;
 mod quickstart;
