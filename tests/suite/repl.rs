@@ -449,8 +449,11 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     tmux.wait_for_prompt();
     tmux.line("/export out.jsonl");
     tmux.wait_for("Session exported to:");
-    tmux.line("/export notes.txt");
-    tmux.wait_for("pi exports the JSONL format only");
+    // Any other name, or none, is the session's HTML page, as the reference's `/export`.
+    tmux.line("/export notes.html");
+    tmux.wait_for("notes.html");
+    tmux.line("/export");
+    tmux.wait_for(".html");
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 
@@ -481,6 +484,23 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     assert_eq!(
         last_message["message"]["content"][0]["text"],
         "Imported and continued."
+    );
+    let page = std::fs::read_to_string(env.workspace.join("notes.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.contains("Imported and continued."), "{page}");
+    assert!(
+        page.contains("Skip the table; hardcode California"),
+        "the page holds the whole tree"
+    );
+    let default: Vec<String> = std::fs::read_dir(&env.workspace)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("pi-session-") && name.ends_with(".html"))
+        .collect();
+    assert_eq!(default.len(), 1, "{default:?}");
+    assert!(
+        default[0].contains("0196dd78-be80-74cc-b418-74fc28742ba5"),
+        "{default:?}"
     );
 }
 

@@ -36,7 +36,6 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::ai::ThinkingLevel;
-use crate::jsonl::writer::session_file_name;
 use crate::model::entry::Entry;
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::ImageContent;
@@ -1583,40 +1582,53 @@ impl Repl {
         }
     }
 
-    /// `/export [FILE.jsonl]`: the active branch as a linear session in a new file (the
-    /// reference's `/export file.jsonl`; `pi export --jsonl --branch`).
+    /// `/export [FILE]`, as the reference's: `FILE.jsonl` is the active branch as a linear
+    /// session in a new file (`pi export --jsonl --branch`); any other name, or none, is the
+    /// session's HTML page (`modes/html`; by default `pi-session-<session file name>.html` in
+    /// the session's directory).
     async fn export(&mut self, path: Option<&str>) -> Result<()> {
         if !self.session.is_persisted().await {
-            self.info("Nothing to export yet")?;
+            self.info("Nothing to export yet - start a conversation first")?;
             return Ok(());
         }
         let session = self.session.session_id().await;
-        let target = match path {
-            Some(path) if !path.ends_with(".jsonl") => {
-                self.warn("pi exports the JSONL format only: /export FILE.jsonl")?;
-                return Ok(());
+        let store = self.session.store().clone();
+        let written = match path {
+            Some(path) if path.ends_with(".jsonl") => {
+                let target = self.typed_path(path);
+                let export = self.interchange.export_branch.clone();
+                let file = target.clone();
+                // Entries the store refused so far go in too: the file is the branch once saved.
+                let unsaved = self.session.unsaved_lines().await;
+                tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
+                    .await
+                    .context("the export task failed")?
+                    .map(|()| target)
             }
-            Some(path) => self.typed_path(path),
-            None => {
-                let store = self.session.store().clone();
-                let id = session.clone();
-                let summary = blocking(move || store.session(&id)).await?;
-                self.session
-                    .cwd()
-                    .join(session_file_name(&summary.created, &session))
+            _ => {
+                let target = match path {
+                    Some(path) => self.typed_path(path),
+                    None => {
+                        let reader = store.clone();
+                        let id = session.clone();
+                        let summary = blocking(move || reader.session(&id)).await?;
+                        self.session
+                            .cwd()
+                            .join(crate::modes::html::default_file_name(&summary))
+                    }
+                };
+                let file = target.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::modes::html::write_session_file(&store, &session, &file)
+                })
+                .await
+                .context("the export task failed")?
+                .map(|()| target)
+                .map_err(anyhow::Error::from)
             }
         };
-        let export = self.interchange.export_branch.clone();
-        let store = self.session.store().clone();
-        let file = target.clone();
-        // Entries the store refused so far go in too: the file is the branch once saved.
-        let unsaved = self.session.unsaved_lines().await;
-        let written =
-            tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
-                .await
-                .context("the export task failed")?;
         match written {
-            Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
+            Ok(target) => self.info(&format!("Session exported to: {}", target.display()))?,
             Err(error) => self.error(&format!(
                 "Failed to export session: {}",
                 term::error_line(error.chain())
