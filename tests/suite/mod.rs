@@ -14,6 +14,7 @@ mod compaction;
 mod durability;
 mod extensions;
 mod hardening;
+mod html_export;
 mod interchange;
 mod interchange_props;
 mod interop;
