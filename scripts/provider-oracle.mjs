@@ -25,6 +25,7 @@
 // The Rust suite (tests/suite/ai_providers.rs) replays the same cases through our client and
 // compares against these files. Nothing here talks to the internet.
 import http from "node:http";
+import zlib from "node:zlib";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -81,7 +82,9 @@ function startServer(responses, requests) {
         const chunks = [];
         req.on("data", (chunk) => chunks.push(chunk));
         req.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf-8");
+            // Codex compresses its bodies with zstd where the runtime can; record the JSON.
+            const raw = Buffer.concat(chunks);
+            const text = (req.headers["content-encoding"] === "zstd" ? zlib.zstdDecompressSync(raw) : raw).toString("utf-8");
             let body = null;
             try {
                 body = JSON.parse(text);
@@ -152,6 +155,7 @@ for (const name of cases) {
         cacheRetention: opts.cacheRetention ?? "short",
         maxTokens: opts.maxTokens,
         thinkingBudgets: opts.thinkingBudgets,
+        transport: opts.transport,
         timeoutMs: 20000,
         identity: identityFor(opts),
     };

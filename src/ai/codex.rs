@@ -22,9 +22,10 @@
 //!   dropped). The `event:` line is ignored.
 //! - HTTP failures: the body's `error.message`, or `You have hit your ChatGPT usage limit
 //!   (<plan> plan). Try again in ~N min.` for 429s and usage-limit codes. Retries follow
-//!   Codex's rule: 429 (unless the body names a quota or billing limit), 500, 502–504 and
-//!   bodies that read like rate limits or overload, waiting `retry-after-ms`/`retry-after`
-//!   or doubling from twice the transport's first step, without jitter.
+//!   Codex's loop: 429 (unless the body names a quota or billing limit), 500, 502–504 and
+//!   bodies that read like rate limits or overload wait `retry-after-ms`/`retry-after`; every
+//!   other failure but a usage limit is re-sent too, after a backoff doubling from twice the
+//!   transport's first step, without jitter.
 //!
 //! Departures: the reference's default transport is a WebSocket (`transport: "auto"`),
 //! falling back to this SSE transport when the socket fails; pi speaks only SSE (the

@@ -329,8 +329,10 @@ fn codex_delay(config: &TransportConfig, retries_done: u32) -> Duration {
         .saturating_mul(2u32.saturating_pow(retries_done.min(30) + 1))
 }
 
-/// A failed Codex response: the body decides whether it is retried (`isRetryableError`);
-/// `Ok` with the wait before the next attempt, `Err` with the final failure.
+/// A failed Codex response, as the reference's retry loop treats it: while retries remain,
+/// a retryable one (`isRetryableError`, which reads the body) waits for the server's delay,
+/// anything else but a usage limit for the plain backoff. `Ok` with the wait before the next
+/// attempt, `Err` with the final failure.
 async fn codex_failure(
     response: reqwest::Response,
     ctx: &SendContext<'_>,
@@ -346,12 +348,21 @@ async fn codex_failure(
         retry_after: requested,
         aborted: false,
     };
-    if !(can_retry && crate::ai::codex::is_retryable_error(status, &text)) {
+    if !can_retry {
         return Err(failure(crate::ai::codex::http_error_text(
             status,
             &text,
             Some(ctx.clock.now_ms()),
         )));
+    }
+    if !crate::ai::codex::is_retryable_error(status, &text) {
+        // The reference re-sends any other failure too (its catch-all retry), after the
+        // plain backoff, unless the text names a usage limit.
+        let message = crate::ai::codex::http_error_text(status, &text, Some(ctx.clock.now_ms()));
+        if message.contains("usage limit") {
+            return Err(failure(message));
+        }
+        return Ok(codex_delay(ctx.config, retries_done));
     }
     match (requested, ctx.config.max_retry_delay) {
         (Some(requested), Some(cap)) if !cap.is_zero() && requested > cap => {

@@ -312,6 +312,10 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-client-request-id",
     "cf-aig-authorization",
     "x-goog-api-key",
+    "x-affinity",
+    "chatgpt-account-id",
+    "originator",
+    "openai-beta",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -497,6 +501,35 @@ async fn errors_are_classified_as_the_reference_decides() {
             matches!(e, AiError::Transient { .. })
         }),
         ("google-safety", |e| matches!(e, AiError::Other { .. })),
+        ("mistral-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("mistral-429", |e| matches!(e, AiError::RateLimited { .. })),
+        ("mistral-500", |e| matches!(e, AiError::Transient { .. })),
+        // "Provider stopped with: error (server error)".
+        ("mistral-error-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("mistral-dropped", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("mistral-no-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("codex-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("codex-failed-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("codex-usage-limit", |e| {
+            matches!(e, AiError::RateLimited { .. })
+        }),
+        ("codex-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("codex-dropped", |e| matches!(e, AiError::Transient { .. })),
+        ("codex-bad-token", |e| matches!(e, AiError::Other { .. })),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));
