@@ -18,7 +18,8 @@
 // HTTP server that serves the case's scripted responses in order (status, headers, a body
 // from a `.sse` file or inline, optionally cut off after `dropAfter` bytes by destroying the
 // socket), points the model's baseUrl at it, runs `streamSimple`, and records:
-//   requests — method, path, headers (lower-cased names) and JSON body of every request sent;
+//   requests — method, path, headers (lower-cased names) and JSON body of every request sent
+//              (a `content-encoding: zstd` body, as Codex sends it, decompressed first);
 //   events   — the AssistantMessageEvents without `partial`/`message`/`error`;
 //   message  — the final assistant message (timestamp, durationMs and diagnostic timestamps
 //              set to 0).
