@@ -254,16 +254,17 @@ impl Credentials {
     }
 
     /// Returns the provider's key when `models.json` configures one (`configured`, a value
-    /// form): the runtime key or `auth.json` first, else the configured value resolved now
-    /// (an unresolvable one is an [`AiError::Config`]); the environment is not consulted.
+    /// form): the runtime key or `auth.json` first, else (an `auth.json` entry that gives no
+    /// key included, spec §5.3 step 2) the configured value resolved now (an unresolvable one
+    /// is an [`AiError::Config`]); the environment is not consulted.
     pub fn api_key_configured(
         &self,
         provider: &str,
         configured: &str,
     ) -> Result<Option<String>, AiError> {
         match self.stored_key(provider)? {
-            Some(stored) => Ok(stored),
-            None => resolve_or_fail(
+            Some(Some(stored)) => Ok(Some(stored)),
+            Some(None) | None => resolve_or_fail(
                 configured,
                 &format!("API key for provider \"{provider}\""),
                 self.resolver.as_ref(),
