@@ -9,7 +9,9 @@
 //!   `chatgpt_account_id`, sent as `chatgpt-account-id` next to `Authorization: Bearer`.
 //!   Headers: `originator: pi`, the identity headers, the model's and the caller's headers,
 //!   then `OpenAI-Beta: responses=experimental`, `accept: text/event-stream`, and the session
-//!   as `session-id` and `x-client-request-id`.
+//!   as `session-id` and `x-client-request-id`. The body goes zstd-compressed
+//!   (`content-encoding: zstd`, [`compress_body`], applied by `ai::stream` after
+//!   serialisation).
 //! - Body: `model, store: false, stream: true, input, text: {verbosity: "low"}, include:
 //!   ["reasoning.encrypted_content"], prompt_cache_key, tool_choice: "auto",
 //!   parallel_tool_calls: true, max_output_tokens, tools, reasoning`. The system prompt is a
@@ -29,9 +31,7 @@
 //!
 //! Departures: the reference's default transport is a WebSocket (`transport: "auto"`),
 //! falling back to this SSE transport when the socket fails; pi speaks only SSE (the
-//! reference's `transport: "sse"`), so no `previous_response_id` continuation. The reference
-//! compresses the body with zstd (`content-encoding: zstd`) where its runtime can; pi sends
-//! it uncompressed, which the backend accepts (the reference's own fallback). Tokens are
+//! reference's `transport: "sse"`), so no `previous_response_id` continuation. Tokens are
 //! decoded with either base64 alphabet (the reference's `atob` takes only the standard one).
 //! Not carried over: OpenAI grammar tools (sent as function tools), `end_turn`,
 //! `service_tier`/`temperature`/`textVerbosity` requests (the agent never sets them).
@@ -60,6 +60,14 @@ const JWT_CLAIM: &str = "https://api.openai.com/auth";
 const MIN_OUTPUT_TOKENS: u64 = 16;
 /// The `reasoning.effort` sent while `configuration_update` items carry the level.
 const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
+/// The zstd level of request bodies (the official Codex client's).
+const REQUEST_COMPRESSION_ZSTD_LEVEL: i32 = 3;
+
+/// Compresses a serialised request body (`compressRequestBodyZstd`); `None` when that fails,
+/// and the body then goes uncompressed, as the reference's fallback sends it.
+pub fn compress_body(body: &[u8]) -> Option<Vec<u8>> {
+    zstd::bulk::compress(body, REQUEST_COMPRESSION_ZSTD_LEVEL).ok()
+}
 
 /// The endpoint of a base URL (`resolveCodexUrl`).
 pub fn endpoint(base_url: &str) -> String {

@@ -225,8 +225,22 @@ impl AiClient {
         let mut body = String::with_capacity(hint + hint / 8 + 1024);
         write_value(&mut body, &wire.body);
         self.body_hint.store(body.len(), Ordering::Relaxed);
+        let mut wire = wire;
         // Shared by every attempt of the transport retry without a copy.
-        let body = Bytes::from(body);
+        let body = match protocol {
+            Protocol::Codex => match codex::compress_body(body.as_bytes()) {
+                Some(compressed) => {
+                    crate::ai::transport::set_header_ci(
+                        &mut wire.headers,
+                        "content-encoding",
+                        "zstd",
+                    );
+                    Bytes::from(compressed)
+                }
+                None => Bytes::from(body),
+            },
+            _ => Bytes::from(body),
+        };
         let mut stream = base;
         stream.decoder = stream
             .decoder

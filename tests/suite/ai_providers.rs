@@ -316,6 +316,7 @@ const CHECKED_HEADERS: &[&str] = &[
     "chatgpt-account-id",
     "originator",
     "openai-beta",
+    "content-encoding",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -671,6 +672,7 @@ fn pi_print_mode_talks_to_codex_with_the_chatgpt_token_of_auth_json() {
         sent[0].header("openai-beta"),
         Some("responses=experimental")
     );
+    assert_eq!(sent[0].header("content-encoding"), Some("zstd"));
     let body = sent[0].json();
     assert_eq!(body["model"], "gpt-5.6-luna");
     assert_eq!(body["store"], false);
