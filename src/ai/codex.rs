@@ -21,7 +21,8 @@
 //! - Stream: `error` events fail the call with `Codex error: <message>`, `response.failed`
 //!   with the response's error message; `response.done`, `response.completed` and
 //!   `response.incomplete` all end the stream as a completed response (unknown statuses
-//!   dropped). The `event:` line is ignored.
+//!   dropped). The `event:` line is ignored; unreadable JSON fails with `Invalid Codex SSE
+//!   JSON: <serde's complaint>` (V8's there).
 //! - HTTP failures: the body's `error.message`, or `You have hit your ChatGPT usage limit
 //!   (<plan> plan). Try again in ~N min.` for 429s and usage-limit codes. Retries follow
 //!   Codex's loop: 429 (unless the body names a quota or billing limit), 500, 502–504 and

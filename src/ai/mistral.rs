@@ -30,8 +30,10 @@
 //! ```
 //!
 //! HTTP failures read `Mistral API error (<status>): <body>` (the body trimmed and cut at 4,000
-//! characters; the status text when there is no body). Not carried over: `temperature` and
-//! `toolChoice` (the agent never sets them).
+//! characters; the status text when there is no body). A chunk that is not JSON fails with
+//! serde's wording of the problem (V8's there). Not carried over: `temperature` and
+//! `toolChoice` (the agent never sets them), the `Mistral response headers timed out`
+//! wording (the transport's `Request timed out.` instead).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
