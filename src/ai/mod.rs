@@ -19,8 +19,8 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai`, `responses`, `anthropic` and `google` (request mapping and stream decoding,
-//! pure),
+//! transcript), `openai`, `responses` (with `codex` on top of it), `anthropic`, `google` and
+//! `mistral` (request mapping and stream decoding, pure),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -33,9 +33,11 @@
 
 pub mod anthropic;
 pub mod auth;
+pub mod codex;
 pub mod convert;
 pub mod error;
 pub mod google;
+pub mod mistral;
 pub mod models;
 pub mod openai;
 pub mod partial_json;

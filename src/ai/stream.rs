@@ -31,8 +31,10 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
+use crate::ai::codex::{self, CodexDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
+use crate::ai::mistral::{self, MistralDecoder};
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::proxy::ProxyConfig;
@@ -117,8 +119,9 @@ impl AiClient {
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
     /// `openai-completions`, `openai-responses`, `azure-openai-responses`,
-    /// `anthropic-messages` and `google-generative-ai` are spoken; any other API fails with `No API provider registered
-    /// for api: <api>`.
+    /// `openai-codex-responses`, `anthropic-messages`, `google-generative-ai` and
+    /// `mistral-conversations` are spoken; any other API fails with `No API provider
+    /// registered for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -131,6 +134,8 @@ impl AiClient {
             "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
             "google-generative-ai" => Some(Protocol::Google),
+            "mistral-conversations" => Some(Protocol::Mistral),
+            "openai-codex-responses" => Some(Protocol::Codex),
             api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
@@ -140,12 +145,17 @@ impl AiClient {
             effective.base_url = base_url.to_owned();
         }
         let message = new_assistant_message(&effective, timestamp);
+        let mut transport = options.transport;
+        if protocol == Some(Protocol::Mistral) {
+            // The reference calls Mistral with a bare `fetch`: nothing is re-sent.
+            transport.max_retries = 0;
+        }
         let base = AssistantStream {
             http: self.http.clone(),
             proxy: self.proxy.clone(),
             clock: self.clock.clone(),
             ids: self.ids.clone(),
-            transport: options.transport,
+            transport,
             cancel,
             phase: Phase::Finished,
             decoder: Decoder::None(message),
@@ -171,6 +181,8 @@ impl AiClient {
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
             Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
             Protocol::Google => google::has_header_auth(&options.headers),
+            // Both read the key (the Codex sign-in token) and nothing else.
+            Protocol::Mistral | Protocol::Codex => false,
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -188,6 +200,10 @@ impl AiClient {
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
             Protocol::Google => google::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::Google)),
+            Protocol::Mistral => mistral::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::Mistral)),
+            Protocol::Codex => codex::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::Codex)),
             Protocol::Responses(flavor) => {
                 responses::build_request(&effective, &request, &options, flavor).map(|wire| {
                     let prefix = flavor.error_prefix(&effective.provider);
@@ -209,8 +225,22 @@ impl AiClient {
         let mut body = String::with_capacity(hint + hint / 8 + 1024);
         write_value(&mut body, &wire.body);
         self.body_hint.store(body.len(), Ordering::Relaxed);
+        let mut wire = wire;
         // Shared by every attempt of the transport retry without a copy.
-        let body = Bytes::from(body);
+        let body = match protocol {
+            Protocol::Codex => match codex::compress_body(body.as_bytes()) {
+                Some(compressed) => {
+                    crate::ai::transport::set_header_ci(
+                        &mut wire.headers,
+                        "content-encoding",
+                        "zstd",
+                    );
+                    Bytes::from(compressed)
+                }
+                None => Bytes::from(body),
+            },
+            _ => Bytes::from(body),
+        };
         let mut stream = base;
         stream.decoder = stream
             .decoder
@@ -222,10 +252,14 @@ impl AiClient {
             message.key_order.touch(AssistantKey::ProviderThinkingLevel);
             message.provider_thinking_level = Some(level);
         }
-        if let Protocol::Responses(flavor) = protocol
-            && let Some(level) =
+        let update_effort = match protocol {
+            Protocol::Responses(flavor) => {
                 responses::configuration_update_effort(&effective, &options, flavor)
-        {
+            }
+            Protocol::Codex => codex::configuration_update_effort(&effective, &options),
+            _ => None,
+        };
+        if let Some(level) = update_effort {
             // The reference's output literal spreads it in after `model`.
             let message = stream.decoder.message_mut();
             message
@@ -247,6 +281,8 @@ enum Protocol {
     Anthropic,
     Responses(Flavor),
     Google,
+    Mistral,
+    Codex,
 }
 
 enum Decoder {
@@ -255,6 +291,8 @@ enum Decoder {
     Anthropic(AnthropicDecoder),
     Responses(ResponsesDecoder),
     Google(GoogleDecoder),
+    Mistral(MistralDecoder),
+    Codex(CodexDecoder),
 }
 
 impl Decoder {
@@ -269,6 +307,8 @@ impl Decoder {
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
             Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
+            Protocol::Mistral => Self::Mistral(MistralDecoder::new(message, model)),
+            Protocol::Codex => Self::Codex(CodexDecoder::new(message, model)),
             Protocol::Responses(flavor) => {
                 Self::Responses(ResponsesDecoder::new(message, model, flavor))
             }
@@ -299,6 +339,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.into_message(),
             Self::Responses(decoder) => decoder.into_message(),
             Self::Google(decoder) => decoder.into_message(),
+            Self::Mistral(decoder) => decoder.into_message(),
+            Self::Codex(decoder) => decoder.into_message(),
         }
     }
 
@@ -309,6 +351,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message(),
             Self::Responses(decoder) => decoder.message(),
             Self::Google(decoder) => decoder.message(),
+            Self::Mistral(decoder) => decoder.message(),
+            Self::Codex(decoder) => decoder.message(),
         }
     }
 
@@ -319,6 +363,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message_mut(),
             Self::Responses(decoder) => decoder.message_mut(),
             Self::Google(decoder) => decoder.message_mut(),
+            Self::Mistral(decoder) => decoder.message_mut(),
+            Self::Codex(decoder) => decoder.message_mut(),
         }
     }
 
@@ -328,6 +374,8 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
             Self::Responses(decoder) => decoder.refresh(),
+            Self::Mistral(decoder) => decoder.refresh(),
+            Self::Codex(decoder) => decoder.refresh(),
             Self::Google(_) => {}
         }
     }
@@ -343,6 +391,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Google(decoder) => decoder.on_frame(frame.data, out),
+            Self::Mistral(decoder) => decoder.on_frame(frame.data, out),
+            Self::Codex(decoder) => decoder.on_frame(frame.data, out),
         }
     }
 
@@ -357,6 +407,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.complete(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Mistral(decoder) => decoder.complete(out),
+            Self::Codex(decoder) => decoder.complete(),
         }
     }
 
@@ -371,6 +423,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Mistral(decoder) => decoder.complete(out),
+            Self::Codex(decoder) => decoder.complete(),
         }
     }
 
@@ -539,6 +593,9 @@ impl AssistantStream {
             Ok(Ok(Some(bytes))) => {
                 if let Decoder::Responses(decoder) = &mut self.decoder {
                     // Diagnostics of the terminal response are stamped with the time it came.
+                    decoder.set_now(self.clock.now_ms());
+                }
+                if let Decoder::Codex(decoder) = &mut self.decoder {
                     decoder.set_now(self.clock.now_ms());
                 }
                 if let Decoder::Google(decoder) = &mut self.decoder {
