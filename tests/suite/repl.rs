@@ -758,6 +758,38 @@ fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
     assert_eq!(texts, ["hello", "a slow one"]);
 }
 
+/// A steering message queued for a turn that is then aborted (Ctrl+C) is not lost: it goes
+/// back into the editor, as the reference restores queued messages, and is never sent.
+#[test]
+fn an_aborted_turn_puts_its_queued_messages_back_into_the_editor() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"sleep 30"}"#,
+    ))]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "abortq", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("start the work");
+    server.wait_for_requests(1, Duration::from_secs(30));
+    tmux.line("check the tests too");
+    tmux.wait_for("Steering queued: check the tests too");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("1 queued message put back into the editor");
+    let screen = tmux.wait_for("> check the tests too");
+    assert!(!screen.contains("^["), "{screen}");
+    // Sent now, as typed: the model gets it as the next prompt.
+    tmux.keys(&["C-u"]);
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the queued message was sent anyway"
+    );
+}
+
 /// Lines typed while the agent works are queued as the reference's editor queues them: Enter
 /// steers (delivered after the running tool call), Alt+Enter queues a follow-up (delivered
 /// when the agent would stop); both reach the model in that order and are stored.

@@ -675,6 +675,7 @@ impl Repl {
         let steerable = steerable && io::IsTerminal::is_terminal(&io::stdin());
         let mut typeahead = if steerable { Typeahead::start() } else { None };
         let mut interrupted = false;
+        let mut restored: Vec<String> = Vec::new();
         let result = loop {
             tokio::select! {
                 result = &mut work => break result,
@@ -700,10 +701,33 @@ impl Repl {
                 } => self.queue_typed(typed)?,
                 Some(()) = self.sigint.recv(), if !interrupted => {
                     interrupted = true;
+                    // What was queued for the run is taken back before the abort (the loop
+                    // would otherwise deliver it into the aborted turn), as the reference's
+                    // editor does.
+                    if steerable {
+                        let (steering, follow_up) = self.session.clear_queues();
+                        restored.extend(steering);
+                        restored.extend(follow_up);
+                    }
                     interrupt();
                 }
             }
         };
+        // ... and goes back into the editor.
+        if !restored.is_empty() {
+            self.out.finish_line()?;
+            self.info(&format!(
+                "{} queued message{} put back into the editor",
+                restored.len(),
+                if restored.len() == 1 { "" } else { "s" }
+            ))?;
+            for text in restored {
+                if !self.initial.is_empty() {
+                    self.initial.push(' ');
+                }
+                self.initial.push_str(&text);
+            }
+        }
         // Lines typed as the run ended were too late to steer it: they pre-fill the prompt.
         if let Some(reader) = typeahead.take() {
             for typed in reader.stop() {
