@@ -758,6 +758,48 @@ fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
     assert_eq!(texts, ["hello", "a slow one"]);
 }
 
+/// Lines sent in one burst at the prompt (typed fast, or pasted without bracketed paste) are
+/// all delivered in order, none lost: what the line editor read ahead of the first line is
+/// kept for the next prompts.
+#[test]
+fn a_burst_of_typed_lines_loses_none() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text("One.")),
+        MockResponse::sse(sse::openai_text("Two.")),
+        MockResponse::sse(sse::openai_text("Three.")),
+        MockResponse::sse(sse::openai_text("Four.")),
+        MockResponse::sse(sse::openai_text("Five.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "burst", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.type_text("first line\rsecond line\rthird line\r");
+    tmux.wait_for("Three.");
+    tmux.wait_for_prompt();
+    // A paste without bracketed paste: lines ended by LF.
+    tmux.type_text("fourth line\nfifth line\n");
+    tmux.wait_for("Five.");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let requests = server.requests();
+    let texts: Vec<String> = requests
+        .iter()
+        .map(|request| request.json()["messages"].to_string())
+        .collect();
+    let last = texts.last().cloned().unwrap_or_default();
+    for line in [
+        "first line",
+        "second line",
+        "third line",
+        "fourth line",
+        "fifth line",
+    ] {
+        assert!(last.contains(line), "{line} was lost: {texts:?}");
+    }
+}
+
 /// A steering message queued for a turn that is then aborted (Ctrl+C) is not lost: it goes
 /// back into the editor, as the reference restores queued messages, and is never sent.
 #[test]
