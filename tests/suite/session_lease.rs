@@ -209,9 +209,14 @@ fn a_second_repl_gets_the_choice_read_only_fork_or_take_over_after_the_first_is_
         &["--session", session.as_str()],
         &[("PI_TEST_SEED", "104")],
     );
-    fourth.wait_for("[3] take over (waits");
+    fourth.wait_for(&format!(
+        "[3] take over (waits for pid {} to end)",
+        holder.pid
+    ));
     fourth.line("3");
-    fourth.wait_for("Taking over in");
+    // An honest wait: the holder is alive and renews its heartbeat, so no countdown.
+    let screen = fourth.wait_for(&format!("Waiting for pid {} (", holder.pid));
+    assert!(!screen.contains("Taking over in"), "{screen}");
     fourth.keys(&["C-c"]);
     fourth.wait_for_count("[3] take over (waits", 2);
     assert_eq!(
@@ -220,7 +225,7 @@ fn a_second_repl_gets_the_choice_read_only_fork_or_take_over_after_the_first_is_
         "refused while the first is alive and fresh"
     );
     fourth.line("3");
-    fourth.wait_for_count("Taking over in", 2);
+    fourth.wait_for_count(&format!("Waiting for pid {} (", holder.pid), 2);
     kill(pid(&holder), Signal::SIGKILL).unwrap();
     assert_ne!(first.wait_for_exit(), 0);
     let taker = wait_for_holder(&store, &session, Some(holder.pid));

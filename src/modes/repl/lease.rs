@@ -20,6 +20,7 @@ use crate::modes::render::Renderer;
 use crate::session::agent_session::{describe_read_only, seconds};
 use crate::session::{HeldSession, OpenAccess, ReadOnlyReason, SessionError, SessionTarget};
 use crate::store::{LeaseHolder, SessionStore};
+use crate::support::term;
 
 /// What the user chose for a held session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +50,9 @@ pub(super) fn parse_choice(answer: &str) -> Option<HeldChoice> {
 pub(super) fn question(holder: &LeaseHolder) -> String {
     let take_over = if holder.can_take_over_now() {
         "now".to_owned()
+    } else if holder.owner_alive_on_this_host == Some(true) {
+        // Its heartbeat keeps it fresh: no countdown would ever end.
+        format!("waits for pid {} to end", holder.pid)
     } else {
         format!("waits {} s", seconds(holder.take_over_in()))
     };
@@ -174,11 +178,25 @@ impl Asker<'_> {
             let wait = holder.take_over_in();
             {
                 let out = self.out.writer();
-                write!(
-                    out,
-                    "\rTaking over in {} s unless that pi ends first (Ctrl+C to choose again)  ",
-                    seconds(wait)
-                )?;
+                if holder.owner_alive_on_this_host == Some(true) {
+                    // A live holder renews its heartbeat: it is taken over when it ends, and
+                    // saying "in N s" would restart at every heartbeat.
+                    write!(
+                        out,
+                        "\rWaiting for pid {} ({}) to end or stop answering, then taking over (Ctrl+C to choose again)  ",
+                        holder.pid,
+                        term::line(&holder.owner)
+                    )?;
+                } else {
+                    write!(
+                        out,
+                        "\rWaiting for pid {} on {}: taking over once its heartbeat is {} s old (now {} s; Ctrl+C to choose again)  ",
+                        holder.pid,
+                        term::line(&holder.host),
+                        seconds(holder.stale_after),
+                        seconds(holder.heartbeat_age)
+                    )?;
+                }
                 out.flush()?;
             }
             shown = true;
