@@ -758,6 +758,40 @@ fn sigterm_mid_turn_shuts_the_repl_down_cleanly() {
     assert_eq!(texts, ["hello", "a slow one"]);
 }
 
+/// Long `!` output is folded as the reference folds it: the first lines stream, the last
+/// ones are shown after a count of what was left out, and `/expand` shows it all.
+#[test]
+fn long_shell_output_is_folded_and_expand_shows_it_all() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "fold", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("!seq 1 300");
+    tmux.wait_for("… 275 more lines (/expand shows the whole output)");
+    let screen = tmux.wait_until("the tail", |screen| {
+        screen.contains("\n300\n") || screen.ends_with("300")
+    });
+    let lines: Vec<&str> = screen.lines().collect();
+    for shown in ["1", "20", "296", "300"] {
+        assert!(lines.contains(&shown), "{shown} is not shown:\n{screen}");
+    }
+    for folded in ["21", "150", "295"] {
+        assert!(
+            !lines.contains(&folded),
+            "{folded} was not folded:\n{screen}"
+        );
+    }
+    tmux.wait_for_prompt();
+    tmux.line("/expand");
+    let screen = tmux.wait_until("the expanded output", |screen| {
+        screen.lines().any(|line| line == "150")
+    });
+    assert!(screen.lines().any(|line| line == "295"), "{screen}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
+
 /// Lines sent in one burst at the prompt (typed fast, or pasted without bracketed paste) are
 /// all delivered in order, none lost: what the line editor read ahead of the first line is
 /// kept for the next prompts.

@@ -41,6 +41,8 @@ pub enum Command {
     Copy,
     /// `/hotkeys`: the keys the REPL knows.
     Hotkeys,
+    /// `/expand`: the whole output of the last `!` command.
+    Expand,
     /// `/import FILE.jsonl`: import a JSONL session and switch to it.
     Import(Option<String>),
     /// `/reload`: reload skills, prompt templates and context files.
@@ -113,6 +115,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("copy", "Copy the last answer to the clipboard"),
     ("hotkeys", "Show the keys the REPL knows"),
+    (
+        "expand",
+        "Show the whole output of the last !command (long output is folded)",
+    ),
     ("import", "Import a JSONL session file and switch to it"),
     (
         "reload",
@@ -256,6 +262,8 @@ pub fn parse(line: &str) -> Input {
         Command::Copy
     } else if exact("hotkeys") {
         Command::Hotkeys
+    } else if exact("expand") {
+        Command::Expand
     } else if exact("reload") {
         Command::Reload
     } else if exact("trust") {

@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
@@ -142,6 +141,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         out,
         terminal,
         commands,
+        last_shell_output: None,
         sigint,
         last_tree: Vec::new(),
         initial: String::new(),
@@ -236,6 +236,8 @@ struct Repl {
     out: Renderer<io::Stdout>,
     terminal: TerminalConfig,
     commands: Arc<Mutex<Vec<String>>>,
+    /// The whole output of the last `!` command (for `/expand`).
+    last_shell_output: Option<String>,
     sigint: Signal,
     /// Entry ids of the rows of the last `/tree` listing (row n is index n - 1).
     last_tree: Vec<Option<EntryId>>,
@@ -289,6 +291,80 @@ fn thousands(value: u64) -> String {
 }
 
 /// `2026-01-01T10:00:05.000Z` → `2026-01-01 10:00`.
+/// Lines of a `!` command's output streamed before the rest is folded.
+const FOLD_HEAD: usize = 20;
+/// Lines shown from the end of folded output.
+const FOLD_TAIL: usize = 5;
+
+/// A `!` command's output as it streams: the first [`FOLD_HEAD`] lines pass, the rest is
+/// counted and only its last [`FOLD_TAIL`] lines kept.
+#[derive(Clone, Debug)]
+struct Fold {
+    lines: usize,
+    hidden: usize,
+    tail: std::collections::VecDeque<String>,
+    partial: String,
+    at_line_start: bool,
+}
+
+impl Default for Fold {
+    fn default() -> Self {
+        Self {
+            lines: 0,
+            hidden: 0,
+            tail: std::collections::VecDeque::new(),
+            partial: String::new(),
+            at_line_start: true,
+        }
+    }
+}
+
+impl Fold {
+    /// Takes a chunk; returns the part to show now.
+    fn take(&mut self, chunk: &str) -> String {
+        let mut shown = String::new();
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (piece, ends_line, next) = match rest.find('\n') {
+                Some(at) => (&rest[..=at], true, &rest[at + 1..]),
+                None => (rest, false, ""),
+            };
+            rest = next;
+            if self.lines < FOLD_HEAD {
+                shown.push_str(piece);
+                self.at_line_start = ends_line;
+                if ends_line {
+                    self.lines += 1;
+                }
+                continue;
+            }
+            self.partial.push_str(piece);
+            if ends_line {
+                let line = std::mem::take(&mut self.partial);
+                self.push_hidden(line.trim_end_matches('\n').to_owned());
+            }
+        }
+        shown
+    }
+
+    fn push_hidden(&mut self, line: String) {
+        self.lines += 1;
+        self.tail.push_back(line);
+        if self.tail.len() > FOLD_TAIL {
+            self.tail.pop_front();
+            self.hidden += 1;
+        }
+    }
+
+    /// Ends the output: a last line without its newline joins the tail.
+    fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.push_hidden(line);
+        }
+    }
+}
+
 /// What `/hotkeys` (and `/help`) lists.
 const HOTKEYS: &[&str] = &[
     "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
@@ -927,19 +1003,24 @@ impl Repl {
     async fn shell(&mut self, command: &str, exclude_from_context: bool) -> Result<()> {
         self.drain_signals();
         self.out.finish_line()?;
-        let at_line_start = Arc::new(AtomicBool::new(true));
+        let fold = Arc::new(Mutex::new(Fold::default()));
         let palette = self.palette();
         let sink: OutputSink = {
-            let at_line_start = at_line_start.clone();
+            let fold = fold.clone();
             Arc::new(move |chunk: &str| {
                 if chunk.is_empty() {
                     return;
                 }
-                let mut stdout = io::stdout().lock();
-                // The command's output may hold anything a file does: shown escaped.
-                let _ = write!(stdout, "{}", palette.dim(&term::text(chunk)));
-                let _ = stdout.flush();
-                at_line_start.store(chunk.ends_with('\n'), Ordering::SeqCst);
+                let shown = match fold.lock() {
+                    Ok(mut fold) => fold.take(chunk),
+                    Err(poisoned) => poisoned.into_inner().take(chunk),
+                };
+                if !shown.is_empty() {
+                    let mut stdout = io::stdout().lock();
+                    // The command's output may hold anything a file does: shown escaped.
+                    let _ = write!(stdout, "{}", palette.dim(&term::text(&shown)));
+                    let _ = stdout.flush();
+                }
             })
         };
         let session = self.session.clone();
@@ -951,11 +1032,32 @@ impl Repl {
                 Some(()) = self.sigint.recv() => session.abort_bash(),
             }
         };
-        if !at_line_start.load(Ordering::SeqCst) {
+        let mut fold = match fold.lock() {
+            Ok(fold) => fold.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        fold.finish();
+        if !fold.at_line_start {
             self.out.line("")?;
+        }
+        // Long output is folded as the reference folds it: the head streamed, the tail
+        // shown, the rest one `/expand` away.
+        if fold.hidden > 0 {
+            self.info(&format!(
+                "… {} more line{} (/expand shows the whole output)",
+                fold.hidden,
+                if fold.hidden == 1 { "" } else { "s" }
+            ))?;
+        }
+        {
+            for line in &fold.tail {
+                let shown = self.palette().dim(&term::text(line));
+                self.out.line(&shown)?;
+            }
         }
         match result {
             Ok(message) => {
+                self.last_shell_output = Some(message.output.clone());
                 if message.cancelled {
                     self.warn("(cancelled)")?;
                 } else if let Some(code) = message.exit_code.filter(|code| *code != 0) {
@@ -1017,6 +1119,7 @@ impl Repl {
             Command::Share => self.share().await?,
             Command::Copy => self.copy()?,
             Command::Hotkeys => self.hotkeys()?,
+            Command::Expand => self.expand()?,
             Command::Import(path) => self.import(path.as_deref()).await?,
         }
         Ok(Flow::Continue)
@@ -1053,6 +1156,18 @@ impl Repl {
             ))?;
         }
         self.hotkeys()
+    }
+
+    /// `/expand`: the whole output of the last `!` command, which was folded.
+    fn expand(&mut self) -> io::Result<()> {
+        let Some(output) = self.last_shell_output.clone() else {
+            return self.info("No shell output to expand yet");
+        };
+        for line in output.lines() {
+            let shown = self.palette().dim(&term::text(line));
+            self.out.line(&shown)?;
+        }
+        Ok(())
     }
 
     /// `/hotkeys` (and the end of `/help`): the keys the REPL knows.
@@ -1999,6 +2114,45 @@ impl Repl {
             self.warn(&format!("Warning: {diagnostic}"))?;
         }
         Ok(self.info("Reloaded extensions, skills, prompt templates and context files")?)
+    }
+}
+
+#[cfg(test)]
+mod fold_tests {
+    use super::*;
+
+    fn fold(chunks: &[&str]) -> (String, Fold) {
+        let mut fold = Fold::default();
+        let mut shown = String::new();
+        for chunk in chunks {
+            shown.push_str(&fold.take(chunk));
+        }
+        fold.finish();
+        (shown, fold)
+    }
+
+    #[test]
+    fn long_output_streams_its_head_and_keeps_its_tail() {
+        let text: String = (1..=300).map(|n| format!("{n}\n")).collect();
+        // Split anywhere: the same result.
+        let (a, b) = text.split_at(777);
+        let (shown, folded) = fold(&[a, b]);
+        let expected: String = (1..=20).map(|n| format!("{n}\n")).collect();
+        assert_eq!(shown, expected);
+        assert_eq!(folded.hidden, 275);
+        assert_eq!(Vec::from(folded.tail), ["296", "297", "298", "299", "300"]);
+    }
+
+    #[test]
+    fn short_output_and_a_last_line_without_newline() {
+        let (shown, folded) = fold(&["a\nb"]);
+        assert_eq!(shown, "a\nb");
+        assert!(!folded.at_line_start);
+        assert_eq!((folded.hidden, folded.tail.len()), (0, 0));
+        let text: String = (1..=22).map(|n| format!("{n}\n")).collect();
+        let (_, folded) = fold(&[&text, "tail"]);
+        assert_eq!(folded.hidden, 0);
+        assert_eq!(Vec::from(folded.tail), ["21", "22", "tail"]);
     }
 }
 
