@@ -661,6 +661,7 @@ pub struct GoogleDecoder {
     cost: ModelCost,
     open: Option<Open>,
     now_ms: i64,
+    no_finish: &'static str,
 }
 
 fn count(value: Option<&Value>) -> u64 {
@@ -703,7 +704,15 @@ impl GoogleDecoder {
             cost: model.cost.clone(),
             open: None,
             now_ms: 0,
+            no_finish: "Google stream ended without a finish reason",
         }
+    }
+
+    /// Sets the text of a stream that ended without a finish reason (Vertex words it its
+    /// own way).
+    pub fn with_no_finish_text(mut self, text: &'static str) -> Self {
+        self.no_finish = text;
+        self
     }
 
     /// Returns the message as built so far.
@@ -951,7 +960,7 @@ impl GoogleDecoder {
     pub fn complete(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
         self.close_block(out);
         match self.message.stop_reason {
-            StopReason::Pending => Err("Google stream ended without a finish reason".to_owned()),
+            StopReason::Pending => Err(self.no_finish.to_owned()),
             StopReason::Error | StopReason::Aborted => Err(match &self.message.raw_stop_reason {
                 Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
                 _ => "An unknown error occurred".to_owned(),

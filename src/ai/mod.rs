@@ -19,8 +19,8 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai`, `responses`, `anthropic` and `google` (request mapping and stream decoding,
-//! pure),
+//! transcript), `openai`, `responses`, `anthropic`, `google` and `vertex` (request mapping and
+//! stream decoding, pure), `google_auth` (Google key files → access tokens),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -36,6 +36,7 @@ pub mod auth;
 pub mod convert;
 pub mod error;
 pub mod google;
+pub mod google_auth;
 pub mod models;
 pub mod openai;
 pub mod partial_json;
@@ -47,6 +48,7 @@ pub mod sse;
 mod stream;
 pub mod transcript;
 pub mod transport;
+pub mod vertex;
 
 use std::time::Duration;
 
@@ -160,6 +162,23 @@ impl Default for TransportConfig {
     }
 }
 
+/// Credentials that cloud protocols read from files, as `cli` found them at request time
+/// (this layer reads no files).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CloudCredentials {
+    /// None needed or found.
+    #[default]
+    None,
+    /// Google Application Default Credentials: the key file's path and text (`None` when it
+    /// could not be read), for `google-vertex` calls without an API key.
+    GoogleKeyFile {
+        /// Where the file was looked for.
+        path: String,
+        /// Its contents.
+        text: Option<String>,
+    },
+}
+
 /// Per-call options.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamOptions {
@@ -191,6 +210,8 @@ pub struct StreamOptions {
     /// (`getProviderEnvValue`: `AZURE_OPENAI_BASE_URL`, `AZURE_OPENAI_API_VERSION`, …), as
     /// resolved by [`auth::request_auth`]; this layer reads no environment itself.
     pub provider_env: Vec<(String, String)>,
+    /// Credentials read from files ([`auth::request_auth`]).
+    pub cloud: CloudCredentials,
 }
 
 impl StreamOptions {
@@ -209,6 +230,7 @@ impl StreamOptions {
             transport: TransportConfig::default(),
             identity: request::ClientIdentity::default(),
             provider_env: auth.provider_env,
+            cloud: auth.cloud,
         }
     }
 

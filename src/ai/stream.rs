@@ -33,12 +33,14 @@ use tokio_util::sync::CancellationToken;
 use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
+use crate::ai::google_auth::{self, AdcCredentials, TokenCache, TokenFailure};
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::proxy::ProxyConfig;
 use crate::ai::responses::{self, Flavor, ResponsesDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
-use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
+use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest, set_header_ci};
+use crate::ai::vertex;
 use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
 use crate::model::message::{AssistantKey, AssistantKeyOrder, AssistantMessage, StopReason};
 use crate::support::clock::Clock;
@@ -91,6 +93,8 @@ pub struct AiClient {
     /// that size (a conversation's requests grow by little per turn), instead of doubling its
     /// way up from empty — each doubling a copy of the body into fresh pages.
     body_hint: Arc<AtomicUsize>,
+    /// Google access tokens, per key file, until shortly before they expire.
+    tokens: Arc<TokenCache>,
 }
 
 impl AiClient {
@@ -103,6 +107,7 @@ impl AiClient {
             clock,
             ids,
             body_hint: Arc::new(AtomicUsize::new(0)),
+            tokens: Arc::new(TokenCache::default()),
         })
     }
 
@@ -117,8 +122,8 @@ impl AiClient {
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
     /// `openai-completions`, `openai-responses`, `azure-openai-responses`,
-    /// `anthropic-messages` and `google-generative-ai` are spoken; any other API fails with `No API provider registered
-    /// for api: <api>`.
+    /// `anthropic-messages`, `google-generative-ai` and `google-vertex` are spoken; any other
+    /// API fails with `No API provider registered for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -131,6 +136,7 @@ impl AiClient {
             "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
             "google-generative-ai" => Some(Protocol::Google),
+            "google-vertex" => Some(Protocol::Vertex),
             api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
@@ -145,6 +151,7 @@ impl AiClient {
             proxy: self.proxy.clone(),
             clock: self.clock.clone(),
             ids: self.ids.clone(),
+            tokens: self.tokens.clone(),
             transport: options.transport,
             cancel,
             phase: Phase::Finished,
@@ -171,6 +178,8 @@ impl AiClient {
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
             Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
             Protocol::Google => google::has_header_auth(&options.headers),
+            // An API key or Application Default Credentials (checked when building).
+            Protocol::Vertex => true,
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -181,9 +190,16 @@ impl AiClient {
                 message: format!("No API key for provider: {}", model.provider),
             });
         }
+        let mut google_credentials = None;
         let built = match protocol {
             Protocol::OpenAi => openai::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
+            Protocol::Vertex => {
+                vertex::build_request(&effective, &request, &options).map(|built| {
+                    google_credentials = built.credentials;
+                    (built.wire, ErrorBodyStyle::Google)
+                })
+            }
             Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
             Protocol::Google => google::build_request(&effective, &request, &options)
@@ -236,7 +252,12 @@ impl AiClient {
                 other => crate::support::json::to_js_string(&other),
             });
         }
-        stream.phase = Phase::Pending { wire, body, style };
+        stream.phase = Phase::Pending {
+            wire,
+            body,
+            style,
+            google_credentials,
+        };
         stream
     }
 }
@@ -247,6 +268,7 @@ enum Protocol {
     Anthropic,
     Responses(Flavor),
     Google,
+    Vertex,
 }
 
 enum Decoder {
@@ -269,6 +291,7 @@ impl Decoder {
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
             Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
+            Protocol::Vertex => Self::Google(vertex::decoder(message, model)),
             Protocol::Responses(flavor) => {
                 Self::Responses(ResponsesDecoder::new(message, model, flavor))
             }
@@ -394,6 +417,8 @@ enum Phase {
         wire: WireRequest,
         body: Bytes,
         style: ErrorBodyStyle,
+        /// A Google key file whose access token goes in `Authorization` (Vertex ADC).
+        google_credentials: Option<AdcCredentials>,
     },
     Streaming(reqwest::Response),
     Failed(AiError),
@@ -407,6 +432,7 @@ pub struct AssistantStream {
     proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
+    tokens: Arc<TokenCache>,
     transport: TransportConfig,
     cancel: CancellationToken,
     phase: Phase,
@@ -480,7 +506,12 @@ impl AssistantStream {
             match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Finished => return None,
                 Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
-                Phase::Pending { wire, body, style } => {
+                Phase::Pending {
+                    mut wire,
+                    body,
+                    style,
+                    google_credentials,
+                } => {
                     let http = match lazy_http(&self.http, &self.proxy).await {
                         Ok(http) => http,
                         Err(error) => {
@@ -488,6 +519,50 @@ impl AssistantStream {
                             continue;
                         }
                     };
+                    if let Some(credentials) = google_credentials {
+                        let token = google_auth::access_token(
+                            &http,
+                            &self.tokens,
+                            &credentials,
+                            self.clock.now_ms(),
+                            self.transport.request_timeout,
+                            &self.cancel,
+                        )
+                        .await;
+                        match token {
+                            Ok(token) => {
+                                let bearer = format!("Bearer {token}");
+                                set_header_ci(&mut wire.headers, "Authorization", &bearer);
+                                if let Some(project) = credentials.quota_project_id() {
+                                    set_header_ci(
+                                        &mut wire.headers,
+                                        "x-goog-user-project",
+                                        project,
+                                    );
+                                }
+                            }
+                            Err(TokenFailure::Aborted) => {
+                                self.finish_failed(Failure::Aborted("Request was aborted."));
+                                continue;
+                            }
+                            Err(TokenFailure::Failed { message, status }) => {
+                                // The token endpoint refusing the key file is an auth
+                                // failure, whatever status it uses (`invalid_grant` is 400).
+                                let refused =
+                                    status.is_some_and(|s| (400..500).contains(&s) && s != 429);
+                                self.finish_failed(if refused {
+                                    Failure::Classified(AiError::Auth { message })
+                                } else {
+                                    Failure::Message {
+                                        text: message,
+                                        status,
+                                        retry_after: None,
+                                    }
+                                });
+                                continue;
+                            }
+                        }
+                    }
                     let ctx = SendContext {
                         http: &http,
                         config: &self.transport,

@@ -110,7 +110,54 @@ fn request_for(spec: &Value) -> Request {
     }
 }
 
-fn options_for(spec: &Value) -> StreamOptions {
+/// The environment a case's `options.env` gives (the reference's scoped provider
+/// environment), over the case's files written into a temporary directory.
+#[derive(Debug)]
+struct CaseEnv {
+    vars: std::collections::HashMap<String, String>,
+}
+
+impl pi::ai::auth::KeyResolver for CaseEnv {
+    fn env(&self, name: &str) -> Option<String> {
+        self.vars
+            .get(name)
+            .filter(|value| !value.is_empty())
+            .cloned()
+    }
+
+    fn run_command(&self, _command: &str) -> Option<String> {
+        None
+    }
+
+    fn read_file(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(path).ok()
+    }
+}
+
+/// Writes the case's `files` (with `{server}` replaced) and returns its environment.
+fn case_env(spec: &Value, server_url: &str, files: &std::path::Path) -> CaseEnv {
+    for (name, fixture) in spec["files"].as_object().into_iter().flatten() {
+        let text = std::fs::read_to_string(dir().join(fixture.as_str().unwrap())).unwrap();
+        std::fs::write(files.join(name), text.replace("{server}", server_url)).unwrap();
+    }
+    let files = files.to_str().unwrap();
+    CaseEnv {
+        vars: spec["options"]["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| {
+                let value = value.as_str().unwrap();
+                let value = value
+                    .replace("{files}", files)
+                    .replace("{server}", server_url);
+                (name.clone(), value)
+            })
+            .collect(),
+    }
+}
+
+fn options_for(spec: &Value, model: &Model, env: &CaseEnv) -> StreamOptions {
     let opts = &spec["options"];
     let mut options = StreamOptions::new(pi::ai::auth::RequestAuth {
         api_key: opts["apiKey"].as_str().map(str::to_owned),
@@ -124,6 +171,8 @@ fn options_for(spec: &Value) -> StreamOptions {
         ..Default::default()
     });
     options.base_url = None;
+    (options.provider_env, options.cloud) =
+        pi::ai::auth::provider_settings(model, options.api_key.as_deref(), env);
     options.thinking = opts["reasoning"]
         .as_str()
         .and_then(ThinkingLevel::parse)
@@ -233,10 +282,12 @@ async fn run_case(name: &str, chunking: Option<(u64, usize)>) -> Outcome {
     let spec = read_json(&format!("{name}.case.json"));
     let server = ProviderServer::start(responses_for(&spec, chunking));
     let model = model_for(&spec, &server);
+    let files = tempfile::tempdir().unwrap();
+    let env = case_env(&spec, &server.url(), files.path());
     let mut stream = client().stream(
         &model,
         request_for(&spec),
-        options_for(&spec),
+        options_for(&spec, &model, &env),
         CancellationToken::new(),
     );
     let mut events = Vec::new();
@@ -312,6 +363,7 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-client-request-id",
     "cf-aig-authorization",
     "x-goog-api-key",
+    "x-goog-user-project",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -356,7 +408,8 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
     assert_eq!(
         outcome.requests.len(),
         expected_requests.len(),
-        "{name} {label}: request count"
+        "{name} {label}: request count (errorMessage: {})",
+        outcome.message["errorMessage"]
     );
     for (ours, theirs) in outcome.requests.iter().zip(expected_requests) {
         assert_eq!(
@@ -365,6 +418,10 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
             "{name}: method"
         );
         assert_eq!(ours.path, theirs["path"].as_str().unwrap(), "{name}: path");
+        if ours.path == "/token" {
+            compare_token_request(name, label, ours, theirs);
+            continue;
+        }
         pretty_assertions::assert_eq!(
             to_js_string(&ours.json()),
             to_js_string(&theirs["body"]),
@@ -398,6 +455,120 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
         to_js_string(&ours_message),
         to_js_string(&theirs_message),
         "{name} {label}: final message"
+    );
+}
+
+/// The fixture service account's public key (`vertex-test-service-account.pub.pem`, PKCS#1
+/// DER inside), a key pair made for these tests only.
+fn test_service_account_public_key() -> Vec<u8> {
+    use base64::Engine as _;
+    let pem = std::fs::read_to_string(dir().join("vertex-test-service-account.pub.pem")).unwrap();
+    let body: String = pem
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap()
+}
+
+fn form_fields(body: &str) -> Vec<(String, String)> {
+    body.split('&')
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap();
+            let decode = |text: &str| {
+                let text = text.replace('+', " ");
+                let bytes = text.as_bytes();
+                let mut out = Vec::new();
+                let mut at = 0;
+                while at < bytes.len() {
+                    if bytes[at] == b'%' {
+                        out.push(u8::from_str_radix(&text[at + 1..at + 3], 16).unwrap());
+                        at += 3;
+                    } else {
+                        out.push(bytes[at]);
+                        at += 1;
+                    }
+                }
+                String::from_utf8(out).unwrap()
+            };
+            (decode(key), decode(value))
+        })
+        .collect()
+}
+
+/// A token exchange: a refresh-token form byte for byte; a service account's JWT verified
+/// with the test key's public half, its header and claims compared with the reference's
+/// (`iat`/`exp` are the clocks' own; `aud` is the key file's `token_uri` here, Google's fixed
+/// URL there).
+fn compare_token_request(name: &str, label: &str, ours: &RecordedRequest, theirs: &Value) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    assert_eq!(
+        ours.header("content-type"),
+        theirs["headers"]["content-type"].as_str(),
+        "{name} {label}: token request content type"
+    );
+    let ours_body = String::from_utf8(ours.body.clone()).unwrap();
+    let theirs_body = theirs["body"].as_str().unwrap();
+    let ours_form = form_fields(&ours_body);
+    let theirs_form = form_fields(theirs_body);
+    let names = |form: &[(String, String)]| form.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&ours_form),
+        names(&theirs_form),
+        "{name}: token form fields"
+    );
+    let Some((_, assertion)) = ours_form.iter().find(|(key, _)| key == "assertion") else {
+        assert_eq!(
+            ours_body, theirs_body,
+            "{name} {label}: refresh-token exchange"
+        );
+        return;
+    };
+    assert_eq!(ours_form[0], theirs_form[0], "{name}: grant type");
+    let (_, their_assertion) = theirs_form
+        .iter()
+        .find(|(key, _)| key == "assertion")
+        .unwrap();
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let their_parts: Vec<&str> = their_assertion.split('.').collect();
+    assert_eq!(parts.len(), 3, "{name}: a JWT");
+    let public_key = test_service_account_public_key();
+    ring::signature::UnparsedPublicKey::new(
+        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+        &public_key,
+    )
+    .verify(
+        format!("{}.{}", parts[0], parts[1]).as_bytes(),
+        &b64.decode(parts[2]).unwrap(),
+    )
+    .expect("the JWT is signed with the service account's key");
+    assert_eq!(
+        b64.decode(parts[0]).unwrap(),
+        b64.decode(their_parts[0]).unwrap(),
+        "{name}: JWT header"
+    );
+    let claims =
+        |part: &str| -> Value { serde_json::from_slice(&b64.decode(part).unwrap()).unwrap() };
+    let mut ours_claims = claims(parts[1]);
+    let mut theirs_claims = claims(their_parts[1]);
+    for claims in [&mut ours_claims, &mut theirs_claims] {
+        let iat = claims["iat"].as_i64().unwrap();
+        assert_eq!(claims["exp"].as_i64().unwrap() - iat, 3600, "{name}: exp");
+        claims["iat"] = json!(0);
+        claims["exp"] = json!(3600);
+    }
+    assert_eq!(
+        ours_claims["aud"].as_str().unwrap(),
+        format!("http://{}/token", ours.header("host").unwrap()),
+        "{name}: the JWT is for the key file's token_uri"
+    );
+    theirs_claims["aud"] = ours_claims["aud"].clone();
+    assert_eq!(
+        to_js_string(&ours_claims),
+        to_js_string(&theirs_claims),
+        "{name}: JWT claims"
     );
 }
 
@@ -497,15 +668,28 @@ async fn errors_are_classified_as_the_reference_decides() {
             matches!(e, AiError::Transient { .. })
         }),
         ("google-safety", |e| matches!(e, AiError::Other { .. })),
+        ("vertex-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("vertex-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("vertex-dropped", |e| matches!(e, AiError::Transient { .. })),
+        ("vertex-error-midstream", |e| {
+            matches!(e, AiError::RateLimited { .. })
+        }),
+        ("vertex-token-denied", |e| matches!(e, AiError::Auth { .. })),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));
         let server = ProviderServer::start(responses_for(&spec, None));
         let model = model_for(&spec, &server);
+        let files = tempfile::tempdir().unwrap();
+        let env = case_env(&spec, &server.url(), files.path());
         let stream = client().stream(
             &model,
             request_for(&spec),
-            options_for(&spec),
+            options_for(&spec, &model, &env),
             CancellationToken::new(),
         );
         let error = last_error(stream).await;
