@@ -1,0 +1,213 @@
+//! The cloud protocols' credentials end to end: Vertex AI through the real `pi` binary with
+//! gcloud's application-default credentials file in the home directory, and access tokens
+//! cached by one client across calls until shortly before they expire. The token endpoint and
+//! the model endpoint are one local server (the key files' `token_uri` points at it).
+
+use pi::ai::{CancellationToken, Request, StreamOptions};
+use serde_json::{Value, json};
+
+use crate::common::provider::{MockResponse, ProviderServer};
+use crate::common::{TestEnv, succeeded};
+
+fn client() -> pi::ai::AiClient {
+    pi::ai::AiClient::new(
+        std::sync::Arc::new(pi::support::clock::SteppingClock::new(
+            crate::common::TEST_CLOCK_START_MS,
+            1,
+        )),
+        std::sync::Arc::new(pi::support::ids::IdSource::seeded(5)),
+    )
+    .unwrap()
+}
+
+fn fast_transport() -> pi::ai::TransportConfig {
+    pi::ai::TransportConfig {
+        initial_retry_delay: std::time::Duration::from_millis(10),
+        request_timeout: std::time::Duration::from_secs(20),
+        idle_timeout: std::time::Duration::from_secs(20),
+        ..Default::default()
+    }
+}
+
+fn fixture(name: &str) -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("providers")
+        .join(name);
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn token_response(token: &str, expires_in: u64) -> MockResponse {
+    let body = json!({"access_token": token, "expires_in": expires_in, "token_type": "Bearer"});
+    MockResponse::json(200, body.to_string())
+}
+
+fn vertex_text() -> MockResponse {
+    MockResponse::sse(fixture("vertex-text.sse"))
+}
+
+#[test]
+fn print_mode_reaches_vertex_with_gcloud_application_default_credentials() {
+    let server = ProviderServer::start(vec![
+        token_response("ya29.e2e-user-token", 3599),
+        vertex_text(),
+    ]);
+    let env = TestEnv::new();
+    let gcloud = env.home.join(".config").join("gcloud");
+    std::fs::create_dir_all(&gcloud).unwrap();
+    std::fs::write(
+        gcloud.join("application_default_credentials.json"),
+        fixture("vertex-test-authorized-user.json").replace("{server}", &server.url()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {"google-vertex": {"baseUrl": server.url()}}}).to_string(),
+    )
+    .unwrap();
+    let output = succeeded(
+        env.pi()
+            .args([
+                "--offline",
+                "--no-session",
+                "--model",
+                "google-vertex/gemini-2.5-flash",
+                "-p",
+                "What is in src?",
+            ])
+            .env("GOOGLE_CLOUD_PROJECT", "pi-test-project")
+            .env("GOOGLE_CLOUD_LOCATION", "us-central1"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "The `src` folder holds `main.rs` and `lib.rs`."
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0].path, "/token");
+    assert_eq!(
+        String::from_utf8_lossy(&requests[0].body),
+        "refresh_token=1%2F%2F0test-refresh-token&client_id=764086051850-test.apps.googleusercontent.com&client_secret=d-FL95Q19q7MQmFpd7hHD0Ty-test&grant_type=refresh_token"
+    );
+    assert_eq!(
+        requests[1].path,
+        "/v1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(
+        requests[1].header("authorization"),
+        Some("Bearer ya29.e2e-user-token")
+    );
+    assert_eq!(
+        requests[1].header("x-goog-user-project"),
+        Some("pi-quota-project")
+    );
+    assert_eq!(requests[1].header("x-goog-api-key"), None);
+    let body = requests[1].json();
+    assert_eq!(body["contents"][0]["parts"][0]["text"], "What is in src?");
+}
+
+/// Options for a Vertex call authorised by the test service account.
+fn service_account_options(server: &ProviderServer) -> StreamOptions {
+    let mut options = StreamOptions::new(pi::ai::auth::RequestAuth::default());
+    options.base_url = Some(server.url());
+    options.transport = fast_transport();
+    options.provider_env = vec![
+        ("GOOGLE_CLOUD_PROJECT".into(), "pi-test-project".into()),
+        ("GOOGLE_CLOUD_LOCATION".into(), "us-central1".into()),
+    ];
+    options.cloud = pi::ai::CloudCredentials::GoogleKeyFile {
+        path: "service-account.json".into(),
+        text: Some(fixture("vertex-test-service-account.json").replace("{server}", &server.url())),
+    };
+    options
+}
+
+async fn call(client: &pi::ai::AiClient, server: &ProviderServer) -> Value {
+    let model = pi::ai::models::builtin_models()
+        .iter()
+        .find(|model| model.provider == "google-vertex" && model.id == "gemini-2.5-flash")
+        .unwrap()
+        .clone();
+    let request = Request {
+        system_prompt: "You are a coding agent.".into(),
+        messages: vec![],
+        tools: vec![],
+    };
+    let stream = client.stream(
+        &model,
+        request,
+        service_account_options(server),
+        CancellationToken::new(),
+    );
+    let message = stream.result().await;
+    json!({"stopReason": format!("{:?}", message.stop_reason), "error": message.error_message})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_is_reused_until_five_minutes_before_it_expires() {
+    // An hour-long token serves both calls.
+    let server = ProviderServer::start(vec![
+        token_response("ya29.long", 3599),
+        vertex_text(),
+        vertex_text(),
+    ]);
+    let client = client();
+    for _ in 0..2 {
+        assert_eq!(call(&client, &server).await["stopReason"], "Stop");
+    }
+    let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths.iter().filter(|path| *path == "/token").count(), 1);
+    for request in &server.requests()[1..] {
+        assert_eq!(request.header("authorization"), Some("Bearer ya29.long"));
+    }
+
+    // A token with four minutes left is fetched again for every call.
+    let server = ProviderServer::start(vec![
+        token_response("ya29.short-1", 240),
+        vertex_text(),
+        token_response("ya29.short-2", 240),
+        vertex_text(),
+    ]);
+    let client = self::client();
+    for _ in 0..2 {
+        assert_eq!(call(&client, &server).await["stopReason"], "Stop");
+    }
+    let requests = server.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths[0], "/token");
+    assert_eq!(paths[2], "/token");
+    assert_eq!(
+        requests[3].header("authorization"),
+        Some("Bearer ya29.short-2")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vertex_call_without_a_readable_key_file_says_how_to_set_credentials_up() {
+    let server = ProviderServer::start(vec![]);
+    let mut options = service_account_options(&server);
+    options.cloud = pi::ai::CloudCredentials::GoogleKeyFile {
+        path: "/nowhere/application_default_credentials.json".into(),
+        text: None,
+    };
+    let model = pi::ai::models::builtin_models()
+        .iter()
+        .find(|model| model.provider == "google-vertex")
+        .unwrap()
+        .clone();
+    let message = client()
+        .stream(
+            &model,
+            Request::default(),
+            options,
+            CancellationToken::new(),
+        )
+        .result()
+        .await;
+    assert_eq!(
+        message.error_message.as_deref(),
+        Some(pi::ai::google_auth::NO_CREDENTIALS)
+    );
+    assert!(server.requests().is_empty());
+}
