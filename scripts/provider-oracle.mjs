@@ -31,7 +31,9 @@
 // `{files}` replaced by that directory. google-auth-library posts token exchanges to the
 // fixed `https://oauth2.googleapis.com/token` (it ignores a key file's `token_uri`); those
 // requests are sent to the case's server instead (`/token`), so they are recorded and
-// answered by its scripted responses like any other.
+// answered by its scripted responses like any other. `processEnv` (same substitutions) is set
+// in the process environment for the one case (the AWS SDK reads AWS_PROFILE and its files
+// there).
 import http from "node:http";
 import https from "node:https";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -195,10 +197,18 @@ for (const name of cases) {
         identity: identityFor(opts),
         env,
     };
+    // The AWS SDK reads its shared config and credentials files (AWS_PROFILE,
+    // AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE) from the process environment.
+    const processEnv = Object.entries(spec.processEnv ?? {}).map(([key, value]) => [
+        key,
+        substitute(value, { "{files}": files, "{server}": serverUrl }),
+    ]);
+    for (const [key, value] of processEnv) process.env[key] = value;
     const events = [];
     const stream = streamSimple(model, spec.context, options);
     for await (const event of stream) events.push(normalizeEvent(event));
     const message = normalizeMessage(await stream.result());
+    for (const [key] of processEnv) delete process.env[key];
     server.close();
     rmSync(files, { recursive: true, force: true });
     const expected = { requests, events, message };

@@ -554,6 +554,7 @@ pub fn provider_settings(
     let names: &[&str] = match model.api.as_str() {
         "azure-openai-responses" => PROVIDER_ENV_NAMES,
         "google-vertex" => crate::ai::vertex::PROVIDER_ENV_NAMES,
+        "bedrock-converse-stream" => crate::ai::bedrock::PROVIDER_ENV_NAMES,
         _ => &[],
     };
     let provider_env = names
@@ -563,10 +564,22 @@ pub fn provider_settings(
     let cloud =
         if model.api == "google-vertex" && crate::ai::vertex::resolve_api_key(api_key).is_none() {
             google_key_file(resolver)
+        } else if model.api == "bedrock-converse-stream" {
+            aws_shared_files(resolver)
         } else {
             crate::ai::CloudCredentials::None
         };
     (provider_env, cloud)
+}
+
+/// Reads the AWS shared credentials and config files (`AWS_SHARED_CREDENTIALS_FILE`, else
+/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`).
+pub fn aws_shared_files(resolver: &dyn KeyResolver) -> crate::ai::CloudCredentials {
+    let path = |name: &str, default: &str| resolver.env(name).unwrap_or_else(|| default.to_owned());
+    crate::ai::CloudCredentials::AwsFiles(crate::ai::aws_auth::SharedFiles {
+        credentials: resolver.read_file(&path("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")),
+        config: resolver.read_file(&path("AWS_CONFIG_FILE", "~/.aws/config")),
+    })
 }
 
 /// Where Application Default Credentials are looked for: `GOOGLE_APPLICATION_CREDENTIALS`,

@@ -20,7 +20,9 @@
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
 //! transcript), `openai`, `responses`, `anthropic`, `google` and `vertex` (request mapping and
-//! stream decoding, pure), `google_auth` (Google key files → access tokens),
+//! stream decoding, pure), `bedrock` (Bedrock ConverseStream: SigV4, the binary event
+//! stream), `google_auth` (Google key files → access tokens), `aws_auth` (AWS credential
+//! chain over the environment and the shared files),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -33,6 +35,8 @@
 
 pub mod anthropic;
 pub mod auth;
+pub mod aws_auth;
+pub mod bedrock;
 pub mod convert;
 pub mod error;
 pub mod google;
@@ -177,6 +181,8 @@ pub enum CloudCredentials {
         /// Its contents.
         text: Option<String>,
     },
+    /// The AWS shared credentials and config files (for `bedrock-converse-stream`).
+    AwsFiles(aws_auth::SharedFiles),
 }
 
 /// Per-call options.

@@ -31,6 +31,7 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
+use crate::ai::bedrock::{self, BedrockDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
 use crate::ai::google_auth::{self, AdcCredentials, TokenCache, TokenFailure};
@@ -137,6 +138,7 @@ impl AiClient {
             "anthropic-messages" => Some(Protocol::Anthropic),
             "google-generative-ai" => Some(Protocol::Google),
             "google-vertex" => Some(Protocol::Vertex),
+            "bedrock-converse-stream" => Some(Protocol::Bedrock),
             api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
@@ -180,6 +182,8 @@ impl AiClient {
             Protocol::Google => google::has_header_auth(&options.headers),
             // An API key or Application Default Credentials (checked when building).
             Protocol::Vertex => true,
+            // Keys, a profile or a Bedrock API key (resolved when building).
+            Protocol::Bedrock => true,
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -191,9 +195,16 @@ impl AiClient {
             });
         }
         let mut google_credentials = None;
+        let mut aws_signing = None;
         let built = match protocol {
             Protocol::OpenAi => openai::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
+            Protocol::Bedrock => {
+                bedrock::build_request(&effective, &request, &options).map(|built| {
+                    aws_signing = Some(built.signing);
+                    (built.wire, ErrorBodyStyle::Bedrock)
+                })
+            }
             Protocol::Vertex => {
                 vertex::build_request(&effective, &request, &options).map(|built| {
                     google_credentials = built.credentials;
@@ -211,7 +222,7 @@ impl AiClient {
                 })
             }
         };
-        let (wire, style) = match built {
+        let (mut wire, style) = match built {
             Ok(built) => built,
             Err(text) => {
                 let mut stream = base;
@@ -227,6 +238,15 @@ impl AiClient {
         self.body_hint.store(body.len(), Ordering::Relaxed);
         // Shared by every attempt of the transport retry without a copy.
         let body = Bytes::from(body);
+        if let Some(signing) = aws_signing
+            && let Err(text) = signing.apply(&mut wire, &body, self.clock.now_ms())
+        {
+            let mut stream = base;
+            stream.decoder = stream
+                .decoder
+                .with_protocol(protocol, &effective, &request, &options);
+            return stream.failed(AiError::Config { message: text });
+        }
         let mut stream = base;
         stream.decoder = stream
             .decoder
@@ -269,6 +289,7 @@ enum Protocol {
     Responses(Flavor),
     Google,
     Vertex,
+    Bedrock,
 }
 
 enum Decoder {
@@ -277,6 +298,7 @@ enum Decoder {
     Anthropic(AnthropicDecoder),
     Responses(ResponsesDecoder),
     Google(GoogleDecoder),
+    Bedrock(BedrockDecoder),
 }
 
 impl Decoder {
@@ -292,6 +314,7 @@ impl Decoder {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
             Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
             Protocol::Vertex => Self::Google(vertex::decoder(message, model)),
+            Protocol::Bedrock => Self::Bedrock(BedrockDecoder::new(message, model)),
             Protocol::Responses(flavor) => {
                 Self::Responses(ResponsesDecoder::new(message, model, flavor))
             }
@@ -322,6 +345,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.into_message(),
             Self::Responses(decoder) => decoder.into_message(),
             Self::Google(decoder) => decoder.into_message(),
+            Self::Bedrock(decoder) => decoder.into_message(),
         }
     }
 
@@ -332,6 +356,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message(),
             Self::Responses(decoder) => decoder.message(),
             Self::Google(decoder) => decoder.message(),
+            Self::Bedrock(decoder) => decoder.message(),
         }
     }
 
@@ -342,6 +367,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message_mut(),
             Self::Responses(decoder) => decoder.message_mut(),
             Self::Google(decoder) => decoder.message_mut(),
+            Self::Bedrock(decoder) => decoder.message_mut(),
         }
     }
 
@@ -351,6 +377,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
             Self::Responses(decoder) => decoder.refresh(),
+            Self::Bedrock(decoder) => decoder.refresh(),
             Self::Google(_) => {}
         }
     }
@@ -366,6 +393,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Google(decoder) => decoder.on_frame(frame.data, out),
+            // Bedrock's body is not SSE (`read_some` feeds it to the decoder directly).
+            Self::Bedrock(_) => Ok(false),
         }
     }
 
@@ -380,6 +409,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.complete(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Bedrock(decoder) => decoder.complete(),
         }
     }
 
@@ -394,6 +424,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Bedrock(decoder) => decoder.complete(),
         }
     }
 
@@ -573,17 +604,36 @@ impl AssistantStream {
                     };
                     match transport::send(&wire, &body, &ctx).await {
                         Ok(response) => {
+                            if let Decoder::Bedrock(decoder) = &mut self.decoder {
+                                decoder.set_request_id(
+                                    response
+                                        .headers()
+                                        .get("x-amzn-requestid")
+                                        .and_then(|value| value.to_str().ok()),
+                                );
+                            }
                             self.queue.push_back(StreamEvent::Start);
                             self.phase = Phase::Streaming(response);
                         }
                         Err(failure) if failure.aborted => {
                             self.finish_failed(Failure::Aborted("Request was aborted."));
                         }
-                        Err(failure) => self.finish_failed(Failure::Message {
-                            text: failure.message,
-                            status: failure.status,
-                            retry_after: failure.retry_after,
-                        }),
+                        Err(failure) => {
+                            if let (Decoder::Bedrock(decoder), Some((kind, request_id))) =
+                                (&mut self.decoder, &failure.aws_error)
+                            {
+                                decoder.set_http_failure(
+                                    failure.status,
+                                    bedrock::error_code(kind.as_deref()),
+                                    request_id.as_deref(),
+                                );
+                            }
+                            self.finish_failed(Failure::Message {
+                                text: failure.message,
+                                status: failure.status,
+                                retry_after: failure.retry_after,
+                            });
+                        }
                     }
                 }
                 Phase::Streaming(response) => self.read_some(response).await,
@@ -620,10 +670,25 @@ impl AssistantStream {
                     // Made-up tool-call ids carry the time (`Date.now()`).
                     decoder.set_now(self.clock.now_ms());
                 }
+                if let Decoder::Bedrock(decoder) = &mut self.decoder {
+                    match decoder.on_bytes(&bytes, &mut self.queue) {
+                        Ok(_) => self.phase = Phase::Streaming(response),
+                        Err(text) => self.finish_failed(Failure::Message {
+                            text,
+                            status: None,
+                            retry_after: None,
+                        }),
+                    }
+                    return;
+                }
                 self.sse.feed(&bytes);
                 if !self.drain_frames() {
                     self.phase = Phase::Streaming(response);
                 }
+            }
+            Ok(Ok(None)) if matches!(self.decoder, Decoder::Bedrock(_)) => {
+                let result = self.decoder.on_eof(&mut self.queue, self.clock.now_ms());
+                self.finish(result);
             }
             Ok(Ok(None)) => {
                 self.sse.finish();
@@ -725,6 +790,10 @@ impl AssistantStream {
         message.stop_reason = reason;
         message.key_order.touch(AssistantKey::ErrorMessage);
         message.error_message = Some(error.message().to_owned());
+        if let Decoder::Bedrock(decoder) = &mut self.decoder {
+            decoder.set_now(self.clock.now_ms());
+            decoder.on_failed();
+        }
         self.stamp_duration();
         let message = self.decoder.message().clone();
         self.final_message = Some(message.clone());

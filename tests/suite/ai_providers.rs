@@ -146,6 +146,7 @@ fn case_env(spec: &Value, server_url: &str, files: &std::path::Path) -> CaseEnv 
             .as_object()
             .into_iter()
             .flatten()
+            .chain(spec["processEnv"].as_object().into_iter().flatten())
             .map(|(name, value)| {
                 let value = value.as_str().unwrap();
                 let value = value
@@ -212,9 +213,9 @@ fn responses_for(spec: &Value, chunking: Option<(u64, usize)>) -> Vec<MockRespon
             let status = response["status"].as_u64().unwrap() as u16;
             let mut mock = match response["bodyFile"].as_str() {
                 Some(file) => {
-                    let mut mock = MockResponse::sse(
-                        String::from_utf8(std::fs::read(dir().join(file)).unwrap()).unwrap(),
-                    );
+                    // SSE text, or binary event-stream frames (Bedrock).
+                    let mut mock = MockResponse::sse("");
+                    mock.body = std::fs::read(dir().join(file)).unwrap();
                     mock.status = status;
                     mock.headers.clear();
                     mock
@@ -364,6 +365,8 @@ const CHECKED_HEADERS: &[&str] = &[
     "cf-aig-authorization",
     "x-goog-api-key",
     "x-goog-user-project",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -427,14 +430,41 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
             to_js_string(&theirs["body"]),
             "{name} {label}: request body"
         );
+        let sigv4 = theirs["headers"]["authorization"]
+            .as_str()
+            .is_some_and(|value| value.starts_with("AWS4-HMAC-SHA256 "));
+        if sigv4 {
+            check_sigv4(name, label, ours, theirs);
+        }
         for header in CHECKED_HEADERS {
+            if sigv4 && *header == "authorization" {
+                continue;
+            }
+            // reqwest's default `Accept: */*` where the AWS SDK sends none.
+            if *header == "accept"
+                && ours.header("accept") == Some("*/*")
+                && theirs["headers"]["accept"].is_null()
+            {
+                continue;
+            }
             assert_eq!(
                 ours.header(header),
                 theirs["headers"][*header].as_str(),
                 "{name} {label}: header {header}"
             );
         }
-        if let Some(agent) = theirs["headers"]["user-agent"].as_str() {
+        if let Some(agent) = theirs["headers"]["user-agent"]
+            .as_str()
+            .filter(|agent| agent.starts_with("aws-sdk-js/"))
+        {
+            // The AWS SDK's agent with pi's pair appended; ours is pi's identity agent.
+            assert!(agent.ends_with(" pi/1.6.0"), "{name}: {agent}");
+            assert!(
+                ours.header("user-agent")
+                    .is_some_and(|ua| ua.starts_with("pi/")),
+                "{name}: user-agent"
+            );
+        } else if let Some(agent) = theirs["headers"]["user-agent"].as_str() {
             assert_eq!(
                 ours.header("user-agent").map(user_agent_shape),
                 Some(user_agent_shape(agent)),
@@ -455,6 +485,120 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
         to_js_string(&ours_message),
         to_js_string(&theirs_message),
         "{name} {label}: final message"
+    );
+}
+
+/// The secret key of an access key id the fixtures use: the case environment's, or the
+/// one the test credentials file pairs with it.
+fn aws_secret_for(access_key_id: &str) -> String {
+    for case in case_names() {
+        let spec = read_json(&format!("{case}.case.json"));
+        let env = &spec["options"]["env"];
+        if env["AWS_ACCESS_KEY_ID"] == access_key_id {
+            return env["AWS_SECRET_ACCESS_KEY"].as_str().unwrap().to_owned();
+        }
+    }
+    let ini = std::fs::read_to_string(dir().join("bedrock-test-credentials.ini")).unwrap();
+    let mut lines = ini.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if line.replace(' ', "") == format!("aws_access_key_id={access_key_id}") {
+            let next = lines.next().unwrap();
+            return next.split_once('=').unwrap().1.trim().to_owned();
+        }
+    }
+    panic!("no secret for {access_key_id}");
+}
+
+fn hmac(key: &[u8], data: &str) -> Vec<u8> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    ring::hmac::sign(&key, data.as_bytes()).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SigV4 checked independently of the signer we use: the `Authorization` header parsed, its
+/// scope compared with the reference's (key id, region, service `bedrock`), the signed headers
+/// required, and the signature recomputed here from the request as received (canonical
+/// request with the path encoded once more, string to sign, the HMAC key chain).
+fn check_sigv4(name: &str, label: &str, ours: &RecordedRequest, theirs: &Value) {
+    let header = ours
+        .header("authorization")
+        .expect("an Authorization header");
+    let fields = |value: &str| -> (String, Vec<String>, String) {
+        let rest = value.strip_prefix("AWS4-HMAC-SHA256 ").unwrap();
+        let mut credential = String::new();
+        let mut signed = Vec::new();
+        let mut signature = String::new();
+        for part in rest.split(", ") {
+            let (key, value) = part.split_once('=').unwrap();
+            match key {
+                "Credential" => credential = value.to_owned(),
+                "SignedHeaders" => signed = value.split(';').map(str::to_owned).collect(),
+                "Signature" => signature = value.to_owned(),
+                other => panic!("{name}: unexpected Authorization field {other}"),
+            }
+        }
+        (credential, signed, signature)
+    };
+    let (credential, signed, signature) = fields(header);
+    let (their_credential, _, _) = fields(theirs["headers"]["authorization"].as_str().unwrap());
+    let scope: Vec<&str> = credential.split('/').collect();
+    let their_scope: Vec<&str> = their_credential.split('/').collect();
+    assert_eq!(scope.len(), 5, "{name}: credential scope {credential}");
+    assert_eq!(
+        (scope[0], scope[2], scope[3], scope[4]),
+        (
+            their_scope[0],
+            their_scope[2],
+            their_scope[3],
+            their_scope[4]
+        ),
+        "{name} {label}: key id, region, service"
+    );
+    let amz_date = ours.header("x-amz-date").expect("x-amz-date");
+    assert_eq!(&amz_date[..8], scope[1], "{name}: scope date");
+    let mut required = vec!["content-type", "host", "x-amz-content-sha256", "x-amz-date"];
+    if ours.header("x-amz-security-token").is_some() {
+        required.push("x-amz-security-token");
+    }
+    for header in required {
+        assert!(
+            signed.iter().any(|h| h == header),
+            "{name}: {header} is signed"
+        );
+    }
+    let payload_hash = hex(ring::digest::digest(&ring::digest::SHA256, &ours.body).as_ref());
+    assert_eq!(
+        ours.header("x-amz-content-sha256"),
+        Some(payload_hash.as_str()),
+        "{name}: payload hash"
+    );
+    let (path, query) = ours.path.split_once('?').unwrap_or((&ours.path, ""));
+    let canonical_uri: String = path.replace('%', "%25");
+    let canonical_headers: String = signed
+        .iter()
+        .map(|header| format!("{header}:{}\n", ours.header(header).unwrap().trim()))
+        .collect();
+    let canonical_request = format!(
+        "POST\n{canonical_uri}\n{query}\n{canonical_headers}\n{}\n{payload_hash}",
+        signed.join(";")
+    );
+    let string_to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{}\n{}",
+        scope[1..].join("/"),
+        hex(ring::digest::digest(&ring::digest::SHA256, canonical_request.as_bytes()).as_ref())
+    );
+    let secret = aws_secret_for(scope[0]);
+    let mut key = hmac(format!("AWS4{secret}").as_bytes(), scope[1]);
+    for part in &scope[2..] {
+        key = hmac(&key, part);
+    }
+    assert_eq!(
+        hex(&hmac(&key, &string_to_sign)),
+        signature,
+        "{name} {label}: SigV4 signature"
     );
 }
 
@@ -679,6 +823,19 @@ async fn errors_are_classified_as_the_reference_decides() {
             matches!(e, AiError::RateLimited { .. })
         }),
         ("vertex-token-denied", |e| matches!(e, AiError::Auth { .. })),
+        ("bedrock-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("bedrock-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("bedrock-dropped", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        // "Throttling error: …" matches none of 1.6.0's retry patterns.
+        ("bedrock-exception-midstream", |e| {
+            matches!(e, AiError::Other { .. })
+        }),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));
