@@ -1,6 +1,7 @@
 //! The cloud protocols' credentials end to end: Vertex AI through the real `pi` binary with
-//! gcloud's application-default credentials file in the home directory, and access tokens
-//! cached by one client across calls until shortly before they expire. The token endpoint and
+//! gcloud's application-default credentials file in the home directory, access tokens cached
+//! by one client across calls until shortly before they expire, and Bedrock through the binary
+//! with a named profile from `~/.aws/credentials` and `~/.aws/config`. The token endpoint and
 //! the model endpoint are one local server (the key files' `token_uri` points at it).
 
 use pi::ai::{CancellationToken, Request, StreamOptions};
@@ -210,4 +211,65 @@ async fn a_vertex_call_without_a_readable_key_file_says_how_to_set_credentials_u
         Some(pi::ai::google_auth::NO_CREDENTIALS)
     );
     assert!(server.requests().is_empty());
+}
+
+#[test]
+fn print_mode_reaches_bedrock_with_a_profile_from_the_shared_aws_files() {
+    let mut stream = MockResponse::sse("");
+    stream.body = std::fs::read(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/providers/bedrock-text.eventstream"),
+    )
+    .unwrap();
+    stream = stream.header("content-type", "application/vnd.amazon.eventstream");
+    let server = ProviderServer::start(vec![stream]);
+    let env = TestEnv::new();
+    let aws = env.home.join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        fixture("bedrock-test-credentials.ini"),
+    )
+    .unwrap();
+    std::fs::write(aws.join("config"), fixture("bedrock-test-config.ini")).unwrap();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {"amazon-bedrock": {"baseUrl": server.url()}}}).to_string(),
+    )
+    .unwrap();
+    let output = succeeded(
+        env.pi()
+            .args([
+                "--offline",
+                "--no-session",
+                "--model",
+                "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+                "-p",
+                "What is in src?",
+            ])
+            .env("AWS_PROFILE", "pi-dev"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "The `src` folder holds `main.rs` and `lib.rs`."
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(
+        requests[0].path,
+        "/model/anthropic.claude-haiku-4-5-20251001-v1%3A0/converse-stream"
+    );
+    let authorization = requests[0].header("authorization").unwrap();
+    // The profile's key, the profile's region (config file), Bedrock's signing name.
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7PIDEV00/20260101/eu-west-1/bedrock/aws4_request, SignedHeaders="),
+        "{authorization}"
+    );
+    assert_eq!(requests[0].header("x-amz-date"), Some("20260101T000000Z"));
+    assert_eq!(requests[0].header("x-amz-security-token"), None);
+    assert_eq!(
+        requests[0].json()["messages"][0]["content"][0]["text"],
+        "What is in src?"
+    );
 }
