@@ -573,13 +573,20 @@ pub fn provider_settings(
 }
 
 /// Reads the AWS shared credentials and config files (`AWS_SHARED_CREDENTIALS_FILE`, else
-/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`).
+/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`) and, for an SSO profile,
+/// its token cache file (`~/.aws/sso/cache/<sha1>.json`).
 pub fn aws_shared_files(resolver: &dyn KeyResolver) -> crate::ai::CloudCredentials {
     let path = |name: &str, default: &str| resolver.env(name).unwrap_or_else(|| default.to_owned());
-    crate::ai::CloudCredentials::AwsFiles(crate::ai::aws_auth::SharedFiles {
+    let mut files = crate::ai::aws_auth::SharedFiles {
         credentials: resolver.read_file(&path("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")),
         config: resolver.read_file(&path("AWS_CONFIG_FILE", "~/.aws/config")),
-    })
+        sso_token: None,
+    };
+    let env = |name: &str| resolver.env(name);
+    if let Some(name) = crate::ai::aws_auth::sso_cache_file(&env, &files) {
+        files.sso_token = resolver.read_file(&format!("~/.aws/sso/cache/{name}"));
+    }
+    crate::ai::CloudCredentials::AwsFiles(files)
 }
 
 /// Where Application Default Credentials are looked for: `GOOGLE_APPLICATION_CREDENTIALS`,

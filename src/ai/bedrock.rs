@@ -76,6 +76,7 @@ pub const PROVIDER_ENV_NAMES: &[&str] = &[
     "AWS_BEDROCK_FORCE_CACHE",
     "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_CONFIG_FILE",
+    "AWS_ENDPOINT_URL_SSO",
 ];
 
 const EMPTY_TEXT: &str = "<empty>";
@@ -467,6 +468,7 @@ pub fn build_request(
     model: &Model,
     request: &Request,
     options: &StreamOptions,
+    now_ms: i64,
 ) -> Result<BedrockRequest, String> {
     let env = |name: &str| options.provider_env(name).map(str::to_owned);
     let files = match &options.cloud {
@@ -495,7 +497,7 @@ pub fn build_request(
         .or_else(|| (!profile).then(|| "us-east-1".to_owned()))
         .or_else(|| aws_auth::profile_region(&env, &files))
         .ok_or("Region is missing")?;
-    let auth = aws_auth::resolve_auth(&env, options.api_key.as_deref(), &files)?;
+    let auth = aws_auth::resolve_auth(&env, options.api_key.as_deref(), &files, now_ms)?;
     let base = if explicit_endpoint && !model.base_url.trim().is_empty() {
         model.base_url.trim().trim_end_matches('/').to_owned()
     } else {
@@ -609,11 +611,26 @@ fn build_body(
 }
 
 impl Signing {
+    /// Returns the SSO role whose credentials must be fetched before [`Self::apply`].
+    pub fn sso_role(&self) -> Option<&aws_auth::SsoRole> {
+        match &self.auth {
+            AwsAuth::Sso(role) => Some(role),
+            AwsAuth::SigV4(_) | AwsAuth::Bearer(_) => None,
+        }
+    }
+
     /// Adds the authorisation headers for `body` at `now_ms` (SigV4: `x-amz-date`,
-    /// `x-amz-content-sha256`, `x-amz-security-token`, `authorization`).
-    pub fn apply(&self, wire: &mut WireRequest, body: &[u8], now_ms: i64) -> Result<(), String> {
-        let keys = match &self.auth {
-            AwsAuth::Bearer(token) => {
+    /// `x-amz-content-sha256`, `x-amz-security-token`, `authorization`); `sso_keys` are the
+    /// fetched credentials of an SSO role.
+    pub fn apply(
+        &self,
+        wire: &mut WireRequest,
+        body: &[u8],
+        now_ms: i64,
+        sso_keys: Option<&aws_auth::AwsKeys>,
+    ) -> Result<(), String> {
+        let keys = match (&self.auth, sso_keys) {
+            (AwsAuth::Bearer(token), _) => {
                 set_header_ci(
                     &mut wire.headers,
                     "Authorization",
@@ -621,7 +638,8 @@ impl Signing {
                 );
                 return Ok(());
             }
-            AwsAuth::SigV4(keys) => keys,
+            (AwsAuth::SigV4(keys), _) | (AwsAuth::Sso(_), Some(keys)) => keys,
+            (AwsAuth::Sso(_), None) => return Err(aws_auth::NO_CREDENTIALS.to_owned()),
         };
         let identity = aws_credential_types::Credentials::new(
             &keys.access_key_id,

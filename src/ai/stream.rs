@@ -31,6 +31,7 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
+use crate::ai::aws_auth::{self, RoleCache};
 use crate::ai::bedrock::{self, BedrockDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
@@ -96,6 +97,8 @@ pub struct AiClient {
     body_hint: Arc<AtomicUsize>,
     /// Google access tokens, per key file, until shortly before they expire.
     tokens: Arc<TokenCache>,
+    /// AWS SSO role credentials, until shortly before they expire.
+    aws_roles: Arc<RoleCache>,
 }
 
 impl AiClient {
@@ -109,6 +112,7 @@ impl AiClient {
             ids,
             body_hint: Arc::new(AtomicUsize::new(0)),
             tokens: Arc::new(TokenCache::default()),
+            aws_roles: Arc::new(RoleCache::default()),
         })
     }
 
@@ -154,6 +158,7 @@ impl AiClient {
             clock: self.clock.clone(),
             ids: self.ids.clone(),
             tokens: self.tokens.clone(),
+            aws_roles: self.aws_roles.clone(),
             transport: options.transport,
             cancel,
             phase: Phase::Finished,
@@ -199,15 +204,14 @@ impl AiClient {
         let built = match protocol {
             Protocol::OpenAi => openai::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
-            Protocol::Bedrock => {
-                bedrock::build_request(&effective, &request, &options).map(|built| {
-                    aws_signing = Some(built.signing);
+            Protocol::Bedrock => bedrock::build_request(&effective, &request, &options, timestamp)
+                .map(|built| {
+                    aws_signing = Some(Box::new(built.signing));
                     (built.wire, ErrorBodyStyle::Bedrock)
-                })
-            }
+                }),
             Protocol::Vertex => {
                 vertex::build_request(&effective, &request, &options).map(|built| {
-                    google_credentials = built.credentials;
+                    google_credentials = built.credentials.map(Box::new);
                     (built.wire, ErrorBodyStyle::Google)
                 })
             }
@@ -222,7 +226,7 @@ impl AiClient {
                 })
             }
         };
-        let (mut wire, style) = match built {
+        let (wire, style) = match built {
             Ok(built) => built,
             Err(text) => {
                 let mut stream = base;
@@ -238,15 +242,6 @@ impl AiClient {
         self.body_hint.store(body.len(), Ordering::Relaxed);
         // Shared by every attempt of the transport retry without a copy.
         let body = Bytes::from(body);
-        if let Some(signing) = aws_signing
-            && let Err(text) = signing.apply(&mut wire, &body, self.clock.now_ms())
-        {
-            let mut stream = base;
-            stream.decoder = stream
-                .decoder
-                .with_protocol(protocol, &effective, &request, &options);
-            return stream.failed(AiError::Config { message: text });
-        }
         let mut stream = base;
         stream.decoder = stream
             .decoder
@@ -277,6 +272,7 @@ impl AiClient {
             body,
             style,
             google_credentials,
+            aws_signing,
         };
         stream
     }
@@ -449,7 +445,9 @@ enum Phase {
         body: Bytes,
         style: ErrorBodyStyle,
         /// A Google key file whose access token goes in `Authorization` (Vertex ADC).
-        google_credentials: Option<AdcCredentials>,
+        google_credentials: Option<Box<AdcCredentials>>,
+        /// How a Bedrock request is signed (just before it is sent, over the final body).
+        aws_signing: Option<Box<bedrock::Signing>>,
     },
     Streaming(reqwest::Response),
     Failed(AiError),
@@ -464,6 +462,7 @@ pub struct AssistantStream {
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
     tokens: Arc<TokenCache>,
+    aws_roles: Arc<RoleCache>,
     transport: TransportConfig,
     cancel: CancellationToken,
     phase: Phase,
@@ -542,6 +541,7 @@ impl AssistantStream {
                     body,
                     style,
                     google_credentials,
+                    aws_signing,
                 } => {
                     let http = match lazy_http(&self.http, &self.proxy).await {
                         Ok(http) => http,
@@ -592,6 +592,39 @@ impl AssistantStream {
                                 });
                                 continue;
                             }
+                        }
+                    }
+                    if let Some(signing) = aws_signing {
+                        let mut sso_keys = None;
+                        if let Some(role) = signing.sso_role() {
+                            let fetched = aws_auth::role_keys(
+                                &http,
+                                &self.aws_roles,
+                                role,
+                                self.clock.now_ms(),
+                                self.transport.request_timeout,
+                                &self.cancel,
+                            )
+                            .await;
+                            match fetched {
+                                Ok(keys) => sso_keys = Some(keys),
+                                Err(aws_auth::RoleFailure::Aborted) => {
+                                    self.finish_failed(Failure::Aborted("Request was aborted."));
+                                    continue;
+                                }
+                                Err(aws_auth::RoleFailure::Failed(message)) => {
+                                    self.finish_failed(Failure::Classified(AiError::Auth {
+                                        message,
+                                    }));
+                                    continue;
+                                }
+                            }
+                        }
+                        if let Err(message) =
+                            signing.apply(&mut wire, &body, self.clock.now_ms(), sso_keys.as_ref())
+                        {
+                            self.finish_failed(Failure::Classified(AiError::Config { message }));
+                            continue;
                         }
                     }
                     let ctx = SendContext {

@@ -273,3 +273,114 @@ fn print_mode_reaches_bedrock_with_a_profile_from_the_shared_aws_files() {
         "What is in src?"
     );
 }
+
+#[test]
+fn print_mode_reaches_bedrock_with_an_sso_profile_through_the_cached_login() {
+    let mut stream = MockResponse::sse("");
+    stream.body = std::fs::read(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/providers/bedrock-text.eventstream"),
+    )
+    .unwrap();
+    stream = stream.header("content-type", "application/vnd.amazon.eventstream");
+    let role = json!({"roleCredentials": {
+        "accessKeyId": "ASIAIOSFODNN7SSOROLE",
+        "secretAccessKey": "sso/role/secret/EXAMPLEKEY",
+        "sessionToken": "IQoJb3JpZ2luX2VjEXAMPLESSO",
+        "expiration": 1_767_229_200_000_i64,
+    }});
+    let server = ProviderServer::start(vec![MockResponse::json(200, role.to_string()), stream]);
+    let env = TestEnv::new();
+    let aws = env.home.join(".aws");
+    std::fs::create_dir_all(aws.join("sso").join("cache")).unwrap();
+    std::fs::write(
+        aws.join("config"),
+        "[profile corp-dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Developer\nregion = us-west-2\n\n[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\n",
+    )
+    .unwrap();
+    // `aws sso login` names the cache file after the SHA-1 of the session name.
+    std::fs::write(
+        aws.join("sso/cache/ee0bfd2552fbd840c02cc48b6e823320543c450f.json"),
+        r#"{"startUrl":"https://corp.awsapps.com/start","region":"us-east-1","accessToken":"aoa-sso-access-token","expiresAt":"2026-01-01T08:00:00Z"}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {"amazon-bedrock": {"baseUrl": server.url()}}}).to_string(),
+    )
+    .unwrap();
+    let output = succeeded(
+        env.pi()
+            .args([
+                "--offline",
+                "--no-session",
+                "--model",
+                "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+                "-p",
+                "What is in src?",
+            ])
+            .env("AWS_PROFILE", "corp-dev")
+            .env("AWS_ENDPOINT_URL_SSO", server.url()),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "The `src` folder holds `main.rs` and `lib.rs`."
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0].method, "GET");
+    assert_eq!(
+        requests[0].path,
+        "/federation/credentials?account_id=111122223333&role_name=Developer"
+    );
+    assert_eq!(
+        requests[0].header("x-amz-sso_bearer_token"),
+        Some("aoa-sso-access-token")
+    );
+    let authorization = requests[1].header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7SSOROLE/20260101/us-west-2/bedrock/aws4_request, "),
+        "{authorization}"
+    );
+    assert_eq!(
+        requests[1].header("x-amz-security-token"),
+        Some("IQoJb3JpZ2luX2VjEXAMPLESSO")
+    );
+}
+
+#[test]
+fn an_expired_sso_login_says_to_log_in_again() {
+    let server = ProviderServer::start(vec![]);
+    let env = TestEnv::new();
+    let aws = env.home.join(".aws");
+    std::fs::create_dir_all(aws.join("sso").join("cache")).unwrap();
+    std::fs::write(
+        aws.join("config"),
+        "[default]\nregion = us-east-1\nsso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\nsso_account_id = 1\nsso_role_name = R\n",
+    )
+    .unwrap();
+    // No cache file for the start URL's SHA-1: `aws sso login` was never run (or expired).
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {"amazon-bedrock": {"baseUrl": server.url()}}}).to_string(),
+    )
+    .unwrap();
+    let output = env
+        .pi()
+        .args([
+            "--offline",
+            "--no-session",
+            "--model",
+            "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+            "-p",
+            "hi",
+        ])
+        .env("AWS_PROFILE", "default")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(pi::ai::aws_auth::SSO_EXPIRED), "{stderr}");
+    assert!(server.requests().is_empty());
+}
