@@ -188,7 +188,7 @@ pub fn build_request(
         set_header_ci(&mut headers, &name, &value);
     }
     let transcript = normalize_context(request);
-    let body = google::build_body(model, &transcript, options)?;
+    let body = google::build_body(model, &transcript, options, google::BudgetTable::Vertex)?;
     let credentials = match auth {
         Auth::ApiKey(_) => None,
         Auth::Adc { .. } => Some(match &options.cloud {
