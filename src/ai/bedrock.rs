@@ -41,7 +41,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use serde_json::{Map, Value, json};
 
 use crate::ai::aws_auth::{self, AwsAuth, SharedFiles};
@@ -1215,11 +1215,6 @@ impl BedrockDecoder {
                 self.message.diagnostics = Some(Value::Array(vec![diagnostic]));
             }
         }
-    }
-
-    /// Whether bytes of an unfinished message are left.
-    pub fn has_partial_frame(&self) -> bool {
-        self.buffer.has_remaining()
     }
 }
 
