@@ -1,8 +1,8 @@
 //! SSE decoding throughput: how fast recorded provider streams turn into events.
 //!
 //! Run: `cargo bench --bench sse` (release profile; not part of CI). Prints, for a long
-//! OpenAI-compatible stream, a long OpenAI Responses stream, a long Anthropic stream and a
-//! long Gemini stream (built
+//! OpenAI-compatible stream, a long OpenAI Responses stream, a long Anthropic stream, a
+//! long Gemini stream, a long Mistral stream and a long Codex stream (built
 //! from the recorded fixture frames, ~8 MB each, fed in 16 KiB network-sized pieces):
 //! - framing only (`SseDecoder`): MB/s and frames/s;
 //! - full decoding (framing + JSON + events + message building): MB/s, events/s and heap
@@ -18,7 +18,9 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use pi::ai::anthropic::AnthropicDecoder;
+use pi::ai::codex::CodexDecoder;
 use pi::ai::google::GoogleDecoder;
+use pi::ai::mistral::MistralDecoder;
 use pi::ai::models::{Model, builtin_models};
 use pi::ai::openai::OpenAiDecoder;
 use pi::ai::responses::{Flavor, ResponsesDecoder};
@@ -211,6 +213,30 @@ fn google_stream() -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A Mistral stream as `/v1/chat/completions` sends it (`fixtures/providers/mistral-*.sse`):
+/// one `chat.completion.chunk` per `data:` line, thinking chunks then string content, usage
+/// with the finish reason, `[DONE]`.
+fn mistral_stream() -> Vec<u8> {
+    let mut out = String::new();
+    let mut idx = 0;
+    while out.len() < TARGET_BYTES {
+        let word = json_string(WORDS[idx % WORDS.len()]);
+        let content = if out.len() < TARGET_BYTES / 2 {
+            format!(
+                "[{{\"type\":\"thinking\",\"thinking\":[{{\"type\":\"text\",\"text\":{word}}}]}}]"
+            )
+        } else {
+            word
+        };
+        out.push_str(&format!(
+            "data: {{\"id\":\"cmpl-6d2f0c1e9a8b4c7d\",\"object\":\"chat.completion.chunk\",\"created\":1767225600,\"model\":\"magistral-medium-latest\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content}}},\"finish_reason\":null}}]}}\n\n"
+        ));
+        idx += 1;
+    }
+    out.push_str("data: {\"id\":\"cmpl-6d2f0c1e9a8b4c7d\",\"object\":\"chat.completion.chunk\",\"created\":1767225600,\"model\":\"magistral-medium-latest\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1480,\"total_tokens\":1492,\"completion_tokens\":12}}\n\ndata: [DONE]\n\n");
+    out.into_bytes()
+}
+
 fn frames_only(bytes: &[u8]) -> usize {
     let mut decoder = SseDecoder::new();
     let mut frames = 0;
@@ -232,6 +258,8 @@ enum Wire {
     Responses(Model),
     Anthropic(Model),
     Google(Model),
+    Mistral(Model),
+    Codex(Model),
 }
 
 /// Decodes the whole stream; returns the number of events.
@@ -305,6 +333,37 @@ fn decode(bytes: &[u8], wire: &Wire) -> usize {
             }
             let _ = decoder.complete(&mut out);
             events += out.drain(..).count();
+            std::hint::black_box(decoder.message().content.len());
+        }
+        Wire::Mistral(model) => {
+            let mut decoder = MistralDecoder::new(new_assistant_message(model, 0), model);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder.on_frame(frame.data, &mut out).unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete(&mut out);
+            events += out.drain(..).count();
+            std::hint::black_box(decoder.message().content.len());
+        }
+        Wire::Codex(model) => {
+            let mut decoder = CodexDecoder::new(new_assistant_message(model, 0), model);
+            'outer: for piece in bytes.chunks(PIECE) {
+                sse.feed(piece);
+                while let Some(frame) = sse.next_frame() {
+                    let done = decoder.on_frame(frame.data, &mut out).unwrap_or(true);
+                    events += out.drain(..).count();
+                    if done {
+                        break 'outer;
+                    }
+                }
+            }
+            let _ = decoder.complete();
             std::hint::black_box(decoder.message().content.len());
         }
     }
@@ -381,5 +440,16 @@ fn main() {
         "google",
         &google_stream(),
         &Wire::Google(model("google", "gemini-3-flash-preview")),
+    );
+    report(
+        "mistral",
+        &mistral_stream(),
+        &Wire::Mistral(model("mistral", "magistral-medium-latest")),
+    );
+    // The Codex backend streams the Responses events (its terminal is read the Codex way).
+    report(
+        "codex",
+        &responses,
+        &Wire::Codex(model("openai-codex", "gpt-6-luna")),
     );
 }

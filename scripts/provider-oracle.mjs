@@ -18,7 +18,8 @@
 // HTTP server that serves the case's scripted responses in order (status, headers, a body
 // from a `.sse` file or inline, optionally cut off after `dropAfter` bytes by destroying the
 // socket), points the model's baseUrl at it, runs `streamSimple`, and records:
-//   requests — method, path, headers (lower-cased names) and JSON body of every request sent;
+//   requests — method, path, headers (lower-cased names) and JSON body of every request sent
+//              (a `content-encoding: zstd` body, as Codex sends it, decompressed first);
 //   events   — the AssistantMessageEvents without `partial`/`message`/`error`;
 //   message  — the final assistant message (timestamp, durationMs and diagnostic timestamps
 //              set to 0).
@@ -36,6 +37,7 @@
 // there).
 import http from "node:http";
 import https from "node:https";
+import zlib from "node:zlib";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -93,7 +95,9 @@ function startServer(responses, requests) {
         const chunks = [];
         req.on("data", (chunk) => chunks.push(chunk));
         req.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf-8");
+            // Codex compresses its bodies with zstd where the runtime can; record the JSON.
+            const raw = Buffer.concat(chunks);
+            const text = (req.headers["content-encoding"] === "zstd" ? zlib.zstdDecompressSync(raw) : raw).toString("utf-8");
             let body = null;
             try {
                 body = JSON.parse(text);
@@ -193,6 +197,7 @@ for (const name of cases) {
         cacheRetention: opts.cacheRetention ?? "short",
         maxTokens: opts.maxTokens,
         thinkingBudgets: opts.thinkingBudgets,
+        transport: opts.transport,
         timeoutMs: 20000,
         identity: identityFor(opts),
         env,

@@ -3,8 +3,10 @@
 //!
 //! Resolution order for a provider's key: the runtime key (`--api-key`), then `auth.json`
 //! (`api_key` entries resolve their value form; an unresolvable one stops the search;
-//! unexpired `oauth` entries give their `access` token), then the provider's environment
-//! variables, then the provider's `models.json` `apiKey`. A value form (1.6.0's
+//! unexpired `oauth` entries give their `access` token), then the provider's `models.json`
+//! `apiKey` (an unresolvable one is an error, never a fall-through), then the provider's
+//! environment variables — 1.6.0's `composeApiKeyAuth` (`provider-composer.js`), where the
+//! configured key replaces the built-in provider's environment lookup. A value form (1.6.0's
 //! `resolveConfigValue`) is `!command` (run by the shell, stdout trimmed), else a template:
 //! `$NAME` and `${NAME}` are replaced by the environment variable (unset or empty: the value
 //! does not resolve), `$$` and `$!` are a literal `$` and `!`, everything else — a plain
@@ -242,27 +244,61 @@ impl Credentials {
     /// Whether any key source is configured for the provider, without running commands or
     /// refreshing tokens (the reference's `hasAuth`).
     pub fn has_auth(&self, provider: &str) -> bool {
-        self.runtime.contains_key(provider)
-            || self.auth.has(provider)
-            || env_api_key(provider, self.resolver.as_ref()).is_some()
+        self.has_stored(provider) || env_api_key(provider, self.resolver.as_ref()).is_some()
+    }
+
+    /// Whether the runtime key or `auth.json` has an entry for the provider.
+    pub fn has_stored(&self, provider: &str) -> bool {
+        self.runtime.contains_key(provider) || self.auth.has(provider)
     }
 
     /// Returns the provider's key from the runtime key, `auth.json` or the environment
-    /// (§5.3 steps 1–3). Blocking: may run an `auth.json` command (cached for the process).
-    /// An expired OAuth token of a known OAuth provider is an [`AiError::Auth`].
+    /// (for a provider without a `models.json` `apiKey`). Blocking: may run an `auth.json`
+    /// command (cached for the process). An expired OAuth token of a known OAuth provider is
+    /// an [`AiError::Auth`].
     pub fn api_key(&self, provider: &str) -> Result<Option<String>, AiError> {
+        match self.stored_key(provider)? {
+            Some(stored) => Ok(stored),
+            None => Ok(env_api_key(provider, self.resolver.as_ref())),
+        }
+    }
+
+    /// Returns the provider's key when `models.json` configures one (`configured`, a value
+    /// form): the runtime key or `auth.json` first, else (an `auth.json` entry that gives no
+    /// key included, spec §5.3 step 2) the configured value resolved now (an unresolvable one
+    /// is an [`AiError::Config`]); the environment is not consulted.
+    pub fn api_key_configured(
+        &self,
+        provider: &str,
+        configured: &str,
+    ) -> Result<Option<String>, AiError> {
+        match self.stored_key(provider)? {
+            Some(Some(stored)) => Ok(Some(stored)),
+            Some(None) | None => resolve_or_fail(
+                configured,
+                &format!("API key for provider \"{provider}\""),
+                self.resolver.as_ref(),
+            )
+            .map(Some),
+        }
+    }
+
+    /// What the runtime key and `auth.json` say: `None` when neither has an entry (the
+    /// search goes on), `Some(key)` otherwise — `Some(None)` when the entry gives no key,
+    /// which ends the search.
+    fn stored_key(&self, provider: &str) -> Result<Option<Option<String>>, AiError> {
         if let Some(key) = self.runtime.get(provider).filter(|key| !key.is_empty()) {
-            return Ok(Some(key.clone()));
+            return Ok(Some(Some(key.clone())));
         }
         match self.auth.get(provider) {
-            Some(StoredCredential::ApiKey { key }) => return Ok(self.resolve_cached(&key)),
+            Some(StoredCredential::ApiKey { key }) => return Ok(Some(self.resolve_cached(&key))),
             Some(StoredCredential::OAuth { access, expires }) => {
                 if !OAUTH_PROVIDERS.contains(&provider) {
-                    return Ok(None);
+                    return Ok(Some(None));
                 }
                 let fresh = expires.is_some_and(|expires| self.clock.now_ms() < expires);
                 return match access {
-                    Some(access) if fresh => Ok(Some(access)),
+                    Some(access) if fresh => Ok(Some(Some(access))),
                     _ => Err(AiError::Auth {
                         message: format!(
                             "Authentication failed for \"{provider}\". Credentials may have expired or network is unavailable. Run '/login {provider}' to re-authenticate."
@@ -272,7 +308,7 @@ impl Credentials {
             }
             Some(StoredCredential::Other) | None => {}
         }
-        Ok(env_api_key(provider, self.resolver.as_ref()))
+        Ok(None)
     }
 
     /// Resolves an `auth.json` value form, caching command results (failures included).
@@ -484,16 +520,10 @@ pub fn request_auth(
 ) -> Result<RequestAuth, AiError> {
     let resolver = credentials.resolver();
     let provider_config = registry.provider_request_config(&model.provider);
-    let mut api_key = credentials.api_key(&model.provider)?;
-    if api_key.is_none()
-        && let Some(value) = provider_config.and_then(|config| config.api_key.as_deref())
-    {
-        api_key = Some(resolve_or_fail(
-            value,
-            &format!("API key for provider \"{}\"", model.provider),
-            resolver,
-        )?);
-    }
+    let api_key = match provider_config.and_then(|config| config.api_key.as_deref()) {
+        Some(configured) => credentials.api_key_configured(&model.provider, configured)?,
+        None => credentials.api_key(&model.provider)?,
+    };
     let mut headers = Vec::new();
     for (name, value) in model.headers.iter().flatten() {
         if let Some(value) = value.as_str() {
@@ -639,18 +669,24 @@ pub fn resolve_base_url(model: &Model, resolver: &dyn KeyResolver) -> Result<Str
     }
 }
 
-/// Whether a model counts as available: its provider has any key source, including a
-/// `models.json` `apiKey` (the reference's `hasConfiguredAuth`; runs no commands).
+/// Whether a model counts as available (the reference's `hasConfiguredAuth`; runs no
+/// commands): a runtime key or `auth.json` entry, else the `models.json` `apiKey` when there
+/// is one (a command, or a template whose variables are set), else the environment.
 pub fn has_configured_auth(
     registry: &ModelRegistry,
     credentials: &Credentials,
     model: &Model,
 ) -> bool {
-    credentials.has_auth(&model.provider)
-        || registry
-            .provider_request_config(&model.provider)
-            .and_then(|config| config.api_key.as_deref())
-            .is_some_and(|key| config_value_configured(key, credentials.resolver()))
+    if credentials.has_stored(&model.provider) {
+        return true;
+    }
+    match registry
+        .provider_request_config(&model.provider)
+        .and_then(|config| config.api_key.as_deref())
+    {
+        Some(key) => config_value_configured(key, credentials.resolver()),
+        None => env_api_key(&model.provider, credentials.resolver()).is_some(),
+    }
 }
 
 /// Returns the available models in registry order (the reference's `getAvailable`).
@@ -858,6 +894,42 @@ mod tests {
             ]
         );
         assert!(has_configured_auth(&registry, &creds, &model));
+    }
+
+    /// 1.6.0 reads a `models.json` `apiKey` before the environment (`composeApiKeyAuth`:
+    /// the configured key replaces the built-in provider's environment lookup); `auth.json`
+    /// and the runtime key still come first.
+    #[test]
+    fn a_models_json_key_wins_over_the_environment() {
+        let registry = ModelRegistry::load(
+            Some(
+                r#"{"providers":{"mistral":{"baseUrl":"http://127.0.0.1:9","apiKey":"$TEAM_MISTRAL_KEY"},
+                "openai":{"baseUrl":"http://127.0.0.1:9/v1","apiKey":"$UNSET_KEY"}}}"#,
+            ),
+            "models.json",
+        );
+        assert_eq!(registry.error(), None);
+        let mut env = FakeEnv::default();
+        env.vars.insert("MISTRAL_API_KEY".into(), "from-env".into());
+        env.vars
+            .insert("TEAM_MISTRAL_KEY".into(), "from-models-json".into());
+        env.vars.insert("OPENAI_API_KEY".into(), "oa-env".into());
+        let (mut creds, _) = creds("{}", env);
+        let mistral = registry.find("mistral", "devstral-2512").unwrap().clone();
+        let auth = request_auth(&registry, &creds, &mistral).unwrap();
+        assert_eq!(auth.api_key.as_deref(), Some("from-models-json"));
+        assert!(has_configured_auth(&registry, &creds, &mistral));
+        // An unresolvable configured key is an error, not a fall-through to the environment.
+        let openai = registry.find("openai", "gpt-5.4").unwrap().clone();
+        let err = request_auth(&registry, &creds, &openai).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "Failed to resolve API key for provider \"openai\" from environment variable: UNSET_KEY"
+        );
+        assert!(!has_configured_auth(&registry, &creds, &openai));
+        creds.set_runtime_key("mistral", "cli");
+        let auth = request_auth(&registry, &creds, &mistral).unwrap();
+        assert_eq!(auth.api_key.as_deref(), Some("cli"));
     }
 
     #[test]

@@ -19,10 +19,10 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai`, `responses`, `anthropic`, `google` and `vertex` (request mapping and
-//! stream decoding, pure), `bedrock` (Bedrock ConverseStream: SigV4, the binary event
-//! stream), `google_auth` (Google key files → access tokens), `aws_auth` (AWS credential
-//! chain over the environment and the shared files),
+//! transcript), `openai`, `responses` (with `codex` on top of it), `anthropic`, `google`,
+//! `vertex` and `mistral` (request mapping and stream decoding, pure), `bedrock` (Bedrock
+//! ConverseStream: SigV4, the binary event stream), `google_auth` (Google key files → access
+//! tokens), `aws_auth` (AWS credential chain over the environment and the shared files),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -37,10 +37,12 @@ pub mod anthropic;
 pub mod auth;
 pub mod aws_auth;
 pub mod bedrock;
+pub mod codex;
 pub mod convert;
 pub mod error;
 pub mod google;
 pub mod google_auth;
+pub mod mistral;
 pub mod models;
 pub mod openai;
 pub mod partial_json;

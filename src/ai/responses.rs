@@ -64,13 +64,16 @@ use crate::model::message::{
 };
 use crate::support::json::to_js_string;
 
-/// Which of the two Responses transports a call uses.
+/// Which of the Responses transports a call uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
     /// `openai-responses`: OpenAI and OpenAI-compatible Responses servers.
     OpenAi,
     /// `azure-openai-responses`: Azure OpenAI (deployments, `api-version`, `api-key`).
     Azure,
+    /// `openai-codex-responses`: the ChatGPT Codex backend ([`crate::ai::codex`] builds its
+    /// requests and reads its events; the conversion and decoding here are shared).
+    Codex,
 }
 
 impl Flavor {
@@ -86,7 +89,7 @@ impl Flavor {
     /// Providers whose `call|item` tool-call ids this transport replays with their item ids.
     fn tool_call_providers(self) -> &'static [&'static str] {
         match self {
-            Self::OpenAi => &["openai", "openai-codex", "opencode"],
+            Self::OpenAi | Self::Codex => &["openai", "openai-codex", "opencode"],
             Self::Azure => &["openai", "openai-codex", "opencode", "azure"],
         }
     }
@@ -95,6 +98,7 @@ impl Flavor {
     pub fn error_prefix(self, provider: &str) -> String {
         match self {
             Self::Azure => "Azure OpenAI API error".to_owned(),
+            Self::Codex => "Codex API error".to_owned(),
             Self::OpenAi if provider == "openai" => "OpenAI API error".to_owned(),
             Self::OpenAi => format!("{provider} API error"),
         }
@@ -104,6 +108,7 @@ impl Flavor {
         match self {
             Self::OpenAi => "OpenAI Responses stream ended without a stop reason",
             Self::Azure => "Azure OpenAI Responses stream ended without a stop reason",
+            Self::Codex => "Codex stream ended without a stop reason",
         }
     }
 }
@@ -121,7 +126,7 @@ pub struct ResponsesCompat {
     pub prompt_cache_key_mode: String,
     /// `supportsLongCacheRetention` (default true).
     pub supports_long_cache_retention: bool,
-    /// `supportsStrictMode` (OpenAI default false, Azure true).
+    /// `supportsStrictMode` (OpenAI default false, Azure and Codex true).
     pub supports_strict_mode: bool,
     /// `supportsAdditionalTools` (default false).
     pub supports_additional_tools: bool,
@@ -153,7 +158,7 @@ impl ResponsesCompat {
                 .unwrap_or("auto")
                 .to_owned(),
             supports_long_cache_retention: flag("supportsLongCacheRetention", true),
-            supports_strict_mode: flag("supportsStrictMode", flavor == Flavor::Azure),
+            supports_strict_mode: flag("supportsStrictMode", flavor != Flavor::OpenAi),
             supports_additional_tools: flag("supportsAdditionalTools", false),
             supports_tool_search: flag("supportsToolSearch", false),
             supports_explicit_prompt_cache_mode: flag("supportsExplicitPromptCacheMode", false),
@@ -163,7 +168,7 @@ impl ResponsesCompat {
     }
 
     /// `getResponsesToolSupport`.
-    fn tool_support(&self) -> ToolChangeSupport {
+    pub fn tool_support(&self) -> ToolChangeSupport {
         if self.supports_mid_convo_system_messages && self.supports_additional_tools {
             ToolChangeSupport::Changes
         } else if self.supports_tool_search {
@@ -292,6 +297,9 @@ pub fn build_request(
     options: &StreamOptions,
     flavor: Flavor,
 ) -> Result<WireRequest, String> {
+    if flavor == Flavor::Codex {
+        return crate::ai::codex::build_request(model, request, options);
+    }
     let compat = ResponsesCompat::resolve(model, flavor);
     let base_url = options.base_url.as_deref().unwrap_or(&model.base_url);
     let api_key = options
@@ -301,7 +309,7 @@ pub fn build_request(
         .unwrap_or("unused");
     let mut headers: Vec<(String, String)> = Vec::new();
     let url = match flavor {
-        Flavor::OpenAi => {
+        Flavor::OpenAi | Flavor::Codex => {
             headers.push(("Authorization".to_owned(), format!("Bearer {api_key}")));
             join_url(base_url, "responses")
         }
@@ -352,7 +360,7 @@ pub fn build_request(
 }
 
 /// `clampOpenAIPromptCacheKey`: at most 64 code points.
-fn prompt_cache_key(session: &str) -> String {
+pub fn prompt_cache_key(session: &str) -> String {
     session.chars().take(64).collect()
 }
 
@@ -383,7 +391,7 @@ pub fn build_body(
 
     let mut body = Map::new();
     let model_name = match flavor {
-        Flavor::OpenAi => model.id.clone(),
+        Flavor::OpenAi | Flavor::Codex => model.id.clone(),
         Flavor::Azure => azure_deployment(model, options),
     };
     body.insert("model".into(), Value::String(model_name));
@@ -391,7 +399,7 @@ pub fn build_body(
     body.insert("stream".into(), Value::Bool(true));
     let session = options.session_id.as_deref();
     match flavor {
-        Flavor::OpenAi => {
+        Flavor::OpenAi | Flavor::Codex => {
             if retention != CacheRetention::None
                 && compat.prompt_cache_key_mode != "disabled"
                 && let Some(session) = session
@@ -426,7 +434,7 @@ pub fn build_body(
     }
     body.insert("store".into(), Value::Bool(false));
     let send_max = match flavor {
-        Flavor::OpenAi => compat.supports_max_output_tokens && !omit,
+        Flavor::OpenAi | Flavor::Codex => compat.supports_max_output_tokens && !omit,
         Flavor::Azure => true,
     };
     if max_tokens > 0 && send_max {
@@ -437,7 +445,8 @@ pub fn build_body(
             "tools".into(),
             Value::Array(convert_tools(
                 &transcript_tools.request_tools,
-                compat.supports_strict_mode,
+                flavor,
+                compat,
                 false,
             )?),
         );
@@ -475,13 +484,16 @@ pub fn build_body(
     Ok(Value::Object(body))
 }
 
-/// Tool definitions (`convertResponsesTools`): function tools, `strict` where supported,
+/// Tool definitions (`convertResponsesTools`): function tools, `strict` where supported
+/// (Codex sends `null` for tools that do not ask for strict sampling, the others `false`),
 /// `defer_loading` for tool-search results.
 pub fn convert_tools(
     tools: &[ToolDeclaration],
-    supports_strict_mode: bool,
+    flavor: Flavor,
+    compat: &ResponsesCompat,
     tool_search_result: bool,
 ) -> Result<Vec<Value>, String> {
+    let supports_strict_mode = compat.supports_strict_mode;
     tools
         .iter()
         .map(|tool| {
@@ -498,7 +510,11 @@ pub fn convert_tools(
                 function.insert("defer_loading".into(), Value::Bool(true));
             }
             if supports_strict_mode {
-                function.insert("strict".into(), Value::Bool(strict));
+                let strict = match (strict, flavor) {
+                    (false, Flavor::Codex) => Value::Null,
+                    (strict, _) => Value::Bool(strict),
+                };
+                function.insert("strict".into(), strict);
             }
             Ok(Value::Object(function))
         })
@@ -690,7 +706,7 @@ pub fn convert_messages(
                                 items.push(json!({
                                     "type": "additional_tools",
                                     "role": "developer",
-                                    "tools": convert_tools(added, compat.supports_strict_mode, false)?,
+                                    "tools": convert_tools(added, flavor, compat, false)?,
                                 }));
                             }
                             ToolChangeSupport::Additions => {
@@ -712,7 +728,7 @@ pub fn convert_messages(
                                     "call_id": call_id,
                                     "execution": "client",
                                     "status": "completed",
-                                    "tools": convert_tools(added, compat.supports_strict_mode, true)?,
+                                    "tools": convert_tools(added, flavor, compat, true)?,
                                 }));
                             }
                             ToolChangeSupport::None => {}
@@ -1060,7 +1076,7 @@ impl ResponsesDecoder {
     /// The fast path for the events that make up most of a stream (text, reasoning and
     /// argument deltas): read without building a JSON tree. Returns false when the frame is
     /// not such an event (or not plainly one), for the general path to handle.
-    fn on_delta(&mut self, data: &str, out: &mut VecDeque<StreamEvent>) -> bool {
+    pub(crate) fn on_delta(&mut self, data: &str, out: &mut VecDeque<StreamEvent>) -> bool {
         let Ok(event) = serde_json::from_str::<DeltaEvent<'_>>(data) else {
             return false;
         };
@@ -1098,7 +1114,11 @@ impl ResponsesDecoder {
         true
     }
 
-    fn on_event(&mut self, event: &Value, out: &mut VecDeque<StreamEvent>) -> Result<(), String> {
+    pub(crate) fn on_event(
+        &mut self,
+        event: &Value,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), String> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         let delta = || event.get("delta").and_then(Value::as_str);
         match kind {
@@ -1489,13 +1509,19 @@ impl ResponsesDecoder {
             };
         }
         calculate_cost(&self.cost, &mut self.message.usage);
-        if self.flavor == Flavor::OpenAi {
+        if self.flavor != Flavor::Azure {
             let tier = response.get("service_tier").and_then(Value::as_str);
-            let multiplier = match tier {
-                Some("flex") => 0.5,
-                Some("priority" | "fast") if self.model_id == "gpt-5.5" => 2.5,
-                Some("priority" | "fast") => 2.0,
-                _ => 1.0,
+            // Codex's multiplier knows no `fast` tier.
+            let priority =
+                tier == Some("priority") || (self.flavor == Flavor::OpenAi && tier == Some("fast"));
+            let multiplier = if tier == Some("flex") {
+                0.5
+            } else if priority && self.model_id == "gpt-5.5" {
+                2.5
+            } else if priority {
+                2.0
+            } else {
+                1.0
             };
             if multiplier != 1.0 {
                 let cost = &mut self.message.usage.cost;

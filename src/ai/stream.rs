@@ -33,9 +33,11 @@ use tokio_util::sync::CancellationToken;
 use crate::ai::anthropic::{self, AnthropicDecoder};
 use crate::ai::aws_auth::{self, RoleCache};
 use crate::ai::bedrock::{self, BedrockDecoder};
+use crate::ai::codex::{self, CodexDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
 use crate::ai::google_auth::{self, AdcCredentials, TokenCache, TokenFailure};
+use crate::ai::mistral::{self, MistralDecoder};
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::proxy::ProxyConfig;
@@ -127,8 +129,9 @@ impl AiClient {
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
     /// `openai-completions`, `openai-responses`, `azure-openai-responses`,
-    /// `anthropic-messages`, `google-generative-ai` and `google-vertex` are spoken; any other
-    /// API fails with `No API provider registered for api: <api>`.
+    /// `openai-codex-responses`, `anthropic-messages`, `google-generative-ai`, `google-vertex`,
+    /// `mistral-conversations` and `bedrock-converse-stream` are spoken; any other API fails
+    /// with `No API provider registered for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -143,6 +146,8 @@ impl AiClient {
             "google-generative-ai" => Some(Protocol::Google),
             "google-vertex" => Some(Protocol::Vertex),
             "bedrock-converse-stream" => Some(Protocol::Bedrock),
+            "mistral-conversations" => Some(Protocol::Mistral),
+            "openai-codex-responses" => Some(Protocol::Codex),
             api => Flavor::of_api(api).map(Protocol::Responses),
         };
         let mut effective = model.clone();
@@ -152,6 +157,11 @@ impl AiClient {
             effective.base_url = base_url.to_owned();
         }
         let message = new_assistant_message(&effective, timestamp);
+        let mut transport = options.transport;
+        if protocol == Some(Protocol::Mistral) {
+            // The reference calls Mistral with a bare `fetch`: nothing is re-sent.
+            transport.max_retries = 0;
+        }
         let base = AssistantStream {
             http: self.http.clone(),
             proxy: self.proxy.clone(),
@@ -159,7 +169,7 @@ impl AiClient {
             ids: self.ids.clone(),
             tokens: self.tokens.clone(),
             aws_roles: self.aws_roles.clone(),
-            transport: options.transport,
+            transport,
             cancel,
             phase: Phase::Finished,
             decoder: Decoder::None(message),
@@ -189,6 +199,8 @@ impl AiClient {
             Protocol::Vertex => true,
             // Keys, a profile or a Bedrock API key (resolved when building).
             Protocol::Bedrock => true,
+            // Both read the key (the Codex sign-in token) and nothing else.
+            Protocol::Mistral | Protocol::Codex => false,
         };
         if options.api_key.as_deref().is_none_or(str::is_empty) && !header_auth {
             let mut stream = base;
@@ -219,6 +231,10 @@ impl AiClient {
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
             Protocol::Google => google::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::Google)),
+            Protocol::Mistral => mistral::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::Mistral)),
+            Protocol::Codex => codex::build_request(&effective, &request, &options)
+                .map(|wire| (wire, ErrorBodyStyle::Codex)),
             Protocol::Responses(flavor) => {
                 responses::build_request(&effective, &request, &options, flavor).map(|wire| {
                     let prefix = flavor.error_prefix(&effective.provider);
@@ -240,8 +256,22 @@ impl AiClient {
         let mut body = String::with_capacity(hint + hint / 8 + 1024);
         write_value(&mut body, &wire.body);
         self.body_hint.store(body.len(), Ordering::Relaxed);
+        let mut wire = wire;
         // Shared by every attempt of the transport retry without a copy.
-        let body = Bytes::from(body);
+        let body = match protocol {
+            Protocol::Codex => match codex::compress_body(body.as_bytes()) {
+                Some(compressed) => {
+                    crate::ai::transport::set_header_ci(
+                        &mut wire.headers,
+                        "content-encoding",
+                        "zstd",
+                    );
+                    Bytes::from(compressed)
+                }
+                None => Bytes::from(body),
+            },
+            _ => Bytes::from(body),
+        };
         let mut stream = base;
         stream.decoder = stream
             .decoder
@@ -253,10 +283,14 @@ impl AiClient {
             message.key_order.touch(AssistantKey::ProviderThinkingLevel);
             message.provider_thinking_level = Some(level);
         }
-        if let Protocol::Responses(flavor) = protocol
-            && let Some(level) =
+        let update_effort = match protocol {
+            Protocol::Responses(flavor) => {
                 responses::configuration_update_effort(&effective, &options, flavor)
-        {
+            }
+            Protocol::Codex => codex::configuration_update_effort(&effective, &options),
+            _ => None,
+        };
+        if let Some(level) = update_effort {
             // The reference's output literal spreads it in after `model`.
             let message = stream.decoder.message_mut();
             message
@@ -286,6 +320,8 @@ enum Protocol {
     Google,
     Vertex,
     Bedrock,
+    Mistral,
+    Codex,
 }
 
 enum Decoder {
@@ -295,6 +331,8 @@ enum Decoder {
     Responses(ResponsesDecoder),
     Google(GoogleDecoder),
     Bedrock(BedrockDecoder),
+    Mistral(MistralDecoder),
+    Codex(CodexDecoder),
 }
 
 impl Decoder {
@@ -311,6 +349,8 @@ impl Decoder {
             Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
             Protocol::Vertex => Self::Google(vertex::decoder(message, model)),
             Protocol::Bedrock => Self::Bedrock(BedrockDecoder::new(message, model)),
+            Protocol::Mistral => Self::Mistral(MistralDecoder::new(message, model)),
+            Protocol::Codex => Self::Codex(CodexDecoder::new(message, model)),
             Protocol::Responses(flavor) => {
                 Self::Responses(ResponsesDecoder::new(message, model, flavor))
             }
@@ -342,6 +382,8 @@ impl Decoder {
             Self::Responses(decoder) => decoder.into_message(),
             Self::Google(decoder) => decoder.into_message(),
             Self::Bedrock(decoder) => decoder.into_message(),
+            Self::Mistral(decoder) => decoder.into_message(),
+            Self::Codex(decoder) => decoder.into_message(),
         }
     }
 
@@ -353,6 +395,8 @@ impl Decoder {
             Self::Responses(decoder) => decoder.message(),
             Self::Google(decoder) => decoder.message(),
             Self::Bedrock(decoder) => decoder.message(),
+            Self::Mistral(decoder) => decoder.message(),
+            Self::Codex(decoder) => decoder.message(),
         }
     }
 
@@ -364,6 +408,8 @@ impl Decoder {
             Self::Responses(decoder) => decoder.message_mut(),
             Self::Google(decoder) => decoder.message_mut(),
             Self::Bedrock(decoder) => decoder.message_mut(),
+            Self::Mistral(decoder) => decoder.message_mut(),
+            Self::Codex(decoder) => decoder.message_mut(),
         }
     }
 
@@ -374,6 +420,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.refresh(),
             Self::Responses(decoder) => decoder.refresh(),
             Self::Bedrock(decoder) => decoder.refresh(),
+            Self::Mistral(decoder) => decoder.refresh(),
+            Self::Codex(decoder) => decoder.refresh(),
             Self::Google(_) => {}
         }
     }
@@ -391,6 +439,8 @@ impl Decoder {
             Self::Google(decoder) => decoder.on_frame(frame.data, out),
             // Bedrock's body is not SSE (`read_some` feeds it to the decoder directly).
             Self::Bedrock(_) => Ok(false),
+            Self::Mistral(decoder) => decoder.on_frame(frame.data, out),
+            Self::Codex(decoder) => decoder.on_frame(frame.data, out),
         }
     }
 
@@ -406,6 +456,8 @@ impl Decoder {
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
             Self::Bedrock(decoder) => decoder.complete(),
+            Self::Mistral(decoder) => decoder.complete(out),
+            Self::Codex(decoder) => decoder.complete(),
         }
     }
 
@@ -421,6 +473,8 @@ impl Decoder {
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
             Self::Bedrock(decoder) => decoder.complete(),
+            Self::Mistral(decoder) => decoder.complete(out),
+            Self::Codex(decoder) => decoder.complete(),
         }
     }
 
@@ -697,6 +751,9 @@ impl AssistantStream {
             Ok(Ok(Some(bytes))) => {
                 if let Decoder::Responses(decoder) = &mut self.decoder {
                     // Diagnostics of the terminal response are stamped with the time it came.
+                    decoder.set_now(self.clock.now_ms());
+                }
+                if let Decoder::Codex(decoder) = &mut self.decoder {
                     decoder.set_now(self.clock.now_ms());
                 }
                 if let Decoder::Google(decoder) = &mut self.decoder {

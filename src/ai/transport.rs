@@ -91,13 +91,18 @@ pub enum ErrorBodyStyle {
     /// The AWS SDK (Bedrock): the `x-amzn-errortype` exception's prefix and the body's
     /// `message` (`Throttling error: …`).
     Bedrock,
+    /// Mistral (`fetch`, no SDK): `Mistral API error (<status>): <body or status text>`.
+    Mistral,
+    /// The ChatGPT Codex backend: the `error.message` (a usage-limit notice for 429s and
+    /// usage-limit codes), and the Codex retry rule (the body decides, no jitter).
+    Codex,
 }
 
 /// The longest provider error body kept in an error text (`MAX_PROVIDER_ERROR_BODY_CHARS`).
 const MAX_ERROR_BODY_CHARS: usize = 4000;
 
 /// `truncateErrorText`: at most [`MAX_ERROR_BODY_CHARS`] UTF-16 units, then how many were cut.
-fn truncate_error_text(text: &str) -> String {
+pub(crate) fn truncate_error_text(text: &str) -> String {
     let units = text.encode_utf16().count();
     if units <= MAX_ERROR_BODY_CHARS {
         return text.to_owned();
@@ -172,6 +177,14 @@ fn error_texts(status: u16, body: &str, style: &ErrorBodyStyle) -> (String, Stri
     match (style, json) {
         (ErrorBodyStyle::Bedrock, _) => {
             let text = crate::ai::bedrock::http_error_text(status, None, body);
+            (text.clone(), text)
+        }
+        (ErrorBodyStyle::Mistral, _) => {
+            let text = crate::ai::mistral::http_error_text(status, body);
+            (text.clone(), text)
+        }
+        (ErrorBodyStyle::Codex, _) => {
+            let text = crate::ai::codex::http_error_text(status, body, None);
             (text.clone(), text)
         }
         (ErrorBodyStyle::Google, _) => {
@@ -318,6 +331,72 @@ fn should_retry(response: &reqwest::Response) -> bool {
     matches!(status, 408 | 409 | 429) || status >= 500
 }
 
+/// Codex's backoff: twice the first step, doubling, no jitter and no cap (1 s, 2 s, 4 s … with
+/// the default step, as the reference's `BASE_DELAY_MS * 2 ** attempt`).
+fn codex_delay(config: &TransportConfig, retries_done: u32) -> Duration {
+    config
+        .initial_retry_delay
+        .saturating_mul(2u32.saturating_pow(retries_done.min(30) + 1))
+}
+
+/// A failed Codex response, as the reference's retry loop treats it: while retries remain,
+/// a retryable one (`isRetryableError`, which reads the body) waits for the server's delay,
+/// anything else but a usage limit for the plain backoff. `Ok` with the wait before the next
+/// attempt, `Err` with the final failure.
+async fn codex_failure(
+    response: reqwest::Response,
+    ctx: &SendContext<'_>,
+    can_retry: bool,
+    retries_done: u32,
+) -> Result<Duration, SendFailure> {
+    let status = response.status().as_u16();
+    let requested = requested_delay(response.headers(), ctx.clock.now_ms());
+    let text = read_error_body(response, ctx).await?;
+    let failure = |message: String| SendFailure {
+        message,
+        status: Some(status),
+        retry_after: requested,
+        aborted: false,
+        aws_error: None,
+    };
+    if !can_retry {
+        return Err(failure(crate::ai::codex::http_error_text(
+            status,
+            &text,
+            Some(ctx.clock.now_ms()),
+        )));
+    }
+    if !crate::ai::codex::is_retryable_error(status, &text) {
+        // The reference re-sends any other failure too (its catch-all retry), after the
+        // plain backoff, unless the text names a usage limit.
+        let message = crate::ai::codex::http_error_text(status, &text, Some(ctx.clock.now_ms()));
+        if message.contains("usage limit") {
+            return Err(failure(message));
+        }
+        return Ok(codex_delay(ctx.config, retries_done));
+    }
+    match (requested, ctx.config.max_retry_delay) {
+        (Some(requested), Some(cap)) if !cap.is_zero() && requested > cap => {
+            // `validateRetryDelayMs`: whole seconds, rounded up, and nothing else.
+            Err(failure(format!(
+                "Server requested {}s retry delay (max: {}s)",
+                requested.as_millis().div_ceil(1000),
+                cap.as_millis().div_ceil(1000)
+            )))
+        }
+        (Some(requested), _) => Ok(requested),
+        (None, _) => Ok(codex_delay(ctx.config, retries_done)),
+    }
+}
+
+/// The wait before re-sending after a connection failure.
+fn connection_retry_delay(ctx: &SendContext<'_>, retries_done: u32) -> Duration {
+    match ctx.error_style {
+        ErrorBodyStyle::Codex => codex_delay(ctx.config, retries_done),
+        _ => default_delay(ctx.config, retries_done, ctx.ids),
+    }
+}
+
 /// The SDKs' default backoff: `min(initial · 2^retries, 8 s) · (1 − jitter)`, jitter ≤ 25 %.
 fn default_delay(config: &TransportConfig, retries_done: u32, ids: &IdSource) -> Duration {
     let base = config.initial_retry_delay.as_secs_f64() * 2f64.powi(retries_done.min(30) as i32);
@@ -358,6 +437,9 @@ pub(crate) async fn send(
         let can_retry = retries_done < ctx.config.max_retries;
         let failure_delay = match outcome {
             Ok(Ok(response)) if response.status().is_success() => return Ok(response),
+            Ok(Ok(response)) if ctx.error_style == ErrorBodyStyle::Codex => {
+                codex_failure(response, ctx, can_retry, retries_done).await?
+            }
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let google = matches!(ctx.error_style, ErrorBodyStyle::Google);
@@ -444,7 +526,7 @@ pub(crate) async fn send(
                         aws_error: None,
                     });
                 }
-                default_delay(ctx.config, retries_done, ctx.ids)
+                connection_retry_delay(ctx, retries_done)
             }
             Err(_elapsed) => {
                 tracing::info!(retries_done, "provider request timed out");
@@ -457,7 +539,7 @@ pub(crate) async fn send(
                         aws_error: None,
                     });
                 }
-                default_delay(ctx.config, retries_done, ctx.ids)
+                connection_retry_delay(ctx, retries_done)
             }
         };
         tokio::select! {

@@ -1,14 +1,16 @@
 //! `pi export [--jsonl] [SESSION] [-o FILE] [--branch]` and `pi export [--jsonl] --all -o DIR
 //! [--force]`: stored sessions as reference JSONL files (`CONTRACT.md`, "Interchange"; JSONL
 //! is the default, so `--jsonl` may be left out — issue 21 over the contract's form).
+//! `pi export --html [SESSION] [-o FILE]`: the session as one self-contained HTML page
+//! (`modes/html`); `pi --export FILE.jsonl [OUT.html]` (the reference's flag, `export_file`)
+//! makes the page of a session file without storing it.
 //!
 //! A single session goes to stdout unless `-o` names a file (written to a temporary file
 //! beside it, then renamed). `--branch` writes only the active path, re-chained, under a new
 //! session id, as the reference's `/export file.jsonl` does. `--all` writes every session to
 //! `DIR/--<cwd>--/<timestamp>_<id>.jsonl` and never overwrites a file unless `--force`.
 
-use std::fs;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
@@ -22,13 +24,17 @@ use crate::store::{LeafSelector, ListScope, SessionStore, StoreError};
 use crate::support::clock::iso_from_ms;
 use crate::support::term;
 
-/// Export stored sessions as reference JSONL files
+/// Export stored sessions as reference JSONL files or HTML pages
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Write the reference's JSONL session format (the default: pi exports no other; the flag
-    /// changes nothing and is kept for the contract's `pi export --jsonl`)
-    #[arg(long)]
+    /// Write the reference's JSONL session format (the default; the flag is kept for the
+    /// contract's `pi export --jsonl`)
+    #[arg(long, conflicts_with = "html")]
     pub jsonl: bool,
+    /// Write one self-contained HTML page of the session: its whole tree, the active path
+    /// shown, messages rendered (loads nothing from the network)
+    #[arg(long, conflicts_with_all = ["branch", "all"])]
+    pub html: bool,
     /// Session id or a unique prefix (default: the latest session of this directory)
     pub session: Option<String>,
     /// Write to this file instead of stdout; with --all, the directory to write into
@@ -51,34 +57,7 @@ pub fn write_atomically(
     target: &Path,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
-    if let Some(dir) = target.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let file_name = target
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .ok_or_else(|| UsageError(format!("{} is not a file name", target.display())))?;
-    let temp = target.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
-    let result = (|| -> Result<()> {
-        let file =
-            fs::File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
-        let mut out = BufWriter::new(file);
-        write(&mut out)?;
-        let file = out
-            .into_inner()
-            .map_err(|error| error.into_error())
-            .with_context(|| format!("cannot write {}", temp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("cannot write {}", temp.display()))?;
-        fs::rename(&temp, target)
-            .with_context(|| format!("cannot rename {} to {}", temp.display(), target.display()))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
+    crate::support::atomic::write_atomically(target, write)
 }
 
 fn write_session(store: &SessionStore, session: &SessionId, out: &mut dyn Write) -> Result<()> {
@@ -220,7 +199,10 @@ pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
     }
     let session = resolve_session(&store, ctx, args.session.as_deref())?;
     let write = |out: &mut dyn Write| {
-        if args.branch {
+        if args.html {
+            crate::modes::html::write_session(&store, &session, out)?;
+            Ok(())
+        } else if args.branch {
             write_branch(&store, &session, &[], out)
         } else {
             write_session(&store, &session, out)
@@ -233,4 +215,50 @@ pub fn run_export(args: ExportArgs, ctx: &CliContext) -> Result<()> {
             write(&mut out)
         }
     }
+}
+
+/// `pi --export FILE.jsonl [OUT.html]`: the page of a session file, made without storing the
+/// file (it is read into a store in memory). `OUT` defaults to `pi-session-<file name>.html`
+/// in the current directory, as the reference names it; returns the path written.
+pub fn export_file(env: &crate::cli::Env, input: &Path, output: Option<&Path>) -> Result<PathBuf> {
+    use crate::jsonl::reader::SessionReader;
+    use crate::store::{ImportMode, ImportOptions, StoreConfig, StoreLocation};
+    let input = env.absolute(input);
+    let bytes = crate::support::files::read_regular(&input, crate::jsonl::MAX_LINE_BYTES)
+        .with_context(|| format!("cannot read {}", term::line(&input.to_string_lossy())))?;
+    let reader = SessionReader::new(&bytes).with_context(|| {
+        format!(
+            "{} is not a session file",
+            term::line(&input.to_string_lossy())
+        )
+    })?;
+    let header = reader.header().clone();
+    let header_bytes = reader.header_bytes().to_vec();
+    let store = SessionStore::open(StoreConfig {
+        location: StoreLocation::Memory,
+        clock: std::sync::Arc::new(crate::support::clock::SystemClock),
+        ids: std::sync::Arc::new(crate::support::ids::IdSource::random()),
+        busy_timeout: std::time::Duration::from_secs(1),
+    })?;
+    let source = input.to_string_lossy().into_owned();
+    let options = ImportOptions {
+        source: &source,
+        mode: ImportMode::Merge,
+    };
+    let report = store.import_lines(&header, &header_bytes, reader.map(Ok), &options)?;
+    let target = match output {
+        Some(path) => env.absolute(path),
+        None => {
+            let stem = input
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "session".to_owned());
+            env.cwd().join(format!("pi-session-{stem}.html"))
+        }
+    };
+    write_atomically(&target, |out| {
+        crate::modes::html::write_session(&store, &report.session, out)?;
+        Ok(())
+    })?;
+    Ok(target)
 }

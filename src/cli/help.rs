@@ -105,6 +105,11 @@ const AGENT_OPTIONS: &[(&str, &str, &str)] = &[
     ("", "--list-models [SEARCH]", "List available models"),
     (
         "",
+        "--export <FILE> [OUT]",
+        "Write the HTML page of a session file (default OUT: pi-session-<name>.html) and exit",
+    ),
+    (
+        "",
         "--db <PATH>",
         "Use this database instead of <agent dir>/pi.db",
     ),
@@ -133,7 +138,10 @@ pub(crate) fn help_text() -> String {
             "import",
             "Import reference JSONL session files (or directories of them) into the database",
         ),
-        ("export", "Export stored sessions as reference JSONL files"),
+        (
+            "export",
+            "Export stored sessions as reference JSONL files or HTML pages",
+        ),
         ("db", "Check, back up or reindex the database"),
         (
             "help",

@@ -62,7 +62,7 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// Import reference JSONL session files (or directories of them) into the database
     Import(import::ImportArgs),
-    /// Export stored sessions as reference JSONL files
+    /// Export stored sessions as reference JSONL files or HTML pages
     Export(export::ExportArgs),
     /// Check, back up or reindex the database
     Db(db::DbArgs),

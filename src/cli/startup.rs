@@ -844,11 +844,15 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
     if let Some(name) = args.unknown_flags.keys().next() {
         return Err(UsageError(format!("Unknown option: --{name}")).into());
     }
-    if args.export.is_some() {
-        return Err(UsageError(
-            "--export writes HTML in the reference; pi exports JSONL with `pi export --jsonl SESSION`".to_owned(),
-        )
-        .into());
+    if let Some(input) = &args.export {
+        // The reference's `--export FILE [OUT]`: the page of a session file, then exit.
+        let output = args.messages.first().map(PathBuf::from);
+        let written = crate::cli::export::export_file(&env, Path::new(input), output.as_deref())?;
+        println!(
+            "Exported to: {}",
+            crate::support::term::line(&written.to_string_lossy())
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     if let Some(list) = &args.list_models {
         let search = match list {

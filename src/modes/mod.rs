@@ -6,6 +6,7 @@
 //! from the command line and the environment and hands it to one mode; nothing in `modes`
 //! reads the environment.
 
+pub mod html;
 pub mod print;
 pub mod render;
 pub mod repl;

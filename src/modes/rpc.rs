@@ -711,16 +711,12 @@ impl Server {
             "get_messages" => Ok(Some(json!({"messages": self.session.messages()}))),
             "set_model" => self.set_model(&command).await,
             "cycle_model" => Ok(Some(self.cycle_model().await)),
-            "get_available_models" => {
-                Ok(Some(json!({"models": self.session.available_models()})))
-            }
+            "get_available_models" => Ok(Some(json!({"models": self.session.available_models()}))),
             "set_thinking_level" => self.set_thinking_level(&command).await,
-            "cycle_thinking_level" => Ok(Some(
-                match self.session.cycle_thinking_level().await {
-                    Some(level) => json!({"level": level.as_str()}),
-                    None => Value::Null,
-                },
-            )),
+            "cycle_thinking_level" => Ok(Some(match self.session.cycle_thinking_level().await {
+                Some(level) => json!({"level": level.as_str()}),
+                None => Value::Null,
+            })),
             "get_available_thinking_levels" => {
                 let levels: Vec<&str> = self
                     .session
@@ -751,20 +747,17 @@ impl Server {
             "fork" => self.fork(&command).await,
             "clone" => self.clone_session().await,
             "get_fork_messages" => self.fork_messages().await,
-            "get_last_assistant_text" => Ok(Some(
-                match last_assistant_text(&self.session.messages()) {
+            "get_last_assistant_text" => {
+                Ok(Some(match last_assistant_text(&self.session.messages()) {
                     Some(text) => json!({"text": text}),
                     // The reference's `{text: undefined}` serialises as `{}`.
                     None => json!({}),
-                },
-            )),
+                }))
+            }
             "set_session_name" => self.set_session_name(&command).await,
             "get_commands" => Ok(Some(self.commands())),
             "compact" => return self.compact(command),
-            "export_html" => Err(
-                "export_html is not supported: pi exports sessions as JSONL (`pi export --jsonl SESSION`)"
-                    .to_owned(),
-            ),
+            "export_html" => self.export_html(&command).await,
             unknown => {
                 // With the request's id, as 1.6.0 answers it.
                 self.output.send(response(
@@ -1111,6 +1104,32 @@ impl Server {
             Vec::new()
         };
         compaction::context_usage(model.as_ref(), &path, &transcript)
+    }
+
+    /// `export_html`: the session's HTML page (`modes/html`) at `outputPath` (relative to the
+    /// session's directory) or, by default, `pi-session-<session file name>.html` there.
+    async fn export_html(&self, command: &Command) -> Outcome {
+        let output = command.optional_string("outputPath")?;
+        if !self.session.is_persisted().await {
+            return Err("Nothing to export yet - start a conversation first".to_owned());
+        }
+        let store = self.session.store().clone();
+        let session = self.session.session_id().await;
+        let cwd = self.session.cwd().to_path_buf();
+        let path = tokio::task::spawn_blocking(move || {
+            let target = match output {
+                Some(path) => cwd.join(path),
+                None => cwd.join(crate::modes::html::default_file_name(
+                    &store.session(&session)?,
+                )),
+            };
+            crate::modes::html::write_session_file(&store, &session, &target)?;
+            Ok::<_, crate::modes::html::HtmlError>(target)
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())?;
+        Ok(Some(json!({"path": path.to_string_lossy()})))
     }
 
     /// `switch_session`: a session id, a unique prefix, or a reference JSONL file (imported

@@ -134,6 +134,25 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The temporary spool of a merge's lines could not be written or read back
+    /// (`store/spool.rs`); nothing of the merge was kept.
+    #[error(
+        "cannot keep the lines to merge in a temporary file ({source}); nothing of this import was kept"
+    )]
+    Spool {
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A merge into a session was cut short: the session was removed, replaced or taken over
+    /// by another process meanwhile; what the merge had written was removed.
+    #[error(
+        "session {session} was removed or taken over by another process while this import merged a file into it; nothing of this import was kept — run it again"
+    )]
+    MergeInterrupted {
+        /// The session merged into.
+        session: SessionId,
+    },
     /// A stored line could not be re-serialised for an export or a renamed header.
     #[error("{0}")]
     Jsonl(#[from] crate::jsonl::JsonlError),

@@ -6,7 +6,8 @@
 //!   reference resumes there). A file of more than one step's lines is written in bounded
 //!   transactions into a staged session (a placeholder id nobody sees, migration 0007) that
 //!   the last one publishes, so other writers wait for a step, never for the whole file, and
-//!   the file is still all or nothing. A merge into a stored session is one transaction.
+//!   the file is still all or nothing. A merge into a stored session is compared in a read
+//!   snapshot and written in bounded steps (`api/merge.rs`), all or nothing as well.
 //! - Re-import of a session already stored merges by union: a line whose bytes equal an
 //!   entry stored before this import is skipped, other entry lines are appended in file order
 //!   (`updated`, the leaf moves to the file's last entry); nothing new is `unchanged` (the

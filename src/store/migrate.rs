@@ -79,6 +79,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0009_stepped_reindex.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 10,
+        name: "0010_stepped_merges.sql",
+        sql: include_str!("../../migrations/0010_stepped_merges.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

@@ -25,6 +25,7 @@ pub mod maintenance;
 pub(crate) mod migrate;
 mod open;
 pub mod search;
+mod spool;
 pub(crate) mod sql;
 pub mod testing;
 pub mod tree;

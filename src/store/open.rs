@@ -40,6 +40,9 @@ pub(crate) struct Connections {
     pub readers: Option<r2d2::Pool<SqliteConnectionManager>>,
     /// Whether a migration applied at open asks for the derived tables to be rebuilt.
     pub needs_rebuild: bool,
+    /// Whether a merge is recorded (`merging_imports`, migration 0010): one a killed process
+    /// may have left part-written, which the opened store rolls back.
+    pub merges_recorded: bool,
     /// The `-wal` file this process writes through (`None`: in memory, or read-only), to
     /// notice it being deleted or replaced under a live process.
     pub wal: Option<WalWatch>,
@@ -260,6 +263,7 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
         ))
         .at(&display)?;
     let needs_rebuild = migrate::migrate(&mut writer, &display)?;
+    let merges_recorded = merges_recorded(&writer, &display)?;
 
     let manager = SqliteConnectionManager::file(path)
         .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
@@ -277,8 +281,17 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
         writer: Mutex::new(writer),
         readers: Some(readers),
         needs_rebuild,
+        merges_recorded,
         wal,
     })
+}
+
+/// Whether `merging_imports` has a row (one indexed probe of a table that is nearly always empty).
+fn merges_recorded(conn: &Connection, display: &str) -> Result<bool, StoreError> {
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM merging_imports)", [], |row| {
+        row.get(0)
+    })
+    .at(display)
 }
 
 /// Returns the database's schema version, refusing one newer than this binary.
@@ -339,6 +352,7 @@ pub(crate) fn open_read_only(
         writer: Mutex::new(conn),
         readers: None,
         needs_rebuild: false,
+        merges_recorded: false,
         wal: None,
     }))
 }
@@ -383,6 +397,7 @@ fn open_memory(busy_timeout: Duration) -> Result<Connections, StoreError> {
         writer: Mutex::new(writer),
         readers: None,
         needs_rebuild,
+        merges_recorded: false,
         wal: None,
     })
 }

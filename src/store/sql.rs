@@ -220,6 +220,7 @@ pub fn delete_session(db: Db<'_>, sid: i64) -> Result<()> {
         params![sid],
     )?;
     for table in [
+        "merging_imports",
         "session_leases",
         "entry_path",
         "context_edits",
@@ -1204,6 +1205,99 @@ pub fn delete_lease(db: Db<'_>, sid: i64, token: &str) -> Result<bool> {
         params![sid, token],
     )?;
     Ok(changed > 0)
+}
+
+/// A merge in progress (`merging_imports`, migration 0010).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeRow {
+    /// The session merged into.
+    pub sid: i64,
+    /// The first sequence the merge wrote.
+    pub first_seq: i64,
+    /// One past the last sequence its committed steps wrote.
+    pub next_seq: i64,
+    /// The largest quarantine key when it began.
+    pub last_qid: i64,
+    /// The lease it holds (empty: the merging store held the session's lease already).
+    pub token: String,
+    /// The merging process.
+    pub pid: u32,
+    /// Its start time.
+    pub pid_start: Option<i64>,
+    /// Its host.
+    pub host: String,
+}
+
+/// Records a merge beginning at `first_seq`, by the process `me` (pid, start time, host).
+pub fn insert_merge(
+    db: Db<'_>,
+    sid: i64,
+    first_seq: i64,
+    token: &str,
+    me: (u32, Option<i64>, &str),
+) -> Result<()> {
+    db.execute_uncached(
+        "INSERT INTO merging_imports
+             (sid, first_seq, next_seq, last_qid, token, pid, pid_start, host, started_ms)
+         VALUES (?1, ?2, ?2, (SELECT COALESCE(MAX(qid), 0) FROM quarantine), ?3, ?4, ?5, ?6,
+                 CAST(strftime('%s', 'now') AS INTEGER) * 1000)",
+        params![sid, first_seq, token, me.0, me.1, me.2],
+    )?;
+    Ok(())
+}
+
+/// Moves a merge's `next_seq` after a committed step.
+pub fn move_merge(db: Db<'_>, sid: i64, next_seq: i64) -> Result<()> {
+    db.execute(
+        "UPDATE merging_imports SET next_seq = ?2 WHERE sid = ?1",
+        params![sid, next_seq],
+    )?;
+    Ok(())
+}
+
+/// The first sequence of the merge recorded for `sid`, if any.
+pub fn merge_first_seq(db: Db<'_>, sid: i64) -> Result<Option<i64>> {
+    db.row(
+        "SELECT first_seq FROM merging_imports WHERE sid = ?1",
+        params![sid],
+        |row| row.get(0),
+    )
+}
+
+const MERGE_COLUMNS: &str =
+    "SELECT sid, first_seq, next_seq, last_qid, token, pid, pid_start, host FROM merging_imports";
+
+fn merge_from(row: &rusqlite::Row<'_>) -> rusqlite::Result<MergeRow> {
+    Ok(MergeRow {
+        sid: row.get(0)?,
+        first_seq: row.get(1)?,
+        next_seq: row.get(2)?,
+        last_qid: row.get(3)?,
+        token: row.get(4)?,
+        pid: row.get(5)?,
+        pid_start: row.get(6)?,
+        host: row.get(7)?,
+    })
+}
+
+/// The merge recorded for `sid`, if any.
+pub fn merge_row(db: Db<'_>, sid: i64) -> Result<Option<MergeRow>> {
+    db.row(
+        &format!("{MERGE_COLUMNS} WHERE sid = ?1"),
+        params![sid],
+        merge_from,
+    )
+}
+
+/// Every merge recorded.
+pub fn merge_rows(db: Db<'_>) -> Result<Vec<MergeRow>> {
+    db.rows_uncached(MERGE_COLUMNS, [], merge_from)
+}
+
+/// Removes the record of the merge into `sid`.
+pub fn delete_merge(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute("DELETE FROM merging_imports WHERE sid = ?1", params![sid])?;
+    Ok(())
 }
 
 /// A row of `imported_files` (migration 0005), with its session's id and entry count.

@@ -4,6 +4,7 @@
 //! Invariant: `support` imports nothing from the crate; it owns no policy, only mechanisms
 //! (a clock, an id source, a serializer) that higher layers configure and pass down.
 
+pub mod atomic;
 pub mod clock;
 pub mod files;
 pub mod hash;

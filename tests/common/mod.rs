@@ -2,6 +2,7 @@
 //! and id seed), the `pi` command builder, and fixture loading.
 
 pub mod agent;
+pub mod chromium;
 pub mod corpus;
 pub mod fixtures;
 pub mod interchange;

@@ -168,8 +168,13 @@ impl RecordedRequest {
             .map(|(_, value)| value.as_str())
     }
 
-    /// Returns the body parsed as JSON (`Null` when it is not JSON).
+    /// Returns the body parsed as JSON (`Null` when it is not JSON), decompressed first when
+    /// it came with `content-encoding: zstd` (Codex).
     pub fn json(&self) -> Value {
+        if self.header("content-encoding") == Some("zstd") {
+            let plain = zstd::decode_all(self.body.as_slice()).unwrap_or_default();
+            return serde_json::from_slice(&plain).unwrap_or(Value::Null);
+        }
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 

@@ -148,6 +148,11 @@ impl Tmux {
         self.run(&["list-buffers", "-F", "#{buffer_name}"])
     }
 
+    /// Returns the newest tmux paste buffer's text (what a clipboard write put there).
+    pub fn buffer(&self) -> String {
+        self.run(&["show-buffer"])
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let output = Command::new("tmux")
             .arg("-S")

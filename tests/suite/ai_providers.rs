@@ -367,6 +367,11 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-goog-user-project",
     "x-amz-security-token",
     "x-amz-content-sha256",
+    "x-affinity",
+    "chatgpt-account-id",
+    "originator",
+    "openai-beta",
+    "content-encoding",
 ];
 
 /// The identity `User-Agent` with what legitimately differs replaced: the version and the
@@ -836,6 +841,35 @@ async fn errors_are_classified_as_the_reference_decides() {
         ("bedrock-exception-midstream", |e| {
             matches!(e, AiError::Other { .. })
         }),
+        ("mistral-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("mistral-429", |e| matches!(e, AiError::RateLimited { .. })),
+        ("mistral-500", |e| matches!(e, AiError::Transient { .. })),
+        // "Provider stopped with: error (server error)".
+        ("mistral-error-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("mistral-dropped", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("mistral-no-finish", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("codex-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("codex-failed-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("codex-usage-limit", |e| {
+            matches!(e, AiError::RateLimited { .. })
+        }),
+        ("codex-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("codex-dropped", |e| matches!(e, AiError::Transient { .. })),
+        ("codex-bad-token", |e| matches!(e, AiError::Other { .. })),
     ];
     for (name, check) in expectations {
         let spec = read_json(&format!("{name}.case.json"));
@@ -872,4 +906,123 @@ fn every_case_has_a_reference_expectation() {
             "{name}: run scripts/provider-oracle.mjs"
         );
     }
+}
+
+/// Writes a `models.json` that points a built-in provider at the scripted server.
+fn override_base_url(env: &crate::common::TestEnv, provider: &str, base_url: &str) {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {provider: {"baseUrl": base_url}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "maxRetries": 0}}"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn pi_print_mode_talks_to_mistral_through_a_base_url_override() {
+    let env = crate::common::TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(
+        String::from_utf8(std::fs::read(dir().join("mistral-text.sse")).unwrap()).unwrap(),
+    )]);
+    override_base_url(&env, "mistral", &server.url());
+    let output = env
+        .pi()
+        .env("MISTRAL_API_KEY", "mistral-env-key")
+        .args([
+            "--model",
+            "mistral/mistral-small-2506",
+            "-nt",
+            "-p",
+            "What is in src?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "src holds main.rs and lib.rs — the CLI and the library.\n"
+    );
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].path, "/v1/chat/completions");
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some("Bearer mistral-env-key")
+    );
+    let body = sent[0].json();
+    assert_eq!(body["model"], "mistral-small-2506");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["messages"][0]["role"], "system");
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last,
+        json!({"role": "user", "content": [{"type": "text", "text": "What is in src?"}]})
+    );
+    // The session id is the cache key and the affinity header.
+    let session = body["prompt_cache_key"].as_str().unwrap();
+    assert_eq!(sent[0].header("x-affinity"), Some(session));
+}
+
+#[test]
+fn pi_print_mode_talks_to_codex_with_the_chatgpt_token_of_auth_json() {
+    let env = crate::common::TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(
+        String::from_utf8(std::fs::read(dir().join("codex-text.sse")).unwrap()).unwrap(),
+    )]);
+    override_base_url(&env, "openai-codex", &server.url());
+    let token = read_json("codex-text.case.json")["options"]["apiKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        env.agent_dir.join("auth.json"),
+        json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r", "expires": 4_102_444_800_000i64, "accountId": "acc-7f3e2d1c"}}).to_string(),
+    )
+    .unwrap();
+    let output = env
+        .pi()
+        .args([
+            "--model",
+            "openai-codex/gpt-5.6-luna",
+            "-nt",
+            "-p",
+            "What is in src?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "src holds main.rs and lib.rs.\n"
+    );
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].path, "/codex/responses");
+    assert_eq!(
+        sent[0].header("authorization").map(str::to_owned),
+        Some(format!("Bearer {token}"))
+    );
+    assert_eq!(sent[0].header("chatgpt-account-id"), Some("acc-7f3e2d1c"));
+    assert_eq!(sent[0].header("originator"), Some("pi"));
+    assert_eq!(
+        sent[0].header("openai-beta"),
+        Some("responses=experimental")
+    );
+    assert_eq!(sent[0].header("content-encoding"), Some("zstd"));
+    let body = sent[0].json();
+    assert_eq!(body["model"], "gpt-5.6-luna");
+    assert_eq!(body["store"], false);
+    assert_eq!(body["input"][0]["role"], "developer");
+    // The agent's default thinking level.
+    assert_eq!(
+        body["reasoning"],
+        json!({"effort": "medium", "summary": "auto"})
+    );
+    let session = body["prompt_cache_key"].as_str().unwrap();
+    assert_eq!(sent[0].header("session-id"), Some(session));
 }

@@ -449,8 +449,11 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     tmux.wait_for_prompt();
     tmux.line("/export out.jsonl");
     tmux.wait_for("Session exported to:");
-    tmux.line("/export notes.txt");
-    tmux.wait_for("pi exports the JSONL format only");
+    // Any other name, or none, is the session's HTML page, as the reference's `/export`.
+    tmux.line("/export notes.html");
+    tmux.wait_for("notes.html");
+    tmux.line("/export");
+    tmux.wait_for(".html");
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 
@@ -482,6 +485,96 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
         last_message["message"]["content"][0]["text"],
         "Imported and continued."
     );
+    let page = std::fs::read_to_string(env.workspace.join("notes.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.contains("Imported and continued."), "{page}");
+    assert!(
+        page.contains("Skip the table; hardcode California"),
+        "the page holds the whole tree"
+    );
+    let default: Vec<String> = std::fs::read_dir(&env.workspace)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("pi-session-") && name.ends_with(".html"))
+        .collect();
+    assert_eq!(default.len(), 1, "{default:?}");
+    assert!(
+        default[0].contains("0196dd78-be80-74cc-b418-74fc28742ba5"),
+        "{default:?}"
+    );
+}
+
+#[test]
+fn copy_share_hotkeys_and_an_unknown_command_never_reach_the_model() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "The answer is 42.",
+    ))]);
+    configure(&env, &server);
+    // The GitHub CLI, as `/share` runs it: a script that keeps its arguments and the page.
+    let bin = env.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = env.dir.path().join("gh-record");
+    std::fs::write(
+        bin.join("gh"),
+        format!(
+            "#!/bin/sh\necho \"$@\" > {dir}/gh-args\nfor last; do :; done\ncp \"$last\" {dir}/gh-page.html\necho https://gist.github.com/pi-test/abc123\n",
+            dir = record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(&record).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(bin.join("gh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let raw = env.dir.path().join("copy.raw");
+    let tmux = Tmux::start_capturing(&env, "copy", &[], &[("PATH", &path)], &raw);
+    tmux.wait_for_prompt();
+    tmux.line("/share");
+    tmux.wait_for("Nothing to share yet");
+    tmux.line("/copy");
+    tmux.wait_for("No answer to copy yet");
+    tmux.line("What is the answer?");
+    tmux.wait_for("The answer is 42.");
+    tmux.wait_for_prompt();
+    tmux.line("/copy");
+    tmux.wait_for("Copied the last answer (17 characters) to the clipboard");
+    assert_eq!(tmux.buffer(), "The answer is 42.");
+    tmux.line("/hotkeys");
+    tmux.wait_for("Ctrl+D exits");
+    tmux.line("/exprt out.html");
+    tmux.wait_for("Unknown command /exprt: nothing was sent to the model. Did you mean /export?");
+    tmux.line("/settings");
+    tmux.wait_for("/settings is a command of the reference pi that this pi does not have yet");
+    tmux.line("/share");
+    tmux.wait_for("Shared: https://gist.github.com/pi-test/abc123");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "only the one prompt reached the model"
+    );
+    let args = std::fs::read_to_string(record.join("gh-args")).unwrap();
+    assert!(args.starts_with("gist create"), "{args}");
+    assert!(!args.contains("--public"), "a secret gist: {args}");
+    let page = std::fs::read_to_string(record.join("gh-page.html")).unwrap();
+    assert!(page.contains("The answer is 42."), "{page}");
+
+    // Without gh, `/share` says what to do.
+    let empty = env.dir.path().join("no-tools");
+    std::fs::create_dir_all(&empty).unwrap();
+    let tmux = Tmux::start(
+        &env,
+        "nogh",
+        &["-c"],
+        &[("PATH", &empty.display().to_string())],
+    );
+    tmux.wait_for_prompt();
+    tmux.line("/share");
+    tmux.wait_for("Sharing needs the GitHub CLI: install gh and run `gh auth login`");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
 }
 
 #[test]

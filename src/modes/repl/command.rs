@@ -32,8 +32,15 @@ pub enum Command {
     Model(Option<String>),
     /// `/thinking [LEVEL]`: show or set the thinking level.
     Thinking(Option<String>),
-    /// `/export [FILE.jsonl]`: the active branch into a new JSONL file.
+    /// `/export [FILE]`: `FILE.jsonl` is the active branch as a new JSONL file; any other name,
+    /// or none, the session's HTML page.
     Export(Option<String>),
+    /// `/share`: the session's HTML page as a secret gist (through the `gh` CLI).
+    Share,
+    /// `/copy`: the last answer to the clipboard.
+    Copy,
+    /// `/hotkeys`: the keys the REPL knows.
+    Hotkeys,
     /// `/import FILE.jsonl`: import a JSONL session and switch to it.
     Import(Option<String>),
     /// `/reload`: reload skills, prompt templates and context files.
@@ -96,7 +103,16 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "Choose the model (optionally filtered: /model SEARCH)",
     ),
     ("thinking", "Show or set the thinking level"),
-    ("export", "Write the active branch to a new JSONL file"),
+    (
+        "export",
+        "Write the session's HTML page (/export [FILE.html]), or the active branch as a JSONL file (/export FILE.jsonl)",
+    ),
+    (
+        "share",
+        "Publish the session's HTML page as a secret GitHub gist (needs the gh CLI)",
+    ),
+    ("copy", "Copy the last answer to the clipboard"),
+    ("hotkeys", "Show the keys the REPL knows"),
     ("import", "Import a JSONL session file and switch to it"),
     (
         "reload",
@@ -134,6 +150,56 @@ pub fn path_argument(args: Option<&str>) -> Option<String> {
     }
     let end = args.find(char::is_whitespace).unwrap_or(args.len());
     Some(args[..end].to_owned())
+}
+
+/// The command name a prompt starting with `/` would be (`/word`, `/word args`), when the
+/// word could name a command: letters, digits, `-`, `_`, `:` and `.`, no `/` inside (so
+/// `/usr/bin/env fails` is a prompt about a path).
+pub fn slash_word(prompt: &str) -> Option<&str> {
+    let rest = prompt.strip_prefix('/')?;
+    let word = rest.split(char::is_whitespace).next().unwrap_or("");
+    let valid = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'));
+    valid.then_some(word)
+}
+
+/// The known name closest to `word` (Levenshtein distance at most a third of its length, at
+/// least 1; a name that starts with the word counts as close).
+pub fn closest<'a>(word: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    let mut best: Option<(usize, &str)> = None;
+    for name in names {
+        let distance = if name.starts_with(word) {
+            0
+        } else {
+            levenshtein(word, name)
+        };
+        if distance <= limit && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, name));
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                previous
+            } else {
+                1 + previous.min(row[j]).min(current)
+            };
+            previous = current;
+        }
+    }
+    row[b.len()]
 }
 
 /// Parses a submitted line.
@@ -184,6 +250,12 @@ pub fn parse(line: &str) -> Input {
         Command::Export(path_argument(args))
     } else if let Some(args) = argument(text, "import") {
         Command::Import(path_argument(args))
+    } else if exact("share") {
+        Command::Share
+    } else if exact("copy") {
+        Command::Copy
+    } else if exact("hotkeys") {
+        Command::Hotkeys
     } else if exact("reload") {
         Command::Reload
     } else if exact("trust") {
@@ -201,6 +273,24 @@ pub fn parse(line: &str) -> Input {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slash_words_name_commands_and_paths_stay_prompts() {
+        assert_eq!(slash_word("/exprt out.html"), Some("exprt"));
+        assert_eq!(slash_word("/skill:review now"), Some("skill:review"));
+        assert_eq!(slash_word("/usr/bin/env is missing"), None);
+        assert_eq!(slash_word("/"), None);
+        assert_eq!(slash_word("hello /x"), None);
+    }
+
+    #[test]
+    fn the_closest_command_is_offered_for_a_typo() {
+        let names = ["export", "import", "exit", "hotkeys", "help"];
+        assert_eq!(closest("exprt", names), Some("export"));
+        assert_eq!(closest("hotkey", names), Some("hotkeys"));
+        assert_eq!(closest("hel", names), Some("help"));
+        assert_eq!(closest("zzzzzz", names), None);
+    }
 
     #[test]
     fn built_in_commands_match_exactly_or_with_arguments() {

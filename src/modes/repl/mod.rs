@@ -36,7 +36,6 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::ai::ThinkingLevel;
-use crate::jsonl::writer::session_file_name;
 use crate::model::entry::Entry;
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::ImageContent;
@@ -290,6 +289,73 @@ fn thousands(value: u64) -> String {
 }
 
 /// `2026-01-01T10:00:05.000Z` → `2026-01-01 10:00`.
+/// What `/hotkeys` (and `/help`) lists.
+const HOTKEYS: &[&str] = &[
+    "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
+    "While the agent works: Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop)",
+];
+
+/// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
+const REFERENCE_ONLY: &[&str] = &[
+    "settings",
+    "scoped-models",
+    "changelog",
+    "login",
+    "logout",
+    "mcp",
+];
+
+/// An executable named `name` on `PATH`.
+fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate).is_ok_and(|meta| {
+                use std::os::unix::fs::PermissionsExt as _;
+                meta.is_file() && meta.permissions().mode() & 0o111 != 0
+            })
+        })
+}
+
+/// Puts `text` on the desktop clipboard through the first tool found for the session's display
+/// (Wayland's `wl-copy`, X11's `xclip` or `xsel`, macOS's `pbcopy`); returns its name.
+fn clipboard_tool(text: &str) -> Option<&'static str> {
+    use std::io::Write as _;
+    let wayland = std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let x11 = std::env::var_os("DISPLAY").is_some();
+    let tools: &[(&str, &[&str], bool)] = &[
+        ("wl-copy", &[], wayland),
+        ("xclip", &["-selection", "clipboard"], x11),
+        ("xsel", &["--clipboard", "--input"], x11),
+        ("pbcopy", &[], cfg!(target_os = "macos")),
+    ];
+    for (name, args, usable) in tools {
+        if !usable {
+            continue;
+        }
+        let Some(program) = find_on_path(name) else {
+            continue;
+        };
+        let child = std::process::Command::new(program)
+            .args(*args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(mut child) = child {
+            let fed = child
+                .stdin
+                .take()
+                .is_some_and(|mut stdin| stdin.write_all(text.as_bytes()).is_ok());
+            if fed && child.wait().is_ok_and(|status| status.success()) {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
 fn short_time(iso: &str) -> String {
     let text: String = iso.chars().take(16).collect();
     text.replace('T', " ")
@@ -552,7 +618,17 @@ impl Repl {
     async fn handle(&mut self, line: &str) -> Result<Flow> {
         match command::parse(line) {
             Input::Empty => {}
-            Input::Prompt(text) => self.run_prompt(&text, Vec::new()).await?,
+            Input::Prompt(text) => {
+                // A `/word` that names no command, template, skill or extension command is not
+                // sent to the model unannounced.
+                if let Some(word) = command::slash_word(&text)
+                    && !self.knows_command(word)
+                {
+                    self.unknown_command(word)?;
+                    return Ok(Flow::Continue);
+                }
+                self.run_prompt(&text, Vec::new()).await?
+            }
             Input::Shell {
                 command,
                 exclude_from_context,
@@ -914,6 +990,9 @@ impl Repl {
             Command::Trust => self.trust().await?,
             Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
+            Command::Share => self.share().await?,
+            Command::Copy => self.copy()?,
+            Command::Hotkeys => self.hotkeys()?,
             Command::Import(path) => self.import(path.as_deref()).await?,
         }
         Ok(Flow::Continue)
@@ -949,12 +1028,117 @@ impl Repl {
                 templates.join(" ")
             ))?;
         }
-        self.info(
-            "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
-        )?;
-        self.info(
-            "While the agent works: Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop)",
-        )
+        self.hotkeys()
+    }
+
+    /// `/hotkeys` (and the end of `/help`): the keys the REPL knows.
+    fn hotkeys(&mut self) -> io::Result<()> {
+        for line in HOTKEYS {
+            self.info(line)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `/word` names a built-in command, a prompt template, a skill or an extension
+    /// command.
+    fn knows_command(&self, word: &str) -> bool {
+        match self.commands.lock() {
+            Ok(commands) => commands.iter().any(|name| name == word),
+            Err(poisoned) => poisoned.into_inner().iter().any(|name| name == word),
+        }
+    }
+
+    /// Says that `/word` is no command here (and the closest one); nothing is sent.
+    fn unknown_command(&mut self, word: &str) -> io::Result<()> {
+        if REFERENCE_ONLY.contains(&word) {
+            return self.warn(&format!(
+                "/{word} is a command of the reference pi that this pi does not have yet; nothing was sent to the model (/help lists the commands)"
+            ));
+        }
+        let names = match self.commands.lock() {
+            Ok(commands) => commands.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let hint = command::closest(word, names.iter().map(String::as_str))
+            .map(|name| format!(" Did you mean /{name}?"))
+            .unwrap_or_default();
+        self.warn(&format!(
+            "Unknown command /{word}: nothing was sent to the model.{hint} (/help lists the commands)"
+        ))
+    }
+
+    /// `/copy`: the last answer to the clipboard — OSC 52 to the terminal (which carries it
+    /// over SSH and tmux), and the platform's clipboard tool when one is found.
+    fn copy(&mut self) -> Result<()> {
+        let Some(text) = crate::modes::rpc::last_assistant_text(&self.session.messages()) else {
+            self.warn("No answer to copy yet")?;
+            return Ok(());
+        };
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+        self.out.finish_line()?;
+        let writer = self.out.writer();
+        write!(writer, "\x1b]52;c;{encoded}\x07")?;
+        writer.flush()?;
+        let tool = clipboard_tool(&text);
+        let count = text.chars().count();
+        let via = match &tool {
+            Some(name) => format!(" (through the terminal and {name})"),
+            None => " (through the terminal)".to_owned(),
+        };
+        self.info(&format!(
+            "Copied the last answer ({count} character{}) to the clipboard{via}",
+            if count == 1 { "" } else { "s" }
+        ))?;
+        Ok(())
+    }
+
+    /// `/share`: the session's HTML page as a secret gist, through the GitHub CLI.
+    async fn share(&mut self) -> Result<()> {
+        if !self.session.is_persisted().await {
+            self.info("Nothing to share yet - start a conversation first")?;
+            return Ok(());
+        }
+        let Some(gh) = find_on_path("gh") else {
+            self.warn(
+                "Sharing needs the GitHub CLI: install gh and run `gh auth login`, or write the page with /export FILE.html and share the file",
+            )?;
+            return Ok(());
+        };
+        let store = self.session.store().clone();
+        let session = self.session.session_id().await;
+        let dir = std::env::temp_dir().join(format!("pi-share-{}", std::process::id()));
+        let page = dir.join("session.html");
+        let file = page.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            crate::modes::html::write_session_file(&store, &session, &file)
+        })
+        .await
+        .context("the export task failed")?;
+        if let Err(error) = written {
+            self.error(&format!("Failed to share the session: {error}"))?;
+            return Ok(());
+        }
+        self.info("Publishing the session as a secret gist…")?;
+        let output = tokio::process::Command::new(&gh)
+            .args(["gist", "create", "--desc", "pi session"])
+            .arg(&page)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        match output {
+            Ok(output) if output.status.success() => {
+                let url = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+                self.info(&format!("Shared: {url}"))?;
+            }
+            Ok(output) => {
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                self.error(&format!("gh could not create the gist: {}", stderr.trim()))?;
+            }
+            Err(error) => self.error(&format!("cannot run gh: {error}"))?,
+        }
+        Ok(())
     }
 
     // ----- /tree and /label -----------------------------------------------------------------
@@ -1583,40 +1767,53 @@ impl Repl {
         }
     }
 
-    /// `/export [FILE.jsonl]`: the active branch as a linear session in a new file (the
-    /// reference's `/export file.jsonl`; `pi export --jsonl --branch`).
+    /// `/export [FILE]`, as the reference's: `FILE.jsonl` is the active branch as a linear
+    /// session in a new file (`pi export --jsonl --branch`); any other name, or none, is the
+    /// session's HTML page (`modes/html`; by default `pi-session-<session file name>.html` in
+    /// the session's directory).
     async fn export(&mut self, path: Option<&str>) -> Result<()> {
         if !self.session.is_persisted().await {
-            self.info("Nothing to export yet")?;
+            self.info("Nothing to export yet - start a conversation first")?;
             return Ok(());
         }
         let session = self.session.session_id().await;
-        let target = match path {
-            Some(path) if !path.ends_with(".jsonl") => {
-                self.warn("pi exports the JSONL format only: /export FILE.jsonl")?;
-                return Ok(());
+        let store = self.session.store().clone();
+        let written = match path {
+            Some(path) if path.ends_with(".jsonl") => {
+                let target = self.typed_path(path);
+                let export = self.interchange.export_branch.clone();
+                let file = target.clone();
+                // Entries the store refused so far go in too: the file is the branch once saved.
+                let unsaved = self.session.unsaved_lines().await;
+                tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
+                    .await
+                    .context("the export task failed")?
+                    .map(|()| target)
             }
-            Some(path) => self.typed_path(path),
-            None => {
-                let store = self.session.store().clone();
-                let id = session.clone();
-                let summary = blocking(move || store.session(&id)).await?;
-                self.session
-                    .cwd()
-                    .join(session_file_name(&summary.created, &session))
+            _ => {
+                let target = match path {
+                    Some(path) => self.typed_path(path),
+                    None => {
+                        let reader = store.clone();
+                        let id = session.clone();
+                        let summary = blocking(move || reader.session(&id)).await?;
+                        self.session
+                            .cwd()
+                            .join(crate::modes::html::default_file_name(&summary))
+                    }
+                };
+                let file = target.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::modes::html::write_session_file(&store, &session, &file)
+                })
+                .await
+                .context("the export task failed")?
+                .map(|()| target)
+                .map_err(anyhow::Error::from)
             }
         };
-        let export = self.interchange.export_branch.clone();
-        let store = self.session.store().clone();
-        let file = target.clone();
-        // Entries the store refused so far go in too: the file is the branch once saved.
-        let unsaved = self.session.unsaved_lines().await;
-        let written =
-            tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
-                .await
-                .context("the export task failed")?;
         match written {
-            Ok(()) => self.info(&format!("Session exported to: {}", target.display()))?,
+            Ok(target) => self.info(&format!("Session exported to: {}", target.display()))?,
             Err(error) => self.error(&format!(
                 "Failed to export session: {}",
                 term::error_line(error.chain())

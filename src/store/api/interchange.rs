@@ -90,37 +90,21 @@ impl SessionStore {
                 };
                 self.import_staged(&renamed, &bytes, items, options, mark, &imported_at)
             }
-            (Some(_), ImportMode::Merge) => {
-                let mut items = items;
-                let merged = self.write_bulk(|db| {
-                    // Looked up again inside the transaction: it may have been removed meanwhile.
-                    let Some(sid) = sql::sid_of(db, header.id.as_str())? else {
-                        return Ok(None);
-                    };
-                    // Only a merge that writes needs the session's writer lease to be free.
-                    let guard = |db: Db<'_>| self.guard_session_write(db, sid, &header.id);
-                    let report = Self::merge(
-                        db,
-                        sid,
-                        &header.id,
-                        items.by_ref(),
-                        options,
-                        &imported_at,
-                        &guard,
-                    )?;
-                    if let Some(mark) = mark {
-                        imported::put_record(db, mark, Some(sid), &imported_at)?;
-                    }
-                    Ok(Some(report))
-                });
-                match merged {
-                    Ok(Some(report)) => Ok(report),
-                    // Removed since it was looked up (nothing of the file read yet): a new session.
-                    Ok(None) => {
-                        self.import_staged(header, header_bytes, items, options, mark, &imported_at)
-                    }
-                    Err(error) => Err(error),
-                }
+            (Some(sid), ImportMode::Merge) => {
+                // Compared in a read snapshot, then written in bounded steps (`api/merge.rs`).
+                let session = &header.id;
+                self.read(|db| Self::plan_merge(db, sid, session, items, true))
+                    .and_then(|plan| {
+                        // Removed (or replaced) since it was looked up: nothing is written.
+                        let check =
+                            |db: Db<'_>| Ok(sql::sid_of(db, session.as_str())? == Some(sid));
+                        self.write_merge(session, plan, options.source, mark, &imported_at, &check)
+                    })
+                    .and_then(|report| {
+                        report.ok_or_else(|| StoreError::MergeInterrupted {
+                            session: session.clone(),
+                        })
+                    })
             }
         };
         match outcome {
@@ -303,7 +287,9 @@ impl SessionStore {
     }
 
     /// Removes the sessions that killed imports left staged: those whose process is gone on
-    /// this host (a staging row of another host is left alone). Each in its own transaction.
+    /// this host (a staging row of another host is left alone), and rolls back the merges
+    /// such processes left part-written ([`Self::roll_back_abandoned_merges`]). Each in its
+    /// own transaction; returns how many.
     pub fn remove_abandoned_imports(&self) -> Result<usize> {
         let me = crate::store::lease::this_process();
         let rows: Vec<(i64, u32, Option<i64>, String)> = self.read(|db| {
@@ -337,10 +323,15 @@ impl SessionStore {
                 removed += 1;
             }
         }
-        Ok(removed)
+        Ok(removed + self.roll_back_abandoned_merges()?)
     }
 
-    fn insert_file_entry(db: Db<'_>, sid: i64, seq: i64, line: &FileEntry) -> Result<()> {
+    pub(super) fn insert_file_entry(
+        db: Db<'_>,
+        sid: i64,
+        seq: i64,
+        line: &FileEntry,
+    ) -> Result<()> {
         let row = EntryInsert {
             sid,
             seq,
@@ -353,7 +344,7 @@ impl SessionStore {
         derived::insert(db, &row, &line.entry)
     }
 
-    fn quarantine_line(
+    pub(super) fn quarantine_line(
         db: Db<'_>,
         sid: i64,
         source: &str,
@@ -377,7 +368,7 @@ impl SessionStore {
 
     /// The leaf after an import: the latest line with the last entry's id (the reference's
     /// "later line wins"), or that entry's own line when it has no id.
-    fn leaf_after_import(
+    pub(super) fn leaf_after_import(
         db: Db<'_>,
         sid: i64,
         last: Option<(Option<EntryId>, i64)>,
@@ -391,102 +382,17 @@ impl SessionStore {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn merge(
-        db: Db<'_>,
-        sid: i64,
-        session: &SessionId,
-        items: impl Iterator<Item = Result<Item>>,
-        options: &ImportOptions<'_>,
-        imported_at: &str,
-        guard: &dyn Fn(Db<'_>) -> Result<()>,
-    ) -> Result<ImportReport> {
-        let mut guarded = false;
-        let mut guard_once = || -> Result<()> {
-            if !guarded {
-                guard(db)?;
-                guarded = true;
-            }
-            Ok(())
-        };
-        // Lines are compared with what was stored before this import only, so a file that
-        // repeats a new line stores it as often as a first import would.
-        let first_new = sql::next_seq(db, sid)?;
-        let mut seq = first_new;
-        let mut added: u64 = 0;
-        let mut last = None;
-        for item in items {
-            let line = match item? {
-                Item::Entry(line) => line,
-                Item::Skipped(line) => {
-                    let number = i64::try_from(line.line).unwrap_or(i64::MAX);
-                    if !sql::quarantine_has(db, sid, number, &line.bytes)? {
-                        guard_once()?;
-                    }
-                    Self::quarantine_line(db, sid, options.source, &line, imported_at)?;
-                    continue;
-                }
-            };
-            let matched = match &line.entry.id {
-                Some(id) => {
-                    let stored =
-                        sql::same_id_before(db, sid, id.as_str(), first_new, &line.payload)?;
-                    if stored.is_empty() {
-                        None
-                    } else {
-                        match stored.iter().find(|(_, equal)| *equal) {
-                            Some((stored_seq, _)) => Some(*stored_seq),
-                            None => {
-                                return Err(StoreError::ImportConflict {
-                                    session: session.clone(),
-                                    line: line.line,
-                                    id: id.clone(),
-                                });
-                            }
-                        }
-                    }
-                }
-                None => sql::idless_with_payload_before(db, sid, &line.payload, first_new)?,
-            };
-            match matched {
-                Some(stored_seq) => last = Some((line.entry.id, stored_seq)),
-                None => {
-                    guard_once()?;
-                    Self::insert_file_entry(db, sid, seq, &line)?;
-                    last = Some((line.entry.id, seq));
-                    seq += 1;
-                    added += 1;
-                }
-            }
-        }
-        let status = if added > 0 {
-            let leaf = Self::leaf_after_import(db, sid, last)?;
-            sql::set_leaf(db, sid, leaf)?;
-            ImportStatus::Updated
-        } else {
-            ImportStatus::Unchanged
-        };
-        let entries = Self::summary_by_sid(db, sid)?.entries;
-        Ok(ImportReport {
-            session: session.clone(),
-            status,
-            entries,
-            added,
-            conflict: None,
-        })
-    }
-
     /// Appends the lines a file grew by since `record` was read (`items`, numbered from the
-    /// file's start) to the record's session in one transaction, and moves the record to
-    /// `mark`.
+    /// file's start) to the record's session, all or nothing, in bounded steps (a merge,
+    /// `api/merge.rs`), and moves the record to `mark`.
     ///
     /// When nothing else appended to the session since that import (its next sequence is the
     /// recorded one), every line is stored as a first import of the whole file would store it
     /// (a repeated line included); otherwise the lines are merged as a re-import merges them
     /// (a line already stored is skipped, a conflicting one refuses the append). Skipped lines
-    /// are quarantined; the leaf moves to the last new entry. The record is read again inside
-    /// the transaction: if it or the session changed since the caller read it, nothing is
-    /// written and [`AppendOutcome::Stale`] is returned.
+    /// are quarantined; the leaf moves to the last new entry. The record is read again in the
+    /// comparison's snapshot and in the first write step: if it or the session changed since
+    /// the caller read it, nothing is written and [`AppendOutcome::Stale`] is returned.
     pub fn append_file_lines(
         &self,
         record: &FileRecord,
@@ -495,32 +401,42 @@ impl SessionStore {
         mark: &FileMark,
     ) -> Result<AppendOutcome> {
         let imported_at = self.clock().now_iso();
-        let outcome = self.write_bulk(|db| {
-            let current = imported::record_in(db, &record.mark.path)?;
-            let (Some(current), Some(sid), Some(session)) =
-                (current, record.sid, record.session.as_ref())
-            else {
-                return Ok(AppendOutcome::Stale);
+        let (Some(sid), Some(session)) = (record.sid, record.session.as_ref()) else {
+            return Ok(AppendOutcome::Stale);
+        };
+        // The record and its session as the caller read them?
+        let unchanged = |db: Db<'_>| -> Result<bool> {
+            let Some(current) = imported::record_in(db, &record.mark.path)? else {
+                return Ok(false);
             };
-            if current.mark != record.mark
-                || current.sid != record.sid
-                || current.next_seq != record.next_seq
-                || sql::sid_of(db, session.as_str())? != Some(sid)
-            {
-                return Ok(AppendOutcome::Stale);
+            Ok(current.mark == record.mark
+                && current.sid == record.sid
+                && current.next_seq == record.next_seq
+                && sql::sid_of(db, session.as_str())? == Some(sid))
+        };
+        let plan = self.read(|db| {
+            if !unchanged(db)? {
+                return Ok(None);
             }
-            let options = ImportOptions {
-                source,
-                mode: ImportMode::Merge,
-            };
-            let guard = |db: Db<'_>| self.guard_session_write(db, sid, session);
-            let report = if sql::next_seq(db, sid)? == record.next_seq {
-                Self::append_new_lines(db, sid, session, items, &options, &imported_at, &guard)?
-            } else {
-                Self::merge(db, sid, session, items, &options, &imported_at, &guard)?
-            };
-            imported::put_record(db, mark, Some(sid), &imported_at)?;
-            Ok(AppendOutcome::Done(report))
+            // Nothing else appended since that import: every line is new.
+            let compare = sql::next_seq(db, sid)? != record.next_seq;
+            Self::plan_merge(db, sid, session, items, compare).map(Some)
+        });
+        let outcome = plan.and_then(|plan| match plan {
+            None => Ok(AppendOutcome::Stale),
+            Some(plan) => Ok(
+                match self.write_merge(
+                    session,
+                    plan,
+                    source,
+                    Some(mark),
+                    &imported_at,
+                    &unchanged,
+                )? {
+                    Some(report) => AppendOutcome::Done(report),
+                    None => AppendOutcome::Stale,
+                },
+            ),
         });
         match outcome {
             Err(StoreError::ImportConflict { session, line, id }) => {
@@ -535,57 +451,6 @@ impl SessionStore {
             }
             other => other,
         }
-    }
-
-    /// Stores every line after the session's last entry, as [`Self::import_new`] stores a
-    /// file's lines; the lease is checked once, before the first write.
-    #[allow(clippy::too_many_arguments)]
-    fn append_new_lines(
-        db: Db<'_>,
-        sid: i64,
-        session: &SessionId,
-        items: impl Iterator<Item = Result<Item>>,
-        options: &ImportOptions<'_>,
-        imported_at: &str,
-        guard: &dyn Fn(Db<'_>) -> Result<()>,
-    ) -> Result<ImportReport> {
-        let mut guarded = false;
-        let mut seq = sql::next_seq(db, sid)?;
-        let mut added: u64 = 0;
-        let mut last = None;
-        for item in items {
-            let item = item?;
-            if !guarded {
-                guard(db)?;
-                guarded = true;
-            }
-            match item {
-                Item::Entry(line) => {
-                    Self::insert_file_entry(db, sid, seq, &line)?;
-                    last = Some((line.entry.id, seq));
-                    seq += 1;
-                    added += 1;
-                }
-                Item::Skipped(line) => {
-                    Self::quarantine_line(db, sid, options.source, &line, imported_at)?;
-                }
-            }
-        }
-        let status = if added > 0 {
-            let leaf = Self::leaf_after_import(db, sid, last)?;
-            sql::set_leaf(db, sid, leaf)?;
-            ImportStatus::Updated
-        } else {
-            ImportStatus::Unchanged
-        };
-        let entries = Self::summary_by_sid(db, sid)?.entries;
-        Ok(ImportReport {
-            session: session.clone(),
-            status,
-            entries,
-            added,
-            conflict: None,
-        })
     }
 
     /// Returns the lines a session's imports quarantined, in the order they were stored.

@@ -11,6 +11,7 @@ mod imported;
 mod interchange;
 pub(crate) mod leases;
 pub(crate) mod maintenance;
+mod merge;
 mod reads;
 mod search;
 mod sessions;
@@ -83,9 +84,13 @@ impl SessionStore {
     pub fn open(config: StoreConfig) -> Result<Self> {
         let conns = open::open(&config.location, config.busy_timeout)?;
         let needs_rebuild = conns.needs_rebuild;
+        let merges_recorded = conns.merges_recorded;
         let store = Self::with_connections(conns, config);
         if needs_rebuild {
             store.rebuild_derived_if_pending()?;
+        }
+        if merges_recorded {
+            store.roll_back_abandoned_merges()?;
         }
         Ok(store)
     }
