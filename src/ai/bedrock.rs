@@ -33,8 +33,7 @@
 //! ```
 //!
 //! Not carried over: the strict-tool-limit fallback, GovCloud's display rule, the proxy and
-//! HTTP/1.1 switches (reqwest negotiates), `requestMetadata`, Claude's error-result images
-//! moved after the results.
+//! HTTP/1.1 switches (reqwest negotiates), `requestMetadata`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -285,10 +284,26 @@ fn convert_messages(
             }
             LlmMessage::ToolResult(_) => {
                 let mut results = Vec::new();
+                // Claude rejects images in error results: they follow all results of the
+                // turn, after a caption naming the call.
+                let mut error_images = Vec::new();
                 while let Some(LlmMessage::ToolResult(tool)) = transformed.get(index).map(|m| &**m)
                 {
+                    let split = if claude {
+                        crate::ai::anthropic::split_error_tool_result_images(tool)
+                    } else {
+                        None
+                    };
+                    let blocks: &[ContentBlock] = match &split {
+                        Some((content, caption, images)) => {
+                            error_images.push(json!({"text": caption}));
+                            error_images.extend(images.iter().map(|image| image_block(image)));
+                            content
+                        }
+                        None => &tool.content,
+                    };
                     let mut content: Vec<Value> = Vec::new();
-                    for block in &tool.content {
+                    for block in blocks {
                         match block {
                             ContentBlock::Image(image) => content.push(image_block(image)),
                             ContentBlock::Text(text) => content.extend(non_blank_text(&text.text)),
@@ -305,6 +320,7 @@ fn convert_messages(
                     }}));
                     index += 1;
                 }
+                results.extend(error_images);
                 result.push(json!({"role": "user", "content": results}));
                 continue;
             }
