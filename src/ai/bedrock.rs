@@ -32,8 +32,8 @@
 //! {"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcd"}
 //! ```
 //!
-//! Not carried over: the strict-tool-limit fallback, GovCloud's display rule, the proxy and
-//! HTTP/1.1 switches (reqwest negotiates), `requestMetadata`.
+//! Not carried over: the strict-tool-limit fallback, the proxy and HTTP/1.1 switches (reqwest
+//! negotiates), `requestMetadata`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -356,12 +356,19 @@ fn effort(model: &Model, level: ThinkingLevel) -> Value {
 }
 
 /// `buildAdditionalModelRequestFields`; `budget` is the thinking budget `streamSimple` fixed.
-fn additional_fields(model: &Model, level: ThinkingLevel, budget: u64) -> Option<Value> {
+fn additional_fields(
+    model: &Model,
+    level: ThinkingLevel,
+    budget: u64,
+    gov_cloud_region: bool,
+) -> Option<Value> {
     if level == ThinkingLevel::Off || !model.reasoning {
         return None;
     }
     if is_claude(model) {
-        let gov = model.id.to_lowercase().starts_with("us-gov.")
+        // `isGovCloudBedrockTarget`: GovCloud rejects `thinking.display` and block binding.
+        let gov = gov_cloud_region
+            || model.id.to_lowercase().starts_with("us-gov.")
             || model.id.to_lowercase().starts_with("arn:aws-us-gov:");
         let binding = !gov
             && (any_contains(model, &["opus-4-7", "opus-4-8"]) || any_contains(model, CLAUDE_5));
@@ -492,6 +499,12 @@ pub fn build_request(
         _ => SharedFiles::default(),
     };
     let configured_region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
+    let flags = BodyFlags {
+        force_cache: env("AWS_BEDROCK_FORCE_CACHE").as_deref() == Some("1"),
+        gov_cloud_region: configured_region
+            .as_deref()
+            .is_some_and(|region| region.to_lowercase().starts_with("us-gov-")),
+    };
     let profile = env("AWS_PROFILE").is_some();
     let endpoint_region = standard_endpoint_region(&model.base_url);
     let explicit_endpoint = endpoint_region.is_none() || (configured_region.is_none() && !profile);
@@ -534,23 +547,26 @@ pub fn build_request(
         }
         set_header_ci(&mut headers, name, value);
     }
-    let body = build_body(
-        model,
-        request,
-        options,
-        env("AWS_BEDROCK_FORCE_CACHE").as_deref() == Some("1"),
-    );
+    let body = build_body(model, request, options, &flags);
     Ok(BedrockRequest {
         wire: WireRequest { url, headers, body },
         signing: Signing { auth, region },
     })
 }
 
+/// What the provider environment changes in the body.
+struct BodyFlags {
+    /// `AWS_BEDROCK_FORCE_CACHE=1`: cache points for models not known to cache.
+    force_cache: bool,
+    /// The configured region is a GovCloud one.
+    gov_cloud_region: bool,
+}
+
 fn build_body(
     model: &Model,
     request: &Request,
     options: &StreamOptions,
-    force_cache: bool,
+    flags: &BodyFlags,
 ) -> Value {
     let transcript = normalize_context(request);
     let collapsed = collapse_system_messages(&transcript);
@@ -579,7 +595,7 @@ fn build_body(
         budget = adjusted_budget.min(max_tokens.saturating_sub(1024));
     }
     let caching = (options.cache_retention != CacheRetention::None
-        && supports_prompt_caching(model, force_cache))
+        && supports_prompt_caching(model, flags.force_cache))
     .then_some(options.cache_retention);
     let mut body = Map::new();
     body.insert(
@@ -620,7 +636,7 @@ fn build_body(
             .collect();
         body.insert("toolConfig".into(), json!({"tools": specs}));
     }
-    if let Some(fields) = additional_fields(model, level, budget) {
+    if let Some(fields) = additional_fields(model, level, budget, flags.gov_cloud_region) {
         body.insert("additionalModelRequestFields".into(), fields);
     }
     Value::Object(body)
