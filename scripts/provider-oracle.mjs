@@ -25,9 +25,21 @@
 //              set to 0).
 // The Rust suite (tests/suite/ai_providers.rs) replays the same cases through our client and
 // compares against these files. Nothing here talks to the internet.
+//
+// Cloud credentials: a case's `files` (name → fixture file) are written to a temporary
+// directory with `{server}` replaced by the server's URL, and `options.env` (the reference's
+// scoped provider environment: GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_CLOUD_PROJECT, …) has
+// `{files}` replaced by that directory. google-auth-library posts token exchanges to the
+// fixed `https://oauth2.googleapis.com/token` (it ignores a key file's `token_uri`); those
+// requests are sent to the case's server instead (`/token`), so they are recorded and
+// answered by its scripted responses like any other. `processEnv` (same substitutions) is set
+// in the process environment for the one case (the AWS SDK reads AWS_PROFILE and its files
+// there).
 import http from "node:http";
+import https from "node:https";
 import zlib from "node:zlib";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -112,6 +124,23 @@ function startServer(responses, requests) {
     return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
+// The one address google-auth-library's token exchange goes to (node-fetch over node:https).
+let tokenServer = null;
+const httpsRequest = https.request;
+https.request = (url, options, callback) => {
+    if (tokenServer && typeof url === "string" && url.startsWith("https://oauth2.googleapis.com/")) {
+        const { agent: _agent, ...rest } = options ?? {};
+        return http.request(url.replace("https://oauth2.googleapis.com", tokenServer), rest, callback);
+    }
+    return httpsRequest(url, options, callback);
+};
+
+function substitute(value, replacements) {
+    let out = value;
+    for (const [from, to] of Object.entries(replacements)) out = out.split(from).join(to);
+    return out;
+}
+
 function normalizeEvent(event) {
     const out = { type: event.type };
     for (const key of ["contentIndex", "delta", "content", "toolCall", "reason"]) {
@@ -143,8 +172,20 @@ for (const name of cases) {
     } else {
         model = { ...spec.model.custom };
     }
-    model.baseUrl = `http://127.0.0.1:${port}${spec.basePath ?? ""}`;
+    const serverUrl = `http://127.0.0.1:${port}`;
+    model.baseUrl = `${serverUrl}${spec.basePath ?? ""}`;
+    tokenServer = serverUrl;
+    const files = mkdtempSync(join(tmpdir(), "pi-oracle-"));
+    for (const [fileName, fixture] of Object.entries(spec.files ?? {})) {
+        const text = readFileSync(join(dir, fixture), "utf-8");
+        writeFileSync(join(files, fileName), substitute(text, { "{server}": serverUrl }));
+    }
     const opts = spec.options ?? {};
+    const env = opts.env
+        ? Object.fromEntries(
+              Object.entries(opts.env).map(([key, value]) => [key, substitute(value, { "{files}": files, "{server}": serverUrl })]),
+          )
+        : undefined;
     const opencode = sessionHeaders(model, opts);
     const headers = opencode || opts.headers ? { ...(opencode ?? {}), ...(opts.headers ?? {}) } : undefined;
     const options = {
@@ -159,12 +200,22 @@ for (const name of cases) {
         transport: opts.transport,
         timeoutMs: 20000,
         identity: identityFor(opts),
+        env,
     };
+    // The AWS SDK reads its shared config and credentials files (AWS_PROFILE,
+    // AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE) from the process environment.
+    const processEnv = Object.entries(spec.processEnv ?? {}).map(([key, value]) => [
+        key,
+        substitute(value, { "{files}": files, "{server}": serverUrl }),
+    ]);
+    for (const [key, value] of processEnv) process.env[key] = value;
     const events = [];
     const stream = streamSimple(model, spec.context, options);
     for await (const event of stream) events.push(normalizeEvent(event));
     const message = normalizeMessage(await stream.result());
+    for (const [key] of processEnv) delete process.env[key];
     server.close();
+    rmSync(files, { recursive: true, force: true });
     const expected = { requests, events, message };
     writeFileSync(join(dir, `${name}.expected.json`), JSON.stringify(expected, null, 2) + "\n");
     console.error(`${name}: ${requests.length} request(s), ${events.length} events, stopReason ${message.stopReason}${message.errorMessage ? ` (${message.errorMessage.split("\n")[0]})` : ""}`);

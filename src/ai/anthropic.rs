@@ -781,28 +781,44 @@ fn replace_images(content: &[ContentBlock], placeholder: &str) -> Vec<ContentBlo
 /// in error results; `splitErrorToolResultImages`): the result's content, the caption and
 /// images.
 fn split_error_images(result: &ToolResultMessage) -> Option<(Vec<ContentBlock>, Vec<Value>)> {
+    let (content, caption, images) = split_error_tool_result_images(result)?;
+    let mut after = vec![json!({"type": "text", "text": caption})];
+    after.extend(images.into_iter().map(image_block));
+    Some((content, after))
+}
+
+/// `splitErrorToolResultImages`, for every protocol that needs it (Anthropic, Claude on
+/// Bedrock): an error result's content with each run of images replaced by a note, the
+/// caption naming the call, and the images; `None` when there is nothing to split.
+pub(crate) fn split_error_tool_result_images(
+    result: &ToolResultMessage,
+) -> Option<(
+    Vec<ContentBlock>,
+    String,
+    Vec<&crate::model::message::ImageContent>,
+)> {
     if !result.is_error {
         return None;
     }
-    let images: Vec<Value> = result
+    let images: Vec<&crate::model::message::ImageContent> = result
         .content
         .iter()
         .filter_map(|block| match block {
-            ContentBlock::Image(image) => Some(image_block(image)),
+            ContentBlock::Image(image) => Some(image),
             _ => None,
         })
         .collect();
     if images.is_empty() {
         return None;
     }
-    let mut after = vec![json!({"type": "text", "text": format!(
+    let caption = format!(
         "Images from the error result of tool call {} ({}):",
         result.tool_call_id, result.tool_name
-    )})];
-    after.extend(images);
+    );
     Some((
         replace_images(&result.content, ERROR_TOOL_IMAGE_PLACEHOLDER),
-        after,
+        caption,
+        images,
     ))
 }
 

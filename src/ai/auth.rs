@@ -35,6 +35,14 @@ pub trait KeyResolver: Send + Sync + std::fmt::Debug {
     /// returns its trimmed stdout; `None` on a non-zero exit, a timeout or empty output.
     /// Blocking.
     fn run_command(&self, command: &str) -> Option<String>;
+
+    /// Returns the text of the file at `path` (relative paths from the working directory,
+    /// `~/` from the home directory), `None` when it cannot be read. Blocking. The default
+    /// reads nothing.
+    fn read_file(&self, path: &str) -> Option<String> {
+        let _ = path;
+        None
+    }
 }
 
 /// Returns the environment variables that hold a provider's key, in lookup order (§3).
@@ -71,7 +79,7 @@ pub fn env_key_names(provider: &str) -> &'static [&'static str] {
 }
 
 /// Returns the key the environment gives a provider (the reference's `getEnvApiKey`):
-/// the first non-empty variable of [`env_key_names`], or `<authenticated>` for Vertex (ADC
+/// the first non-empty variable of [`env_key_names`], or `<authenticated>` for Vertex (a readable ADC
 /// credentials file named, project and location set) and Bedrock (any AWS credential
 /// variable).
 pub fn env_api_key(provider: &str, resolver: &dyn KeyResolver) -> Option<String> {
@@ -84,9 +92,11 @@ pub fn env_api_key(provider: &str, resolver: &dyn KeyResolver) -> Option<String>
     let set = |name: &str| resolver.env(name).is_some();
     let authenticated = match provider {
         "google-vertex" => {
-            set("GOOGLE_APPLICATION_CREDENTIALS")
-                && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT"))
+            (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT"))
                 && set("GOOGLE_CLOUD_LOCATION")
+                && resolver
+                    .read_file(&google_key_file_path(resolver))
+                    .is_some()
         }
         "amazon-bedrock" => {
             set("AWS_PROFILE")
@@ -485,8 +495,10 @@ pub struct RequestAuth {
     /// The base URL with `{NAME}` placeholders substituted (Cloudflare).
     pub base_url: String,
     /// The provider settings the protocol reads at request time (`getProviderEnvValue`),
-    /// those of [`PROVIDER_ENV_NAMES`] that are set.
+    /// those of [`PROVIDER_ENV_NAMES`] (or the protocol's own list) that are set.
     pub provider_env: Vec<(String, String)>,
+    /// Credentials read from files (Vertex key files).
+    pub cloud: crate::ai::CloudCredentials,
 }
 
 /// The environment variables a protocol reads at request time, besides keys (1.6.0's
@@ -551,20 +563,80 @@ pub fn request_auth(
         };
         set_header(&mut headers, "Authorization", &format!("Bearer {key}"));
     }
-    let provider_env = if model.api == "azure-openai-responses" {
-        PROVIDER_ENV_NAMES
-            .iter()
-            .filter_map(|name| resolver.env(name).map(|value| ((*name).to_owned(), value)))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let (provider_env, cloud) = provider_settings(model, api_key.as_deref(), resolver);
     Ok(RequestAuth {
         api_key,
         headers,
         base_url: resolve_base_url(model, resolver)?,
         provider_env,
+        cloud,
     })
+}
+
+/// Returns the provider settings a protocol reads at request time (the environment variables
+/// it names, set ones only) and the credential files it needs (a Vertex call without an API
+/// key reads its key file).
+pub fn provider_settings(
+    model: &Model,
+    api_key: Option<&str>,
+    resolver: &dyn KeyResolver,
+) -> (Vec<(String, String)>, crate::ai::CloudCredentials) {
+    let names: &[&str] = match model.api.as_str() {
+        "azure-openai-responses" => PROVIDER_ENV_NAMES,
+        "google-vertex" => crate::ai::vertex::PROVIDER_ENV_NAMES,
+        "bedrock-converse-stream" => crate::ai::bedrock::PROVIDER_ENV_NAMES,
+        _ => &[],
+    };
+    let provider_env = names
+        .iter()
+        .filter_map(|name| resolver.env(name).map(|value| ((*name).to_owned(), value)))
+        .collect();
+    let cloud =
+        if model.api == "google-vertex" && crate::ai::vertex::resolve_api_key(api_key).is_none() {
+            google_key_file(resolver)
+        } else if model.api == "bedrock-converse-stream" {
+            aws_shared_files(resolver)
+        } else {
+            crate::ai::CloudCredentials::None
+        };
+    (provider_env, cloud)
+}
+
+/// Reads the AWS shared credentials and config files (`AWS_SHARED_CREDENTIALS_FILE`, else
+/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`) and, for an SSO profile,
+/// its token cache file (`~/.aws/sso/cache/<sha1>.json`).
+pub fn aws_shared_files(resolver: &dyn KeyResolver) -> crate::ai::CloudCredentials {
+    let path = |name: &str, default: &str| resolver.env(name).unwrap_or_else(|| default.to_owned());
+    let mut files = crate::ai::aws_auth::SharedFiles {
+        credentials: resolver.read_file(&path("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")),
+        config: resolver.read_file(&path("AWS_CONFIG_FILE", "~/.aws/config")),
+        sso_token: None,
+    };
+    let env = |name: &str| resolver.env(name);
+    if let Some(name) = crate::ai::aws_auth::sso_cache_file(&env, &files) {
+        files.sso_token = resolver.read_file(&format!("~/.aws/sso/cache/{name}"));
+    }
+    crate::ai::CloudCredentials::AwsFiles(files)
+}
+
+/// Where Application Default Credentials are looked for: `GOOGLE_APPLICATION_CREDENTIALS`,
+/// else gcloud's `application_default_credentials.json` (in `CLOUDSDK_CONFIG`, else
+/// `~/.config/gcloud`), as google-auth-library looks.
+pub fn google_key_file_path(resolver: &dyn KeyResolver) -> String {
+    if let Some(path) = resolver.env("GOOGLE_APPLICATION_CREDENTIALS") {
+        return path;
+    }
+    let dir = resolver
+        .env("CLOUDSDK_CONFIG")
+        .unwrap_or_else(|| "~/.config/gcloud".to_owned());
+    format!("{dir}/application_default_credentials.json")
+}
+
+/// Reads the Application Default Credentials file ([`google_key_file_path`]).
+pub fn google_key_file(resolver: &dyn KeyResolver) -> crate::ai::CloudCredentials {
+    let path = google_key_file_path(resolver);
+    let text = resolver.read_file(&path);
+    crate::ai::CloudCredentials::GoogleKeyFile { path, text }
 }
 
 /// Substitutes `{NAME}` placeholders of Cloudflare base URLs from the environment.

@@ -167,7 +167,21 @@ fn disabled_thinking_config(model: &Model) -> Result<Value, String> {
 
 /// `getGoogleBudget`: the user's budget for the level, else the model family's, else `-1`
 /// (dynamic). See the module docs for how a user's budget is told apart.
-fn thinking_budget(model: &Model, level: &str, budgets: &ThinkingBudgets) -> i64 {
+/// Which budget table a protocol's `getGoogleBudget` has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetTable {
+    /// The Gemini API's (2.5 Flash-Lite has its own row).
+    Gemini,
+    /// Vertex's (2.5 Flash-Lite falls under 2.5 Flash).
+    Vertex,
+}
+
+fn thinking_budget(
+    model: &Model,
+    level: &str,
+    budgets: &ThinkingBudgets,
+    table: BudgetTable,
+) -> i64 {
     let defaults = ThinkingBudgets::default();
     let (custom, default) = match level {
         "MINIMAL" => (budgets.minimal, defaults.minimal),
@@ -180,7 +194,7 @@ fn thinking_budget(model: &Model, level: &str, budgets: &ThinkingBudgets) -> i64
     }
     let table: [i64; 4] = if model.id.contains("2.5-pro") {
         [128, 2048, 8192, 32768]
-    } else if model.id.contains("2.5-flash-lite") {
+    } else if table == BudgetTable::Gemini && model.id.contains("2.5-flash-lite") {
         [512, 2048, 8192, 24576]
     } else if model.id.contains("2.5-flash") {
         [128, 2048, 8192, 24576]
@@ -197,7 +211,11 @@ fn thinking_budget(model: &Model, level: &str, budgets: &ThinkingBudgets) -> i64
 
 /// The `thinkingConfig` of a call (`streamSimple` + `buildParams`), `None` for models
 /// without reasoning.
-fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Value>, String> {
+fn thinking_config(
+    model: &Model,
+    options: &StreamOptions,
+    table: BudgetTable,
+) -> Result<Option<Value>, String> {
     if !model.reasoning {
         return Ok(None);
     }
@@ -215,7 +233,7 @@ fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Valu
             json!({"includeThoughts": true, "thinkingLevel": google}),
         ));
     }
-    let budget = thinking_budget(model, google, &options.thinking_budgets);
+    let budget = thinking_budget(model, google, &options.thinking_budgets, table);
     Ok(Some(
         json!({"includeThoughts": true, "thinkingBudget": budget}),
     ))
@@ -263,7 +281,7 @@ pub fn build_request(
         set_header_ci(&mut headers, &name, &value);
     }
     let transcript = normalize_context(request);
-    let body = build_body(model, &transcript, options)?;
+    let body = build_body(model, &transcript, options, BudgetTable::Gemini)?;
     Ok(WireRequest { url, headers, body })
 }
 
@@ -273,6 +291,7 @@ pub fn build_body(
     model: &Model,
     transcript: &[Cow<'_, LlmMessage>],
     options: &StreamOptions,
+    table: BudgetTable,
 ) -> Result<Value, String> {
     let max_tokens = clamp_max_tokens_to_context(
         model,
@@ -314,7 +333,7 @@ pub fn build_body(
     }
     let mut generation = Map::new();
     generation.insert("maxOutputTokens".into(), json!(max_tokens));
-    if let Some(config) = thinking_config(model, options)? {
+    if let Some(config) = thinking_config(model, options, table)? {
         generation.insert("thinkingConfig".into(), config);
     }
     body.insert("generationConfig".into(), Value::Object(generation));
@@ -661,6 +680,7 @@ pub struct GoogleDecoder {
     cost: ModelCost,
     open: Option<Open>,
     now_ms: i64,
+    no_finish: &'static str,
 }
 
 fn count(value: Option<&Value>) -> u64 {
@@ -703,7 +723,15 @@ impl GoogleDecoder {
             cost: model.cost.clone(),
             open: None,
             now_ms: 0,
+            no_finish: "Google stream ended without a finish reason",
         }
+    }
+
+    /// Sets the text of a stream that ended without a finish reason (Vertex words it its
+    /// own way).
+    pub fn with_no_finish_text(mut self, text: &'static str) -> Self {
+        self.no_finish = text;
+        self
     }
 
     /// Returns the message as built so far.
@@ -951,7 +979,7 @@ impl GoogleDecoder {
     pub fn complete(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<StopReason, String> {
         self.close_block(out);
         match self.message.stop_reason {
-            StopReason::Pending => Err("Google stream ended without a finish reason".to_owned()),
+            StopReason::Pending => Err(self.no_finish.to_owned()),
             StopReason::Error | StopReason::Aborted => Err(match &self.message.raw_stop_reason {
                 Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
                 _ => "An unknown error occurred".to_owned(),

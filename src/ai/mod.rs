@@ -19,8 +19,10 @@
 //! ```
 //!
 //! Modules: `sse` (framing), `transcript` (system messages: the prompt and tools as a
-//! transcript), `openai`, `responses` (with `codex` on top of it), `anthropic`, `google` and
-//! `mistral` (request mapping and stream decoding, pure),
+//! transcript), `openai`, `responses` (with `codex` on top of it), `anthropic`, `google`,
+//! `vertex` and `mistral` (request mapping and stream decoding, pure), `bedrock` (Bedrock
+//! ConverseStream: SigV4, the binary event stream), `google_auth` (Google key files → access
+//! tokens), `aws_auth` (AWS credential chain over the environment and the shared files),
 //! `request` (what the protocols share), `transport` (HTTP with the reference's retry
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
@@ -33,10 +35,13 @@
 
 pub mod anthropic;
 pub mod auth;
+pub mod aws_auth;
+pub mod bedrock;
 pub mod codex;
 pub mod convert;
 pub mod error;
 pub mod google;
+pub mod google_auth;
 pub mod mistral;
 pub mod models;
 pub mod openai;
@@ -49,6 +54,7 @@ pub mod sse;
 mod stream;
 pub mod transcript;
 pub mod transport;
+pub mod vertex;
 
 use std::time::Duration;
 
@@ -162,6 +168,25 @@ impl Default for TransportConfig {
     }
 }
 
+/// Credentials that cloud protocols read from files, as `cli` found them at request time
+/// (this layer reads no files).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CloudCredentials {
+    /// None needed or found.
+    #[default]
+    None,
+    /// Google Application Default Credentials: the key file's path and text (`None` when it
+    /// could not be read), for `google-vertex` calls without an API key.
+    GoogleKeyFile {
+        /// Where the file was looked for.
+        path: String,
+        /// Its contents.
+        text: Option<String>,
+    },
+    /// The AWS shared credentials and config files (for `bedrock-converse-stream`).
+    AwsFiles(aws_auth::SharedFiles),
+}
+
 /// Per-call options.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamOptions {
@@ -193,6 +218,8 @@ pub struct StreamOptions {
     /// (`getProviderEnvValue`: `AZURE_OPENAI_BASE_URL`, `AZURE_OPENAI_API_VERSION`, …), as
     /// resolved by [`auth::request_auth`]; this layer reads no environment itself.
     pub provider_env: Vec<(String, String)>,
+    /// Credentials read from files ([`auth::request_auth`]).
+    pub cloud: CloudCredentials,
 }
 
 impl StreamOptions {
@@ -211,6 +238,7 @@ impl StreamOptions {
             transport: TransportConfig::default(),
             identity: request::ClientIdentity::default(),
             provider_env: auth.provider_env,
+            cloud: auth.cloud,
         }
     }
 

@@ -31,16 +31,20 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai::anthropic::{self, AnthropicDecoder};
+use crate::ai::aws_auth::{self, RoleCache};
+use crate::ai::bedrock::{self, BedrockDecoder};
 use crate::ai::codex::{self, CodexDecoder};
 use crate::ai::error::AiError;
 use crate::ai::google::{self, GoogleDecoder};
+use crate::ai::google_auth::{self, AdcCredentials, TokenCache, TokenFailure};
 use crate::ai::mistral::{self, MistralDecoder};
 use crate::ai::models::Model;
 use crate::ai::openai::{self, OpenAiDecoder};
 use crate::ai::proxy::ProxyConfig;
 use crate::ai::responses::{self, Flavor, ResponsesDecoder};
 use crate::ai::sse::{SseDecoder, SseFrame};
-use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest};
+use crate::ai::transport::{self, ErrorBodyStyle, SendContext, WireRequest, set_header_ci};
+use crate::ai::vertex;
 use crate::ai::{Request, StreamEvent, StreamOptions, TransportConfig, new_assistant_message};
 use crate::model::message::{AssistantKey, AssistantKeyOrder, AssistantMessage, StopReason};
 use crate::support::clock::Clock;
@@ -93,6 +97,10 @@ pub struct AiClient {
     /// that size (a conversation's requests grow by little per turn), instead of doubling its
     /// way up from empty — each doubling a copy of the body into fresh pages.
     body_hint: Arc<AtomicUsize>,
+    /// Google access tokens, per key file, until shortly before they expire.
+    tokens: Arc<TokenCache>,
+    /// AWS SSO role credentials, until shortly before they expire.
+    aws_roles: Arc<RoleCache>,
 }
 
 impl AiClient {
@@ -105,6 +113,8 @@ impl AiClient {
             clock,
             ids,
             body_hint: Arc::new(AtomicUsize::new(0)),
+            tokens: Arc::new(TokenCache::default()),
+            aws_roles: Arc::new(RoleCache::default()),
         })
     }
 
@@ -119,9 +129,9 @@ impl AiClient {
     /// Starts one call. Nothing is sent until the first [`AssistantStream::next`].
     ///
     /// `openai-completions`, `openai-responses`, `azure-openai-responses`,
-    /// `openai-codex-responses`, `anthropic-messages`, `google-generative-ai` and
-    /// `mistral-conversations` are spoken; any other API fails with `No API provider
-    /// registered for api: <api>`.
+    /// `openai-codex-responses`, `anthropic-messages`, `google-generative-ai`, `google-vertex`,
+    /// `mistral-conversations` and `bedrock-converse-stream` are spoken; any other API fails
+    /// with `No API provider registered for api: <api>`.
     pub fn stream(
         &self,
         model: &Model,
@@ -134,6 +144,8 @@ impl AiClient {
             "openai-completions" => Some(Protocol::OpenAi),
             "anthropic-messages" => Some(Protocol::Anthropic),
             "google-generative-ai" => Some(Protocol::Google),
+            "google-vertex" => Some(Protocol::Vertex),
+            "bedrock-converse-stream" => Some(Protocol::Bedrock),
             "mistral-conversations" => Some(Protocol::Mistral),
             "openai-codex-responses" => Some(Protocol::Codex),
             api => Flavor::of_api(api).map(Protocol::Responses),
@@ -155,6 +167,8 @@ impl AiClient {
             proxy: self.proxy.clone(),
             clock: self.clock.clone(),
             ids: self.ids.clone(),
+            tokens: self.tokens.clone(),
+            aws_roles: self.aws_roles.clone(),
             transport,
             cancel,
             phase: Phase::Finished,
@@ -181,6 +195,10 @@ impl AiClient {
             Protocol::Anthropic => anthropic::has_header_auth(&options.headers),
             Protocol::Responses(flavor) => responses::has_header_auth(flavor, &options.headers),
             Protocol::Google => google::has_header_auth(&options.headers),
+            // An API key or Application Default Credentials (checked when building).
+            Protocol::Vertex => true,
+            // Keys, a profile or a Bedrock API key (resolved when building).
+            Protocol::Bedrock => true,
             // Both read the key (the Codex sign-in token) and nothing else.
             Protocol::Mistral | Protocol::Codex => false,
         };
@@ -193,9 +211,22 @@ impl AiClient {
                 message: format!("No API key for provider: {}", model.provider),
             });
         }
+        let mut google_credentials = None;
+        let mut aws_signing = None;
         let built = match protocol {
             Protocol::OpenAi => openai::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::ErrorMember)),
+            Protocol::Bedrock => bedrock::build_request(&effective, &request, &options, timestamp)
+                .map(|built| {
+                    aws_signing = Some(Box::new(built.signing));
+                    (built.wire, ErrorBodyStyle::Bedrock)
+                }),
+            Protocol::Vertex => {
+                vertex::build_request(&effective, &request, &options).map(|built| {
+                    google_credentials = built.credentials.map(Box::new);
+                    (built.wire, ErrorBodyStyle::Google)
+                })
+            }
             Protocol::Anthropic => anthropic::build_request(&effective, &request, &options)
                 .map(|wire| (wire, ErrorBodyStyle::WholeBody)),
             Protocol::Google => google::build_request(&effective, &request, &options)
@@ -270,7 +301,13 @@ impl AiClient {
                 other => crate::support::json::to_js_string(&other),
             });
         }
-        stream.phase = Phase::Pending { wire, body, style };
+        stream.phase = Phase::Pending {
+            wire,
+            body,
+            style,
+            google_credentials,
+            aws_signing,
+        };
         stream
     }
 }
@@ -281,6 +318,8 @@ enum Protocol {
     Anthropic,
     Responses(Flavor),
     Google,
+    Vertex,
+    Bedrock,
     Mistral,
     Codex,
 }
@@ -291,6 +330,7 @@ enum Decoder {
     Anthropic(AnthropicDecoder),
     Responses(ResponsesDecoder),
     Google(GoogleDecoder),
+    Bedrock(BedrockDecoder),
     Mistral(MistralDecoder),
     Codex(CodexDecoder),
 }
@@ -307,6 +347,8 @@ impl Decoder {
         match protocol {
             Protocol::OpenAi => Self::OpenAi(OpenAiDecoder::new(message, model)),
             Protocol::Google => Self::Google(GoogleDecoder::new(message, model)),
+            Protocol::Vertex => Self::Google(vertex::decoder(message, model)),
+            Protocol::Bedrock => Self::Bedrock(BedrockDecoder::new(message, model)),
             Protocol::Mistral => Self::Mistral(MistralDecoder::new(message, model)),
             Protocol::Codex => Self::Codex(CodexDecoder::new(message, model)),
             Protocol::Responses(flavor) => {
@@ -339,6 +381,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.into_message(),
             Self::Responses(decoder) => decoder.into_message(),
             Self::Google(decoder) => decoder.into_message(),
+            Self::Bedrock(decoder) => decoder.into_message(),
             Self::Mistral(decoder) => decoder.into_message(),
             Self::Codex(decoder) => decoder.into_message(),
         }
@@ -351,6 +394,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message(),
             Self::Responses(decoder) => decoder.message(),
             Self::Google(decoder) => decoder.message(),
+            Self::Bedrock(decoder) => decoder.message(),
             Self::Mistral(decoder) => decoder.message(),
             Self::Codex(decoder) => decoder.message(),
         }
@@ -363,6 +407,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.message_mut(),
             Self::Responses(decoder) => decoder.message_mut(),
             Self::Google(decoder) => decoder.message_mut(),
+            Self::Bedrock(decoder) => decoder.message_mut(),
             Self::Mistral(decoder) => decoder.message_mut(),
             Self::Codex(decoder) => decoder.message_mut(),
         }
@@ -374,6 +419,7 @@ impl Decoder {
             Self::OpenAi(decoder) => decoder.refresh(),
             Self::Anthropic(decoder) => decoder.refresh(),
             Self::Responses(decoder) => decoder.refresh(),
+            Self::Bedrock(decoder) => decoder.refresh(),
             Self::Mistral(decoder) => decoder.refresh(),
             Self::Codex(decoder) => decoder.refresh(),
             Self::Google(_) => {}
@@ -391,6 +437,8 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Responses(decoder) => decoder.on_frame(frame.event, frame.data, out),
             Self::Google(decoder) => decoder.on_frame(frame.data, out),
+            // Bedrock's body is not SSE (`read_some` feeds it to the decoder directly).
+            Self::Bedrock(_) => Ok(false),
             Self::Mistral(decoder) => decoder.on_frame(frame.data, out),
             Self::Codex(decoder) => decoder.on_frame(frame.data, out),
         }
@@ -407,6 +455,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.complete(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Bedrock(decoder) => decoder.complete(),
             Self::Mistral(decoder) => decoder.complete(out),
             Self::Codex(decoder) => decoder.complete(),
         }
@@ -423,6 +472,7 @@ impl Decoder {
             Self::Anthropic(decoder) => decoder.on_eof(now_ms),
             Self::Responses(decoder) => decoder.complete(),
             Self::Google(decoder) => decoder.complete(out),
+            Self::Bedrock(decoder) => decoder.complete(),
             Self::Mistral(decoder) => decoder.complete(out),
             Self::Codex(decoder) => decoder.complete(),
         }
@@ -448,6 +498,10 @@ enum Phase {
         wire: WireRequest,
         body: Bytes,
         style: ErrorBodyStyle,
+        /// A Google key file whose access token goes in `Authorization` (Vertex ADC).
+        google_credentials: Option<Box<AdcCredentials>>,
+        /// How a Bedrock request is signed (just before it is sent, over the final body).
+        aws_signing: Option<Box<bedrock::Signing>>,
     },
     Streaming(reqwest::Response),
     Failed(AiError),
@@ -461,6 +515,8 @@ pub struct AssistantStream {
     proxy: Arc<ProxyConfig>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdSource>,
+    tokens: Arc<TokenCache>,
+    aws_roles: Arc<RoleCache>,
     transport: TransportConfig,
     cancel: CancellationToken,
     phase: Phase,
@@ -534,7 +590,13 @@ impl AssistantStream {
             match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Finished => return None,
                 Phase::Failed(error) => self.finish_failed(Failure::Classified(error)),
-                Phase::Pending { wire, body, style } => {
+                Phase::Pending {
+                    mut wire,
+                    body,
+                    style,
+                    google_credentials,
+                    aws_signing,
+                } => {
                     let http = match lazy_http(&self.http, &self.proxy).await {
                         Ok(http) => http,
                         Err(error) => {
@@ -542,6 +604,83 @@ impl AssistantStream {
                             continue;
                         }
                     };
+                    if let Some(credentials) = google_credentials {
+                        let token = google_auth::access_token(
+                            &http,
+                            &self.tokens,
+                            &credentials,
+                            self.clock.now_ms(),
+                            self.transport.request_timeout,
+                            &self.cancel,
+                        )
+                        .await;
+                        match token {
+                            Ok(token) => {
+                                let bearer = format!("Bearer {token}");
+                                set_header_ci(&mut wire.headers, "Authorization", &bearer);
+                                if let Some(project) = credentials.quota_project_id() {
+                                    set_header_ci(
+                                        &mut wire.headers,
+                                        "x-goog-user-project",
+                                        project,
+                                    );
+                                }
+                            }
+                            Err(TokenFailure::Aborted) => {
+                                self.finish_failed(Failure::Aborted("Request was aborted."));
+                                continue;
+                            }
+                            Err(TokenFailure::Failed { message, status }) => {
+                                // The token endpoint refusing the key file is an auth
+                                // failure, whatever status it uses (`invalid_grant` is 400).
+                                let refused =
+                                    status.is_some_and(|s| (400..500).contains(&s) && s != 429);
+                                self.finish_failed(if refused {
+                                    Failure::Classified(AiError::Auth { message })
+                                } else {
+                                    Failure::Message {
+                                        text: message,
+                                        status,
+                                        retry_after: None,
+                                    }
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                    if let Some(signing) = aws_signing {
+                        let mut sso_keys = None;
+                        if let Some(role) = signing.sso_role() {
+                            let fetched = aws_auth::role_keys(
+                                &http,
+                                &self.aws_roles,
+                                role,
+                                self.clock.now_ms(),
+                                self.transport.request_timeout,
+                                &self.cancel,
+                            )
+                            .await;
+                            match fetched {
+                                Ok(keys) => sso_keys = Some(keys),
+                                Err(aws_auth::RoleFailure::Aborted) => {
+                                    self.finish_failed(Failure::Aborted("Request was aborted."));
+                                    continue;
+                                }
+                                Err(aws_auth::RoleFailure::Failed(message)) => {
+                                    self.finish_failed(Failure::Classified(AiError::Auth {
+                                        message,
+                                    }));
+                                    continue;
+                                }
+                            }
+                        }
+                        if let Err(message) =
+                            signing.apply(&mut wire, &body, self.clock.now_ms(), sso_keys.as_ref())
+                        {
+                            self.finish_failed(Failure::Classified(AiError::Config { message }));
+                            continue;
+                        }
+                    }
                     let ctx = SendContext {
                         http: &http,
                         config: &self.transport,
@@ -552,17 +691,36 @@ impl AssistantStream {
                     };
                     match transport::send(&wire, &body, &ctx).await {
                         Ok(response) => {
+                            if let Decoder::Bedrock(decoder) = &mut self.decoder {
+                                decoder.set_request_id(
+                                    response
+                                        .headers()
+                                        .get("x-amzn-requestid")
+                                        .and_then(|value| value.to_str().ok()),
+                                );
+                            }
                             self.queue.push_back(StreamEvent::Start);
                             self.phase = Phase::Streaming(response);
                         }
                         Err(failure) if failure.aborted => {
                             self.finish_failed(Failure::Aborted("Request was aborted."));
                         }
-                        Err(failure) => self.finish_failed(Failure::Message {
-                            text: failure.message,
-                            status: failure.status,
-                            retry_after: failure.retry_after,
-                        }),
+                        Err(failure) => {
+                            if let (Decoder::Bedrock(decoder), Some((kind, request_id))) =
+                                (&mut self.decoder, &failure.aws_error)
+                            {
+                                decoder.set_http_failure(
+                                    failure.status,
+                                    bedrock::error_code(kind.as_deref()),
+                                    request_id.as_deref(),
+                                );
+                            }
+                            self.finish_failed(Failure::Message {
+                                text: failure.message,
+                                status: failure.status,
+                                retry_after: failure.retry_after,
+                            });
+                        }
                     }
                 }
                 Phase::Streaming(response) => self.read_some(response).await,
@@ -602,10 +760,25 @@ impl AssistantStream {
                     // Made-up tool-call ids carry the time (`Date.now()`).
                     decoder.set_now(self.clock.now_ms());
                 }
+                if let Decoder::Bedrock(decoder) = &mut self.decoder {
+                    match decoder.on_bytes(&bytes, &mut self.queue) {
+                        Ok(_) => self.phase = Phase::Streaming(response),
+                        Err(text) => self.finish_failed(Failure::Message {
+                            text,
+                            status: None,
+                            retry_after: None,
+                        }),
+                    }
+                    return;
+                }
                 self.sse.feed(&bytes);
                 if !self.drain_frames() {
                     self.phase = Phase::Streaming(response);
                 }
+            }
+            Ok(Ok(None)) if matches!(self.decoder, Decoder::Bedrock(_)) => {
+                let result = self.decoder.on_eof(&mut self.queue, self.clock.now_ms());
+                self.finish(result);
             }
             Ok(Ok(None)) => {
                 self.sse.finish();
@@ -707,6 +880,10 @@ impl AssistantStream {
         message.stop_reason = reason;
         message.key_order.touch(AssistantKey::ErrorMessage);
         message.error_message = Some(error.message().to_owned());
+        if let Decoder::Bedrock(decoder) = &mut self.decoder {
+            decoder.set_now(self.clock.now_ms());
+            decoder.on_failed();
+        }
         self.stamp_duration();
         let message = self.decoder.message().clone();
         self.final_message = Some(message.clone());

@@ -88,6 +88,9 @@ pub enum ErrorBodyStyle {
     /// `@google/genai`: the JSON body re-serialised (or the text wrapped in an error object),
     /// and no server-requested delay (the reference's Google retry never sees the headers).
     Google,
+    /// The AWS SDK (Bedrock): the `x-amzn-errortype` exception's prefix and the body's
+    /// `message` (`Throttling error: …`).
+    Bedrock,
     /// Mistral (`fetch`, no SDK): `Mistral API error (<status>): <body or status text>`.
     Mistral,
     /// The ChatGPT Codex backend: the `error.message` (a usage-limit notice for 429s and
@@ -172,6 +175,10 @@ fn error_texts(status: u16, body: &str, style: &ErrorBodyStyle) -> (String, Stri
         _ => None,
     };
     match (style, json) {
+        (ErrorBodyStyle::Bedrock, _) => {
+            let text = crate::ai::bedrock::http_error_text(status, None, body);
+            (text.clone(), text)
+        }
         (ErrorBodyStyle::Mistral, _) => {
             let text = crate::ai::mistral::http_error_text(status, body);
             (text.clone(), text)
@@ -233,6 +240,8 @@ pub struct SendFailure {
     pub retry_after: Option<Duration>,
     /// The caller cancelled.
     pub aborted: bool,
+    /// The response's `x-amzn-errortype` and `x-amzn-requestid` (Bedrock diagnostics).
+    pub aws_error: Option<(Option<String>, Option<String>)>,
 }
 
 impl SendFailure {
@@ -242,6 +251,7 @@ impl SendFailure {
             status: None,
             retry_after: None,
             aborted: true,
+            aws_error: None,
         }
     }
 }
@@ -347,6 +357,7 @@ async fn codex_failure(
         status: Some(status),
         retry_after: requested,
         aborted: false,
+        aws_error: None,
     };
     if !can_retry {
         return Err(failure(crate::ai::codex::http_error_text(
@@ -442,6 +453,16 @@ pub(crate) async fn send(
                     .get(reqwest::header::CONTENT_TYPE)
                     .and_then(|value| value.to_str().ok())
                     .map(str::to_owned);
+                let aws_error = matches!(ctx.error_style, ErrorBodyStyle::Bedrock).then(|| {
+                    let header = |name: &str| {
+                        response
+                            .headers()
+                            .get(name)
+                            .and_then(|value| value.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    (header("x-amzn-errortype"), header("x-amzn-requestid"))
+                });
                 let retryable = should_retry(&response);
                 let over_cap = match (requested, ctx.config.max_retry_delay) {
                     (Some(requested), Some(cap)) if !cap.is_zero() => requested > cap,
@@ -456,6 +477,13 @@ pub(crate) async fn send(
                         let text = crate::ai::google::http_error_text(
                             status,
                             content_type.as_deref(),
+                            &text,
+                        );
+                        (text.clone(), text)
+                    } else if let Some((error_type, _)) = &aws_error {
+                        let text = crate::ai::bedrock::http_error_text(
+                            status,
+                            error_type.as_deref(),
                             &text,
                         );
                         (text.clone(), text)
@@ -478,6 +506,7 @@ pub(crate) async fn send(
                         status: Some(status),
                         retry_after: requested,
                         aborted: false,
+                        aws_error,
                     });
                 }
             }
@@ -494,6 +523,7 @@ pub(crate) async fn send(
                         status: None,
                         retry_after: None,
                         aborted: false,
+                        aws_error: None,
                     });
                 }
                 connection_retry_delay(ctx, retries_done)
@@ -506,6 +536,7 @@ pub(crate) async fn send(
                         status: None,
                         retry_after: None,
                         aborted: false,
+                        aws_error: None,
                     });
                 }
                 connection_retry_delay(ctx, retries_done)

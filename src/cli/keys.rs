@@ -3,8 +3,8 @@
 //! `!command` value forms (`spec/models-providers-settings.md` §4.5, §5).
 //!
 //! The `ai` layer takes the file contents as text and calls back into [`ShellKeyResolver`]
-//! for environment lookups and commands; nothing below `cli` reads the environment or runs
-//! processes for keys.
+//! for environment lookups, commands and cloud credential files (Vertex key files); nothing
+//! below `cli` reads the environment, files or runs processes for keys.
 //!
 //! Invariant: commands run with `/bin/sh -c`, stdin closed, stderr discarded, in their own
 //! process group, killed after 10 s; their trimmed stdout is the value, empty or a non-zero
@@ -57,6 +57,19 @@ impl KeyResolver for ShellKeyResolver {
             .get(name)
             .filter(|value| !value.is_empty())
             .cloned()
+    }
+
+    fn read_file(&self, path: &str) -> Option<String> {
+        // Credential files are small; anything over 1 MiB is not one.
+        const LIMIT: u64 = 1 << 20;
+        let path = match path.strip_prefix("~/") {
+            Some(rest) => PathBuf::from(self.vars.get("HOME")?).join(rest),
+            None => self.cwd.join(path),
+        };
+        let file = std::fs::File::open(path).ok()?;
+        let mut text = String::new();
+        file.take(LIMIT).read_to_string(&mut text).ok()?;
+        Some(text)
     }
 
     fn run_command(&self, command: &str) -> Option<String> {

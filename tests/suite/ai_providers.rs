@@ -110,7 +110,55 @@ fn request_for(spec: &Value) -> Request {
     }
 }
 
-fn options_for(spec: &Value) -> StreamOptions {
+/// The environment a case's `options.env` gives (the reference's scoped provider
+/// environment), over the case's files written into a temporary directory.
+#[derive(Debug)]
+struct CaseEnv {
+    vars: std::collections::HashMap<String, String>,
+}
+
+impl pi::ai::auth::KeyResolver for CaseEnv {
+    fn env(&self, name: &str) -> Option<String> {
+        self.vars
+            .get(name)
+            .filter(|value| !value.is_empty())
+            .cloned()
+    }
+
+    fn run_command(&self, _command: &str) -> Option<String> {
+        None
+    }
+
+    fn read_file(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(path).ok()
+    }
+}
+
+/// Writes the case's `files` (with `{server}` replaced) and returns its environment.
+fn case_env(spec: &Value, server_url: &str, files: &std::path::Path) -> CaseEnv {
+    for (name, fixture) in spec["files"].as_object().into_iter().flatten() {
+        let text = std::fs::read_to_string(dir().join(fixture.as_str().unwrap())).unwrap();
+        std::fs::write(files.join(name), text.replace("{server}", server_url)).unwrap();
+    }
+    let files = files.to_str().unwrap();
+    CaseEnv {
+        vars: spec["options"]["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .chain(spec["processEnv"].as_object().into_iter().flatten())
+            .map(|(name, value)| {
+                let value = value.as_str().unwrap();
+                let value = value
+                    .replace("{files}", files)
+                    .replace("{server}", server_url);
+                (name.clone(), value)
+            })
+            .collect(),
+    }
+}
+
+fn options_for(spec: &Value, model: &Model, env: &CaseEnv) -> StreamOptions {
     let opts = &spec["options"];
     let mut options = StreamOptions::new(pi::ai::auth::RequestAuth {
         api_key: opts["apiKey"].as_str().map(str::to_owned),
@@ -124,6 +172,8 @@ fn options_for(spec: &Value) -> StreamOptions {
         ..Default::default()
     });
     options.base_url = None;
+    (options.provider_env, options.cloud) =
+        pi::ai::auth::provider_settings(model, options.api_key.as_deref(), env);
     options.thinking = opts["reasoning"]
         .as_str()
         .and_then(ThinkingLevel::parse)
@@ -163,9 +213,9 @@ fn responses_for(spec: &Value, chunking: Option<(u64, usize)>) -> Vec<MockRespon
             let status = response["status"].as_u64().unwrap() as u16;
             let mut mock = match response["bodyFile"].as_str() {
                 Some(file) => {
-                    let mut mock = MockResponse::sse(
-                        String::from_utf8(std::fs::read(dir().join(file)).unwrap()).unwrap(),
-                    );
+                    // SSE text, or binary event-stream frames (Bedrock).
+                    let mut mock = MockResponse::sse("");
+                    mock.body = std::fs::read(dir().join(file)).unwrap();
                     mock.status = status;
                     mock.headers.clear();
                     mock
@@ -233,10 +283,12 @@ async fn run_case(name: &str, chunking: Option<(u64, usize)>) -> Outcome {
     let spec = read_json(&format!("{name}.case.json"));
     let server = ProviderServer::start(responses_for(&spec, chunking));
     let model = model_for(&spec, &server);
+    let files = tempfile::tempdir().unwrap();
+    let env = case_env(&spec, &server.url(), files.path());
     let mut stream = client().stream(
         &model,
         request_for(&spec),
-        options_for(&spec),
+        options_for(&spec, &model, &env),
         CancellationToken::new(),
     );
     let mut events = Vec::new();
@@ -312,6 +364,9 @@ const CHECKED_HEADERS: &[&str] = &[
     "x-client-request-id",
     "cf-aig-authorization",
     "x-goog-api-key",
+    "x-goog-user-project",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
     "x-affinity",
     "chatgpt-account-id",
     "originator",
@@ -361,7 +416,8 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
     assert_eq!(
         outcome.requests.len(),
         expected_requests.len(),
-        "{name} {label}: request count"
+        "{name} {label}: request count (errorMessage: {})",
+        outcome.message["errorMessage"]
     );
     for (ours, theirs) in outcome.requests.iter().zip(expected_requests) {
         assert_eq!(
@@ -370,19 +426,50 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
             "{name}: method"
         );
         assert_eq!(ours.path, theirs["path"].as_str().unwrap(), "{name}: path");
+        if ours.path == "/token" {
+            compare_token_request(name, label, ours, theirs);
+            continue;
+        }
         pretty_assertions::assert_eq!(
             to_js_string(&ours.json()),
             to_js_string(&theirs["body"]),
             "{name} {label}: request body"
         );
+        let sigv4 = theirs["headers"]["authorization"]
+            .as_str()
+            .is_some_and(|value| value.starts_with("AWS4-HMAC-SHA256 "));
+        if sigv4 {
+            check_sigv4(name, label, ours, theirs);
+        }
         for header in CHECKED_HEADERS {
+            if sigv4 && *header == "authorization" {
+                continue;
+            }
+            // reqwest's default `Accept: */*` where the AWS SDK sends none.
+            if *header == "accept"
+                && ours.header("accept") == Some("*/*")
+                && theirs["headers"]["accept"].is_null()
+            {
+                continue;
+            }
             assert_eq!(
                 ours.header(header),
                 theirs["headers"][*header].as_str(),
                 "{name} {label}: header {header}"
             );
         }
-        if let Some(agent) = theirs["headers"]["user-agent"].as_str() {
+        if let Some(agent) = theirs["headers"]["user-agent"]
+            .as_str()
+            .filter(|agent| agent.starts_with("aws-sdk-js/"))
+        {
+            // The AWS SDK's agent with pi's pair appended; ours is pi's identity agent.
+            assert!(agent.ends_with(" pi/1.6.0"), "{name}: {agent}");
+            assert!(
+                ours.header("user-agent")
+                    .is_some_and(|ua| ua.starts_with("pi/")),
+                "{name}: user-agent"
+            );
+        } else if let Some(agent) = theirs["headers"]["user-agent"].as_str() {
             assert_eq!(
                 ours.header("user-agent").map(user_agent_shape),
                 Some(user_agent_shape(agent)),
@@ -403,6 +490,234 @@ fn compare(name: &str, label: &str, outcome: &Outcome, expected: &Value) {
         to_js_string(&ours_message),
         to_js_string(&theirs_message),
         "{name} {label}: final message"
+    );
+}
+
+/// The secret key of an access key id the fixtures use: the case environment's, or the
+/// one the test credentials file pairs with it.
+fn aws_secret_for(access_key_id: &str) -> String {
+    for case in case_names() {
+        let spec = read_json(&format!("{case}.case.json"));
+        let env = &spec["options"]["env"];
+        if env["AWS_ACCESS_KEY_ID"] == access_key_id {
+            return env["AWS_SECRET_ACCESS_KEY"].as_str().unwrap().to_owned();
+        }
+    }
+    let ini = std::fs::read_to_string(dir().join("bedrock-test-credentials.ini")).unwrap();
+    let mut lines = ini.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if line.replace(' ', "") == format!("aws_access_key_id={access_key_id}") {
+            let next = lines.next().unwrap();
+            return next.split_once('=').unwrap().1.trim().to_owned();
+        }
+    }
+    panic!("no secret for {access_key_id}");
+}
+
+fn hmac(key: &[u8], data: &str) -> Vec<u8> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    ring::hmac::sign(&key, data.as_bytes()).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SigV4 checked independently of the signer we use: the `Authorization` header parsed, its
+/// scope compared with the reference's (key id, region, service `bedrock`), the signed headers
+/// required, and the signature recomputed here from the request as received (canonical
+/// request with the path encoded once more, string to sign, the HMAC key chain).
+fn check_sigv4(name: &str, label: &str, ours: &RecordedRequest, theirs: &Value) {
+    let header = ours
+        .header("authorization")
+        .expect("an Authorization header");
+    let fields = |value: &str| -> (String, Vec<String>, String) {
+        let rest = value.strip_prefix("AWS4-HMAC-SHA256 ").unwrap();
+        let mut credential = String::new();
+        let mut signed = Vec::new();
+        let mut signature = String::new();
+        for part in rest.split(", ") {
+            let (key, value) = part.split_once('=').unwrap();
+            match key {
+                "Credential" => credential = value.to_owned(),
+                "SignedHeaders" => signed = value.split(';').map(str::to_owned).collect(),
+                "Signature" => signature = value.to_owned(),
+                other => panic!("{name}: unexpected Authorization field {other}"),
+            }
+        }
+        (credential, signed, signature)
+    };
+    let (credential, signed, signature) = fields(header);
+    let (their_credential, _, _) = fields(theirs["headers"]["authorization"].as_str().unwrap());
+    let scope: Vec<&str> = credential.split('/').collect();
+    let their_scope: Vec<&str> = their_credential.split('/').collect();
+    assert_eq!(scope.len(), 5, "{name}: credential scope {credential}");
+    assert_eq!(
+        (scope[0], scope[2], scope[3], scope[4]),
+        (
+            their_scope[0],
+            their_scope[2],
+            their_scope[3],
+            their_scope[4]
+        ),
+        "{name} {label}: key id, region, service"
+    );
+    let amz_date = ours.header("x-amz-date").expect("x-amz-date");
+    assert_eq!(&amz_date[..8], scope[1], "{name}: scope date");
+    let mut required = vec!["content-type", "host", "x-amz-content-sha256", "x-amz-date"];
+    if ours.header("x-amz-security-token").is_some() {
+        required.push("x-amz-security-token");
+    }
+    for header in required {
+        assert!(
+            signed.iter().any(|h| h == header),
+            "{name}: {header} is signed"
+        );
+    }
+    let payload_hash = hex(ring::digest::digest(&ring::digest::SHA256, &ours.body).as_ref());
+    assert_eq!(
+        ours.header("x-amz-content-sha256"),
+        Some(payload_hash.as_str()),
+        "{name}: payload hash"
+    );
+    let (path, query) = ours.path.split_once('?').unwrap_or((&ours.path, ""));
+    let canonical_uri: String = path.replace('%', "%25");
+    let canonical_headers: String = signed
+        .iter()
+        .map(|header| format!("{header}:{}\n", ours.header(header).unwrap().trim()))
+        .collect();
+    let canonical_request = format!(
+        "POST\n{canonical_uri}\n{query}\n{canonical_headers}\n{}\n{payload_hash}",
+        signed.join(";")
+    );
+    let string_to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{}\n{}",
+        scope[1..].join("/"),
+        hex(ring::digest::digest(&ring::digest::SHA256, canonical_request.as_bytes()).as_ref())
+    );
+    let secret = aws_secret_for(scope[0]);
+    let mut key = hmac(format!("AWS4{secret}").as_bytes(), scope[1]);
+    for part in &scope[2..] {
+        key = hmac(&key, part);
+    }
+    assert_eq!(
+        hex(&hmac(&key, &string_to_sign)),
+        signature,
+        "{name} {label}: SigV4 signature"
+    );
+}
+
+/// The fixture service account's public key (`vertex-test-service-account.pub.pem`, PKCS#1
+/// DER inside), a key pair made for these tests only.
+fn test_service_account_public_key() -> Vec<u8> {
+    use base64::Engine as _;
+    let pem = std::fs::read_to_string(dir().join("vertex-test-service-account.pub.pem")).unwrap();
+    let body: String = pem
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap()
+}
+
+fn form_fields(body: &str) -> Vec<(String, String)> {
+    body.split('&')
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap();
+            let decode = |text: &str| {
+                let text = text.replace('+', " ");
+                let bytes = text.as_bytes();
+                let mut out = Vec::new();
+                let mut at = 0;
+                while at < bytes.len() {
+                    if bytes[at] == b'%' {
+                        out.push(u8::from_str_radix(&text[at + 1..at + 3], 16).unwrap());
+                        at += 3;
+                    } else {
+                        out.push(bytes[at]);
+                        at += 1;
+                    }
+                }
+                String::from_utf8(out).unwrap()
+            };
+            (decode(key), decode(value))
+        })
+        .collect()
+}
+
+/// A token exchange: a refresh-token form byte for byte; a service account's JWT verified
+/// with the test key's public half, its header and claims compared with the reference's
+/// (`iat`/`exp` are the clocks' own; `aud` is the key file's `token_uri` here, Google's fixed
+/// URL there).
+fn compare_token_request(name: &str, label: &str, ours: &RecordedRequest, theirs: &Value) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    assert_eq!(
+        ours.header("content-type"),
+        theirs["headers"]["content-type"].as_str(),
+        "{name} {label}: token request content type"
+    );
+    let ours_body = String::from_utf8(ours.body.clone()).unwrap();
+    let theirs_body = theirs["body"].as_str().unwrap();
+    let ours_form = form_fields(&ours_body);
+    let theirs_form = form_fields(theirs_body);
+    let names = |form: &[(String, String)]| form.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&ours_form),
+        names(&theirs_form),
+        "{name}: token form fields"
+    );
+    let Some((_, assertion)) = ours_form.iter().find(|(key, _)| key == "assertion") else {
+        assert_eq!(
+            ours_body, theirs_body,
+            "{name} {label}: refresh-token exchange"
+        );
+        return;
+    };
+    assert_eq!(ours_form[0], theirs_form[0], "{name}: grant type");
+    let (_, their_assertion) = theirs_form
+        .iter()
+        .find(|(key, _)| key == "assertion")
+        .unwrap();
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let their_parts: Vec<&str> = their_assertion.split('.').collect();
+    assert_eq!(parts.len(), 3, "{name}: a JWT");
+    let public_key = test_service_account_public_key();
+    ring::signature::UnparsedPublicKey::new(
+        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+        &public_key,
+    )
+    .verify(
+        format!("{}.{}", parts[0], parts[1]).as_bytes(),
+        &b64.decode(parts[2]).unwrap(),
+    )
+    .expect("the JWT is signed with the service account's key");
+    assert_eq!(
+        b64.decode(parts[0]).unwrap(),
+        b64.decode(their_parts[0]).unwrap(),
+        "{name}: JWT header"
+    );
+    let claims =
+        |part: &str| -> Value { serde_json::from_slice(&b64.decode(part).unwrap()).unwrap() };
+    let mut ours_claims = claims(parts[1]);
+    let mut theirs_claims = claims(their_parts[1]);
+    for claims in [&mut ours_claims, &mut theirs_claims] {
+        let iat = claims["iat"].as_i64().unwrap();
+        assert_eq!(claims["exp"].as_i64().unwrap() - iat, 3600, "{name}: exp");
+        claims["iat"] = json!(0);
+        claims["exp"] = json!(3600);
+    }
+    assert_eq!(
+        ours_claims["aud"].as_str().unwrap(),
+        format!("http://{}/token", ours.header("host").unwrap()),
+        "{name}: the JWT is for the key file's token_uri"
+    );
+    theirs_claims["aud"] = ours_claims["aud"].clone();
+    assert_eq!(
+        to_js_string(&ours_claims),
+        to_js_string(&theirs_claims),
+        "{name}: JWT claims"
     );
 }
 
@@ -502,6 +817,30 @@ async fn errors_are_classified_as_the_reference_decides() {
             matches!(e, AiError::Transient { .. })
         }),
         ("google-safety", |e| matches!(e, AiError::Other { .. })),
+        ("vertex-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("vertex-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("vertex-dropped", |e| matches!(e, AiError::Transient { .. })),
+        ("vertex-error-midstream", |e| {
+            matches!(e, AiError::RateLimited { .. })
+        }),
+        ("vertex-token-denied", |e| matches!(e, AiError::Auth { .. })),
+        ("bedrock-overflow", |e| {
+            matches!(e, AiError::ContextOverflow { .. })
+        }),
+        ("bedrock-500-exhausted", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        ("bedrock-dropped", |e| {
+            matches!(e, AiError::Transient { .. })
+        }),
+        // "Throttling error: …" matches none of 1.6.0's retry patterns.
+        ("bedrock-exception-midstream", |e| {
+            matches!(e, AiError::Other { .. })
+        }),
         ("mistral-overflow", |e| {
             matches!(e, AiError::ContextOverflow { .. })
         }),
@@ -536,10 +875,12 @@ async fn errors_are_classified_as_the_reference_decides() {
         let spec = read_json(&format!("{name}.case.json"));
         let server = ProviderServer::start(responses_for(&spec, None));
         let model = model_for(&spec, &server);
+        let files = tempfile::tempdir().unwrap();
+        let env = case_env(&spec, &server.url(), files.path());
         let stream = client().stream(
             &model,
             request_for(&spec),
-            options_for(&spec),
+            options_for(&spec, &model, &env),
             CancellationToken::new(),
         );
         let error = last_error(stream).await;

@@ -388,12 +388,12 @@ async fn connection_refused_is_retried_then_a_connection_error() {
 async fn unsupported_apis_and_missing_keys_fail_without_sending() {
     let server = ProviderServer::start(vec![]);
     let mut model = local_model(&server.url());
-    model.api = "google-vertex".into();
+    model.api = "pi-messages".into();
     let (events, message) =
         collect(client().stream(&model, request("hi"), options(), CancellationToken::new())).await;
     assert_eq!(
         message.error_message.as_deref(),
-        Some("No API provider registered for api: google-vertex")
+        Some("No API provider registered for api: pi-messages")
     );
     assert!(matches!(error_of(&events), AiError::Config { .. }));
 

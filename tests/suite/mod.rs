@@ -1,6 +1,7 @@
 //! The test suites, one file per area.
 
 mod agent_session;
+mod ai_cloud;
 mod ai_models_json;
 mod ai_providers;
 mod ai_proxy;
