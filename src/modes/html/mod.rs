@@ -479,9 +479,9 @@ fn body(html: &mut String, entry: &Entry) {
             );
         }
         EntryKind::Compaction(compaction) => {
-            let _ = write!(
+            let _ = writeln!(
                 html,
-                "<details class=\"summary\"><summary>Compacted: {} tokens of context summarised</summary>\n",
+                "<details class=\"summary\"><summary>Compacted: {} tokens of context summarised</summary>",
                 compaction.tokens_before
             );
             markdown::render(&compaction.summary, html);
@@ -625,9 +625,9 @@ fn message_body(html: &mut String, message: &AgentMessage) {
                 if lines <= 12 { " open" } else { "" }
             );
             escape_into(html, &result.tool_name);
-            let _ = write!(
+            let _ = writeln!(
                 html,
-                "</code>{} · {lines} line{}</summary>\n",
+                "</code>{} · {lines} line{}</summary>",
                 if result.is_error { " (error)" } else { "" },
                 if lines == 1 { "" } else { "s" }
             );
@@ -658,9 +658,9 @@ fn message_body(html: &mut String, message: &AgentMessage) {
             }
             html.push_str("</p>\n");
             let lines = bash.output.lines().count();
-            let _ = write!(
+            let _ = writeln!(
                 html,
-                "<details class=\"output\"{}><summary>Output · {lines} line{}{}</summary>\n",
+                "<details class=\"output\"{}><summary>Output · {lines} line{}{}</summary>",
                 if lines <= 12 { " open" } else { "" },
                 if lines == 1 { "" } else { "s" },
                 if bash.truncated { " (truncated)" } else { "" }

@@ -504,7 +504,7 @@ mod tests {
     ) -> Result<Option<ImportReport>> {
         let reader = SessionReader::new(bytes).expect("a session file");
         let session = reader.header().id.clone();
-        let sid = store.read(|db| Ok(sql::sid_of(db, session.as_str())?))?;
+        let sid = store.read(|db| sql::sid_of(db, session.as_str()))?;
         let sid = sid.expect("stored");
         let plan = store.read(|db| SessionStore::plan(db, sid, &session, reader))?;
         meanwhile(store);
