@@ -837,6 +837,53 @@ pub mod sse {
         anthropic_events(&events)
     }
 
+    /// One Gemini API `GenerateContentResponse` per `data:` line (no `[DONE]`).
+    pub fn google_chunks(chunks: &[Value]) -> String {
+        let mut out = String::new();
+        for chunk in chunks {
+            out.push_str("data: ");
+            out.push_str(&chunk.to_string());
+            out.push_str("\n\n");
+        }
+        out
+    }
+
+    fn google_chunk(parts: Value, finish: Option<&str>, output_tokens: u64) -> Value {
+        let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+        if let Some(reason) = finish {
+            candidate["finishReason"] = json!(reason);
+        }
+        json!({"candidates": [candidate],
+               "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": output_tokens,
+                                 "totalTokenCount": 100 + output_tokens,
+                                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 100}]},
+               "modelVersion": "gemini-test", "responseId": "resp-g-test"})
+    }
+
+    /// A Gemini API answer streaming `text` word by word, the last chunk with `STOP`.
+    pub fn google_text(text: &str) -> String {
+        let pieces = split_words(text);
+        let mut chunks = Vec::new();
+        for (idx, piece) in pieces.iter().enumerate() {
+            let finish = (idx + 1 == pieces.len()).then_some("STOP");
+            chunks.push(google_chunk(
+                json!([{"text": piece}]),
+                finish,
+                idx as u64 + 1,
+            ));
+        }
+        google_chunks(&chunks)
+    }
+
+    /// A Gemini API answer with one `functionCall` part (with the provider's call id).
+    pub fn google_tool_call(id: &str, name: &str, args: Value) -> String {
+        google_chunks(&[google_chunk(
+            json!([{"functionCall": {"id": id, "name": name, "args": args}}]),
+            Some("STOP"),
+            20,
+        )])
+    }
+
     /// Splits text after each space (keeping the spaces), so deltas concatenate back.
     fn split_words(text: &str) -> Vec<&str> {
         let mut pieces = Vec::new();
