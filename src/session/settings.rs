@@ -14,8 +14,11 @@ pub struct RetrySettings {
     pub enabled: bool,
     /// `retry.maxRetries` (default 3).
     pub max_retries: u32,
-    /// `retry.baseDelayMs` (default 2000): attempt n waits `base · 2^(n−1)`.
+    /// `retry.baseDelayMs` (default 2000): attempt n waits `base · 2^(n−1)`...
     pub base_delay_ms: u64,
+    /// ...but never longer than `retry.maxAgentDelayMs` (default 60000; 1.6.0's
+    /// `retryDelayMs`).
+    pub max_agent_delay_ms: u64,
 }
 
 impl Default for RetrySettings {
@@ -24,6 +27,7 @@ impl Default for RetrySettings {
             enabled: true,
             max_retries: 3,
             base_delay_ms: 2000,
+            max_agent_delay_ms: 60_000,
         }
     }
 }

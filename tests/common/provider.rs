@@ -14,7 +14,7 @@
 //!
 //! Responses can be cut into pieces at seeded random points (`chunked`), pause (`stall_after`),
 //! lose the connection mid-body (`drop_after`: the chunked body is never terminated), or hold
-//! back their headers (`delay_headers`). Bodies of SSE responses use chunked transfer
+//! back their headers (`delay_headers`), or reset the connection unanswered (`reset`). Bodies of SSE responses use chunked transfer
 //! encoding, others `Content-Length`. A request beyond the script gets a 500 with
 //! `no scripted response left` (and is recorded, so a test sees it).
 //!
@@ -59,6 +59,8 @@ pub struct MockResponse {
     pub chunked_encoding: bool,
     /// Hold the response until this many requests have been received (at most the duration).
     pub after_requests: Option<(usize, Duration)>,
+    /// Answer nothing: reset the connection (RST) once the request has been read.
+    pub reset: bool,
 }
 
 impl MockResponse {
@@ -80,6 +82,7 @@ impl MockResponse {
             delay_headers: None,
             chunked_encoding: true,
             after_requests: None,
+            reset: false,
         }
     }
 
@@ -95,6 +98,7 @@ impl MockResponse {
             delay_headers: None,
             chunked_encoding: false,
             after_requests: None,
+            reset: false,
         }
     }
 
@@ -139,6 +143,15 @@ impl MockResponse {
     pub fn delay_headers(mut self, delay: Duration) -> Self {
         self.delay_headers = Some(delay);
         self
+    }
+
+    /// No response: the connection is reset (TCP RST) right after the request was read,
+    /// before any byte of a response (`ECONNRESET` for the client).
+    pub fn reset() -> Self {
+        Self {
+            reset: true,
+            ..Self::status(500)
+        }
     }
 
     /// Holds the response until `count` requests have arrived in total (or `timeout` passed).
@@ -452,6 +465,11 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<Mutex<State>>) {
 
 /// Writes one response; false when the connection must close.
 async fn write_response(socket: &mut TcpStream, response: &MockResponse) -> bool {
+    if response.reset {
+        // Closing with a zero linger time sends RST instead of FIN.
+        let _ = socket.set_zero_linger();
+        return false;
+    }
     if let Some(delay) = response.delay_headers {
         tokio::time::sleep(delay).await;
     }

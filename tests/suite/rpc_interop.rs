@@ -38,6 +38,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tempfile::TempDir;
@@ -1834,4 +1835,64 @@ fn print_mode_tool_wildcards_select_what_the_reference_selects_of_pi_tools() {
         .filter(|name| !["powershell", "codemode", "tool_search"].contains(&name.as_str()))
         .collect();
     assert_eq!(names(1), without_missing);
+}
+
+#[test]
+fn a_reset_connection_and_connection_closed_are_retried_within_max_agent_delay_as_1_6_does() {
+    // 1.6.0's retry rules (`pi-ai/dist/utils/retry.js`): a connection reset before any
+    // response and a stream that ends in an error event saying "Connection closed." are both
+    // retried by the session (`retry.provider.maxRetries` unset: no transport re-send), and
+    // each wait is `baseDelayMs · 2^(n−1)` capped by `retry.maxAgentDelayMs` — 20 ms here
+    // instead of 100 s.
+    let closed = format!(
+        "data: {}\n\n",
+        json!({"error": {"message": "Connection closed.", "type": "api_error"}})
+    );
+    let started = std::time::Instant::now();
+    let run = print_both(
+        &["--mode", "json", "Hello"],
+        vec![
+            MockResponse::reset(),
+            MockResponse::sse(closed),
+            MockResponse::sse(sse::openai_text("Recovered.")),
+        ],
+        |sandbox| {
+            std::fs::write(
+                sandbox.agent_dir().join("settings.json"),
+                r#"{"retry":{"baseDelayMs":100000,"maxAgentDelayMs":20}}"#,
+            )
+            .unwrap();
+        },
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "no 100 s wait");
+    assert_eq!(run.requests.len(), 6, "three requests on each side");
+    let retries = |output: &Output| -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|event| {
+                event["type"]
+                    .as_str()
+                    .is_some_and(|kind| kind.starts_with("auto_retry"))
+            })
+            .collect()
+    };
+    let (reference, ours) = (retries(&run.reference), retries(&run.ours));
+    assert_eq!(
+        reference.len(),
+        3,
+        "two retries and their end: {reference:?}"
+    );
+    for (idx, (reference_event, our_event)) in reference.iter().zip(&ours).enumerate() {
+        assert_same(reference_event, our_event, &format!("retry event {idx}"));
+    }
+    // The reset: the SDK's `Connection error.` with Node's cause appended (`withCauseDetail`).
+    assert_eq!(
+        reference[0]["errorMessage"],
+        "Connection error.: read ECONNRESET"
+    );
+    assert_eq!(reference[0]["delayMs"], 20);
+    assert_eq!(reference[1]["delayMs"], 20);
+    assert_eq!(reference[1]["errorMessage"], "Connection closed.");
+    assert!(String::from_utf8_lossy(&run.ours.stdout).contains("Recovered."));
 }

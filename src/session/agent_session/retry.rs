@@ -25,6 +25,13 @@ pub fn is_retryable(message: &AssistantMessage, context_window: u64) -> bool {
     crate::ai::error::is_retryable_error(message, context_window)
 }
 
+/// The wait before retry `attempt` (1-based): `base · 2^(attempt−1)`, at most `cap`
+/// (1.6.0's `retryDelayMs`).
+pub fn retry_delay_ms(base: u64, cap: u64, attempt: u32) -> u64 {
+    base.saturating_mul(1u64 << attempt.saturating_sub(1).min(62))
+        .min(cap)
+}
+
 impl AgentSession {
     /// 1.6.0's `_willRetryAfterAgentEnd`: not aborted, retries on and not used up, and the
     /// run's last assistant message a retryable error ([`AgentSession::retry_after`]'s rule).
@@ -90,8 +97,13 @@ impl AgentSession {
             });
             return false;
         }
-        let base = self.with_settings(|settings| settings.retry.base_delay_ms);
-        let delay_ms = base.saturating_mul(1u64 << (attempt - 1).min(30));
+        let (base, cap) = self.with_settings(|settings| {
+            (
+                settings.retry.base_delay_ms,
+                settings.retry.max_agent_delay_ms,
+            )
+        });
+        let delay_ms = retry_delay_ms(base, cap, attempt);
         let cancel = CancellationToken::new();
         self.state().retry_cancel = Some(cancel.clone());
         self.emit(SessionEvent::AutoRetryStart {
@@ -185,5 +197,18 @@ impl AgentSession {
     pub fn set_auto_retry(&self, enabled: bool) {
         self.state().auto_retry = enabled;
         self.config().settings_sink.set_auto_retry(enabled);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_delay_ms;
+
+    #[test]
+    fn the_delay_doubles_up_to_the_cap() {
+        let waits: Vec<u64> = (1..=7).map(|n| retry_delay_ms(2000, 60_000, n)).collect();
+        assert_eq!(waits, [2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000]);
+        assert_eq!(retry_delay_ms(2000, 0, 1), 0);
+        assert_eq!(retry_delay_ms(u64::MAX, 60_000, 40), 60_000);
     }
 }
