@@ -18,18 +18,12 @@ use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::session::agent_session::state::AgentSession;
 use crate::session::events::SessionEvent;
+use crate::session::settings::RetrySettings;
 
 /// Whether an assistant message is a failed turn worth retrying (not an overflow; spec
 /// models-providers-settings §11.3).
 pub fn is_retryable(message: &AssistantMessage, context_window: u64) -> bool {
     crate::ai::error::is_retryable_error(message, context_window)
-}
-
-/// The wait before retry `attempt` (1-based): `base · 2^(attempt−1)`, at most `cap`
-/// (1.6.0's `retryDelayMs`).
-pub fn retry_delay_ms(base: u64, cap: u64, attempt: u32) -> u64 {
-    base.saturating_mul(1u64 << attempt.saturating_sub(1).min(62))
-        .min(cap)
 }
 
 impl AgentSession {
@@ -97,13 +91,7 @@ impl AgentSession {
             });
             return false;
         }
-        let (base, cap) = self.with_settings(|settings| {
-            (
-                settings.retry.base_delay_ms,
-                settings.retry.max_agent_delay_ms,
-            )
-        });
-        let delay_ms = retry_delay_ms(base, cap, attempt);
+        let delay_ms = self.with_settings(|settings| settings.retry.delay_ms(attempt));
         let cancel = CancellationToken::new();
         self.state().retry_cancel = Some(cancel.clone());
         self.emit(SessionEvent::AutoRetryStart {
@@ -134,6 +122,14 @@ impl AgentSession {
             return false;
         }
         true
+    }
+
+    /// The `retry.*` a summary request runs with: the settings, switched off with the
+    /// session's auto-retry toggle.
+    pub(super) fn summary_retry(&self) -> RetrySettings {
+        let mut retry = self.with_settings(|settings| settings.retry);
+        retry.enabled = self.state().auto_retry;
+        retry
     }
 
     /// Omits a failed attempt from the model context (1.6.0 `_omitRecoveryAttempt`): a
@@ -197,18 +193,5 @@ impl AgentSession {
     pub fn set_auto_retry(&self, enabled: bool) {
         self.state().auto_retry = enabled;
         self.config().settings_sink.set_auto_retry(enabled);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::retry_delay_ms;
-
-    #[test]
-    fn the_delay_doubles_up_to_the_cap() {
-        let waits: Vec<u64> = (1..=7).map(|n| retry_delay_ms(2000, 60_000, n)).collect();
-        assert_eq!(waits, [2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000]);
-        assert_eq!(retry_delay_ms(2000, 0, 1), 0);
-        assert_eq!(retry_delay_ms(u64::MAX, 60_000, 40), 60_000);
     }
 }
