@@ -2,7 +2,9 @@
 //!
 //! Run: `cargo bench --bench sse` (release profile; not part of CI). Prints, for a long
 //! OpenAI-compatible stream, a long OpenAI Responses stream, a long Anthropic stream, a
-//! long Gemini stream, a long Mistral stream and a long Codex stream (built
+//! long Gemini stream (decoded twice: `google (tree)` reads every chunk into a JSON tree, as
+//! before the typed view; `google` is what pi runs), a long Mistral stream and a long Codex
+//! stream (built
 //! from the recorded fixture frames, ~8 MB each, fed in 16 KiB network-sized pieces):
 //! - framing only (`SseDecoder`): MB/s and frames/s;
 //! - full decoding (framing + JSON + events + message building): MB/s, events/s and heap
@@ -258,6 +260,8 @@ enum Wire {
     Responses(Model),
     Anthropic(Model),
     Google(Model),
+    /// The Gemini stream with every chunk read into a JSON tree (the path before the typed view).
+    GoogleTree(Model),
     Mistral(Model),
     Codex(Model),
 }
@@ -319,12 +323,18 @@ fn decode(bytes: &[u8], wire: &Wire) -> usize {
             let _ = decoder.complete(0);
             std::hint::black_box(decoder.message().content.len());
         }
-        Wire::Google(model) => {
+        Wire::Google(model) | Wire::GoogleTree(model) => {
+            let tree = matches!(wire, Wire::GoogleTree(_));
             let mut decoder = GoogleDecoder::new(new_assistant_message(model, 0), model);
             'outer: for piece in bytes.chunks(PIECE) {
                 sse.feed(piece);
                 while let Some(frame) = sse.next_frame() {
-                    let done = decoder.on_frame(frame.data, &mut out).unwrap_or(true);
+                    let done = if tree {
+                        decoder.on_frame_tree(frame.data, &mut out)
+                    } else {
+                        decoder.on_frame(frame.data, &mut out)
+                    }
+                    .unwrap_or(true);
                     events += out.drain(..).count();
                     if done {
                         break 'outer;
@@ -385,13 +395,13 @@ fn report(name: &str, bytes: &[u8], wire: &Wire) {
     let mb = bytes.len() as f64 / 1_000_000.0;
     let (secs, frames) = best_of(|| frames_only(bytes));
     println!(
-        "{name:<10} framing   {:>8.1} MB/s  {:>10.0} frames/s  ({frames} frames, {mb:.1} MB)",
+        "{name:<13} framing   {:>8.1} MB/s  {:>10.0} frames/s  ({frames} frames, {mb:.1} MB)",
         mb / secs,
         frames as f64 / secs
     );
     let (secs, events) = best_of(|| decode(bytes, wire));
     println!(
-        "{name:<10} decoding  {:>8.1} MB/s  {:>10.0} events/s  ({events} events{})",
+        "{name:<13} decoding  {:>8.1} MB/s  {:>10.0} events/s  ({events} events{})",
         mb / secs,
         events as f64 / secs,
         allocations(bytes, wire),
@@ -436,9 +446,15 @@ fn main() {
         &anthropic,
         &Wire::Anthropic(model("anthropic", "claude-sonnet-4-5")),
     );
+    let google = google_stream();
+    report(
+        "google (tree)",
+        &google,
+        &Wire::GoogleTree(model("google", "gemini-3-flash-preview")),
+    );
     report(
         "google",
-        &google_stream(),
+        &google,
         &Wire::Google(model("google", "gemini-3-flash-preview")),
     );
     report(

@@ -249,6 +249,17 @@ pub fn is_context_overflow(message: &AssistantMessage, context_window: u64) -> b
         && input as f64 >= context_window as f64 * 0.99
 }
 
+/// 1.6.0's `isRetryableAssistantError` alone (no overflow check), as `retryAssistantCall`
+/// uses it for summary requests: an error that is not a quota or plan limit and matches the
+/// retryable pattern.
+pub fn is_retryable_assistant_error(message: &AssistantMessage) -> bool {
+    message.stop_reason == StopReason::Error
+        && message
+            .error_message
+            .as_deref()
+            .is_some_and(|error| !hit(&NON_RETRYABLE, error) && hit(&RETRYABLE, error))
+}
+
 /// Returns true when the session should retry the turn (1.6.0's `isRetryableAssistantError`
 /// after the overflow check): an error message that is not an overflow, not a quota or plan
 /// limit, and matches the retryable pattern.

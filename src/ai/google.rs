@@ -36,6 +36,8 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::ai::convert::{LlmMessage, transform_messages};
@@ -673,6 +675,61 @@ enum Open {
     Thinking,
 }
 
+/// A streamed `GenerateContentResponse`, read without building a JSON tree (strings borrowed
+/// where they have no escapes). A member of another type than these fails the read, and the
+/// chunk goes the tree way.
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(borrow, default)]
+    candidates: Option<Vec<CandidateView<'a>>>,
+    #[serde(rename = "usageMetadata", default)]
+    usage: Option<UsageView>,
+    #[serde(rename = "responseId", borrow, default)]
+    response_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CandidateView<'a> {
+    #[serde(borrow, default)]
+    content: Option<ContentView<'a>>,
+    #[serde(rename = "finishReason", borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ContentView<'a> {
+    #[serde(borrow, default)]
+    parts: Option<Vec<PartView<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct PartView<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    thought: Option<bool>,
+    #[serde(rename = "thoughtSignature", borrow, default)]
+    thought_signature: Option<Cow<'a, str>>,
+    #[serde(rename = "functionCall", borrow, default)]
+    function_call: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct UsageView {
+    #[serde(rename = "promptTokenCount", default)]
+    prompt: Option<f64>,
+    #[serde(rename = "candidatesTokenCount", default)]
+    candidates: Option<f64>,
+    #[serde(rename = "cachedContentTokenCount", default)]
+    cached: Option<f64>,
+    #[serde(rename = "thoughtsTokenCount", default)]
+    thoughts: Option<f64>,
+    #[serde(rename = "totalTokenCount", default)]
+    total: Option<f64>,
+}
+
 /// Turns Gemini stream chunks into [`StreamEvent`]s and the assistant message (pure: feed it
 /// the `data` of each SSE frame).
 pub struct GoogleDecoder {
@@ -681,13 +738,6 @@ pub struct GoogleDecoder {
     open: Option<Open>,
     now_ms: i64,
     no_finish: &'static str,
-}
-
-fn count(value: Option<&Value>) -> u64 {
-    match value.and_then(Value::as_f64) {
-        Some(n) if n.is_finite() && n > 0.0 => n as u64,
-        _ => 0,
-    }
 }
 
 /// `mapStopReason` over `FinishReason`.
@@ -766,6 +816,25 @@ impl GoogleDecoder {
         if data.is_empty() {
             return Ok(false);
         }
+        if let Some(applied) = self.on_common_chunk(data, out) {
+            applied?;
+            return Ok(false);
+        }
+        self.on_frame_tree(data, out)
+    }
+
+    /// [`GoogleDecoder::on_frame`] with every chunk read into a JSON tree (the general path;
+    /// public so that the decoding benchmark can compare it with the typed view).
+    #[doc(hidden)]
+    pub fn on_frame_tree(
+        &mut self,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<bool, String> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(false);
+        }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|err| format!("exception parsing stream chunk {data}. {err}"))?;
         if let Some(error) = chunk.get("error").filter(|error| error.is_object())
@@ -803,8 +872,13 @@ impl GoogleDecoder {
         }
     }
 
-    fn on_text_part(&mut self, part: &Value, text: &str, out: &mut VecDeque<StreamEvent>) {
-        let thinking = part.get("thought") == Some(&Value::Bool(true));
+    fn on_text_part(
+        &mut self,
+        thinking: bool,
+        signature: Option<&str>,
+        text: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) {
         let wanted = if thinking { Open::Thinking } else { Open::Text };
         if self.open != Some(wanted) {
             self.close_block(out);
@@ -829,10 +903,7 @@ impl GoogleDecoder {
             }
             self.open = Some(wanted);
         }
-        let signature = part
-            .get("thoughtSignature")
-            .and_then(Value::as_str)
-            .filter(|signature| !signature.is_empty());
+        let signature = signature.filter(|signature| !signature.is_empty());
         let content_index = self.message.content.len() - 1;
         match self.message.content.last_mut() {
             Some(ContentBlock::Thinking(block)) => {
@@ -911,20 +982,112 @@ impl GoogleDecoder {
         });
     }
 
-    fn on_chunk(&mut self, chunk: &Value, out: &mut VecDeque<StreamEvent>) -> Result<(), String> {
+    /// The common chunk (text or thought parts, no `functionCall`, no `error`, every member
+    /// of the expected type) read through the borrowed typed view [`ChunkView`], applied
+    /// exactly as [`GoogleDecoder::on_chunk`] applies the tree. `None`: not such a chunk, so
+    /// nothing was applied and the tree path decides.
+    fn on_common_chunk(
+        &mut self,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Option<Result<(), String>> {
+        let chunk: ChunkView<'_> = serde_json::from_str(data).ok()?;
+        if chunk.error.is_some_and(|error| error.get() != "null") {
+            return None;
+        }
+        let candidate = chunk.candidates.as_ref().and_then(|list| list.first());
+        let parts = candidate
+            .and_then(|candidate| candidate.content.as_ref())
+            .and_then(|content| content.parts.as_deref())
+            .unwrap_or(&[]);
+        if parts
+            .iter()
+            .any(|part| part.function_call.is_some_and(|call| call.get() != "null"))
+        {
+            return None;
+        }
+        self.on_response_id(chunk.response_id.as_deref());
+        for part in parts {
+            if let Some(text) = &part.text {
+                self.on_text_part(
+                    part.thought == Some(true),
+                    part.thought_signature.as_deref(),
+                    text,
+                    out,
+                );
+            }
+        }
+        let reason = candidate.and_then(|candidate| candidate.finish_reason.as_deref());
+        if let Err(err) = self.on_finish_reason(reason) {
+            return Some(Err(err));
+        }
+        if let Some(usage) = &chunk.usage {
+            self.on_usage(
+                usage.prompt,
+                usage.candidates,
+                usage.cached,
+                usage.thoughts,
+                usage.total,
+            );
+        }
+        Some(Ok(()))
+    }
+
+    fn on_response_id(&mut self, id: Option<&str>) {
         if self
             .message
             .response_id
             .as_deref()
             .is_none_or(str::is_empty)
-            && let Some(id) = chunk
-                .get("responseId")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty())
+            && let Some(id) = id.filter(|id| !id.is_empty())
         {
             self.message.key_order.touch(AssistantKey::ResponseId);
             self.message.response_id = Some(id.to_owned());
         }
+    }
+
+    fn on_finish_reason(&mut self, reason: Option<&str>) -> Result<(), String> {
+        if let Some(reason) = reason.filter(|reason| !reason.is_empty()) {
+            self.message.key_order.touch(AssistantKey::RawStopReason);
+            self.message.raw_stop_reason = Some(reason.to_owned());
+            self.message.stop_reason = map_finish_reason(reason)?;
+            if self.message.stop_reason == StopReason::Stop
+                && self.message.tool_calls().next().is_some()
+            {
+                self.message.stop_reason = StopReason::ToolUse;
+            }
+        }
+        Ok(())
+    }
+
+    /// `usageMetadata`'s counts (absent, not a number, negative or zero is 0).
+    fn on_usage(
+        &mut self,
+        prompt: Option<f64>,
+        candidates: Option<f64>,
+        cached: Option<f64>,
+        thoughts: Option<f64>,
+        total: Option<f64>,
+    ) {
+        let n = |value: Option<f64>| match value {
+            Some(n) if n.is_finite() && n > 0.0 => n as u64,
+            _ => 0,
+        };
+        let (cached, thoughts) = (n(cached), n(thoughts));
+        self.message.usage = Usage {
+            input: n(prompt).saturating_sub(cached),
+            output: n(candidates) + thoughts,
+            cache_read: cached,
+            cache_write: 0,
+            reasoning: Some(thoughts),
+            total_tokens: n(total),
+            ..Default::default()
+        };
+        calculate_cost(&self.cost, &mut self.message.usage);
+    }
+
+    fn on_chunk(&mut self, chunk: &Value, out: &mut VecDeque<StreamEvent>) -> Result<(), String> {
+        self.on_response_id(chunk.get("responseId").and_then(Value::as_str));
         let candidate = chunk
             .get("candidates")
             .and_then(Value::as_array)
@@ -936,40 +1099,29 @@ impl GoogleDecoder {
         {
             for part in parts {
                 if let Some(text) = part.get("text").and_then(Value::as_str) {
-                    self.on_text_part(part, text, out);
+                    let thinking = part.get("thought") == Some(&Value::Bool(true));
+                    let signature = part.get("thoughtSignature").and_then(Value::as_str);
+                    self.on_text_part(thinking, signature, text, out);
                 }
                 if let Some(call) = part.get("functionCall").filter(|call| call.is_object()) {
                     self.on_function_call(part, call, out);
                 }
             }
         }
-        if let Some(reason) = candidate
-            .and_then(|candidate| candidate.get("finishReason"))
-            .and_then(Value::as_str)
-            .filter(|reason| !reason.is_empty())
-        {
-            self.message.key_order.touch(AssistantKey::RawStopReason);
-            self.message.raw_stop_reason = Some(reason.to_owned());
-            self.message.stop_reason = map_finish_reason(reason)?;
-            if self.message.stop_reason == StopReason::Stop
-                && self.message.tool_calls().next().is_some()
-            {
-                self.message.stop_reason = StopReason::ToolUse;
-            }
-        }
+        self.on_finish_reason(
+            candidate
+                .and_then(|candidate| candidate.get("finishReason"))
+                .and_then(Value::as_str),
+        )?;
         if let Some(usage) = chunk.get("usageMetadata").filter(|usage| usage.is_object()) {
-            let cached = count(usage.get("cachedContentTokenCount"));
-            let thoughts = count(usage.get("thoughtsTokenCount"));
-            self.message.usage = Usage {
-                input: count(usage.get("promptTokenCount")).saturating_sub(cached),
-                output: count(usage.get("candidatesTokenCount")) + thoughts,
-                cache_read: cached,
-                cache_write: 0,
-                reasoning: Some(thoughts),
-                total_tokens: count(usage.get("totalTokenCount")),
-                ..Default::default()
-            };
-            calculate_cost(&self.cost, &mut self.message.usage);
+            let number = |key: &str| usage.get(key).and_then(Value::as_f64);
+            self.on_usage(
+                number("promptTokenCount"),
+                number("candidatesTokenCount"),
+                number("cachedContentTokenCount"),
+                number("thoughtsTokenCount"),
+                number("totalTokenCount"),
+            );
         }
         Ok(())
     }
@@ -999,6 +1151,79 @@ mod tests {
             .find(|model| model.provider == "google" && model.id == id)
             .cloned()
             .expect("a built-in Google model")
+    }
+
+    /// Decodes `frames` through `on_frame` (typed view first) or `on_frame_tree` alone.
+    fn decode_all(
+        frames: &[String],
+        tree_only: bool,
+    ) -> (Vec<StreamEvent>, Vec<Result<bool, String>>, String) {
+        let model = model("gemini-3-flash-preview");
+        let mut decoder = GoogleDecoder::new(crate::ai::new_assistant_message(&model, 0), &model);
+        let mut out = VecDeque::new();
+        let mut results = Vec::new();
+        for frame in frames {
+            results.push(if tree_only {
+                decoder.on_frame_tree(frame, &mut out)
+            } else {
+                decoder.on_frame(frame, &mut out)
+            });
+        }
+        results.push(decoder.complete(&mut out).map(|_| true));
+        let message = serde_json::to_string(decoder.message()).unwrap_or_default();
+        (out.into_iter().collect(), results, message)
+    }
+
+    #[test]
+    fn the_typed_view_decodes_every_chunk_as_the_tree_does() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/providers");
+        let mut streams: Vec<Vec<String>> = Vec::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("google-") && name.ends_with(".sse") {
+                let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                streams.push(
+                    text.lines()
+                        .filter_map(|line| line.strip_prefix("data:"))
+                        .map(str::to_owned)
+                        .collect(),
+                );
+            }
+        }
+        assert!(streams.len() >= 6, "the Google fixtures");
+        // Chunks at the edges of the view: members of other types, nulls, escapes, errors,
+        // duplicate keys, a call next to text (with its id: made-up ids count globally),
+        // several candidates, not an object.
+        streams.push(
+            [
+                r#"{"candidates":[{"content":{"parts":[{"text":"a\n\"b\" \u00e9","thought":true,"thoughtSignature":"QUJD"}]}}],"responseId":"r1"}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":"true"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":null,"thought":null},{"text":"y","thoughtSignature":null}]},"finishReason":null}],"responseId":null}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"z","text":"w"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"t"},{"functionCall":{"id":"c1","name":"ls","args":{"p":1}}}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"u"}]}},{"content":{"parts":[{"text":5}]}}]}"#,
+                r#"{"candidates":{"0":{}},"usageMetadata":{"promptTokenCount":"7","totalTokenCount":-3}}"#,
+                r#"{"candidates":[],"usageMetadata":{"promptTokenCount":70,"candidatesTokenCount":5.5,"cachedContentTokenCount":20,"thoughtsTokenCount":3,"totalTokenCount":99}}"#,
+                r#"{"candidates":[{"content":{"parts":"none"},"finishReason":"STOP"}],"usageMetadata":null}"#,
+                r#"[1,2]"#,
+                r#"{"error":null,"candidates":[{"finishReason":""}]}"#,
+                r#"{"error":{"code":503,"status":"UNAVAILABLE","message":"busy"}}"#,
+            ]
+            .iter()
+            .map(|chunk| (*chunk).to_owned())
+            .collect(),
+        );
+        streams.push(vec![
+            r#"{"candidates":[{"content":{"parts":[{"text":"s"}]},"finishReason":"NOT_A_REASON"}]}"#
+                .to_owned(),
+        ]);
+        for frames in &streams {
+            assert_eq!(
+                decode_all(frames, false),
+                decode_all(frames, true),
+                "{frames:?}"
+            );
+        }
     }
 
     #[test]

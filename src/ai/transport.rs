@@ -518,7 +518,7 @@ pub(crate) async fn send(
                         message: if timed_out {
                             "Request timed out.".to_owned()
                         } else {
-                            "Connection error.".to_owned()
+                            connection_error_text(&err, &request.url)
                         },
                         status: None,
                         retry_after: None,
@@ -549,6 +549,46 @@ pub(crate) async fn send(
         }
         retries_done += 1;
     }
+}
+
+/// The SDKs' `Connection error.` with the deepest cause appended as Node words it (1.6.0's
+/// `withCauseDetail`: `Connection error.: read ECONNRESET`, `…: connect ECONNREFUSED
+/// 127.0.0.1:9`, `…: other side closed (UND_ERR_SOCKET)` for a peer that closed without
+/// answering); without a cause we can name, the bare text. Node names the resolved address of
+/// a refused connect; pi names the URL's host and port.
+fn connection_error_text(err: &reqwest::Error, url: &str) -> String {
+    const BASE: &str = "Connection error.";
+    let mut io_kind = None;
+    let mut closed_early = false;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        // hyper's `IncompleteMessage`: the connection ended before a response.
+        if current
+            .to_string()
+            .contains("connection closed before message completed")
+        {
+            closed_early = true;
+        }
+        source = current.source();
+    }
+    let detail = match io_kind {
+        Some(std::io::ErrorKind::ConnectionReset) => "read ECONNRESET".to_owned(),
+        Some(std::io::ErrorKind::BrokenPipe) => "write EPIPE".to_owned(),
+        Some(std::io::ErrorKind::ConnectionRefused) => {
+            let authority = reqwest::Url::parse(url).ok().map(|parsed| {
+                let host = parsed.host_str().unwrap_or("").to_owned();
+                let port = parsed.port_or_known_default().unwrap_or(0);
+                format!("{host}:{port}")
+            });
+            format!("connect ECONNREFUSED {}", authority.unwrap_or_default())
+        }
+        _ if closed_early => "other side closed (UND_ERR_SOCKET)".to_owned(),
+        _ => return BASE.to_owned(),
+    };
+    format!("{BASE}: {detail}")
 }
 
 /// Reads a failed response's body, bounded by the idle timeout and the cancel token.

@@ -165,6 +165,8 @@ pub struct RetrySettings {
     pub max_retries: i64,
     /// `retry.baseDelayMs` (default 2000).
     pub base_delay_ms: i64,
+    /// `retry.maxAgentDelayMs` (default 60000): the cap on one wait.
+    pub max_agent_delay_ms: i64,
 }
 
 /// `retry.provider.*` (the transport's request retry).
@@ -562,6 +564,7 @@ impl Settings {
             enabled: boolean(self.get_nested("retry", "enabled")).unwrap_or(true),
             max_retries: int(self.get_nested("retry", "maxRetries")).unwrap_or(3),
             base_delay_ms: int(self.get_nested("retry", "baseDelayMs")).unwrap_or(2000),
+            max_agent_delay_ms: int(self.get_nested("retry", "maxAgentDelayMs")).unwrap_or(60_000),
         }
     }
 
@@ -982,7 +985,8 @@ mod tests {
             RetrySettings {
                 enabled: true,
                 max_retries: 3,
-                base_delay_ms: 2000
+                base_delay_ms: 2000,
+                max_agent_delay_ms: 60_000
             }
         );
         assert_eq!(

@@ -106,6 +106,7 @@ pub fn session_settings_of(settings: &Settings, env: &Env) -> SessionSettings {
             enabled: retry.enabled,
             max_retries: u32::try_from(retry.max_retries).unwrap_or(0),
             base_delay_ms: positive(retry.base_delay_ms),
+            max_agent_delay_ms: positive(retry.max_agent_delay_ms),
         },
         transport: TransportConfig {
             // 1.6.0: no transport retries unless `retry.provider.maxRetries` is set (the

@@ -14,8 +14,11 @@ pub struct RetrySettings {
     pub enabled: bool,
     /// `retry.maxRetries` (default 3).
     pub max_retries: u32,
-    /// `retry.baseDelayMs` (default 2000): attempt n waits `base · 2^(n−1)`.
+    /// `retry.baseDelayMs` (default 2000): attempt n waits `base · 2^(n−1)`...
     pub base_delay_ms: u64,
+    /// ...but never longer than `retry.maxAgentDelayMs` (default 60000; 1.6.0's
+    /// `retryDelayMs`).
+    pub max_agent_delay_ms: u64,
 }
 
 impl Default for RetrySettings {
@@ -24,7 +27,40 @@ impl Default for RetrySettings {
             enabled: true,
             max_retries: 3,
             base_delay_ms: 2000,
+            max_agent_delay_ms: 60_000,
         }
+    }
+}
+
+impl RetrySettings {
+    /// The wait before retry `attempt` (1-based): `base · 2^(attempt−1)`, at most
+    /// `max_agent_delay_ms` (1.6.0's `retryDelayMs`).
+    pub fn delay_ms(&self, attempt: u32) -> u64 {
+        self.base_delay_ms
+            .saturating_mul(1u64 << attempt.saturating_sub(1).min(62))
+            .min(self.max_agent_delay_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RetrySettings;
+
+    #[test]
+    fn the_retry_delay_doubles_up_to_the_cap() {
+        let settings = RetrySettings::default();
+        let waits: Vec<u64> = (1..=7).map(|n| settings.delay_ms(n)).collect();
+        assert_eq!(waits, [2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000]);
+        let no_wait = RetrySettings {
+            max_agent_delay_ms: 0,
+            ..settings
+        };
+        assert_eq!(no_wait.delay_ms(1), 0);
+        let huge = RetrySettings {
+            base_delay_ms: u64::MAX,
+            ..settings
+        };
+        assert_eq!(huge.delay_ms(40), 60_000);
     }
 }
 

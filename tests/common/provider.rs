@@ -14,7 +14,7 @@
 //!
 //! Responses can be cut into pieces at seeded random points (`chunked`), pause (`stall_after`),
 //! lose the connection mid-body (`drop_after`: the chunked body is never terminated), or hold
-//! back their headers (`delay_headers`). Bodies of SSE responses use chunked transfer
+//! back their headers (`delay_headers`), or reset the connection unanswered (`reset`). Bodies of SSE responses use chunked transfer
 //! encoding, others `Content-Length`. A request beyond the script gets a 500 with
 //! `no scripted response left` (and is recorded, so a test sees it).
 //!
@@ -59,6 +59,8 @@ pub struct MockResponse {
     pub chunked_encoding: bool,
     /// Hold the response until this many requests have been received (at most the duration).
     pub after_requests: Option<(usize, Duration)>,
+    /// Answer nothing: reset the connection (RST) once the request has been read.
+    pub reset: bool,
 }
 
 impl MockResponse {
@@ -80,6 +82,7 @@ impl MockResponse {
             delay_headers: None,
             chunked_encoding: true,
             after_requests: None,
+            reset: false,
         }
     }
 
@@ -95,6 +98,7 @@ impl MockResponse {
             delay_headers: None,
             chunked_encoding: false,
             after_requests: None,
+            reset: false,
         }
     }
 
@@ -139,6 +143,15 @@ impl MockResponse {
     pub fn delay_headers(mut self, delay: Duration) -> Self {
         self.delay_headers = Some(delay);
         self
+    }
+
+    /// No response: the connection is reset (TCP RST) right after the request was read,
+    /// before any byte of a response (`ECONNRESET` for the client).
+    pub fn reset() -> Self {
+        Self {
+            reset: true,
+            ..Self::status(500)
+        }
     }
 
     /// Holds the response until `count` requests have arrived in total (or `timeout` passed).
@@ -452,6 +465,11 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<Mutex<State>>) {
 
 /// Writes one response; false when the connection must close.
 async fn write_response(socket: &mut TcpStream, response: &MockResponse) -> bool {
+    if response.reset {
+        // Closing with a zero linger time sends RST instead of FIN.
+        let _ = socket.set_zero_linger();
+        return false;
+    }
     if let Some(delay) = response.delay_headers {
         tokio::time::sleep(delay).await;
     }
@@ -835,6 +853,53 @@ pub mod sse {
         events.extend(anthropic_text_block(1, text));
         events.extend(anthropic_end("end_turn"));
         anthropic_events(&events)
+    }
+
+    /// One Gemini API `GenerateContentResponse` per `data:` line (no `[DONE]`).
+    pub fn google_chunks(chunks: &[Value]) -> String {
+        let mut out = String::new();
+        for chunk in chunks {
+            out.push_str("data: ");
+            out.push_str(&chunk.to_string());
+            out.push_str("\n\n");
+        }
+        out
+    }
+
+    fn google_chunk(parts: Value, finish: Option<&str>, output_tokens: u64) -> Value {
+        let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+        if let Some(reason) = finish {
+            candidate["finishReason"] = json!(reason);
+        }
+        json!({"candidates": [candidate],
+               "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": output_tokens,
+                                 "totalTokenCount": 100 + output_tokens,
+                                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 100}]},
+               "modelVersion": "gemini-test", "responseId": "resp-g-test"})
+    }
+
+    /// A Gemini API answer streaming `text` word by word, the last chunk with `STOP`.
+    pub fn google_text(text: &str) -> String {
+        let pieces = split_words(text);
+        let mut chunks = Vec::new();
+        for (idx, piece) in pieces.iter().enumerate() {
+            let finish = (idx + 1 == pieces.len()).then_some("STOP");
+            chunks.push(google_chunk(
+                json!([{"text": piece}]),
+                finish,
+                idx as u64 + 1,
+            ));
+        }
+        google_chunks(&chunks)
+    }
+
+    /// A Gemini API answer with one `functionCall` part (with the provider's call id).
+    pub fn google_tool_call(id: &str, name: &str, args: Value) -> String {
+        google_chunks(&[google_chunk(
+            json!([{"functionCall": {"id": id, "name": name, "args": args}}]),
+            Some("STOP"),
+            20,
+        )])
     }
 
     /// Splits text after each space (keeping the spaces), so deltas concatenate back.

@@ -378,7 +378,13 @@ async fn connection_refused_is_retried_then_a_connection_error() {
         CancellationToken::new(),
     ))
     .await;
-    assert_eq!(message.error_message.as_deref(), Some("Connection error."));
+    // 1.6.0 appends Node's cause (`withCauseDetail`).
+    assert_eq!(
+        message.error_message,
+        Some(format!(
+            "Connection error.: connect ECONNREFUSED 127.0.0.1:{port}"
+        ))
+    );
     assert!(matches!(error_of(&events), AiError::Transient { .. }));
     // Two backoff waits of 10 ms and 20 ms (minus jitter) happened.
     assert!(started.elapsed() >= Duration::from_millis(20));

@@ -439,6 +439,10 @@ fn summarizer<'a>(
         model,
         options: stream_options(),
         clock,
+        retry: pi::session::settings::RetrySettings {
+            base_delay_ms: 1,
+            ..Default::default()
+        },
     }
 }
 
@@ -708,6 +712,83 @@ async fn failures_are_typed_with_the_reference_wording() {
         format!("Branch summarization failed: {message}")
     );
     assert!(message.contains("nope, too long"), "{message}");
+}
+
+#[tokio::test]
+async fn a_summary_request_failing_transiently_is_sent_again_as_1_6_does() {
+    // 1.6.0 `completeSummarization` runs each summary call through `retryAssistantCall` with
+    // the session's `retry.*`: a 503 and a reset connection are sent again after the backoff;
+    // a non-retryable failure (a 400) is not, and with retries off nothing is.
+    let (store, sid) = load("long-linear-chat");
+    let branch = store.branch_path(&sid, &LeafSelector::Current).unwrap();
+    let prep = prepare_compaction(&branch, &settings(9000, 16_384)).unwrap();
+    let ai = client();
+    let clock = SteppingClock::new(TEST_CLOCK_START_MS, 1);
+    let options = CompactOptions {
+        custom_instructions: None,
+        thinking_level: ThinkingLevel::Off,
+    };
+    // The first two requests fail (whichever summaries they are), the rest are answered.
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server =
+        ProviderServer::start_routed(Arc::new(move |request: &RecordedRequest| {
+            match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => MockResponse::json(503, r#"{"error":{"message":"overloaded"}}"#),
+                1 => MockResponse::reset(),
+                _ => MockResponse::sse(sse::openai_text(answer_for(request))),
+            }
+        }));
+    let model = local_model(&server, false);
+    let result = compact(
+        &prep,
+        &summarizer(&ai, &model, &clock),
+        &options,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(result.summary.contains("History summary text."));
+    let summaries = if result.summary.contains("Prefix summary text.") {
+        2
+    } else {
+        1
+    };
+    assert_eq!(server.requests().len(), summaries + 2, "two retries");
+
+    let server = ProviderServer::start(vec![
+        MockResponse::json(503, r#"{"error":{"message":"overloaded"}}"#),
+        MockResponse::sse(sse::openai_text("History summary text.")),
+    ]);
+    let model = local_model(&server, false);
+    let mut off = summarizer(&ai, &model, &clock);
+    off.retry.enabled = false;
+    let failed = compact(&prep, &off, &options, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        failed,
+        CompactionError::SummarizationFailed { .. }
+    ));
+    assert_eq!(server.requests().len(), 1, "retries off: sent once");
+
+    let server = ProviderServer::start(vec![
+        MockResponse::json(400, r#"{"error":{"message":"nope"}}"#),
+        MockResponse::sse(sse::openai_text("History summary text.")),
+    ]);
+    let model = local_model(&server, false);
+    let failed = compact(
+        &prep,
+        &summarizer(&ai, &model, &clock),
+        &options,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(
+        failed,
+        CompactionError::SummarizationFailed { .. }
+    ));
+    assert_eq!(server.requests().len(), 1, "a 400 is not retried");
 }
 
 #[tokio::test]

@@ -38,6 +38,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tempfile::TempDir;
@@ -79,6 +80,11 @@ struct Sandbox {
 
 impl Sandbox {
     fn new(models_json: &str) -> Self {
+        Self::with_settings(models_json, &json!({}))
+    }
+
+    /// A sandbox whose `settings.json` also holds `settings` (top-level keys).
+    fn with_settings(models_json: &str, settings: &Value) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Self { dir };
         for path in [
@@ -92,9 +98,13 @@ impl Sandbox {
         // Keep almost nothing, so that the scenario's small `compact` has something to
         // summarise for 1.6.0's rule too (it plans nothing when everything would be kept; 0.73.1
         // summarised anyway): both sides then ask for the one scripted summary.
+        let mut all_settings = json!({"compaction": {"keepRecentTokens": 1}});
+        for (key, item) in settings.as_object().into_iter().flatten() {
+            all_settings[key] = item.clone();
+        }
         std::fs::write(
             sandbox.agent_dir().join("settings.json"),
-            r#"{"compaction":{"keepRecentTokens":1}}"#,
+            all_settings.to_string(),
         )
         .unwrap();
         std::fs::write(
@@ -356,18 +366,147 @@ fn print_mode_over_the_responses_api_sends_and_stores_what_the_reference_does() 
     );
 }
 
+/// `models_json` with the mock provider speaking `api` (its base URL `<server>/v1`), the
+/// reasoning model taking images too (as the Responses providers' models do).
+fn models_json_for(server: &ProviderServer, api: &str) -> String {
+    models_json(&server.url())
+        .replace("openai-completions", api)
+        .replace(
+            r#""reasoning":true,"input":["text"]"#,
+            r#""reasoning":true,"input":["text","image"]"#,
+        )
+}
+
+/// Gemini API: a `functionCall` part with the provider's call id (without one, 1.6.0 makes
+/// an id of the time, which two runs cannot share), then text.
+#[test]
+fn print_mode_over_the_gemini_api_sends_and_stores_what_the_reference_does() {
+    let turn = || {
+        vec![
+            MockResponse::sse(sse::google_tool_call(
+                "call_1",
+                "bash",
+                json!({"command": "ls"}),
+            ))
+            .chunked(3, 40),
+            MockResponse::sse(sse::google_text("There is one file: notes.txt.")).chunked(5, 40),
+        ]
+    };
+    let mut script = turn();
+    script.extend(turn());
+    let server = ProviderServer::start(script);
+    print_mode_matches_the_reference(&server, &models_json_for(&server, "google-generative-ai"));
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].path,
+        "/v1/models/mock-model:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(requests[0].header("x-goog-api-key"), Some("test-key"));
+    let second = requests[1].json();
+    // The result goes back by name; the call id only to models that need one (Claude and
+    // gpt-oss behind the Gemini API), not to this one.
+    let response = &second["contents"][2]["parts"][0]["functionResponse"];
+    assert_eq!(response["name"], "bash");
+    assert_eq!(response.get("id"), None);
+}
+
+/// Mistral: chat-completion chunks; the provider's 9-character call id is kept as it is on
+/// both sides (1.6.0 rewrites ids of another shape; the rule is in `ai/mistral.rs`).
+#[test]
+fn print_mode_over_mistral_sends_and_stores_what_the_reference_does() {
+    let turn = || {
+        vec![
+            MockResponse::sse(sse::openai_tool_call(
+                "Ab3dE5gH1",
+                "bash",
+                r#"{"command":"ls"}"#,
+            ))
+            .chunked(3, 40),
+            MockResponse::sse(sse::openai_text("There is one file: notes.txt.")).chunked(5, 40),
+        ]
+    };
+    let mut script = turn();
+    script.extend(turn());
+    let server = ProviderServer::start(script);
+    // Mistral's base URL is the host: the client adds `/v1/chat/completions`.
+    let models = models_json_for(&server, "mistral-conversations")
+        .replace(&format!("{}/v1", server.url()), &server.url());
+    print_mode_matches_the_reference(&server, &models);
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    let second = requests[1].json();
+    let last = second["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "Ab3dE5gH1");
+}
+
+/// A ChatGPT access token (a JWT naming account `acc-7f3e2d1c`), as Codex requires one.
+const CODEX_TOKEN: &str = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjLTdmM2UyZDFjIiwiY2hhdGdwdF9wbGFuX3R5cGUiOiJwbHVzIn0sImV4cCI6MTg5MzQ1NjAwMH0.c2lnbmF0dXJl";
+
+/// Codex: the Responses stream, zstd request bodies. 1.6.0's default transport is a WebSocket
+/// (`transport: "auto"`) that falls back to SSE; pi speaks SSE only, so both run with
+/// `transport: "sse"` (pi reads the setting and has nothing else to choose).
+#[test]
+fn print_mode_over_codex_sends_and_stores_what_the_reference_does() {
+    let mut script = responses_listing_turn();
+    script.extend(responses_listing_turn());
+    let server = ProviderServer::start(script);
+    let models =
+        models_json_for(&server, "openai-codex-responses").replace("test-key", CODEX_TOKEN);
+    print_mode_matches_the_reference_in(&server, &models, &json!({"transport": "sse"}));
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/codex/responses");
+    for request in &requests {
+        assert_eq!(request.header("content-encoding"), Some("zstd"));
+        assert_eq!(request.header("chatgpt-account-id"), Some("acc-7f3e2d1c"));
+    }
+    assert_eq!(
+        requests[1].json()["input"][3]["type"],
+        "function_call_output"
+    );
+}
+
+/// Azure OpenAI: the Responses API under the deployment's base URL, `api-key` auth.
+#[test]
+fn print_mode_over_azure_openai_sends_and_stores_what_the_reference_does() {
+    let mut script = responses_listing_turn();
+    script.extend(responses_listing_turn());
+    let server = ProviderServer::start(script);
+    print_mode_matches_the_reference(&server, &models_json_for(&server, "azure-openai-responses"));
+    let requests = server.requests();
+    assert!(
+        requests[0].path.starts_with("/v1/responses"),
+        "{}",
+        requests[0].path
+    );
+    assert_eq!(
+        requests[1].json()["input"][3]["type"],
+        "function_call_output"
+    );
+}
+
 /// Runs one `-p` prompt through the reference CLI and through pi against `server` (scripted
 /// with two listing turns) and compares output, requests and stored sessions.
 fn print_mode_matches_the_reference(server: &ProviderServer, models: &str) {
+    print_mode_matches_the_reference_in(server, models, &json!({}));
+}
+
+/// [`print_mode_matches_the_reference`] with `settings` added to both sides' settings.
+fn print_mode_matches_the_reference_in(server: &ProviderServer, models: &str, settings: &Value) {
     let cli = reference_cli();
     let prompt = "List the files here.";
 
-    let reference = Sandbox::new(models);
+    let reference = Sandbox::with_settings(models, settings);
     let reference_out = run(reference
         .command(crate::suite::interop16::node22())
         .arg(&cli)
         .args(["--offline", "-p", prompt]));
-    let ours = Sandbox::new(models);
+    let ours = Sandbox::with_settings(models, settings);
     let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", prompt]));
 
     assert_eq!(
@@ -394,7 +533,13 @@ fn print_mode_matches_the_reference(server: &ProviderServer, models: &str) {
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "two model calls on each side");
     for idx in 0..2 {
-        // The whole request, system prompt and tool declarations included, key order too.
+        // The same endpoint, and the whole request, system prompt and tool declarations
+        // included, key order too.
+        assert_eq!(
+            requests[idx].path,
+            requests[idx + 2].path,
+            "request {idx}: path"
+        );
         assert_same(
             &normalize(&requests[idx].json(), reference.root()),
             &normalize(&requests[idx + 2].json(), ours.root()),
@@ -1690,4 +1835,64 @@ fn print_mode_tool_wildcards_select_what_the_reference_selects_of_pi_tools() {
         .filter(|name| !["powershell", "codemode", "tool_search"].contains(&name.as_str()))
         .collect();
     assert_eq!(names(1), without_missing);
+}
+
+#[test]
+fn a_reset_connection_and_connection_closed_are_retried_within_max_agent_delay_as_1_6_does() {
+    // 1.6.0's retry rules (`pi-ai/dist/utils/retry.js`): a connection reset before any
+    // response and a stream that ends in an error event saying "Connection closed." are both
+    // retried by the session (`retry.provider.maxRetries` unset: no transport re-send), and
+    // each wait is `baseDelayMs · 2^(n−1)` capped by `retry.maxAgentDelayMs` — 20 ms here
+    // instead of 100 s.
+    let closed = format!(
+        "data: {}\n\n",
+        json!({"error": {"message": "Connection closed.", "type": "api_error"}})
+    );
+    let started = std::time::Instant::now();
+    let run = print_both(
+        &["--mode", "json", "Hello"],
+        vec![
+            MockResponse::reset(),
+            MockResponse::sse(closed),
+            MockResponse::sse(sse::openai_text("Recovered.")),
+        ],
+        |sandbox| {
+            std::fs::write(
+                sandbox.agent_dir().join("settings.json"),
+                r#"{"retry":{"baseDelayMs":100000,"maxAgentDelayMs":20}}"#,
+            )
+            .unwrap();
+        },
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "no 100 s wait");
+    assert_eq!(run.requests.len(), 6, "three requests on each side");
+    let retries = |output: &Output| -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|event| {
+                event["type"]
+                    .as_str()
+                    .is_some_and(|kind| kind.starts_with("auto_retry"))
+            })
+            .collect()
+    };
+    let (reference, ours) = (retries(&run.reference), retries(&run.ours));
+    assert_eq!(
+        reference.len(),
+        3,
+        "two retries and their end: {reference:?}"
+    );
+    for (idx, (reference_event, our_event)) in reference.iter().zip(&ours).enumerate() {
+        assert_same(reference_event, our_event, &format!("retry event {idx}"));
+    }
+    // The reset: the SDK's `Connection error.` with Node's cause appended (`withCauseDetail`).
+    assert_eq!(
+        reference[0]["errorMessage"],
+        "Connection error.: read ECONNRESET"
+    );
+    assert_eq!(reference[0]["delayMs"], 20);
+    assert_eq!(reference[1]["delayMs"], 20);
+    assert_eq!(reference[1]["errorMessage"], "Connection closed.");
+    assert!(String::from_utf8_lossy(&run.ours.stdout).contains("Recovered."));
 }

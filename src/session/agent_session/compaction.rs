@@ -282,6 +282,7 @@ impl AgentSession {
             model: &model,
             options,
             clock: clock.as_ref(),
+            retry: self.summary_retry(),
         };
         let thinking_level = self.thinking_level();
         let outcome = compact(
@@ -452,6 +453,7 @@ impl AgentSession {
                 model: &model,
                 options: stream_options,
                 clock: clock.as_ref(),
+                retry: self.summary_retry(),
             };
             let outcome = generate_branch_summary(
                 selection.entries,

@@ -18,6 +18,7 @@ use crate::model::ids::EntryId;
 use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::session::agent_session::state::AgentSession;
 use crate::session::events::SessionEvent;
+use crate::session::settings::RetrySettings;
 
 /// Whether an assistant message is a failed turn worth retrying (not an overflow; spec
 /// models-providers-settings §11.3).
@@ -90,8 +91,7 @@ impl AgentSession {
             });
             return false;
         }
-        let base = self.with_settings(|settings| settings.retry.base_delay_ms);
-        let delay_ms = base.saturating_mul(1u64 << (attempt - 1).min(30));
+        let delay_ms = self.with_settings(|settings| settings.retry.delay_ms(attempt));
         let cancel = CancellationToken::new();
         self.state().retry_cancel = Some(cancel.clone());
         self.emit(SessionEvent::AutoRetryStart {
@@ -122,6 +122,14 @@ impl AgentSession {
             return false;
         }
         true
+    }
+
+    /// The `retry.*` a summary request runs with: the settings, switched off with the
+    /// session's auto-retry toggle.
+    pub(super) fn summary_retry(&self) -> RetrySettings {
+        let mut retry = self.with_settings(|settings| settings.retry);
+        retry.enabled = self.state().auto_retry;
+        retry
     }
 
     /// Omits a failed attempt from the model context (1.6.0 `_omitRecoveryAttempt`): a

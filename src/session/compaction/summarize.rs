@@ -36,6 +36,7 @@ use crate::session::compaction::prompts::{
 };
 use crate::session::compaction::serialize::serialize_conversation;
 use crate::session::compaction::{CompactionError, PathEntry};
+use crate::session::settings::RetrySettings;
 use crate::support::clock::Clock;
 use crate::support::json;
 
@@ -52,6 +53,10 @@ pub struct Summarizer<'a> {
     pub options: StreamOptions,
     /// Stamps the request's user message.
     pub clock: &'a dyn Clock,
+    /// The session's `retry.*`: a summary request that fails with a retryable error is sent
+    /// again after the turn retry's backoff (1.6.0 `completeSummarization` through
+    /// `retryAssistantCall`); `enabled: false` sends it once.
+    pub retry: RetrySettings,
 }
 
 /// How to summarise a compaction.
@@ -253,10 +258,37 @@ impl Summarizer<'_> {
         options.cache_retention = CacheRetention::None;
         options.session_id = None;
         options.thinking_budgets = ThinkingBudgets::default();
-        self.client
-            .stream(self.model, request, options, cancel.clone())
-            .result()
-            .await
+        let max_attempts = if self.retry.enabled {
+            self.retry.max_retries
+        } else {
+            0
+        };
+        let mut attempt = 0u32;
+        loop {
+            let answer = self
+                .client
+                .stream(self.model, request.clone(), options.clone(), cancel.clone())
+                .result()
+                .await;
+            if answer.stop_reason != StopReason::Error
+                || attempt >= max_attempts
+                || !crate::ai::error::is_retryable_assistant_error(&answer)
+            {
+                return answer;
+            }
+            attempt += 1;
+            let delay = self.retry.delay_ms(attempt);
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
+                // An abort during the wait: the failed answer, marked aborted.
+                () = cancel.cancelled() => {
+                    let mut aborted = answer;
+                    aborted.stop_reason = StopReason::Aborted;
+                    aborted.error_message = None;
+                    return aborted;
+                }
+            }
+        }
     }
 
     /// The reasoning level of summary requests: the session's when the model reasons.
