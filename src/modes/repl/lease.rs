@@ -348,8 +348,12 @@ mod tests {
 
     #[test]
     fn the_question_says_when_take_over_works() {
-        assert!(question(&holder(true, 2_000)).contains("take over (waits 28 s)"));
+        // A live holder here renews its heartbeat: waited for by pid, no countdown.
+        assert!(question(&holder(true, 2_000)).contains("take over (waits for pid 42 to end)"));
         assert!(question(&holder(false, 2_000)).contains("take over (now)"));
+        let mut elsewhere = holder(true, 2_000);
+        elsewhere.owner_alive_on_this_host = None;
+        assert!(question(&elsewhere).contains("take over (waits 28 s)"));
         assert!(question(&holder(true, 31_000)).contains("take over (now)"));
     }
 
