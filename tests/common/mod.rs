@@ -173,3 +173,40 @@ pub fn stdout_json(output: &std::process::Output) -> serde_json::Value {
 pub mod provider;
 pub mod search_corpus;
 pub mod tmux;
+
+/// A session file of `entries` linear messages (user and assistant in turn, each with about
+/// `filler` bytes of text: `question N …` / `answer N …`), for bulk imports and merges.
+pub fn bulk_session_file(path: &Path, id: &str, entries: usize, filler: usize) {
+    use serde_json::{Value, json};
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(
+        out,
+        "{}",
+        json!({"type": "session", "version": 3, "id": id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bulk"})
+    )
+    .unwrap();
+    let text = "lorem ipsum dolor sit amet ".repeat(filler / 27 + 1);
+    let mut parent = Value::Null;
+    for n in 0..entries {
+        let entry_id = format!("{:08x}", n + 1);
+        let message = if n % 2 == 0 {
+            json!({"role": "user", "content": format!("question {n} {text}"), "timestamp": n})
+        } else {
+            json!({"role": "assistant", "content": [{"type": "text", "text": format!("answer {n} {text}")}],
+                   "api": "openai-completions", "provider": "test", "model": "m",
+                   "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                   "stopReason": "stop", "timestamp": n})
+        };
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "message", "id": entry_id, "parentId": parent,
+                   "timestamp": "2026-01-01T00:00:01.000Z", "message": message})
+        )
+        .unwrap();
+        parent = Value::String(entry_id);
+    }
+    out.flush().unwrap();
+}

@@ -3,7 +3,6 @@
 //! a step, never for the whole merge, while a kill still leaves the file all or nothing. Through
 //! the real binary and real files.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -13,33 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::agent::models_json;
 use crate::common::provider::{MockResponse, ProviderServer, sse};
-use crate::common::{TestEnv, stdout_json, succeeded};
-
-/// A session file of `entries` linear messages, each with about `filler` bytes of text.
-fn session_file(path: &Path, id: &str, entries: usize, filler: usize) {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    writeln!(
-        out,
-        "{}",
-        json!({"type": "session", "version": 3, "id": id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bulk"})
-    )
-    .unwrap();
-    let text = "lorem ipsum dolor sit amet ".repeat(filler / 27 + 1);
-    let mut parent = Value::Null;
-    for n in 0..entries {
-        let entry_id = format!("{:08x}", n + 1);
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "message", "id": entry_id, "parentId": parent,
-                   "timestamp": "2026-01-01T00:00:01.000Z",
-                   "message": {"role": "user", "content": format!("question{n} {text}"), "timestamp": n}})
-        )
-        .unwrap();
-        parent = Value::String(entry_id);
-    }
-    out.flush().unwrap();
-}
+use crate::common::{TestEnv, bulk_session_file as session_file, stdout_json, succeeded};
 
 /// The header and the first `entries` lines of `from`, written to `to`.
 fn prefix_file(from: &Path, to: &Path, entries: usize) {
@@ -244,7 +217,7 @@ fn a_killed_merge_is_rolled_back_by_the_next_writer_and_the_file_merges_again() 
         "search",
         "--all",
         "--json",
-        &format!("question{}", next - 1),
+        &(next - 1).to_string(),
     ]));
     assert_eq!(
         stdout_json(&found),
@@ -270,7 +243,7 @@ fn a_killed_merge_is_rolled_back_by_the_next_writer_and_the_file_merges_again() 
         "search",
         "--all",
         "--json",
-        &format!("question{}", next - 1),
+        &(next - 1).to_string(),
     ]));
     assert_eq!(stdout_json(&found).as_array().map(Vec::len), Some(1));
     succeeded(env.pi().args(["db", "check"]));

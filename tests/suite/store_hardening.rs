@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::common::agent::models_json;
 use crate::common::provider::{MockResponse, ProviderServer, sse};
-use crate::common::{TestEnv, open_store, succeeded};
+use crate::common::{TestEnv, bulk_session_file as session_file, open_store, succeeded};
 
 fn configure(env: &TestEnv, server: &ProviderServer) {
     std::fs::create_dir_all(&env.agent_dir).unwrap();
@@ -37,41 +37,6 @@ fn wal_of(db: &Path) -> PathBuf {
 
 fn wal_size(db: &Path) -> u64 {
     std::fs::metadata(wal_of(db)).map_or(0, |meta| meta.len())
-}
-
-/// A reference (v3) session file of `entries` linear user/assistant messages, ~`filler` bytes
-/// of text each.
-fn session_file(path: &Path, id: &str, entries: usize, filler: usize) {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    writeln!(
-        out,
-        "{}",
-        json!({"type": "session", "version": 3, "id": id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bulk"})
-    )
-    .unwrap();
-    let text = "lorem ipsum dolor sit amet ".repeat(filler / 27 + 1);
-    let mut parent = Value::Null;
-    for n in 0..entries {
-        let entry_id = format!("{:08x}", n + 1);
-        let message = if n % 2 == 0 {
-            json!({"role": "user", "content": format!("question {n} {text}"), "timestamp": n})
-        } else {
-            json!({"role": "assistant", "content": [{"type": "text", "text": format!("answer {n} {text}")}],
-                   "api": "openai-completions", "provider": "test", "model": "m",
-                   "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
-                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
-                   "stopReason": "stop", "timestamp": n})
-        };
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "message", "id": entry_id, "parentId": parent,
-                   "timestamp": "2026-01-01T00:00:01.000Z", "message": message})
-        )
-        .unwrap();
-        parent = Value::String(entry_id);
-    }
-    out.flush().unwrap();
 }
 
 /// Counts the sessions and entries of a database file opened on its own.
