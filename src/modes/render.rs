@@ -532,6 +532,21 @@ impl<W: Write> Renderer<W> {
                 ));
                 self.line(&painted)
             }
+            SessionEvent::SummarizationRetryScheduled {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            } => {
+                let seconds = *delay_ms as f64 / 1000.0;
+                let painted = self.palette.warning(&format!(
+                    "Summary request failed; retrying ({attempt}/{max_attempts}) in {seconds:.1}s: {}",
+                    one_line(error_message)
+                ));
+                self.line(&painted)
+            }
+            SessionEvent::SummarizationRetryAttemptStart { .. }
+            | SessionEvent::SummarizationRetryFinished => Ok(()),
             SessionEvent::AgentSettled { .. } => Ok(()),
             SessionEvent::CompactionStart { reason } => {
                 let painted = self

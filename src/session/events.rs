@@ -53,6 +53,29 @@ pub enum SessionEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         final_error: Option<String>,
     },
+    /// A compaction or branch summary request failed and is sent again after `delay_ms`
+    /// (1.6.0's `summarization_retry_scheduled`).
+    SummarizationRetryScheduled {
+        /// 1-based retry number.
+        attempt: u32,
+        /// `retry.maxRetries`.
+        max_attempts: u32,
+        /// The wait before it.
+        delay_ms: u64,
+        /// Why the request failed.
+        error_message: String,
+    },
+    /// The retried summary request starts: `source` is `compaction` (with its `reason`) or
+    /// `branchSummary`.
+    SummarizationRetryAttemptStart {
+        /// `compaction` or `branchSummary`.
+        source: String,
+        /// A compaction's `manual`, `threshold` or `overflow`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Retrying a summary request ended.
+    SummarizationRetryFinished,
     /// The steering / follow-up queues changed.
     QueueUpdate {
         /// Queued steering texts.
@@ -195,6 +218,34 @@ mod tests {
                     final_error: None,
                 },
                 r#"{"type":"auto_retry_end","success":true,"attempt":2}"#,
+            ),
+            // 1.6.0 docs/json.md, "Retry events".
+            (
+                SessionEvent::SummarizationRetryScheduled {
+                    attempt: 1,
+                    max_attempts: 3,
+                    delay_ms: 2000,
+                    error_message: "terminated".into(),
+                },
+                r#"{"type":"summarization_retry_scheduled","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"terminated"}"#,
+            ),
+            (
+                SessionEvent::SummarizationRetryAttemptStart {
+                    source: "compaction".into(),
+                    reason: Some("threshold".into()),
+                },
+                r#"{"type":"summarization_retry_attempt_start","source":"compaction","reason":"threshold"}"#,
+            ),
+            (
+                SessionEvent::SummarizationRetryAttemptStart {
+                    source: "branchSummary".into(),
+                    reason: None,
+                },
+                r#"{"type":"summarization_retry_attempt_start","source":"branchSummary"}"#,
+            ),
+            (
+                SessionEvent::SummarizationRetryFinished,
+                r#"{"type":"summarization_retry_finished"}"#,
             ),
             (
                 SessionEvent::QueueUpdate {

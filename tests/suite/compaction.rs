@@ -443,6 +443,7 @@ fn summarizer<'a>(
             base_delay_ms: 1,
             ..Default::default()
         },
+        on_retry: pi::session::compaction::RetryObserver::default(),
     }
 }
 
@@ -739,15 +740,48 @@ async fn a_summary_request_failing_transiently_is_sent_again_as_1_6_does() {
             }
         }));
     let model = local_model(&server, false);
-    let result = compact(
-        &prep,
-        &summarizer(&ai, &model, &clock),
-        &options,
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    // The retries are reported as 1.6.0's summarization retry callbacks report them.
+    let reported = std::sync::Mutex::new(Vec::new());
+    let observe = |event: pi::session::compaction::SummaryRetry| {
+        reported.lock().unwrap().push(event);
+    };
+    let mut observed = summarizer(&ai, &model, &clock);
+    observed.on_retry = pi::session::compaction::RetryObserver(Some(&observe));
+    let result = compact(&prep, &observed, &options, &CancellationToken::new())
+        .await
+        .unwrap();
     assert!(result.summary.contains("History summary text."));
+    {
+        use pi::session::compaction::SummaryRetry;
+        let reported = reported.lock().unwrap();
+        let scheduled: Vec<(u32, u32)> = reported
+            .iter()
+            .filter_map(|event| match event {
+                SummaryRetry::Scheduled {
+                    attempt,
+                    max_attempts,
+                    ..
+                } => Some((*attempt, *max_attempts)),
+                _ => None,
+            })
+            .collect();
+        let starts = reported
+            .iter()
+            .filter(|event| **event == SummaryRetry::AttemptStart)
+            .count();
+        assert_eq!(starts, 2, "{reported:?}");
+        assert_eq!(scheduled.len(), 2, "{reported:?}");
+        assert!(scheduled.iter().all(|(_, max)| *max == 3), "{reported:?}");
+        assert_eq!(
+            reported.last(),
+            Some(&SummaryRetry::Finished),
+            "{reported:?}"
+        );
+        assert!(
+            matches!(&reported[0], SummaryRetry::Scheduled { error_message, .. } if error_message.contains("overloaded")),
+            "{reported:?}"
+        );
+    }
     let summaries = if result.summary.contains("Prefix summary text.") {
         2
     } else {

@@ -18,9 +18,9 @@ use crate::session::agent_session::error::SessionError;
 use crate::session::agent_session::state::AgentSession;
 use crate::session::compaction::{
     BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
-    CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, Summarizer,
-    check_compaction, collect_entries_for_branch_summary, compact, generate_branch_summary,
-    navigation_target, prepare_compaction, prepare_manual_compaction,
+    CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, RetryObserver, Summarizer,
+    SummaryRetry, check_compaction, collect_entries_for_branch_summary, compact,
+    generate_branch_summary, navigation_target, prepare_compaction, prepare_manual_compaction,
 };
 use crate::session::events::SessionEvent;
 use crate::session::extensions::event::TreePreparation;
@@ -277,12 +277,15 @@ impl AgentSession {
         self.state().compaction_cancel = Some(cancel.clone());
         let client = self.config().client.clone();
         let clock = self.config().clock.clone();
+        let observe =
+            |event| self.emit(summary_retry_event(event, "compaction", Some(&reason_text)));
         let summarizer = Summarizer {
             client: &client,
             model: &model,
             options,
             clock: clock.as_ref(),
             retry: self.summary_retry(),
+            on_retry: RetryObserver(Some(&observe)),
         };
         let thinking_level = self.thinking_level();
         let outcome = compact(
@@ -448,12 +451,14 @@ impl AgentSession {
             self.state().compaction_cancel = Some(cancel.clone());
             let client = self.config().client.clone();
             let clock = self.config().clock.clone();
+            let observe = |event| self.emit(summary_retry_event(event, "branchSummary", None));
             let summarizer = Summarizer {
                 client: &client,
                 model: &model,
                 options: stream_options,
                 clock: clock.as_ref(),
                 retry: self.summary_retry(),
+                on_retry: RetryObserver(Some(&observe)),
             };
             let outcome = generate_branch_summary(
                 selection.entries,
@@ -574,5 +579,28 @@ impl AgentSession {
     /// Returns whether a compaction or branch summary is running.
     pub fn is_compacting(&self) -> bool {
         self.state().compaction_cancel.is_some()
+    }
+}
+
+/// A summary request's retry as the session reports it (1.6.0's
+/// `_summarizationRetryCallbacks`).
+fn summary_retry_event(event: SummaryRetry, source: &str, reason: Option<&str>) -> SessionEvent {
+    match event {
+        SummaryRetry::Scheduled {
+            attempt,
+            max_attempts,
+            delay_ms,
+            error_message,
+        } => SessionEvent::SummarizationRetryScheduled {
+            attempt,
+            max_attempts,
+            delay_ms,
+            error_message,
+        },
+        SummaryRetry::AttemptStart => SessionEvent::SummarizationRetryAttemptStart {
+            source: source.to_owned(),
+            reason: reason.map(str::to_owned),
+        },
+        SummaryRetry::Finished => SessionEvent::SummarizationRetryFinished,
     }
 }

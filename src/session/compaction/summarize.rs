@@ -10,7 +10,8 @@
 //! level when the model reasons and the level is not `off` (branch summaries too). A `length`
 //! stop or a tool call is a failure: partial text never becomes a checkpoint.
 //!
-//! Invariant: the only effects are the LLM requests; nothing is stored or emitted here.
+//! Invariant: the only effects are the LLM requests and the calls of the caller's retry
+//! observer ([`RetryObserver`]); nothing is stored or emitted here.
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,49 @@ use crate::session::settings::RetrySettings;
 use crate::support::clock::Clock;
 use crate::support::json;
 
+/// What a summary request's retries report, as 1.6.0's summarization retry callbacks do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SummaryRetry {
+    /// A failed request is sent again after `delay_ms`.
+    Scheduled {
+        /// 1-based retry number.
+        attempt: u32,
+        /// `retry.maxRetries`.
+        max_attempts: u32,
+        /// The wait before it.
+        delay_ms: u64,
+        /// Why the request failed.
+        error_message: String,
+    },
+    /// The retried request starts.
+    AttemptStart,
+    /// Retrying ended (an answer, a final failure, or an abort during the wait); only after
+    /// a retry was scheduled.
+    Finished,
+}
+
+/// The caller's observer of a summary request's retries (none: nothing is reported).
+#[derive(Clone, Copy, Default)]
+pub struct RetryObserver<'a>(pub Option<&'a (dyn Fn(SummaryRetry) + Send + Sync)>);
+
+impl RetryObserver<'_> {
+    fn report(&self, event: SummaryRetry) {
+        if let Some(observe) = self.0 {
+            observe(event);
+        }
+    }
+}
+
+impl std::fmt::Debug for RetryObserver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RetryObserver(Some)"
+        } else {
+            "RetryObserver(None)"
+        })
+    }
+}
+
 /// The model a summary is asked of, and how to reach it.
 #[derive(Debug, Clone)]
 pub struct Summarizer<'a> {
@@ -57,6 +101,8 @@ pub struct Summarizer<'a> {
     /// again after the turn retry's backoff (1.6.0 `completeSummarization` through
     /// `retryAssistantCall`); `enabled: false` sends it once.
     pub retry: RetrySettings,
+    /// Told about each retry of a summary request.
+    pub on_retry: RetryObserver<'a>,
 }
 
 /// How to summarise a compaction.
@@ -274,20 +320,35 @@ impl Summarizer<'_> {
                 || attempt >= max_attempts
                 || !crate::ai::error::is_retryable_assistant_error(&answer)
             {
+                if attempt > 0 {
+                    self.on_retry.report(SummaryRetry::Finished);
+                }
                 return answer;
             }
             attempt += 1;
             let delay = self.retry.delay_ms(attempt);
+            self.on_retry.report(SummaryRetry::Scheduled {
+                attempt,
+                max_attempts,
+                delay_ms: delay,
+                error_message: answer
+                    .error_message
+                    .clone()
+                    .filter(|message| !message.is_empty())
+                    .unwrap_or_else(|| "Unknown error".to_owned()),
+            });
             tokio::select! {
                 () = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
                 // An abort during the wait: the failed answer, marked aborted.
                 () = cancel.cancelled() => {
+                    self.on_retry.report(SummaryRetry::Finished);
                     let mut aborted = answer;
                     aborted.stop_reason = StopReason::Aborted;
                     aborted.error_message = None;
                     return aborted;
                 }
             }
+            self.on_retry.report(SummaryRetry::AttemptStart);
         }
     }
 
