@@ -451,9 +451,10 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     tmux.wait_for("Session exported to:");
     // Any other name, or none, is the session's HTML page, as the reference's `/export`.
     tmux.line("/export notes.html");
-    tmux.wait_for("notes.html");
+    tmux.wait_for_count("Session exported to:", 2);
     tmux.line("/export");
-    tmux.wait_for(".html");
+    tmux.wait_for_count("Session exported to:", 3);
+    tmux.wait_for_prompt();
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 

@@ -243,6 +243,22 @@ fn normalize_line(line: &Value, sandbox: &Path) -> Value {
     res
 }
 
+/// Normalises a JSON-mode event line as [`normalize_line`] does, and the `usage` of a
+/// `message_update`: it is the partial message's usage as of the agent's last network read
+/// (1.6.0 and pi alike decode a whole read before their consumer runs), so whether an update
+/// already carries the usage chunk depends on how loopback split the stream between reads — a
+/// timing, not a behaviour. The final usage is compared in `message_end`, `turn_end` and
+/// `agent_end`.
+fn normalize_event_line(line: &Value, sandbox: &Path) -> Value {
+    let mut res = normalize_line(line, sandbox);
+    if res["type"] == "message_update"
+        && let Some(usage) = res.get_mut("usage")
+    {
+        *usage = Value::from("<usage as of the last read>");
+    }
+    res
+}
+
 /// Compares two normalised values as JSON text (so key order counts), reporting the first
 /// differing field.
 fn assert_same(reference: &Value, ours: &Value, what: &str) {
@@ -611,7 +627,7 @@ fn json_mode_writes_the_same_event_stream_as_the_reference() {
     let lines = |output: &Output, root: &Path| -> Vec<Value> {
         String::from_utf8_lossy(&output.stdout)
             .lines()
-            .map(|line| normalize_line(&serde_json::from_str(line).unwrap(), root))
+            .map(|line| normalize_event_line(&serde_json::from_str(line).unwrap(), root))
             .collect()
     };
     let mut reference_lines = lines(&reference_out, reference.root());
@@ -1691,7 +1707,7 @@ fn json_mode_with_the_new_flags_writes_the_reference_events() {
     let lines = |output: &Output, root: &Path| -> Vec<Value> {
         String::from_utf8_lossy(&output.stdout)
             .lines()
-            .map(|line| normalize_line(&serde_json::from_str(line).unwrap(), root))
+            .map(|line| normalize_event_line(&serde_json::from_str(line).unwrap(), root))
             .collect()
     };
     assert_eq!(run.ours.status.code(), run.reference.status.code());
@@ -1770,7 +1786,12 @@ fn json_mode_reports_a_retry_as_the_reference_does() {
     let lines = |output: &Output, root: &Path| -> Vec<Value> {
         String::from_utf8_lossy(&output.stdout)
             .lines()
-            .map(|line| normalize_ids(&normalize_line(&serde_json::from_str(line).unwrap(), root)))
+            .map(|line| {
+                normalize_ids(&normalize_event_line(
+                    &serde_json::from_str(line).unwrap(),
+                    root,
+                ))
+            })
             .collect()
     };
     let reference_lines = lines(&run.reference, run.reference_box.root());
