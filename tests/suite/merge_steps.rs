@@ -53,6 +53,27 @@ fn wait_for_merge(db: &Path, child: &mut Child, written: i64) -> bool {
     false
 }
 
+/// Starts `import`, waits until its merge has committed a step, and kills it.
+fn kill_after_a_step(import: &mut std::process::Command, db: &Path) {
+    let mut merge = import
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_merge(db, &mut merge, 1),
+        "the merge ended before it wrote in steps"
+    );
+    merge.kill().unwrap();
+    merge.wait().unwrap();
+}
+
+/// The first line of `pi import --json`'s report.
+fn first_report(output: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(text.lines().next().unwrap()).unwrap()
+}
+
 fn entries_of(env: &TestEnv, id: &str) -> i64 {
     env.store()
         .list(&ListScope::All)
@@ -157,13 +178,7 @@ fn writers_wait_at_most_about_a_second_behind_a_large_merge() {
         let bound = if *what == "pi -p" { 4 } else { 2 };
         assert!(*wait < Duration::from_secs(bound), "{what} took {wait:?}");
     }
-    let report: Value = serde_json::from_str(
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let report = first_report(&output);
     assert_eq!(report["status"], "updated", "{report}");
     assert_eq!(report["entries"], 40_000);
     assert_eq!(exported(&env, "merged"), std::fs::read(&full).unwrap());
@@ -185,19 +200,10 @@ fn a_killed_merge_is_rolled_back_by_the_next_writer_and_the_file_merges_again() 
     let before = exported(&env, "merged");
     assert_eq!(before, std::fs::read(&start).unwrap());
 
-    let mut merge = env
-        .pi_process()
-        .args(["import", full.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_for_merge(&env.db(), &mut merge, 1),
-        "the merge ended before it wrote in steps"
+    kill_after_a_step(
+        env.pi_process().args(["import", full.to_str().unwrap()]),
+        &env.db(),
     );
-    merge.kill().unwrap();
-    merge.wait().unwrap();
     // What the kill left: steps written, the merge recorded, its lease.
     let (first, next) = merge_row(&env.db()).expect("the kill did not land while merging");
     assert_eq!(first, 1_000);
@@ -228,13 +234,7 @@ fn a_killed_merge_is_rolled_back_by_the_next_writer_and_the_file_merges_again() 
 
     // The file merges completely on the next import.
     let report = succeeded(env.pi().args(["import", "--json", full.to_str().unwrap()]));
-    let line: Value = serde_json::from_str(
-        String::from_utf8_lossy(&report.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let line = first_report(&report);
     assert_eq!(line["status"], "updated", "{line}");
     assert_eq!(line["entries"], 30_000);
     assert_eq!(exported(&env, "merged"), std::fs::read(&full).unwrap());
@@ -257,19 +257,10 @@ fn a_killed_merge_is_rolled_back_by_the_next_import_of_the_same_file() {
     let start = env.dir.path().join("start.jsonl");
     prefix_file(&full, &start, 500);
     succeeded(env.pi().args(["import", start.to_str().unwrap()]));
-    let mut merge = env
-        .pi_process()
-        .args(["import", full.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_for_merge(&env.db(), &mut merge, 1),
-        "the merge ended before it wrote in steps"
+    kill_after_a_step(
+        env.pi_process().args(["import", full.to_str().unwrap()]),
+        &env.db(),
     );
-    merge.kill().unwrap();
-    merge.wait().unwrap();
     assert!(merge_row(&env.db()).is_some());
     // Readers see the steps written so far, never a moved leaf.
     let shown = succeeded(env.pi().args(["sessions", "show", "--json", "merged"]));
@@ -279,13 +270,7 @@ fn a_killed_merge_is_rolled_back_by_the_next_import_of_the_same_file() {
         "the branch moved before the merge ended"
     );
     let report = succeeded(env.pi().args(["import", "--json", full.to_str().unwrap()]));
-    let line: Value = serde_json::from_str(
-        String::from_utf8_lossy(&report.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let line = first_report(&report);
     assert_eq!(
         (&line["status"], &line["added"]),
         (&json!("updated"), &json!(19_500))
