@@ -498,7 +498,9 @@ fn writers_wait_at_most_about_a_second_behind_a_large_import() {
 fn a_killed_staged_import_is_invisible_and_removed_by_the_next_import() {
     let env = TestEnv::new();
     let big = env.dir.path().join("big.jsonl");
-    session_file(&big, "killed-import", 12_000, 300);
+    // More lines than one step takes (`STAGE_STEP_ENTRIES`): staged however fast the machine.
+    let entries = pi::store::interchange::STAGE_STEP_ENTRIES + 1_000;
+    session_file(&big, "killed-import", entries, 100);
     let mut import = env
         .pi_process()
         .args(["import", big.to_str().unwrap()])
@@ -543,7 +545,7 @@ fn a_killed_staged_import_is_invisible_and_removed_by_the_next_import() {
     )
     .unwrap();
     assert_eq!(line["status"], "imported", "{line}");
-    assert_eq!(line["entries"], 12_000);
+    assert_eq!(line["entries"], entries);
     let conn = rusqlite::Connection::open(env.db()).unwrap();
     let (sessions, staged): (i64, i64) = conn
         .query_row(
