@@ -12,7 +12,9 @@ use crate::store::db::Db;
 use crate::store::error::StoreError;
 use crate::store::search::docs::docs_for;
 use crate::store::search::fts;
-use crate::store::sql::{self, EntryInsert, PathState, StatsDelta, UsageRow};
+use crate::store::sql::{
+    self, Aggregates, EntryInsert, PathState, RebuildMode, StatsDelta, UsageRow,
+};
 
 /// Inserts an entry row and its derived rows; the caller moves the leaf.
 pub fn insert(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), StoreError> {
@@ -22,19 +24,41 @@ pub fn insert(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), St
 
 /// Computes and stores the derived rows of one entry that is already in `entries`.
 pub fn apply(db: Db<'_>, row: &EntryInsert<'_>, entry: &Entry) -> Result<(), StoreError> {
-    apply_to(db, row, entry, None)
+    apply_to(db, row, entry, Writes::LIVE)
 }
 
-/// [`apply`], with the entry's search documents going to `indexes` (`None`: where a live
-/// write goes, [`fts::live_targets`]; a reindex step names the next index alone).
+/// What [`apply_to`] writes of an entry.
+#[derive(Debug, Clone, Copy)]
+struct Writes<'i> {
+    /// Whether the entry's own rows are written: path state, context edits, search documents,
+    /// usage.
+    per_entry: bool,
+    /// Where its search documents go: `None`, where a live write goes
+    /// ([`fts::live_targets`]); a reindex step names the next index alone.
+    indexes: Option<&'i [fts::Index]>,
+    /// Where the session's aggregates (statistics, labels, irregular flag) are updated.
+    aggregates: Aggregates,
+}
+
+impl Writes<'static> {
+    /// An append: every row, the live tables.
+    const LIVE: Self = Self {
+        per_entry: true,
+        indexes: None,
+        aggregates: Aggregates::Live,
+    };
+}
+
+/// [`apply`], writing what `writes` says.
 fn apply_to(
     db: Db<'_>,
     row: &EntryInsert<'_>,
     entry: &Entry,
-    indexes: Option<&[fts::Index]>,
+    writes: Writes<'_>,
 ) -> Result<(), StoreError> {
     let sid = row.sid;
     let seq = row.seq;
+    let aggregates = writes.aggregates;
 
     // Irregular: an earlier line names this line's id as its parent (a forward reference, or
     // a repeated id whose earlier copy has children), or the line is its own parent. Then
@@ -45,9 +69,24 @@ fn apply_to(
     if let Some(id) = row.id {
         let forward = row.parent_id == Some(id) || sql::has_child_before(db, sid, id, seq)?;
         if forward {
-            sql::mark_irregular(db, sid)?;
+            sql::mark_irregular(db, aggregates, sid)?;
         }
     }
+    if writes.per_entry {
+        apply_entry_rows(db, row, entry, writes.indexes)?;
+    }
+    apply_aggregates(db, row, entry, aggregates)
+}
+
+/// The rows of one entry alone: path state, context edits, search documents, usage.
+fn apply_entry_rows(
+    db: Db<'_>,
+    row: &EntryInsert<'_>,
+    entry: &Entry,
+    indexes: Option<&[fts::Index]>,
+) -> Result<(), StoreError> {
+    let sid = row.sid;
+    let seq = row.seq;
 
     // Path state from the parent as resolved now.
     let parent_seq = match row.parent_id {
@@ -117,19 +156,6 @@ fn apply_to(
     };
     sql::insert_path_state(db, sid, seq, &state)?;
 
-    // Labels: the last label entry per target wins; absent or empty clears.
-    if let EntryKind::Label {
-        target_id: Some(target),
-        label,
-    } = &entry.kind
-    {
-        let set = label
-            .as_deref()
-            .filter(|text| !text.is_empty())
-            .map(|text| (text, row.timestamp));
-        sql::apply_label(db, sid, target.as_str(), set, seq)?;
-    }
-
     // Context edits, by target.
     if let EntryKind::ContextEdit(edit) = &entry.kind {
         sql::insert_context_edit(
@@ -142,7 +168,7 @@ fn apply_to(
     }
 
     // Full-text documents and usage rows.
-    let ts = crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0);
+    let ts = ts_of(row);
     let docs = docs_for(entry);
     if !docs.is_empty() {
         let indexes = match indexes {
@@ -153,8 +179,7 @@ fn apply_to(
             fts::insert_search_doc_into(db, indexes, sid, seq, &doc, ts)?;
         }
     }
-    let accounted = accounting(entry);
-    if let Some(accounted) = &accounted {
+    if let Some(accounted) = &accounting(entry) {
         let (day, week) = day_and_week(ts);
         let mut usage = UsageRow {
             ts,
@@ -176,6 +201,35 @@ fn apply_to(
         }
         sql::insert_usage(db, sid, seq, &usage)?;
     }
+    Ok(())
+}
+
+fn ts_of(row: &EntryInsert<'_>) -> i64 {
+    crate::support::clock::ms_from_iso(row.timestamp).unwrap_or(0)
+}
+
+/// What one entry changes of its session's aggregates: labels and statistics (the irregular
+/// flag is [`apply_to`]'s).
+fn apply_aggregates(
+    db: Db<'_>,
+    row: &EntryInsert<'_>,
+    entry: &Entry,
+    aggregates: Aggregates,
+) -> Result<(), StoreError> {
+    let sid = row.sid;
+    let seq = row.seq;
+    // Labels: the last label entry per target wins; absent or empty clears.
+    if let EntryKind::Label {
+        target_id: Some(target),
+        label,
+    } = &entry.kind
+    {
+        let set = label
+            .as_deref()
+            .filter(|text| !text.is_empty())
+            .map(|text| (text, row.timestamp));
+        sql::apply_label(db, aggregates, sid, target.as_str(), set, seq)?;
+    }
 
     // Statistics: every `message` entry counts as a message (system messages too); tokens and
     // cost add up every entry that carries usage (1.6.0 `getSessionStats`).
@@ -184,7 +238,7 @@ fn apply_to(
         last_activity: (!row.timestamp.is_empty()).then_some(row.timestamp),
         ..StatsDelta::default()
     };
-    if let Some(accounted) = &accounted {
+    if let Some(accounted) = &accounting(entry) {
         delta.messages = i64::from(accounted.is_message);
         if let Some(usage) = accounted.usage {
             delta.input = to_i64(usage.input);
@@ -207,7 +261,7 @@ fn apply_to(
         }
         _ => {}
     }
-    sql::apply_stats(db, sid, &delta)
+    sql::apply_stats(db, aggregates, sid, &delta)
 }
 
 /// What an entry contributes to the session's accounting.
@@ -370,58 +424,145 @@ pub fn delete_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
     sql::delete_session(db, sid)
 }
 
-/// Recomputes every derived row of one session from its entries.
+/// Recomputes every derived row of one session from its entries, in the caller's transaction
+/// (the rebuild a migration asks for, `db check`'s comparison on its scratch copy; a stepped
+/// reindex takes a session over as many transactions as it needs: [`rebuild_session_step`]).
 pub fn rebuild_session(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
-    rebuild_session_into(db, sid, None)
-}
-
-/// One step of a stepped reindex for one session: its derived rows rebuilt in place, its
-/// search documents written into the next index alone (the live index keeps serving the
-/// documents it has until the swap).
-pub fn rebuild_session_for_reindex(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
-    rebuild_session_into(db, sid, Some(&[fts::Index::Next]))
-}
-
-fn rebuild_session_into(
-    db: Db<'_>,
-    sid: i64,
-    indexes: Option<&[fts::Index]>,
-) -> Result<(), StoreError> {
     let Some(session) = sql::session_by_sid(db, sid)? else {
         return Ok(());
     };
+    // A rebuild in one transaction supersedes a stepped one part-way.
+    sql::drop_session_rebuild(db, sid)?;
     sql::reset_derived(db, sid, &session.created_at)?;
-    match indexes {
-        None => fts::delete_search_rows(db, sid)?,
-        Some(indexes) => {
-            for index in indexes {
-                fts::delete_search_rows_in(db, *index, sid)?;
-            }
-        }
-    }
+    fts::delete_search_rows(db, sid)?;
     sql::set_irregular(db, sid, false)?;
     for stored in sql::all_entries(db, sid)? {
-        let Some(entry) = Entry::parse(&stored.payload) else {
-            return Err(StoreError::Corrupt {
-                path: db.path().to_owned(),
-                message: format!(
-                    "session {} entry #{} is not an entry object",
-                    session.id, stored.seq
-                ),
-            });
-        };
-        let row = EntryInsert {
-            sid,
-            seq: stored.seq,
-            id: stored.id.as_deref(),
-            parent_id: stored.parent_id.as_deref(),
-            type_name: &stored.type_name,
-            timestamp: &stored.timestamp,
-            payload: &stored.payload,
-        };
-        apply_to(db, &row, &entry, indexes)?;
+        apply_stored(db, sid, &session.id, &stored, Writes::LIVE)?;
     }
     Ok(())
+}
+
+/// How many entries a stepped rebuild reads at once.
+const REBUILD_BATCH: i64 = 512;
+
+/// One step of a session's stepped rebuild (migration 0011): from its cursor, entries in seq
+/// order, [`REBUILD_BATCH`] at a time, until `deadline` passes, then the cursor recorded. Returns whether the session is
+/// done: its last entry reached, the accumulated aggregates put in place of the live ones.
+///
+/// A rebuild of `mode` is begun when the session has none; a reindex supersedes a rebuild of
+/// the aggregates alone (it computes them too) and is begun again from the first entry. In
+/// [`RebuildMode::Reindex`] each entry's own rows are rewritten in place and its search
+/// documents go into the next index alone. A session removed meanwhile is done.
+pub fn rebuild_session_step(
+    db: Db<'_>,
+    sid: i64,
+    mode: RebuildMode,
+    deadline: std::time::Instant,
+) -> Result<bool, StoreError> {
+    let Some(session) = sql::session_by_sid(db, sid)? else {
+        sql::drop_session_rebuild(db, sid)?;
+        return Ok(true);
+    };
+    let mut cursor = match sql::session_rebuild(db, sid)? {
+        Some(found) if found.mode == mode || found.mode == RebuildMode::Reindex => found.cursor_seq,
+        _ => {
+            begin_session_rebuild(db, sid, mode, &session.created_at)?;
+            0
+        }
+    };
+    let mode = sql::session_rebuild(db, sid)?.map_or(mode, |found| found.mode);
+    let writes = Writes {
+        per_entry: mode == RebuildMode::Reindex,
+        indexes: Some(&[fts::Index::Next]),
+        aggregates: Aggregates::Rebuild,
+    };
+    loop {
+        let batch = sql::entries_from(db, sid, cursor, REBUILD_BATCH)?;
+        if batch.is_empty() {
+            sql::finish_session_rebuild(db, sid)?;
+            return Ok(true);
+        }
+        for stored in &batch {
+            if writes.per_entry {
+                // Rows the entry no longer yields must not stay (INSERT OR REPLACE keeps the rest).
+                sql::delete_entry_rows(db, sid, stored.seq, stored.seq + 1)?;
+            }
+            apply_stored(db, sid, &session.id, stored, writes)?;
+            cursor = stored.seq + 1;
+        }
+        // The budget is checked per batch: a step takes at least one (so a session of up to
+        // [`REBUILD_BATCH`] entries is always rebuilt in one step).
+        if batch.len() < REBUILD_BATCH as usize {
+            continue;
+        }
+        if std::time::Instant::now() >= deadline {
+            sql::set_session_rebuild_cursor(db, sid, cursor)?;
+            return Ok(false);
+        }
+    }
+}
+
+/// Starts the stepped rebuild of a session (again): the rebuild rows emptied and, for a
+/// reindex, the session's documents removed from the next index.
+fn begin_session_rebuild(
+    db: Db<'_>,
+    sid: i64,
+    mode: RebuildMode,
+    created_at: &str,
+) -> Result<(), StoreError> {
+    sql::begin_session_rebuild(db, sid, mode, created_at)?;
+    if mode == RebuildMode::Reindex {
+        fts::delete_search_rows_in(db, fts::Index::Next, sid)?;
+    }
+    Ok(())
+}
+
+/// Starts a stepped rebuild of a session's aggregates alone (after a merge's rollback), or,
+/// when a reindex is part-way through the session, starts that again from its first entry
+/// (entries it had taken may be gone).
+pub fn begin_aggregates_rebuild(db: Db<'_>, sid: i64) -> Result<(), StoreError> {
+    let Some(session) = sql::session_by_sid(db, sid)? else {
+        return Ok(());
+    };
+    let mode = match sql::session_rebuild(db, sid)? {
+        Some(found) => found.mode,
+        None => RebuildMode::Aggregates,
+    };
+    begin_session_rebuild(db, sid, mode, &session.created_at)
+}
+
+fn parse_stored(session: &str, stored: &sql::EntryRow, db: Db<'_>) -> Result<Entry, StoreError> {
+    Entry::parse(&stored.payload).ok_or_else(|| StoreError::Corrupt {
+        path: db.path().to_owned(),
+        message: format!(
+            "session {session} entry #{} is not an entry object",
+            stored.seq
+        ),
+    })
+}
+
+fn insert_row<'r>(sid: i64, stored: &'r sql::EntryRow) -> EntryInsert<'r> {
+    EntryInsert {
+        sid,
+        seq: stored.seq,
+        id: stored.id.as_deref(),
+        parent_id: stored.parent_id.as_deref(),
+        type_name: &stored.type_name,
+        timestamp: &stored.timestamp,
+        payload: &stored.payload,
+    }
+}
+
+/// Applies a stored entry's derived rows as `writes` says.
+fn apply_stored(
+    db: Db<'_>,
+    sid: i64,
+    session: &str,
+    stored: &sql::EntryRow,
+    writes: Writes<'_>,
+) -> Result<(), StoreError> {
+    let entry = parse_stored(session, stored, db)?;
+    apply_to(db, &insert_row(sid, stored), &entry, writes)
 }
 
 /// Returns the seqs on the path root → `leaf_seq` as a set (plain walk).

@@ -85,6 +85,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0010_stepped_merges.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 11,
+        name: "0011_stepped_session_rebuild.sql",
+        sql: include_str!("../../migrations/0011_stepped_session_rebuild.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in
@@ -104,6 +110,32 @@ pub fn rebuild_pending(db: Db<'_>) -> Result<bool, StoreError> {
 pub fn set_rebuild_pending(db: Db<'_>, pending: bool) -> Result<(), StoreError> {
     let value = if pending { REBUILD_PENDING } else { 0 };
     db.batch(&format!("PRAGMA user_version = {value}"))
+}
+
+/// Abandons a `pi db reindex` or session rebuild part-way (their rows and next index, of the
+/// old shape): the rebuild the migration asks for, itself a stepped reindex, starts afresh.
+fn abandon_stepped_rebuilds(db: Db<'_>) -> Result<(), StoreError> {
+    let has = |table: &str| -> Result<bool, StoreError> {
+        db.value(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1)",
+            [table],
+        )
+    };
+    db.batch(
+        "DROP TABLE IF EXISTS search_fts_next;
+         DROP TABLE IF EXISTS search_docs_next;
+         DROP TABLE IF EXISTS search_totals_next;",
+    )?;
+    for table in [
+        "search_reindex",
+        "session_rebuild",
+        "session_rebuild_labels",
+    ] {
+        if has(table)? {
+            db.batch(&format!("DELETE FROM {table}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Returns the newest schema version this binary knows.
@@ -180,6 +212,7 @@ pub fn migrate_to(conn: &mut Connection, path: &str, target: i64) -> Result<bool
         // leaves it to the next open rather than a database with empty derived tables.
         if migration.rebuild_derived && found > 0 {
             set_rebuild_pending(Db::new(&tx, path), true)?;
+            abandon_stepped_rebuilds(Db::new(&tx, path))?;
         }
         tx.commit().at(path)?;
     }

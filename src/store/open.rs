@@ -41,7 +41,8 @@ pub(crate) struct Connections {
     /// Whether a migration applied at open asks for the derived tables to be rebuilt.
     pub needs_rebuild: bool,
     /// Whether a merge is recorded (`merging_imports`, migration 0010): one a killed process
-    /// may have left part-written, which the opened store rolls back.
+    /// may have left part-written, which the opened store rolls back; or a rollback's rebuild
+    /// of a session's aggregates that a killed process left part-way (migration 0011).
     pub merges_recorded: bool,
     /// The `-wal` file this process writes through (`None`: in memory, or read-only), to
     /// notice it being deleted or replaced under a live process.
@@ -286,11 +287,15 @@ fn open_file(path: &Path, busy_timeout: Duration) -> Result<Connections, StoreEr
     })
 }
 
-/// Whether `merging_imports` has a row (one indexed probe of a table that is nearly always empty).
+/// Whether `merging_imports` has a row, or `session_rebuild` a rollback's rebuild of a
+/// session's aggregates (two probes of tables that are nearly always empty).
 fn merges_recorded(conn: &Connection, display: &str) -> Result<bool, StoreError> {
-    conn.query_row("SELECT EXISTS (SELECT 1 FROM merging_imports)", [], |row| {
-        row.get(0)
-    })
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM merging_imports)
+             OR EXISTS (SELECT 1 FROM session_rebuild WHERE mode = 'aggregates')",
+        [],
+        |row| row.get(0),
+    )
     .at(display)
 }
 

@@ -188,12 +188,26 @@ pub fn header(db: Db<'_>, sid: i64) -> Result<Vec<u8>> {
     db.value("SELECT header FROM sessions WHERE sid = ?1", params![sid])
 }
 
+/// Where a session's aggregates — statistics, labels, the irregular flag — are written: the
+/// live tables, or the rows a stepped rebuild of the session accumulates them in until its last
+/// step (`session_rebuild`, `session_rebuild_labels`, migration 0011).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregates {
+    /// `session_stats`, `labels`, `sessions.irregular`.
+    Live,
+    /// `session_rebuild`, `session_rebuild_labels`.
+    Rebuild,
+}
+
 /// Marks a session irregular (path state no longer trusted).
-pub fn mark_irregular(db: Db<'_>, sid: i64) -> Result<()> {
-    db.execute(
-        "UPDATE sessions SET irregular = 1 WHERE sid = ?1 AND irregular = 0",
-        params![sid],
-    )?;
+pub fn mark_irregular(db: Db<'_>, to: Aggregates, sid: i64) -> Result<()> {
+    let sql = match to {
+        Aggregates::Live => "UPDATE sessions SET irregular = 1 WHERE sid = ?1 AND irregular = 0",
+        Aggregates::Rebuild => {
+            "UPDATE session_rebuild SET irregular = 1 WHERE sid = ?1 AND irregular = 0"
+        }
+    };
+    db.execute(sql, params![sid])?;
     Ok(())
 }
 
@@ -220,6 +234,8 @@ pub fn delete_session(db: Db<'_>, sid: i64) -> Result<()> {
         params![sid],
     )?;
     for table in [
+        "session_rebuild",
+        "session_rebuild_labels",
         "merging_imports",
         "session_leases",
         "entry_path",
@@ -633,9 +649,14 @@ pub struct StatsDelta<'a> {
 }
 
 /// Applies a statistics delta.
-pub fn apply_stats(db: Db<'_>, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
+pub fn apply_stats(db: Db<'_>, to: Aggregates, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
+    let table = match to {
+        Aggregates::Live => "session_stats",
+        Aggregates::Rebuild => "session_rebuild",
+    };
     db.execute(
-        "UPDATE session_stats SET
+        &format!(
+            "UPDATE {table} SET
              next_seq = MAX(next_seq, ?2 + 1),
              entries = entries + 1,
              messages = messages + ?3,
@@ -647,7 +668,8 @@ pub fn apply_stats(db: Db<'_>, sid: i64, delta: &StatsDelta<'_>) -> Result<()> {
              last_activity = COALESCE(?9, last_activity),
              name = CASE WHEN ?10 THEN ?11 ELSE name END,
              first_message = COALESCE(first_message, ?12)
-         WHERE sid = ?1",
+         WHERE sid = ?1"
+        ),
         params![
             sid,
             delta.seq,
@@ -686,22 +708,173 @@ pub fn reset_derived(db: Db<'_>, sid: i64, created_at: &str) -> Result<()> {
 /// Sets or clears the label of a target, keeping its place in the label order when it stays set.
 pub fn apply_label(
     db: Db<'_>,
+    to: Aggregates,
     sid: i64,
     target_id: &str,
     label: Option<(&str, &str)>,
     seq: i64,
 ) -> Result<()> {
+    let table = match to {
+        Aggregates::Live => "labels",
+        Aggregates::Rebuild => "session_rebuild_labels",
+    };
     match label {
         Some((text, timestamp)) => {
-            db.execute("INSERT INTO labels (sid, target_id, label, label_ts, order_seq) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (sid, target_id) DO UPDATE SET label = excluded.label, label_ts = excluded.label_ts", params![sid, target_id, text, timestamp, seq])?;
+            db.execute(&format!("INSERT INTO {table} (sid, target_id, label, label_ts, order_seq) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (sid, target_id) DO UPDATE SET label = excluded.label, label_ts = excluded.label_ts"), params![sid, target_id, text, timestamp, seq])?;
         }
         None => {
             db.execute(
-                "DELETE FROM labels WHERE sid = ?1 AND target_id = ?2",
+                &format!("DELETE FROM {table} WHERE sid = ?1 AND target_id = ?2"),
                 params![sid, target_id],
             )?;
         }
+    }
+    Ok(())
+}
+
+// ----- stepped session rebuilds (`session_rebuild`, migration 0011) ----------------------
+
+/// What the steps of a session's stepped rebuild write (see migration 0011).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebuildMode {
+    /// Each entry's own derived rows in place, its search documents into the next index, the
+    /// aggregates into the rebuild rows (a stepped reindex).
+    Reindex,
+    /// The aggregates alone (after a merge's rollback).
+    Aggregates,
+}
+
+impl RebuildMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Reindex => "reindex",
+            Self::Aggregates => "aggregates",
+        }
+    }
+}
+
+/// A session part-way through a stepped rebuild.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRebuild {
+    /// What its steps write.
+    pub mode: RebuildMode,
+    /// The first entry seq not yet rebuilt.
+    pub cursor_seq: i64,
+}
+
+/// The stepped rebuild of a session, if one is part-way.
+pub fn session_rebuild(db: Db<'_>, sid: i64) -> Result<Option<SessionRebuild>> {
+    db.row(
+        "SELECT mode, cursor_seq FROM session_rebuild WHERE sid = ?1",
+        params![sid],
+        |row| {
+            let mode: String = row.get(0)?;
+            Ok(SessionRebuild {
+                mode: if mode == "reindex" {
+                    RebuildMode::Reindex
+                } else {
+                    RebuildMode::Aggregates
+                },
+                cursor_seq: row.get(1)?,
+            })
+        },
+    )
+}
+
+/// The sessions part-way through a stepped rebuild of `mode`, in sid order.
+pub fn session_rebuilds(db: Db<'_>, mode: RebuildMode) -> Result<Vec<i64>> {
+    db.rows(
+        "SELECT sid FROM session_rebuild WHERE mode = ?1 ORDER BY sid",
+        params![mode.as_str()],
+        |row| row.get(0),
+    )
+}
+
+/// Starts (or starts again, from the first entry) the stepped rebuild of a session: its
+/// rebuild rows set to an empty session's aggregates.
+pub fn begin_session_rebuild(
+    db: Db<'_>,
+    sid: i64,
+    mode: RebuildMode,
+    created_at: &str,
+) -> Result<()> {
+    db.execute_uncached(
+        "INSERT OR REPLACE INTO session_rebuild (sid, mode, cursor_seq, last_activity)
+         VALUES (?1, ?2, 0, ?3)",
+        params![sid, mode.as_str(), created_at],
+    )?;
+    db.execute_uncached(
+        "DELETE FROM session_rebuild_labels WHERE sid = ?1",
+        params![sid],
+    )?;
+    Ok(())
+}
+
+/// Moves a stepped rebuild's cursor (the first entry seq not yet rebuilt).
+pub fn set_session_rebuild_cursor(db: Db<'_>, sid: i64, cursor_seq: i64) -> Result<()> {
+    db.execute(
+        "UPDATE session_rebuild SET cursor_seq = ?2 WHERE sid = ?1",
+        params![sid, cursor_seq],
+    )?;
+    Ok(())
+}
+
+/// Ends a stepped rebuild: the accumulated aggregates replace the live ones, and the rebuild
+/// rows go.
+pub fn finish_session_rebuild(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute_uncached(
+        "UPDATE session_stats SET (next_seq, entries, messages, input, output, cache_read,
+                 cache_write, cost, last_activity, name, first_message) =
+             (SELECT next_seq, entries, messages, input, output, cache_read, cache_write, cost,
+                     last_activity, name, first_message
+                FROM session_rebuild WHERE sid = ?1)
+          WHERE sid = ?1 AND EXISTS (SELECT 1 FROM session_rebuild WHERE sid = ?1)",
+        params![sid],
+    )?;
+    db.execute_uncached(
+        "UPDATE sessions SET irregular = (SELECT irregular FROM session_rebuild WHERE sid = ?1)
+          WHERE sid = ?1 AND EXISTS (SELECT 1 FROM session_rebuild WHERE sid = ?1)",
+        params![sid],
+    )?;
+    db.execute_uncached("DELETE FROM labels WHERE sid = ?1", params![sid])?;
+    db.execute_uncached(
+        "INSERT INTO labels (sid, target_id, label, label_ts, order_seq)
+         SELECT sid, target_id, label, label_ts, order_seq FROM session_rebuild_labels
+          WHERE sid = ?1",
+        params![sid],
+    )?;
+    drop_session_rebuild(db, sid)
+}
+
+/// Removes a session's stepped-rebuild rows (its rebuild abandoned, or the session removed).
+pub fn drop_session_rebuild(db: Db<'_>, sid: i64) -> Result<()> {
+    db.execute_uncached("DELETE FROM session_rebuild WHERE sid = ?1", params![sid])?;
+    db.execute_uncached(
+        "DELETE FROM session_rebuild_labels WHERE sid = ?1",
+        params![sid],
+    )?;
+    Ok(())
+}
+
+/// Up to `limit` entries of a session from seq `from` on, in seq order.
+pub fn entries_from(db: Db<'_>, sid: i64, from: i64, limit: i64) -> Result<Vec<EntryRow>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+             WHERE sid = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+        params![sid, from, limit],
+        entry_row,
+    )
+}
+
+/// Deletes the per-entry derived rows (path state, usage, context edits) of the entries with
+/// seq in `from..to`, their search documents aside.
+pub fn delete_entry_rows(db: Db<'_>, sid: i64, from: i64, to: i64) -> Result<()> {
+    for table in ["entry_path", "usage", "context_edits"] {
+        db.execute(
+            &format!("DELETE FROM {table} WHERE sid = ?1 AND seq >= ?2 AND seq < ?3"),
+            params![sid, from, to],
+        )?;
     }
     Ok(())
 }
@@ -962,6 +1135,7 @@ pub fn clear_all_derived(db: Db<'_>) -> Result<()> {
     db.batch(
         "DELETE FROM entry_path; DELETE FROM labels; DELETE FROM context_edits; DELETE FROM usage;
          DELETE FROM search_docs; DELETE FROM search_totals;
+         DELETE FROM session_rebuild; DELETE FROM session_rebuild_labels;
          INSERT INTO search_fts (search_fts) VALUES ('delete-all');",
     )
 }

@@ -235,3 +235,91 @@ fn assert_search_finds_the_fixture_and_check_passes(env: &TestEnv) {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// Whether a stepped reindex is recorded (`search_reindex`).
+fn reindex_recorded(db: &std::path::Path) -> bool {
+    let Ok(conn) = Connection::open(db) else {
+        return false;
+    };
+    if conn
+        .busy_timeout(std::time::Duration::from_secs(5))
+        .is_err()
+    {
+        return false;
+    }
+    conn.query_row("SELECT count(*) FROM search_reindex", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .is_ok_and(|rows| rows > 0)
+}
+
+#[test]
+fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for_its_end_without_a_busy_error()
+ {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let file = env.dir.path().join("large.jsonl");
+    crate::common::bulk_session_file(&file, "large-session", 20_000, 60);
+    succeeded(env.pi().arg("import").arg(&file));
+    // As a migration that asks for a rebuild leaves it (the derived rows of the old shape: some
+    // path state gone here).
+    let conn = Connection::open(env.db()).unwrap();
+    conn.execute_batch("DELETE FROM entry_path WHERE seq % 3 = 0; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(conn);
+
+    // One process opens and rebuilds; another opens meanwhile with a 1 s busy timeout (far
+    // shorter than the rebuild) and must neither fail nor act before the rebuild is done.
+    let first = env
+        .pi_process()
+        .args(["sessions", "list", "--json"])
+        .env("PI_BUSY_TIMEOUT_MS", "1000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !reindex_recorded(&env.db()) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the rebuild was not seen stepping"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let rename = env
+        .pi()
+        .args(["sessions", "rename", "large-session", "renamed"])
+        .env("PI_BUSY_TIMEOUT_MS", "1000")
+        .output()
+        .unwrap();
+    assert!(
+        rename.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rename.stderr)
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(!reindex_recorded(&env.db()), "the rebuild ended");
+    let conn = Connection::open(env.db()).unwrap();
+    let pending: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(pending, 0);
+    drop(conn);
+    let store = open_store(&env.db(), 1);
+    let large = pi::model::SessionId::new("large-session");
+    let summary = store.session(&large).unwrap();
+    assert_eq!(summary.name.as_deref(), Some("renamed"));
+    assert_eq!(summary.entries, 20_001);
+    drop(store);
+    let check = env.pi().args(["db", "check"]).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}

@@ -368,3 +368,194 @@ fn writers_wait_at_most_about_a_step_behind_a_reindex() {
     );
     assert_sound(&store);
 }
+
+// ----- sessions larger than a step (migration 0011) -------------------------------------------
+
+/// Entries of the large session: several of the stepped rebuild's 512-entry batches.
+const LARGE: usize = 3_000;
+
+/// A database holding the corpus's 40 sessions and one of [`LARGE`] entries (`large-session`),
+/// whose path state and usage rows are partly deleted: a reindex must write them again.
+fn with_a_large_session(env: &TestEnv) -> (SessionStore, Vocabulary) {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let (store, vocab) = build(&env.db());
+    drop(store);
+    let file = env.dir.path().join("large.jsonl");
+    crate::common::bulk_session_file(&file, "large-session", LARGE, 30);
+    succeeded(env.pi().arg("import").arg(&file));
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    conn.execute_batch(
+        "DELETE FROM entry_path WHERE sid = (SELECT sid FROM sessions WHERE id = 'large-session')
+                                  AND seq % 7 = 3;
+         DELETE FROM usage WHERE sid = (SELECT sid FROM sessions WHERE id = 'large-session')
+                             AND seq % 5 = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    (open_at(&env.db(), 1), vocab)
+}
+
+/// The large session's stepped rebuild, while one is part-way: its cursor.
+fn large_session_cursor(db: &Path) -> Option<i64> {
+    let conn = rusqlite::Connection::open(db).ok()?;
+    conn.busy_timeout(Duration::from_secs(5)).ok()?;
+    conn.query_row(
+        "SELECT cursor_seq FROM session_rebuild
+          WHERE sid = (SELECT sid FROM sessions WHERE id = 'large-session')",
+        [],
+        |row| row.get(0),
+    )
+    .ok()
+}
+
+#[test]
+fn a_session_larger_than_a_step_is_rebuilt_over_several_steps_and_keeps_its_aggregates_meanwhile() {
+    let env = TestEnv::new();
+    let (store, vocab) = with_a_large_session(&env);
+    let other = open_at(&env.db(), 9);
+    let large = SessionId::new("large-session");
+    let before = store.session(&large).unwrap();
+    assert_eq!(before.entries, LARGE as i64);
+
+    let mut steps = 0;
+    let mut during = None;
+    store
+        .reindex(EVERY_SESSION_A_STEP, &mut |_| {
+            steps += 1;
+            let Some(cursor) = large_session_cursor(&env.db()) else {
+                return;
+            };
+            if during.is_some() {
+                return;
+            }
+            assert!((1..LARGE as i64).contains(&cursor), "cursor {cursor}");
+            // Part-way: the session's aggregates are still the whole ones, not a partial sum.
+            during = Some(other.session(&large).unwrap());
+            // A writer of the session itself goes on; what it appends is taken by a later step.
+            let first = other
+                .entries(&large)
+                .unwrap()
+                .into_iter()
+                .find_map(|stored| stored.entry.id)
+                .unwrap();
+            other.append_label(&large, &first, Some("pinned")).unwrap();
+            other
+                .append_message(&large, user("zebracorn appended"))
+                .unwrap();
+        })
+        .unwrap();
+    let during = during.expect("a step ended part-way through the large session");
+    assert_eq!(during, before, "the aggregates part-way through");
+    assert!(steps >= LARGE / 512 + 40, "steps: {steps}");
+    assert_eq!(
+        large_session_cursor(&env.db()),
+        None,
+        "the rebuild rows went"
+    );
+
+    let after = store.session(&large).unwrap();
+    assert_eq!(after.entries, before.entries + 2);
+    assert_eq!(after.messages, before.messages + 1);
+    assert_eq!(sessions_with(&store, "zebracorn"), ["large-session"]);
+    assert_eq!(store.labels(&large).unwrap().len(), 1);
+    // Every derived row equals a rebuild from the entries (the deleted ones written again).
+    assert_sound(&store);
+    store.backup(&env.dir.path().join("whole.db")).unwrap();
+    let whole = open_at(&env.dir.path().join("whole.db"), 1);
+    whole.rebuild_derived().unwrap();
+    assert_same_answers(&store, &whole, &vocab, Scores::Exact);
+    assert_eq!(whole.session(&large).unwrap(), after);
+}
+
+#[test]
+fn a_reindex_stopped_part_way_through_a_large_session_goes_on_from_there() {
+    let env = TestEnv::new();
+    let (store, vocab) = with_a_large_session(&env);
+    let before = answers(&store, &vocab);
+    let large = SessionId::new("large-session");
+    let summary = store.session(&large).unwrap();
+    // A process that dies after a step: the step is committed, nothing after it runs.
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.reindex(EVERY_SESSION_A_STEP, &mut |_| {
+            if large_session_cursor(&env.db()).is_some_and(|cursor| cursor >= 1_024) {
+                panic!("stopped part-way");
+            }
+        })
+    }));
+    assert!(stopped.is_err(), "the reindex ended before it was stopped");
+    drop(store);
+    let cursor = large_session_cursor(&env.db()).expect("left part-way");
+    assert!((1_024..LARGE as i64).contains(&cursor), "cursor {cursor}");
+
+    let store = open_at(&env.db(), 1);
+    assert_eq!(answers(&store, &vocab), before, "search part-way");
+    assert_eq!(
+        store.session(&large).unwrap(),
+        summary,
+        "aggregates part-way"
+    );
+    let done = store.reindex(EVERY_SESSION_A_STEP, &mut |_| {}).unwrap();
+    assert!(done.resumed);
+    assert_eq!(large_session_cursor(&env.db()), None);
+    assert_eq!(answers(&store, &vocab), before, "search after");
+    assert_eq!(store.session(&large).unwrap(), summary, "aggregates after");
+    assert_sound(&store);
+}
+
+#[test]
+fn writers_of_a_large_session_wait_at_most_about_a_step_behind_its_reindex() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    let file = env.dir.path().join("large.jsonl");
+    crate::common::bulk_session_file(&file, "large-session", 40_000, 60);
+    succeeded(env.pi().arg("import").arg(&file));
+    // Steps of 50 ms and the default 100 ms pause: the reindex outlasts the renames below
+    // (one transaction for this session took seconds before migration 0011).
+    let mut reindex = env
+        .pi_process()
+        .args(["db", "reindex"])
+        .env("PI_REINDEX_STEP_MS", "50")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while large_session_cursor(&env.db()).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no step was seen"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut waits = Vec::new();
+    for round in 0..3 {
+        let at = Instant::now();
+        succeeded(env.pi().args([
+            "sessions",
+            "rename",
+            "large-session",
+            &format!("name {round}"),
+        ]));
+        waits.push(at.elapsed());
+    }
+    let still_running = large_session_cursor(&env.db()).is_some();
+    let status = reindex.wait().unwrap();
+    eprintln!("renames of the session during its reindex: {waits:?}");
+    assert!(status.success());
+    assert!(
+        still_running,
+        "the session's rebuild ended before the renames did"
+    );
+    for wait in &waits {
+        // The command's own start-up and work included (debug build, shared machine).
+        assert!(*wait < Duration::from_secs(2), "a rename took {wait:?}");
+    }
+    let store = open_at(&env.db(), 1);
+    let large = SessionId::new("large-session");
+    assert_eq!(
+        store.session(&large).unwrap().name.as_deref(),
+        Some("name 2")
+    );
+    assert_eq!(store.session(&large).unwrap().entries, 40_003);
+    assert_sound(&store);
+}

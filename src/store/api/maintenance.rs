@@ -5,7 +5,7 @@ use rusqlite::Connection;
 use crate::store::db::Db;
 use crate::store::error::SqliteContext;
 use crate::store::maintenance::*;
-use crate::store::sql::{self};
+use crate::store::sql::{self, RebuildMode};
 use crate::store::types::ListScope;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,8 @@ impl SessionStore {
     // ----- maintenance ----------------------------------------------------------------------
 
     /// Recomputes every derived row (path state, labels, statistics, usage, the full-text
-    /// index) from the entries, in one transaction (`pi db reindex`).
+    /// index) from the entries, in one transaction (the reference a stepped reindex is held
+    /// to in the tests; commands use [`Self::reindex`]).
     pub fn rebuild_derived(&self) -> Result<()> {
         self.write_bulk(rebuild_all_derived)
     }
@@ -27,77 +28,93 @@ impl SessionStore {
     /// 1. one transaction creates the next full-text index beside the live one and records
     ///    the reindex (`search_reindex`, migration 0009) — or finds one a killed reindex left,
     ///    and goes on from its cursor;
-    /// 2. each step, one transaction of about `pacing.step`, rebuilds whole sessions in sid
-    ///    order: their derived rows in place, their search documents into the next index
-    ///    alone, and moves the cursor; `pacing.gap` passes between steps;
-    /// 3. the last transaction rebuilds the sessions created meanwhile and swaps the next
-    ///    index in by rename; then the new index is merged in steps
+    /// 2. each step, one transaction of about `pacing.step`, rebuilds sessions in sid order:
+    ///    their derived rows in place, their search documents into the next index alone, and
+    ///    moves the cursor; a session larger than a step is taken over several steps, its
+    ///    aggregates replaced in the step that ends it ([`derived::rebuild_session_step`],
+    ///    migration 0011); `pacing.gap` passes between steps;
+    /// 3. the step that finds no session left (those created meanwhile included) swaps the
+    ///    next index in by rename; then the new index is merged in steps
     ///    ([`MERGE_STEP_PAGES`] each).
     ///
     /// Search answers from the live index, complete, until the swap: every writer puts a
     /// rebuilt session's new documents into both indexes. A kill at any point loses nothing
-    /// and leaves each session's derived rows whole (old or rebuilt). A single session is
-    /// rebuilt in one transaction, however large. `progress` is told after each step.
+    /// and leaves each session's aggregates whole (old or rebuilt) and each entry's rows whole.
+    /// `progress` is told after each step.
     pub fn reindex(
         &self,
         pacing: StepPacing,
         progress: &mut dyn FnMut(ReindexProgress),
     ) -> Result<ReindexProgress> {
-        let (total, resumed) = self.write(|db| {
+        self.reindex_if(false, pacing, progress)
+            .map(|done| done.unwrap_or_default())
+    }
+
+    /// [`Self::reindex`]; with `only_if_pending`, only while a migration's rebuild is pending
+    /// (checked in the transaction that would begin it: `None` when it is not).
+    fn reindex_if(
+        &self,
+        only_if_pending: bool,
+        pacing: StepPacing,
+        progress: &mut dyn FnMut(ReindexProgress),
+    ) -> Result<Option<ReindexProgress>> {
+        let begun = self.write(|db| {
+            if only_if_pending && !migrate::rebuild_pending(db)? {
+                return Ok(None);
+            }
             let resumed = search::fts::reindex_cursor(db)?.is_some();
             if !resumed {
                 begin_reindex(db)?;
             }
-            Ok((sql::all_sids(db)?.len(), resumed))
+            Ok(Some((sql::all_sids(db)?.len(), resumed)))
         })?;
+        let Some((total, resumed)) = begun else {
+            return Ok(None);
+        };
         let mut done = ReindexProgress {
             sessions: 0,
             total,
             resumed,
         };
         loop {
+            // One step: sessions after the cursor, each whole or (a large one) part-way. The
+            // step that finds none left swaps the next index in, in the same transaction, so
+            // no session created meanwhile is missed and no step is longer than its budget.
             let step = self.write_bulk(|db| {
-                let began = std::time::Instant::now();
-                let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
+                let deadline = std::time::Instant::now() + pacing.step;
+                let Some(cursor) = search::fts::reindex_cursor(db)? else {
+                    // Another process took the same reindex to its end.
+                    return Ok((0, true));
+                };
                 let mut rebuilt = 0;
                 for sid in sql::sids_after(db, cursor)? {
-                    derived::rebuild_session_for_reindex(db, sid)?;
+                    if !derived::rebuild_session_step(db, sid, RebuildMode::Reindex, deadline)? {
+                        return Ok((rebuilt, false));
+                    }
                     set_reindex_cursor(db, sid)?;
                     rebuilt += 1;
-                    if began.elapsed() >= pacing.step {
+                    if std::time::Instant::now() >= deadline {
                         return Ok((rebuilt, false));
                     }
                 }
+                swap_in_next_index(db)?;
+                migrate::set_rebuild_pending(db, false)?;
                 Ok((rebuilt, true))
             })?;
             done.sessions += step.0;
+            progress(done);
             if step.1 {
                 break;
             }
-            progress(done);
             std::thread::sleep(pacing.gap);
         }
-        // The swap: sessions created since the last step first (few), then the rename.
-        let late = self.write_bulk(|db| {
-            let cursor = search::fts::reindex_cursor(db)?.unwrap_or(0);
-            let mut late = 0;
-            for sid in sql::sids_after(db, cursor)? {
-                derived::rebuild_session_for_reindex(db, sid)?;
-                late += 1;
-            }
-            swap_in_next_index(db)?;
-            migrate::set_rebuild_pending(db, false)?;
-            Ok(late)
-        })?;
-        done.sessions += late;
-        progress(done);
         for _ in 0..100_000 {
             std::thread::sleep(pacing.gap);
             if !self.write(|db| search::fts::merge_search_index_step(db, MERGE_STEP_PAGES))? {
                 break;
             }
         }
-        Ok(done)
+        Ok(Some(done))
     }
 
     /// The number of documents in the full-text index (0 when it has none).
@@ -128,15 +145,17 @@ impl SessionStore {
         Ok(true)
     }
 
-    /// Rebuilds the derived tables if a migration left that pending (checked again inside the
-    /// write transaction: another process opening at the same time may have done it).
+    /// Rebuilds the derived tables if a migration left that pending, as a stepped reindex
+    /// ([`Self::reindex`]) with the staged import's pacing, whose pause is what another
+    /// process's writer (polling in SQLite's busy handler) needs to take the lock between two
+    /// steps: no transaction is longer than a step, so
+    /// another process opening meanwhile never meets its busy timeout; it finds the rebuild
+    /// pending too and takes the same reindex on from its cursor, and both return once it is
+    /// done (no command works on derived rows of the old shape). A kill leaves the rebuild
+    /// pending and the cursor; the next open goes on.
     pub(super) fn rebuild_derived_if_pending(&self) -> Result<()> {
-        self.write_bulk(|db| {
-            if migrate::rebuild_pending(db)? {
-                rebuild_all_derived(db)?;
-            }
-            Ok(())
-        })
+        self.reindex_if(true, StepPacing::default(), &mut |_| {})?;
+        Ok(())
     }
 }
 
@@ -170,7 +189,7 @@ impl Default for StepPacing {
 }
 
 /// How far a stepped reindex got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReindexProgress {
     /// Sessions rebuilt by this run.
     pub sessions: usize,

@@ -22,8 +22,8 @@ use crate::store::imported::{self, FileMark};
 use crate::store::interchange::*;
 use crate::store::lease::{self, LeaseConfig, millis, registry};
 use crate::store::spool::Spool;
-use crate::store::sql::{self, LeaseRow};
-use crate::store::{Result, SessionStore, StoreError, derived};
+use crate::store::sql::{self, LeaseRow, RebuildMode};
+use crate::store::{Result, SessionStore, StoreError, derived, search};
 use crate::support::clock::{Clock, SystemClock};
 
 /// What the owner of a merge's lease is called in "session in use" messages.
@@ -259,7 +259,7 @@ impl SessionStore {
                 Err(error) => {
                     if committed {
                         // What earlier steps wrote goes (a kill would leave it to the next open).
-                        let _ = self.write(|db| Self::roll_back_merge(db, sid));
+                        let _ = self.roll_back_merge(sid, &|_| true);
                     }
                     return Err(error);
                 }
@@ -391,11 +391,15 @@ impl SessionStore {
         })
     }
 
-    /// Removes what a merge into `sid` wrote (its entries and quarantined lines), its lease
-    /// and its record, and rebuilds the session's derived rows.
-    fn roll_back_merge(db: Db<'_>, sid: i64) -> Result<()> {
+    /// One step of rolling back the merge into `sid`, in the caller's transaction: its entries
+    /// removed from the last one down, with their own derived rows and search documents, until
+    /// `deadline` passes. The step that removes its first entry also removes its quarantined
+    /// lines, its lease and its record, and begins the stepped rebuild of the session's
+    /// aggregates ([`derived::begin_aggregates_rebuild`]; the remaining entries' own rows are
+    /// what they were before the merge). Returns whether the merge's entries are all gone.
+    fn roll_back_merge_step(db: Db<'_>, sid: i64, deadline: std::time::Instant) -> Result<bool> {
         let Some(row) = sql::merge_row(db, sid)? else {
-            return Ok(());
+            return Ok(true);
         };
         // The one delete of entries outside a session's removal (the trigger of migration 0010
         // lets through only the rows of a merge marked as rolling back).
@@ -403,10 +407,26 @@ impl SessionStore {
             "UPDATE merging_imports SET rolling_back = 1 WHERE sid = ?1",
             rusqlite::params![sid],
         )?;
-        db.execute_uncached(
-            "DELETE FROM entries WHERE sid = ?1 AND seq >= ?2 AND seq < ?3",
-            rusqlite::params![sid, row.first_seq, row.next_seq],
-        )?;
+        let mut next = row.next_seq;
+        while next > row.first_seq {
+            let from = (next - ROLLBACK_BATCH).max(row.first_seq);
+            for stored in sql::entries_from(db, sid, from, next - from)? {
+                if let Some(entry) = crate::model::entry::Entry::parse(&stored.payload) {
+                    let docs = crate::store::search::docs::docs_for(&entry);
+                    search::fts::delete_entry_search_rows(db, sid, stored.seq, &docs)?;
+                }
+            }
+            sql::delete_entry_rows(db, sid, from, next)?;
+            db.execute_uncached(
+                "DELETE FROM entries WHERE sid = ?1 AND seq >= ?2 AND seq < ?3",
+                rusqlite::params![sid, from, next],
+            )?;
+            sql::move_merge(db, sid, from)?;
+            next = from;
+            if next > row.first_seq && std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+        }
         db.execute_uncached(
             "DELETE FROM quarantine WHERE sid = ?1 AND qid > ?2",
             rusqlite::params![sid, row.last_qid],
@@ -415,12 +435,63 @@ impl SessionStore {
             sql::delete_lease(db, sid, &row.token)?;
         }
         sql::delete_merge(db, sid)?;
-        derived::rebuild_session(db, sid)
+        derived::begin_aggregates_rebuild(db, sid)?;
+        Ok(true)
+    }
+
+    /// Rolls back the merge into `sid` in steps of [`STAGE_STEP_TIME`] with [`STAGE_STEP_GAP`]
+    /// between them, while `still_it(row)` says the recorded merge is still the one to roll
+    /// back (another process may have rolled it back meanwhile), then rebuilds the session's
+    /// aggregates in steps ([`Self::finish_aggregates_rebuilds`]).
+    fn roll_back_merge(&self, sid: i64, still_it: &dyn Fn(&sql::MergeRow) -> bool) -> Result<()> {
+        loop {
+            let done = self.write(|db| match sql::merge_row(db, sid)? {
+                Some(row) if still_it(&row) => {
+                    Self::roll_back_merge_step(db, sid, std::time::Instant::now() + STAGE_STEP_TIME)
+                }
+                _ => Ok(true),
+            })?;
+            if done {
+                break;
+            }
+            std::thread::sleep(STAGE_STEP_GAP);
+        }
+        self.finish_aggregates_rebuilds()
+    }
+
+    /// Takes every session whose aggregates a rollback left to rebuild (migration 0011) to its
+    /// end, in steps of [`STAGE_STEP_TIME`] with [`STAGE_STEP_GAP`] between them.
+    pub(super) fn finish_aggregates_rebuilds(&self) -> Result<()> {
+        let sids = self.read(|db| sql::session_rebuilds(db, RebuildMode::Aggregates))?;
+        for sid in sids {
+            loop {
+                let done = self.write(|db| {
+                    if sql::session_rebuild(db, sid)?.map(|found| found.mode)
+                        != Some(RebuildMode::Aggregates)
+                    {
+                        // Done by another process, or taken over by a reindex.
+                        return Ok(true);
+                    }
+                    derived::rebuild_session_step(
+                        db,
+                        sid,
+                        RebuildMode::Aggregates,
+                        std::time::Instant::now() + STAGE_STEP_TIME,
+                    )
+                })?;
+                if done {
+                    break;
+                }
+                std::thread::sleep(STAGE_STEP_GAP);
+            }
+        }
+        Ok(())
     }
 
     /// Rolls back the merges that killed processes left part-written (their process gone on
-    /// this host; another host's merge is left alone), each in its own transaction. Returns
-    /// how many it rolled back.
+    /// this host; another host's merge is left alone), each in its own steps, and finishes the
+    /// rebuilds of aggregates such rollbacks left part-way. Returns how many merges it rolled
+    /// back.
     pub fn roll_back_abandoned_merges(&self) -> Result<usize> {
         let me = lease::this_process();
         let rows = self.read(sql::merge_rows)?;
@@ -430,21 +501,17 @@ impl SessionStore {
                 && !(row.pid == me.pid && row.pid_start == me.start)
                 && !lease::process_alive(row.pid, row.pid_start);
             if gone {
-                self.write(|db| {
-                    // Still the same merge (another process may have rolled it back meanwhile)?
-                    match sql::merge_row(db, row.sid)? {
-                        Some(now) if now.token == row.token && now.pid == row.pid => {
-                            Self::roll_back_merge(db, row.sid)
-                        }
-                        _ => Ok(()),
-                    }
-                })?;
+                self.roll_back_merge(row.sid, &|now| now.token == row.token && now.pid == row.pid)?;
                 rolled += 1;
             }
         }
+        self.finish_aggregates_rebuilds()?;
         Ok(rolled)
     }
 }
+
+/// How many entries a rollback step reads and removes at once.
+const ROLLBACK_BATCH: i64 = 512;
 
 #[cfg(test)]
 mod tests {
@@ -617,10 +684,8 @@ mod tests {
             Ok(())
         });
         assert!(refused.is_err(), "{refused:?}");
-        store.write(|db| {
-            let sid = SessionStore::sid(db, &session)?;
-            SessionStore::roll_back_merge(db, sid)
-        })?;
+        let sid = store.read(|db| SessionStore::sid(db, &session))?;
+        store.roll_back_merge(sid, &|_| true)?;
         assert_eq!(stored_ids(&store), ["a"]);
         let after = store.session(&session)?;
         assert_eq!(after, before);
@@ -631,5 +696,91 @@ mod tests {
             assert_eq!(sql::lease(db, sid)?, None);
             Ok(())
         })
+    }
+
+    #[test]
+    fn a_rollback_goes_in_steps_and_one_left_part_way_is_finished_by_the_next_open() -> Result<()> {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("pi.db");
+        let open = || {
+            SessionStore::open(StoreConfig {
+                location: StoreLocation::File(path.clone()),
+                clock: Arc::new(SystemClock),
+                ids: Arc::new(IdSource::seeded(7)),
+                busy_timeout: Duration::from_secs(5),
+            })
+        };
+        let store = open()?;
+        let session = SessionId::new("merged");
+        import(&store, &file(&[line("a", None, "one")]))?;
+        let before = store.session(&session)?;
+        let labels_before = store.labels(&session)?;
+        // A merge of more lines than a rollback step takes, with a label and a word of its own,
+        // left recorded as a killed process leaves it.
+        let merged = 3 * ROLLBACK_BATCH as usize + 10;
+        let sid = store.read(|db| SessionStore::sid(db, &session))?;
+        store.write(|db| {
+            let writing = store.begin_merge(db, sid, &session, 1)?;
+            let mut seq = writing.seq;
+            let mut parent = "a".to_owned();
+            for n in 0..merged {
+                let id = format!("m{n}");
+                let bytes = if n == 5 {
+                    format!(
+                        r#"{{"type":"label","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:02.000Z","targetId":"a","label":"merged-label"}}"#
+                    )
+                } else {
+                    line(&id, Some(&parent), &format!("okapi {n}"))
+                }
+                .into_bytes();
+                let entry = crate::model::entry::Entry::parse(&bytes).expect("an entry");
+                let row = FileEntry {
+                    line: n + 3,
+                    payload: bytes,
+                    entry,
+                };
+                SessionStore::insert_file_entry(db, sid, seq, &row)?;
+                seq += 1;
+                parent = id;
+            }
+            sql::move_merge(db, sid, seq)
+        })?;
+        assert_ne!(store.labels(&session)?, labels_before);
+
+        // The first step removes one batch, from the top.
+        let done = store
+            .write(|db| SessionStore::roll_back_merge_step(db, sid, std::time::Instant::now()))?;
+        assert!(!done, "one step took the whole merge");
+        let row = store
+            .read(|db| sql::merge_row(db, sid))?
+            .expect("still recorded");
+        assert_eq!(row.next_seq - row.first_seq, merged as i64 - ROLLBACK_BATCH);
+        assert_eq!(
+            stored_ids(&store).len(),
+            1 + merged - ROLLBACK_BATCH as usize
+        );
+        // The steps that remove the rest end with the aggregates' rebuild begun, not finished:
+        // as a process killed there leaves it.
+        while !store
+            .write(|db| SessionStore::roll_back_merge_step(db, sid, std::time::Instant::now()))?
+        {
+        }
+        assert_eq!(stored_ids(&store), ["a"]);
+        let rebuild = store.read(|db| sql::session_rebuild(db, sid))?;
+        assert_eq!(
+            rebuild.map(|found| found.mode),
+            Some(RebuildMode::Aggregates)
+        );
+        assert_eq!(store.read(sql::merge_rows)?, []);
+        drop(store);
+
+        // The next open finishes it.
+        let store = open()?;
+        assert_eq!(store.read(|db| sql::session_rebuild(db, sid))?, None);
+        assert_eq!(store.session(&session)?, before);
+        assert_eq!(store.labels(&session)?, labels_before);
+        let report = store.check()?;
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        Ok(())
     }
 }

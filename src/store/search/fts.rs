@@ -96,6 +96,45 @@ pub fn delete_search_rows_in(db: Db<'_>, index: Index, sid: i64) -> Result<()> {
     Ok(())
 }
 
+/// Deletes one entry's search documents from every index that has them (the live one, and
+/// the next one while a reindex runs), and takes them out of their session's totals: `docs`
+/// are the entry's documents ([`crate::store::search::docs::docs_for`]), whose token counts
+/// the totals hold (a merge's rollback, migration 0011).
+pub fn delete_entry_search_rows(db: Db<'_>, sid: i64, seq: i64, docs: &[Doc<'_>]) -> Result<()> {
+    let tokens: usize = docs
+        .iter()
+        .map(|doc| token_count(&index_text(&doc.text)))
+        .sum();
+    let indexes: &[Index] = if reindex_cursor(db)?.is_some() {
+        &[Index::Live, Index::Next]
+    } else {
+        &[Index::Live]
+    };
+    for index in indexes {
+        let (docs_table, fts, totals) = (index.docs(), index.fts(), index.totals());
+        db.execute(
+            &format!(
+                "DELETE FROM {fts} WHERE rowid IN (SELECT docid FROM {docs_table} WHERE sid = ?1 AND seq = ?2)"
+            ),
+            params![sid, seq],
+        )?;
+        let removed = db.execute(
+            &format!("DELETE FROM {docs_table} WHERE sid = ?1 AND seq = ?2"),
+            params![sid, seq],
+        )?;
+        if removed > 0 {
+            db.execute(
+                &format!(
+                    "UPDATE {totals} SET docs = MAX(docs - ?2, 0), tokens = MAX(tokens - ?3, 0)
+                      WHERE sid = ?1"
+                ),
+                params![sid, removed as i64, tokens as i64],
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds one search document and its FTS row to each of `indexes` (a live write:
 /// [`live_targets`]; a reindex step: the next index alone), under a docid that carries its
 /// day and length (see [`docid`]), and counts it in its session's totals.
