@@ -96,6 +96,31 @@ pub struct TerminalConfig {
     pub history_path: Option<PathBuf>,
     /// The database path as shown to people (`/session`).
     pub database: String,
+    /// What Esc twice on an empty prompt does (`doubleEscapeAction`).
+    pub double_escape: DoubleEscape,
+}
+
+/// What Esc pressed twice on an empty prompt does: the settings' `doubleEscapeAction`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DoubleEscape {
+    /// `tree` (the default): the session tree (`/tree`).
+    #[default]
+    Tree,
+    /// `fork`: `/fork`.
+    Fork,
+    /// `none`: nothing.
+    Nothing,
+}
+
+impl DoubleEscape {
+    /// The setting's value; anything else is the default.
+    pub fn from_setting(value: &str) -> Self {
+        match value {
+            "fork" => Self::Fork,
+            "none" => Self::Nothing,
+            _ => Self::Tree,
+        }
+    }
 }
 
 impl TerminalConfig {
@@ -107,6 +132,7 @@ impl TerminalConfig {
             home: home.map(Path::to_path_buf),
             history_path: Some(agent_dir.join("repl-history")),
             database: agent_dir.join("pi.db").display().to_string(),
+            double_escape: DoubleEscape::default(),
         }
     }
 }

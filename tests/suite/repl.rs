@@ -1037,3 +1037,144 @@ fn extension_status_widget_title_editor_and_editor_text_in_the_repl() {
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+/// Esc (the reference's interrupt) aborts a running turn as Ctrl+C does: the queued steering
+/// message goes back into the editor and is never sent; Esc is not echoed as `^[`.
+#[test]
+fn esc_aborts_a_running_turn_and_puts_its_queue_back() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"sleep 30"}"#,
+    ))]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "escabort", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("start the work");
+    server.wait_for_requests(1, Duration::from_secs(30));
+    tmux.line("check the tests too");
+    tmux.wait_for("Steering queued: check the tests too");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("1 queued message put back into the editor");
+    let screen = tmux.wait_for("> check the tests too");
+    assert!(!screen.contains("^["), "{screen}");
+    tmux.keys(&["C-u"]);
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert_eq!(server.requests().len(), 1, "the queued message was sent");
+}
+
+/// Esc at the prompt never eats the key after it: Esc then `/session` runs the command (it
+/// used to reach the model as the prompt `session`).
+#[test]
+fn esc_at_the_prompt_never_eats_the_next_key() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "esckey", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["Escape"]);
+    // More than the editor's wait for the rest of a key sequence.
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.line("/session");
+    tmux.wait_for("Tool Calls:");
+    // Esc on a line with text keeps the text.
+    tmux.type_text("kept text");
+    tmux.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let screen = tmux.wait_for("> kept text");
+    assert!(!screen.contains("^["), "{screen}");
+    tmux.keys(&["C-u"]);
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    assert_eq!(server.requests().len(), 0, "nothing reached the model");
+}
+
+/// Esc twice on an empty prompt does what `doubleEscapeAction` says: the session tree by
+/// default, nothing with `none`.
+#[test]
+fn double_esc_on_an_empty_prompt_opens_the_tree() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("First answer."))]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "esctree", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("first question");
+    tmux.wait_for("First answer.");
+    tmux.wait_for_prompt();
+    // Two presses as a person makes them (a terminal sending ESC ESC at once means one Esc).
+    tmux.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(150));
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("Go to entry");
+    assert!(screen.contains("user: first question"), "{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"doubleEscapeAction": "none"}"#,
+    )
+    .unwrap();
+    let tmux = Tmux::start(&env, "escnone", &["-c"], &[]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(150));
+    tmux.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux.line("/session");
+    let screen = tmux.wait_for("Tool Calls:");
+    assert!(!screen.contains("Go to entry"), "{screen}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
+
+/// What is typed while the agent works is not echoed into its output; the unfinished line is
+/// the next prompt's text, and Alt+Up takes the queued messages back into the editor (never
+/// sent).
+#[test]
+fn typed_text_stays_out_of_the_reply_and_alt_up_takes_the_queue_back() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"while [ ! -e go ]; do sleep 0.05; done; echo released"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Done here.")),
+    ]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "altup", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("start the work");
+    server.wait_for_requests(1, Duration::from_secs(30));
+    tmux.line("queued words");
+    tmux.wait_for("Steering queued: queued words");
+    // Alt+Up as terminals send it.
+    tmux.type_text("\x1b[1;3A");
+    tmux.wait_for("1 queued message taken back");
+    tmux.type_text("unfinished thought");
+    std::thread::sleep(Duration::from_millis(300));
+    let screen = tmux.screen();
+    assert!(
+        !screen.contains("unfinished thought"),
+        "typed text was echoed into the output:\n{screen}"
+    );
+    std::fs::write(env.workspace.join("go"), "").unwrap();
+    tmux.wait_for("Done here.");
+    tmux.wait_for("> queued words unfinished thought");
+    tmux.keys(&["C-u"]);
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        !requests[1].json()["messages"]
+            .to_string()
+            .contains("queued words"),
+        "the message taken back was sent"
+    );
+}

@@ -31,6 +31,8 @@ pub enum Reply {
     Interrupted,
     /// Ctrl+D on an empty line, or the end of input.
     Eof,
+    /// Esc twice on an empty line.
+    DoubleEscape,
     /// The terminal could not be read.
     Failed(String),
 }
@@ -151,6 +153,51 @@ impl ConditionalEventHandler for CtrlC {
     }
 }
 
+/// How soon a second Esc must follow the first to count as a double press.
+const DOUBLE_ESCAPE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long the editor waits, after ESC, for the rest of a key's sequence before taking it as
+/// Esc alone (without a bound ESC waited for the next key and made it Alt+key: Esc then `/`
+/// lost the `/`).
+const KEYSEQ_TIMEOUT_MS: u16 = 50;
+
+/// Esc: nothing on a line with text (it is kept); twice on an empty line, the REPL's
+/// double-Esc action (the line is accepted empty with `double` set).
+struct Esc {
+    last: Mutex<Option<std::time::Instant>>,
+    double: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ConditionalEventHandler for Esc {
+    fn handle(
+        &self,
+        _event: &Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        let mut last = match self.last.lock() {
+            Ok(last) => last,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if !ctx.line().is_empty() {
+            *last = None;
+            return Some(Cmd::Noop);
+        }
+        let now = std::time::Instant::now();
+        match last.take() {
+            Some(first) if now.duration_since(first) <= DOUBLE_ESCAPE => {
+                self.double.store(true, std::sync::atomic::Ordering::SeqCst);
+                Some(Cmd::AcceptLine)
+            }
+            _ => {
+                *last = Some(now);
+                Some(Cmd::Noop)
+            }
+        }
+    }
+}
+
 /// Completion and multi-line validation.
 struct Helper {
     commands: Arc<Mutex<Vec<String>>>,
@@ -233,6 +280,7 @@ fn editor_thread(
                 .auto_add_history(false)
                 .completion_type(CompletionType::List)
                 .bracketed_paste(true)
+                .keyseq_timeout(Some(KEYSEQ_TIMEOUT_MS))
                 .build()
         });
     let editor_config = match editor_config {
@@ -261,6 +309,14 @@ fn editor_thread(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
         EventHandler::Simple(Cmd::Newline),
     );
+    let double = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Esc, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(Esc {
+            last: Mutex::new(None),
+            double: double.clone(),
+        })),
+    );
     let history_path = config.history_path.filter(|path| prepare_history(path));
     if let Some(path) = &history_path {
         // A missing or unreadable history starts empty.
@@ -269,6 +325,9 @@ fn editor_thread(
     while let Ok(request) = requests.recv() {
         let result = editor.readline_with_initial(&request.prompt, (&request.initial, ""));
         let reply = match result {
+            Ok(_) if double.swap(false, std::sync::atomic::Ordering::SeqCst) => {
+                Ok(Reply::DoubleEscape)
+            }
             Ok(line) => {
                 let line = join_continuations(&line);
                 if request.history && !line.trim().is_empty() {

@@ -4,11 +4,13 @@
 //!
 //! Keys: Enter submits, Alt+Enter or a trailing `\` continues on a new line, Tab completes
 //! slash commands and paths, Ctrl+C clears the line (on an empty line twice in a row it
-//! exits), Ctrl+D on an empty line exits. While a turn or a `!cmd` runs, the line editor is
-//! not reading and the terminal is in its normal mode, so Ctrl+C arrives as SIGINT, which
-//! aborts the turn (or the command) and keeps the REPL. A line typed while the agent runs is
-//! queued as a steering message (Enter: delivered after the current tool calls) or a
-//! follow-up (Alt+Enter: delivered when the agent would stop), see [`typeahead`].
+//! exits), Ctrl+D on an empty line exits, Esc twice on an empty line does
+//! `doubleEscapeAction` (`/tree` by default). While a turn or a `!cmd` runs, the line editor
+//! is not reading; Ctrl+C arrives as SIGINT, which aborts the turn (or the command) and keeps
+//! the REPL. While the agent runs, [`typeahead`] reads the keys: Esc aborts the turn as Ctrl+C
+//! does, a line is queued as a steering message (Enter: delivered after the current tool
+//! calls) or a follow-up (Alt+Enter: delivered when the agent would stop), Alt+Up takes the
+//! queued messages back into the editor.
 //!
 //! Pickers (`/tree`, `/resume`, `/fork`, `/model`, `-r`) print numbered rows and read the
 //! choice as a line: a row number, or an id (prefix); Enter cancels.
@@ -38,6 +40,7 @@ use crate::ai::ThinkingLevel;
 use crate::model::entry::Entry;
 use crate::model::ids::{EntryId, SessionId};
 use crate::model::message::ImageContent;
+use crate::modes::DoubleEscape;
 use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
 use crate::modes::{Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
@@ -367,8 +370,8 @@ impl Fold {
 
 /// What `/hotkeys` (and `/help`) lists.
 const HOTKEYS: &[&str] = &[
-    "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C aborts a turn or clears the line (twice on an empty line exits) • Ctrl+D exits",
-    "While the agent works: Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop)",
+    "Keys: Enter sends • Alt+Enter or a trailing \\ adds a line • Tab completes commands and paths • Ctrl+C clears the line (twice on an empty line exits) • Esc twice on an empty line: the session tree (doubleEscapeAction) • Ctrl+D exits",
+    "While the agent works: Esc or Ctrl+C aborts the turn (queued messages go back into the editor) • Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop) • Alt+Up takes the queued messages back • what you type is not echoed into the reply; an unfinished line is in the prompt when the turn ends",
 ];
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
@@ -680,6 +683,18 @@ impl Repl {
                     }
                     self.info("(press Ctrl+C again to exit, or Ctrl+D)")?;
                 }
+                Reply::DoubleEscape => {
+                    self.interrupts = 0;
+                    let line = match self.terminal.double_escape {
+                        DoubleEscape::Tree => "/tree",
+                        DoubleEscape::Fork => "/fork",
+                        DoubleEscape::Nothing => continue,
+                    };
+                    match self.handle(line).await? {
+                        Flow::Continue => {}
+                        Flow::Quit => return Ok(ExitCode::SUCCESS),
+                    }
+                }
                 Reply::Line(line) => {
                     self.interrupts = 0;
                     match self.handle(&line).await? {
@@ -749,24 +764,32 @@ impl Repl {
         self.drain_signals();
         tokio::pin!(work);
         let steerable = steerable && io::IsTerminal::is_terminal(&io::stdin());
-        let mut typeahead = if steerable { Typeahead::start() } else { None };
+        let mut typeahead = if steerable {
+            Typeahead::start("")
+        } else {
+            None
+        };
         let mut interrupted = false;
         let mut restored: Vec<String> = Vec::new();
         let result = loop {
+            let mut abort = false;
             tokio::select! {
                 result = &mut work => break result,
                 Some(event) = self.events.recv() => self.out.event(&event)?,
                 Some(request) = self.ui_requests.recv() => {
                     // A dialog reads the terminal through the line editor: nothing else may.
                     let pause = request.reads_terminal();
+                    let mut partial = String::new();
                     if pause && let Some(reader) = typeahead.take() {
-                        for typed in reader.stop() {
-                            self.queue_typed(typed)?;
+                        let stopped = reader.stop();
+                        for typed in stopped.keys {
+                            abort |= self.typed(typed, &mut restored)?;
                         }
+                        partial = stopped.partial;
                     }
                     self.answer_ui(request).await?;
                     if pause && steerable {
-                        typeahead = Typeahead::start();
+                        typeahead = Typeahead::start(&partial);
                     }
                 }
                 typed = async {
@@ -774,19 +797,20 @@ impl Repl {
                         Some(reader) => reader.next().await,
                         None => std::future::pending().await,
                     }
-                } => self.queue_typed(typed)?,
-                Some(()) = self.sigint.recv(), if !interrupted => {
-                    interrupted = true;
-                    // What was queued for the run is taken back before the abort (the loop
-                    // would otherwise deliver it into the aborted turn), as the reference's
-                    // editor does.
-                    if steerable {
-                        let (steering, follow_up) = self.session.clear_queues();
-                        restored.extend(steering);
-                        restored.extend(follow_up);
-                    }
-                    interrupt();
+                } => abort = self.typed(typed, &mut restored)?,
+                Some(()) = self.sigint.recv(), if !interrupted => abort = true,
+            }
+            if abort && !interrupted {
+                interrupted = true;
+                // What was queued for the run is taken back before the abort (the loop
+                // would otherwise deliver it into the aborted turn), as the reference's
+                // editor does.
+                if steerable {
+                    let (steering, follow_up) = self.session.clear_queues();
+                    restored.extend(steering);
+                    restored.extend(follow_up);
                 }
+                interrupt();
             }
         };
         // ... and goes back into the editor.
@@ -798,21 +822,19 @@ impl Repl {
                 if restored.len() == 1 { "" } else { "s" }
             ))?;
             for text in restored {
-                if !self.initial.is_empty() {
-                    self.initial.push(' ');
-                }
-                self.initial.push_str(&text);
+                self.prefill(&text);
             }
         }
-        // Lines typed as the run ended were too late to steer it: they pre-fill the prompt.
+        // Lines typed as the run ended were too late to steer it, and the line being typed
+        // was not finished: they pre-fill the prompt.
         if let Some(reader) = typeahead.take() {
-            for typed in reader.stop() {
-                let (Typed::Steer(text) | Typed::FollowUp(text)) = typed;
-                if !self.initial.is_empty() {
-                    self.initial.push(' ');
+            let stopped = reader.stop();
+            for typed in stopped.keys {
+                if let Typed::Steer(text) | Typed::FollowUp(text) = typed {
+                    self.prefill(&text);
                 }
-                self.initial.push_str(&text);
             }
+            self.prefill(&stopped.partial);
         }
         self.drain_events()?;
         while let Ok(request) = self.ui_requests.try_recv() {
@@ -821,12 +843,57 @@ impl Repl {
         Ok(result)
     }
 
+    /// Adds text to what the next prompt starts with.
+    fn prefill(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if !self.initial.is_empty() {
+            self.initial.push(' ');
+        }
+        self.initial.push_str(text);
+    }
+
+    /// Handles a key typed during a run: a line is queued, Alt+Up takes the queued messages
+    /// back (into `restored`, for the editor). Returns whether it asks for the run's abort
+    /// (Esc).
+    fn typed(&mut self, typed: Typed, restored: &mut Vec<String>) -> io::Result<bool> {
+        match typed {
+            Typed::Escape => Ok(true),
+            Typed::Dequeue => {
+                let (steering, follow_up) = self.session.clear_queues();
+                let count = steering.len() + follow_up.len();
+                restored.extend(steering);
+                restored.extend(follow_up);
+                self.out.finish_line()?;
+                if count == 0 {
+                    self.info("Nothing is queued")?;
+                } else {
+                    self.info(&format!(
+                        "{count} queued message{} taken back (in the editor when the turn ends)",
+                        if count == 1 { "" } else { "s" }
+                    ))?;
+                }
+                Ok(false)
+            }
+            Typed::Steer(text) => {
+                self.queue_typed(&text, false)?;
+                Ok(false)
+            }
+            Typed::FollowUp(text) => {
+                self.queue_typed(&text, true)?;
+                Ok(false)
+            }
+        }
+    }
+
     /// Queues a line typed during a run and says so.
-    fn queue_typed(&mut self, typed: Typed) -> io::Result<()> {
+    fn queue_typed(&mut self, text: &str, follow_up: bool) -> io::Result<()> {
         self.out.finish_line()?;
-        let (result, label, text) = match &typed {
-            Typed::Steer(text) => (self.session.steer(text), "Steering", text),
-            Typed::FollowUp(text) => (self.session.follow_up(text), "Follow-up", text),
+        let (result, label) = if follow_up {
+            (self.session.follow_up(text), "Follow-up")
+        } else {
+            (self.session.steer(text), "Steering")
         };
         match result {
             Ok(()) => self.info(&format!("{label} queued: {text}")),
@@ -923,7 +990,9 @@ impl Repl {
                     .await
                 {
                     Reply::Line(line) => Some(line),
-                    Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
+                    Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => {
+                        None
+                    }
                 };
                 let _ = reply.send(answer);
             }
@@ -1081,7 +1150,7 @@ impl Repl {
                 let line = line.trim().to_owned();
                 (!line.is_empty()).then_some(line)
             }
-            Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
+            Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => None,
         }
     }
 
