@@ -259,7 +259,7 @@ fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for
     let env = TestEnv::new();
     std::fs::create_dir_all(&env.agent_dir).unwrap();
     let file = env.dir.path().join("large.jsonl");
-    crate::common::bulk_session_file(&file, "large-session", 20_000, 60);
+    crate::common::bulk_session_file(&file, "large-session", 30_000, 60);
     succeeded(env.pi().arg("import").arg(&file));
     // As a migration that asks for a rebuild leaves it (the derived rows of the old shape: some
     // path state gone here).
@@ -268,12 +268,13 @@ fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for
         .unwrap();
     drop(conn);
 
-    // One process opens and rebuilds; another opens meanwhile with a 1 s busy timeout (far
-    // shorter than the rebuild) and must neither fail nor act before the rebuild is done.
+    // One process opens and rebuilds; another opens meanwhile with a 3 s busy timeout (shorter
+    // than the rebuild: about 9 s in a debug build here; a step is about 0.6 s, more on a
+    // loaded machine) and must neither fail nor act before the rebuild is done.
     let first = env
         .pi_process()
         .args(["sessions", "list", "--json"])
-        .env("PI_BUSY_TIMEOUT_MS", "1000")
+        .env("PI_BUSY_TIMEOUT_MS", "3000")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -289,7 +290,7 @@ fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for
     let rename = env
         .pi()
         .args(["sessions", "rename", "large-session", "renamed"])
-        .env("PI_BUSY_TIMEOUT_MS", "1000")
+        .env("PI_BUSY_TIMEOUT_MS", "3000")
         .output()
         .unwrap();
     assert!(
@@ -314,7 +315,7 @@ fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for
     let large = pi::model::SessionId::new("large-session");
     let summary = store.session(&large).unwrap();
     assert_eq!(summary.name.as_deref(), Some("renamed"));
-    assert_eq!(summary.entries, 20_001);
+    assert_eq!(summary.entries, 30_001);
     drop(store);
     let check = env.pi().args(["db", "check"]).output().unwrap();
     assert!(
