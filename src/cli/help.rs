@@ -96,6 +96,7 @@ const AGENT_OPTIONS: &[(&str, &str, &str)] = &[
     ("-np", "--no-prompt-templates", "No template discovery"),
     ("-e", "--extension <PATH>", "Load an extension (repeatable)"),
     ("-ne", "--no-extensions", "No extension discovery"),
+    ("", "--no-mcp", "No MCP servers for this run"),
     ("-a", "--approve", "Trust project-local files for this run"),
     (
         "-na",

@@ -13,6 +13,7 @@ pub mod export;
 pub mod help;
 pub mod import;
 pub mod keys;
+pub mod mcp;
 pub mod output;
 pub mod search;
 pub mod sessions;
@@ -85,9 +86,6 @@ fn unimplemented_word(word: &str) -> Option<String> {
     match word {
         "auth" => Some(
             "`pi auth` (sign-in from the command line) is not implemented by pi; set the provider's API key in the environment or in <agent dir>/auth.json".to_owned(),
-        ),
-        "mcp" => Some(
-            "`pi mcp` (MCP servers) is not implemented by pi yet".to_owned(),
         ),
         _ => None,
     }
@@ -260,6 +258,13 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
         }
         if word == "help" {
             return help(&args[idx + 1..]);
+        }
+        if word == "mcp" {
+            let rest: Vec<String> = args[idx + 1..]
+                .iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            return mcp::run_mcp(&rest, &env);
         }
         if let Some(answer) = unimplemented_word(&word) {
             return Err(UsageError(answer).into());
