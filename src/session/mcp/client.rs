@@ -14,8 +14,14 @@
 //! then SIGKILL to the group (rmcp's graceful shutdown through `process-wrap`), which also
 //! stops servers started through `npx`.
 //!
+//! Roots (the session directory, as 1.6.0 offers it) are deprecated in the newest protocol
+//! revision (SEP-2577) but still asked for by servers of earlier revisions, hence the
+//! `allow(deprecated)`.
+//!
 //! Invariant: nothing here panics on server input; a server that hangs costs at most its
 //! timeout; nothing prints (notices go to the manager's sink).
+
+#![allow(deprecated)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ReadResourceRequestParams,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ListRootsResult,
+    ReadResourceRequestParams, Root,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -110,7 +117,36 @@ pub struct Status {
     pub instructions: Option<String>,
 }
 
-type Service = RunningService<RoleClient, ClientConfig>;
+type Service = RunningService<RoleClient, PiClient>;
+
+/// pi as an MCP client: `clientInfo` `pi`, and the session directory as its one root (as
+/// 1.6.0 offers it).
+#[derive(Clone)]
+pub struct PiClient {
+    config: ClientConfig,
+    roots: Vec<Root>,
+}
+
+impl rmcp::ClientHandler for PiClient {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<ListRootsResult, rmcp::ErrorData>> + Send + '_ {
+        std::future::ready(Ok(ListRootsResult::new(self.roots.clone())))
+    }
+}
+
+/// A `file://` URL of an absolute path (percent-encoding what a URL path cannot hold).
+fn file_url(path: &Path) -> String {
+    reqwest::Url::from_file_path(path).map_or_else(
+        |()| format!("file://{}", path.display()),
+        |url| url.to_string(),
+    )
+}
 
 /// One configured server and its (re)connections.
 pub struct ServerConnection {
@@ -119,6 +155,7 @@ pub struct ServerConnection {
     status: Mutex<Status>,
     service: tokio::sync::Mutex<Option<Service>>,
     stderr: Arc<Mutex<String>>,
+    enabled: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for ServerConnection {
@@ -227,6 +264,7 @@ impl ServerConnection {
             State::Disabled
         };
         Self {
+            enabled: std::sync::atomic::AtomicBool::new(entry.enabled()),
             entry,
             ctx,
             status: Mutex::new(Status {
@@ -244,6 +282,25 @@ impl ServerConnection {
     /// The configured entry.
     pub fn entry(&self) -> &ServerEntry {
         &self.entry
+    }
+
+    /// Whether the server is enabled in this process (its entry, or `/mcp enable|disable`).
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Enables or disables the server for this process (a disabled one is stopped).
+    pub async fn set_enabled(&self, enabled: bool) {
+        self.enabled
+            .store(enabled, std::sync::atomic::Ordering::Relaxed);
+        if !enabled {
+            self.close().await;
+            self.set_status(|status| {
+                status.state = State::Disabled;
+                status.tools.clear();
+                status.error = None;
+            });
+        }
     }
 
     /// The server's name.
@@ -340,11 +397,25 @@ impl ServerConnection {
         }
     }
 
-    fn client_config(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("pi", self.ctx.version.clone()),
-        )
+    fn client_config(&self) -> PiClient {
+        let name = self
+            .ctx
+            .cwd
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned());
+        let mut root = Root::new(file_url(&self.ctx.cwd));
+        root.name = name;
+        PiClient {
+            config: ClientConfig::new(
+                {
+                    let mut capabilities = ClientCapabilities::default();
+                    capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
+                    capabilities
+                },
+                Implementation::new("pi", self.ctx.version.clone()),
+            ),
+            roots: vec![root],
+        }
     }
 
     async fn open(&self) -> Result<(Service, Vec<ServerTool>), String> {
@@ -450,7 +521,7 @@ impl ServerConnection {
     /// The live peer: connects when there is no connection or it dropped (reported through
     /// `on_drop` with the error the drop left).
     pub async fn peer(&self, on_drop: &(dyn Fn(&str) + Send + Sync)) -> Result<Peer<RoleClient>, String> {
-        if !self.entry.enabled() {
+        if !self.enabled() {
             return Err(format!("MCP server \"{}\" is disabled.", self.entry.name));
         }
         let mut service = self.service.lock().await;

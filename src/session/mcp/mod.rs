@@ -129,7 +129,7 @@ impl McpManager {
         let attempts = self
             .connections
             .iter()
-            .filter(|conn| conn.entry().enabled())
+            .filter(|conn| conn.enabled())
             .map(|conn| async move { (conn.name().to_owned(), conn.connect().await) });
         for (name, result) in futures::future::join_all(attempts).await {
             if let Err(error) = result {
@@ -181,7 +181,7 @@ impl McpManager {
         self.connections
             .iter()
             .filter(|conn| {
-                conn.entry().enabled() && offered(conn.entry().exposure()) && conn.status().has_resources
+                conn.enabled() && offered(conn.entry().exposure()) && conn.status().has_resources
             })
             .cloned()
             .collect()
@@ -212,7 +212,7 @@ impl McpManager {
         let conn = self
             .connection(server)
             .ok_or_else(|| format!("MCP server \"{server}\" is not configured."))?;
-        if !conn.entry().enabled() {
+        if !conn.enabled() {
             return Err(format!("MCP server \"{server}\" is disabled."));
         }
         let on_drop = self.drop_notice(server);
@@ -252,6 +252,30 @@ impl McpManager {
         Ok(conn.status())
     }
 
+    /// Enables or disables `name`: saved to the file that defines it (a project override
+    /// when there is one), applied to this process at once; returns that file.
+    pub async fn set_enabled(&self, name: &str, enabled: bool) -> Result<PathBuf, McpError> {
+        let conn = self
+            .connection(name)
+            .ok_or_else(|| McpError::UnknownServer(name.to_owned()))?;
+        let path = conn
+            .entry()
+            .override_path
+            .clone()
+            .unwrap_or_else(|| conn.entry().source.clone());
+        let (file, server) = (path.clone(), name.to_owned());
+        tokio::task::spawn_blocking(move || config::set_enabled(&file, &server, enabled))
+            .await
+            .map_err(|error| McpError::config(&path, error.to_string()))??;
+        conn.set_enabled(enabled).await;
+        if enabled {
+            if let Err(error) = conn.connect().await {
+                self.notify(&format!("MCP server \"{name}\" failed to connect: {error}"));
+            }
+        }
+        Ok(path)
+    }
+
     /// Stops every server.
     pub async fn close_all(&self) {
         futures::future::join_all(self.connections.iter().map(|conn| conn.close())).await;
@@ -281,7 +305,6 @@ pub fn report_lines(entry: &ServerEntry, status: &Status) -> String {
             let count = status.tools.len();
             format!("connected, {count} tool{}", if count == 1 { "" } else { "s" })
         }
-        State::Disabled if entry.enabled() => "connecting".to_owned(),
         other => other.as_str().to_owned(),
     };
     let mut out = format!(
