@@ -119,6 +119,12 @@ pub struct Status {
 
 type Service = RunningService<RoleClient, PiClient>;
 
+/// Whether a connection ended: closed by pi, or its transport gone (the server exited, the
+/// stream closed).
+fn closed(running: &Service) -> bool {
+    running.is_closed() || running.peer().is_transport_closed()
+}
+
 /// pi as an MCP client: `clientInfo` `pi`, and the session directory as its one root (as
 /// 1.6.0 offers it).
 #[derive(Clone)]
@@ -311,7 +317,7 @@ impl ServerConnection {
     /// A snapshot of the state (a dropped connection shows as `disconnected`).
     pub fn status(&self) -> Status {
         if let Ok(service) = self.service.try_lock()
-            && service.as_ref().is_some_and(RunningService::is_closed)
+            && service.as_ref().is_some_and(closed)
         {
             self.mark_dropped();
         }
@@ -526,7 +532,7 @@ impl ServerConnection {
         }
         let mut service = self.service.lock().await;
         if let Some(running) = service.as_ref()
-            && !running.is_closed()
+            && !closed(running)
         {
             return Ok(running.peer().clone());
         }
