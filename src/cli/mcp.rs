@@ -152,7 +152,11 @@ fn parse_options(
     let mut idx = 0;
     while idx < args.len() {
         let typed = &args[idx];
-        let arg = if typed == "-l" { "--local" } else { typed.as_str() };
+        let arg = if typed == "-l" {
+            "--local"
+        } else {
+            typed.as_str()
+        };
         if arg == "--" || out.positional.len() >= max_positionals {
             let from = if arg == "--" { idx + 1 } else { idx };
             out.positional.extend(args[from..].iter().cloned());
@@ -255,7 +259,10 @@ pub fn run_mcp(args: &[String], env: &Env) -> Result<ExitCode> {
             let mut shown = Map::new();
             shown.insert("name".to_owned(), json!(entry.name));
             shown.insert("scope".to_owned(), json!(entry.scope.as_str()));
-            shown.insert("source".to_owned(), json!(entry.source.display().to_string()));
+            shown.insert(
+                "source".to_owned(),
+                json!(entry.source.display().to_string()),
+            );
             if let Some(path) = &entry.override_path {
                 shown.insert("override".to_owned(), json!(path.display().to_string()));
             }
@@ -277,13 +284,19 @@ pub fn run_mcp(args: &[String], env: &Env) -> Result<ExitCode> {
 }
 
 fn no_server(loaded: &LoadedConfig, name: &str, untrusted_note: Option<&str>) {
-    let names: Vec<&str> = loaded.servers.iter().map(|server| server.name.as_str()).collect();
+    let names: Vec<&str> = loaded
+        .servers
+        .iter()
+        .map(|server| server.name.as_str())
+        .collect();
     let configured = if names.is_empty() {
         "none".to_owned()
     } else {
         names.join(", ")
     };
-    let note = untrusted_note.map(|note| format!(" {note}")).unwrap_or_default();
+    let note = untrusted_note
+        .map(|note| format!(" {note}"))
+        .unwrap_or_default();
     err(&format!(
         "No MCP server named \"{name}\".{note} Configured: {configured}."
     ));
@@ -542,7 +555,10 @@ fn list(
                 let mut report = Map::new();
                 report.insert("name".to_owned(), json!(entry.name));
                 report.insert("scope".to_owned(), json!(entry.scope.as_str()));
-                report.insert("source".to_owned(), json!(entry.source.display().to_string()));
+                report.insert(
+                    "source".to_owned(),
+                    json!(entry.source.display().to_string()),
+                );
                 if let Some(path) = &entry.override_path {
                     report.insert("override".to_owned(), json!(path.display().to_string()));
                 }
@@ -613,9 +629,15 @@ mod tests {
 
     #[test]
     fn options_parse_as_the_reference_parses_them() {
-        let known = [("local", Kind::Flag), ("env", Kind::List), ("url", Kind::Value)];
+        let known = [
+            ("local", Kind::Flag),
+            ("env", Kind::List),
+            ("url", Kind::Value),
+        ];
         let parsed = parse_options(
-            &strings(&["fs", "-l", "--env", "A=1", "--env", "B=2", "--", "npx", "-y", "--x"]),
+            &strings(&[
+                "fs", "-l", "--env", "A=1", "--env", "B=2", "--", "npx", "-y", "--x",
+            ]),
             &known,
             2,
         )

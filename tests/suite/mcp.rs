@@ -22,7 +22,8 @@ use crate::common::agent::models_json;
 use crate::common::provider::{MockResponse, ProviderServer, sse};
 
 fn servers_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-servers/node_modules/@modelcontextprotocol")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp-servers/node_modules/@modelcontextprotocol")
 }
 
 /// `server-everything`'s entry point.
@@ -50,7 +51,11 @@ struct HttpServer {
 
 impl HttpServer {
     fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut child = Command::new("node")
             .arg(everything())
             .arg("streamableHttp")
@@ -152,7 +157,14 @@ fn pi_mcp_add_list_get_remove_over_stdio_and_http_and_list_fails_on_a_broken_ser
     let everything = everything();
     let added = env
         .pi()
-        .args(["mcp", "add", "everything", "--env", "GREETING=${HELLO}", "--"])
+        .args([
+            "mcp",
+            "add",
+            "everything",
+            "--env",
+            "GREETING=${HELLO}",
+            "--",
+        ])
         .arg("node")
         .arg(&everything)
         .arg("stdio")
@@ -169,7 +181,15 @@ fn pi_mcp_add_list_get_remove_over_stdio_and_http_and_list_fails_on_a_broken_ser
     );
     let added = env
         .pi()
-        .args(["mcp", "add", "web", "--url", &http.url, "--bearer-token-env-var", "WEB_TOKEN"])
+        .args([
+            "mcp",
+            "add",
+            "web",
+            "--url",
+            &http.url,
+            "--bearer-token-env-var",
+            "WEB_TOKEN",
+        ])
         .output()
         .unwrap();
     assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
@@ -182,12 +202,30 @@ fn pi_mcp_add_list_get_remove_over_stdio_and_http_and_list_fails_on_a_broken_ser
         }})
     );
 
-    let listed = env.pi().args(["mcp", "list"]).env("HELLO", "hi").env("WEB_TOKEN", "t0k").output().unwrap();
+    let listed = env
+        .pi()
+        .args(["mcp", "list"])
+        .env("HELLO", "hi")
+        .env("WEB_TOKEN", "t0k")
+        .output()
+        .unwrap();
     let text = stdout(&listed);
     assert_eq!(listed.status.code(), Some(0), "{text}{}", stderr(&listed));
-    assert!(text.starts_with("everything: connected, 14 tools (codemode, global)\n"), "{text}");
-    assert!(text.contains(&format!("web: connected, 14 tools (codemode, global)\n  {}\n", http.url)), "{text}");
-    assert!(text.contains("  tools: echo, get-annotated-message, get-env,"), "{text}");
+    assert!(
+        text.starts_with("everything: connected, 14 tools (codemode, global)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "web: connected, 14 tools (codemode, global)\n  {}\n",
+            http.url
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("  tools: echo, get-annotated-message, get-env,"),
+        "{text}"
+    );
     assert!(text.contains("  offers resources\n"), "{text}");
 
     // An unset variable is reported, and the run fails.
@@ -206,15 +244,27 @@ fn pi_mcp_add_list_get_remove_over_stdio_and_http_and_list_fails_on_a_broken_ser
     assert_eq!(got["config"]["url"], http.url.as_str());
 
     // A server that cannot start, and an invalid entry: listed, exit 1, the others still up.
-    let broken = env.pi().args(["mcp", "add", "broken", "--", "/nonexistent/server"]).output().unwrap();
+    let broken = env
+        .pi()
+        .args(["mcp", "add", "broken", "--", "/nonexistent/server"])
+        .output()
+        .unwrap();
     assert_eq!(broken.status.code(), Some(0));
     let mut file: Value = serde_json::from_slice(&std::fs::read(&global).unwrap()).unwrap();
     file["mcpServers"]["bad name"] = json!({"command": "x"});
     write_json(&global, &file);
-    let listed = env.pi().args(["mcp", "list"]).env("HELLO", "hi").output().unwrap();
+    let listed = env
+        .pi()
+        .args(["mcp", "list"])
+        .env("HELLO", "hi")
+        .output()
+        .unwrap();
     let text = stdout(&listed);
     assert_eq!(listed.status.code(), Some(1), "{text}");
-    assert!(text.starts_with("everything: connected, 14 tools"), "{text}");
+    assert!(
+        text.starts_with("everything: connected, 14 tools"),
+        "{text}"
+    );
     assert!(
         text.contains("broken: failed (codemode, global)\n  /nonexistent/server\n  spawn /nonexistent/server: No such file or directory"),
         "{text}"
@@ -233,7 +283,10 @@ fn pi_mcp_add_list_get_remove_over_stdio_and_http_and_list_fails_on_a_broken_ser
     assert_eq!(again.status.code(), Some(1));
     assert_eq!(
         stderr(&again),
-        format!("No global MCP server named \"broken\" in {}.\n", global.display())
+        format!(
+            "No global MCP server named \"broken\" in {}.\n",
+            global.display()
+        )
     );
 }
 
@@ -250,7 +303,11 @@ fn a_scripted_turn_calls_stdio_and_http_tools_and_their_results_are_stored_and_s
     );
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_tool_calls(&[
-            ("call_1", "mcp__every_thing__echo", r#"{"message":"over stdio"}"#),
+            (
+                "call_1",
+                "mcp__every_thing__echo",
+                r#"{"message":"over stdio"}"#,
+            ),
             ("call_2", "mcp__web__get-sum", r#"{"a":2,"b":3}"#),
             ("call_3", "mcp__every_thing__get_tiny_image", "{}"),
             ("call_4", "mcp__web__get-sum", r#"{"a":"two"}"#),
@@ -270,31 +327,54 @@ fn a_scripted_turn_calls_stdio_and_http_tools_and_their_results_are_stored_and_s
     let first = requests[0].json();
     let names = declared_names(&first);
     // The server name's `-` is a `_` and so is the tool's; hidden tools are not declared.
-    assert!(names.contains(&"mcp__every_thing__echo".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"mcp__every_thing__echo".to_owned()),
+        "{names:?}"
+    );
     assert!(names.contains(&"mcp__web__get_sum".to_owned()), "{names:?}");
-    assert!(!names.iter().any(|name| name.starts_with("mcp__web__trigger")), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|name| name.starts_with("mcp__web__trigger")),
+        "{names:?}"
+    );
     assert!(names.contains(&"read_mcp_resource".to_owned()), "{names:?}");
     let echo = declared(&first)
         .into_iter()
         .find(|function| function["name"] == "mcp__every_thing__echo")
         .unwrap();
     assert_eq!(echo["description"], "Echoes back the input string");
-    assert_eq!(echo["parameters"]["properties"]["message"]["type"], "string");
+    assert_eq!(
+        echo["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
     server.assert_tool_calls_answered();
 
     let results = tool_results(&env);
     assert_eq!(results.len(), 4, "{results:?}");
     assert_eq!(results[0].tool_name, "mcp__every_thing__echo");
     assert!(!results[0].is_error);
-    assert_eq!(results[0].content, vec![ContentBlock::text("Echo: over stdio")]);
-    assert_eq!(results[0].details, Some(json!({"server": "every-thing", "tool": "echo"})));
+    assert_eq!(
+        results[0].content,
+        vec![ContentBlock::text("Echo: over stdio")]
+    );
+    assert_eq!(
+        results[0].details,
+        Some(json!({"server": "every-thing", "tool": "echo"}))
+    );
     // The names the model used were sanitised: `get-sum` is declared as `get_sum`.
     assert!(results[1].is_error);
     assert_eq!(
         results[1].content,
         vec![ContentBlock::text("Tool mcp__web__get-sum not found")]
     );
-    assert!(results[2].content.iter().any(|block| matches!(block, ContentBlock::Image(image) if image.mime_type == "image/png")), "{:?}", results[2].content);
+    assert!(
+        results[2].content.iter().any(
+            |block| matches!(block, ContentBlock::Image(image) if image.mime_type == "image/png")
+        ),
+        "{:?}",
+        results[2].content
+    );
     assert!(results[3].is_error);
 }
 
@@ -323,7 +403,10 @@ fn tool_errors_of_the_server_are_error_results_and_http_tools_answer() {
     let results = tool_results(&env);
     assert_eq!(results.len(), 2);
     assert!(!results[0].is_error, "{:?}", results[0]);
-    assert_eq!(results[0].content, vec![ContentBlock::text("The sum of 2 and 3 is 5.")]);
+    assert_eq!(
+        results[0].content,
+        vec![ContentBlock::text("The sum of 2 and 3 is 5.")]
+    );
     // The server refuses a string: an error result with the server's text.
     assert!(results[1].is_error, "{:?}", results[1]);
     assert!(!results[1].content.is_empty());
@@ -342,7 +425,11 @@ fn read_pid(path: &Path, previous: Option<i32>) -> i32 {
         {
             return pid;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "no new pid in {}", path.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no new pid in {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -361,16 +448,28 @@ fn a_killed_stdio_server_is_reported_and_reconnected_on_the_next_call() {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     write_json(
         &env.agent_dir.join("mcp.json"),
         &json!({"mcpServers": {"everything": {"command": wrapper.display().to_string()}}}),
     );
     let server = ProviderServer::start(vec![
-        MockResponse::sse(sse::openai_tool_call("call_1", "mcp__everything__echo", r#"{"message":"one"}"#)),
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "mcp__everything__echo",
+            r#"{"message":"one"}"#,
+        )),
         // Held back while the test kills the server.
-        MockResponse::sse(sse::openai_tool_call("call_2", "mcp__everything__echo", r#"{"message":"two"}"#))
-            .delay_headers(Duration::from_millis(1500)),
+        MockResponse::sse(sse::openai_tool_call(
+            "call_2",
+            "mcp__everything__echo",
+            r#"{"message":"two"}"#,
+        ))
+        .delay_headers(Duration::from_millis(1500)),
         MockResponse::sse(sse::openai_text("Both echoed.")),
     ]);
     configure_model(&env, &server);
@@ -383,13 +482,19 @@ fn a_killed_stdio_server_is_reported_and_reconnected_on_the_next_call() {
         .unwrap();
     let first_pid = read_pid(&pid_file, None);
     server.wait_for_requests(2, Duration::from_secs(60));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first_pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let output = child.wait_with_output().unwrap();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
     assert_eq!(stdout(&output), "Both echoed.\n");
     assert!(
-        err.contains("Warning: MCP server \"everything\" disconnected (Connection closed); reconnecting"),
+        err.contains(
+            "Warning: MCP server \"everything\" disconnected (Connection closed); reconnecting"
+        ),
         "{err}"
     );
     let second_pid = read_pid(&pid_file, Some(first_pid));
@@ -413,7 +518,11 @@ fn a_hanging_server_costs_its_timeout_and_pi_answers_without_it() {
             "fs": {"command": "node", "args": [filesystem().display().to_string(), env.workspace.display().to_string()], "exposure": "direct"}
         }}),
     );
-    std::fs::write(env.workspace.join("note.txt"), "from the file system server").unwrap();
+    std::fs::write(
+        env.workspace.join("note.txt"),
+        "from the file system server",
+    )
+    .unwrap();
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_tool_call(
             "call_1",
@@ -431,15 +540,27 @@ fn a_hanging_server_costs_its_timeout_and_pi_answers_without_it() {
         .unwrap();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
     assert!(
-        err.contains("Warning: MCP server \"silent\" failed to connect: Request timed out after 500 ms"),
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        err.contains(
+            "Warning: MCP server \"silent\" failed to connect: Request timed out after 500 ms"
+        ),
         "{err}"
     );
-    assert!(err.contains("Warning: MCP server \"garbage\" failed to connect:"), "{err}");
+    assert!(
+        err.contains("Warning: MCP server \"garbage\" failed to connect:"),
+        "{err}"
+    );
     let results = tool_results(&env);
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0].content, vec![ContentBlock::text("from the file system server")]);
+    assert_eq!(
+        results[0].content,
+        vec![ContentBlock::text("from the file system server")]
+    );
 }
 
 #[test]
@@ -456,7 +577,10 @@ fn project_servers_are_used_only_in_a_trusted_project_and_replace_global_ones() 
     let listed = env.pi().args(["mcp", "list"]).output().unwrap();
     let text = stdout(&listed);
     assert_eq!(listed.status.code(), Some(1));
-    assert!(text.starts_with("shared: failed (codemode, global)\n  /nonexistent/global\n"), "{text}");
+    assert!(
+        text.starts_with("shared: failed (codemode, global)\n  /nonexistent/global\n"),
+        "{text}"
+    );
     assert!(
         text.contains(&format!(
             "{} is ignored because the project is not trusted. Start pi in the project to trust it.",
@@ -469,20 +593,152 @@ fn project_servers_are_used_only_in_a_trusted_project_and_replace_global_ones() 
         MockResponse::sse(sse::openai_text("Trusted.")),
     ]);
     configure_model(&env, &server);
-    let untrusted = env.pi().args(["--no-session", "-p", "--model", "mock/mock-model", "hi"]).output().unwrap();
+    let untrusted = env
+        .pi()
+        .args(["--no-session", "-p", "--model", "mock/mock-model", "hi"])
+        .output()
+        .unwrap();
     assert_eq!(untrusted.status.code(), Some(0), "{}", stderr(&untrusted));
     assert!(stderr(&untrusted).contains("MCP server \"shared\" failed to connect"));
     // `-a` trusts the project for this run: the project's entry replaces the global one.
-    let trusted = env.pi().args(["--no-session", "-a", "-p", "--model", "mock/mock-model", "hi"]).output().unwrap();
+    let trusted = env
+        .pi()
+        .args([
+            "--no-session",
+            "-a",
+            "-p",
+            "--model",
+            "mock/mock-model",
+            "hi",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
-    assert!(!stderr(&trusted).contains("failed to connect"), "{}", stderr(&trusted));
+    assert!(
+        !stderr(&trusted).contains("failed to connect"),
+        "{}",
+        stderr(&trusted)
+    );
     let requests = server.requests();
-    assert!(!declared_names(&requests[0].json()).iter().any(|name| name.starts_with("mcp__")));
+    assert!(
+        !declared_names(&requests[0].json())
+            .iter()
+            .any(|name| name.starts_with("mcp__"))
+    );
     assert!(declared_names(&requests[1].json()).contains(&"mcp__shared__echo".to_owned()));
     // --no-mcp: nothing connects.
     let server2 = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("None."))]);
     configure_model(&env, &server2);
-    let none = env.pi().args(["--no-session", "-a", "--no-mcp", "-p", "--model", "mock/mock-model", "hi"]).output().unwrap();
+    let none = env
+        .pi()
+        .args([
+            "--no-session",
+            "-a",
+            "--no-mcp",
+            "-p",
+            "--model",
+            "mock/mock-model",
+            "hi",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(none.status.code(), Some(0));
-    assert!(!declared_names(&server2.requests()[0].json()).iter().any(|name| name.starts_with("mcp__")));
+    assert!(
+        !declared_names(&server2.requests()[0].json())
+            .iter()
+            .any(|name| name.starts_with("mcp__"))
+    );
+}
+
+/// The 1.6.0 CLI bundle, run with the Node 22 of `tests/interop16`.
+fn reference_command(env: &TestEnv) -> Command {
+    let interop16 = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop16");
+    let mut command = Command::new(crate::suite::interop16::node22());
+    command
+        .arg(interop16.join("node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &env.home)
+        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
+        .env("PI_TELEMETRY", "0")
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .current_dir(&env.workspace);
+    command
+}
+
+#[test]
+fn pi_declares_the_mcp_tools_1_6_declares_and_stores_the_same_results() {
+    let mut sent = Vec::new();
+    let mut stored = Vec::new();
+    for reference in [false, true] {
+        let env = TestEnv::new();
+        write_json(
+            &env.agent_dir.join("mcp.json"),
+            &json!({"mcpServers": {
+                "every-thing": {"command": "node", "args": [everything().display().to_string(), "stdio"], "exposure": "direct",
+                    "toolExposure": {"trigger-*": "hidden", "toggle-*": "hidden"}}
+            }}),
+        );
+        let server = ProviderServer::start(vec![
+            MockResponse::sse(sse::openai_tool_calls(&[
+                ("call_1", "mcp__every_thing__echo", r#"{"message":"hi"}"#),
+                ("call_2", "mcp__every_thing__get_sum", r#"{"a":1,"b":2}"#),
+                (
+                    "call_3",
+                    "mcp__every_thing__get_structured_content",
+                    r#"{"location":"New York"}"#,
+                ),
+            ])),
+            MockResponse::sse(sse::openai_text("Done.")),
+        ]);
+        configure_model(&env, &server);
+        let args = ["--offline", "-p", "--model", "mock/mock-model", "Go."];
+        let output = if reference {
+            reference_command(&env).args(args).output().unwrap()
+        } else {
+            let args = &args[1..];
+            env.pi().args(args).output().unwrap()
+        };
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "reference={reference}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "Done.\n", "reference={reference}");
+        let request = server.requests()[0].json();
+        let mcp: Vec<Value> = declared(&request)
+            .into_iter()
+            .filter(|function| {
+                let name = function["name"].as_str().unwrap_or_default();
+                name.starts_with("mcp__") || name.contains("mcp_resource")
+            })
+            .collect();
+        sent.push(mcp);
+        // The tool results of the second request, as the provider received them.
+        let second = server.requests()[1].json();
+        let results: Vec<Value> = second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .cloned()
+            .collect();
+        stored.push(results);
+    }
+    let names = |tools: &[Value]| -> Vec<String> {
+        tools
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(names(&sent[1]).contains(&"mcp__every_thing__get_structured_content".to_owned()));
+    assert!(!names(&sent[1]).iter().any(|name| name.contains("trigger")));
+    assert_eq!(names(&sent[0]), names(&sent[1]));
+    assert_eq!(stored[1].len(), 3, "{:?}", stored[1]);
+    for (ours, theirs) in sent[0].iter().zip(&sent[1]) {
+        assert_eq!(ours, theirs, "{}", ours["name"]);
+    }
+    assert_eq!(stored[0], stored[1]);
 }

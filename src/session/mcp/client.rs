@@ -141,7 +141,8 @@ impl rmcp::ClientHandler for PiClient {
     fn list_roots(
         &self,
         _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> impl std::future::Future<Output = Result<ListRootsResult, rmcp::ErrorData>> + Send + '_ {
+    ) -> impl std::future::Future<Output = Result<ListRootsResult, rmcp::ErrorData>> + Send + '_
+    {
         std::future::ready(Ok(ListRootsResult::new(self.roots.clone())))
     }
 }
@@ -212,7 +213,9 @@ fn resolve_value(
                 .filter(|name| resolver.env(name).is_none())
                 .collect();
             match missing.as_slice() {
-                [one] => format!("Failed to resolve {description} from environment variable: {one}"),
+                [one] => {
+                    format!("Failed to resolve {description} from environment variable: {one}")
+                }
                 many => format!(
                     "Failed to resolve {description} from environment variables: {}",
                     many.join(", ")
@@ -252,7 +255,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Map<String, Value> {
 fn describe(error: &rmcp::ServiceError, timeout: Duration) -> String {
     match error {
         rmcp::ServiceError::Timeout { .. } => request_timeout(timeout),
-        rmcp::ServiceError::McpError(error) => format!("MCP error {}: {}", error.code.0, error.message),
+        rmcp::ServiceError::McpError(error) => {
+            format!("MCP error {}: {}", error.code.0, error.message)
+        }
         other => other.to_string(),
     }
 }
@@ -526,7 +531,10 @@ impl ServerConnection {
 
     /// The live peer: connects when there is no connection or it dropped (reported through
     /// `on_drop` with the error the drop left).
-    pub async fn peer(&self, on_drop: &(dyn Fn(&str) + Send + Sync)) -> Result<Peer<RoleClient>, String> {
+    pub async fn peer(
+        &self,
+        on_drop: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Peer<RoleClient>, String> {
         if !self.enabled() {
             return Err(format!("MCP server \"{}\" is disabled.", self.entry.name));
         }
@@ -542,12 +550,18 @@ impl ServerConnection {
             on_drop(&error);
             *service = None;
         }
-        self.connect_locked(&mut service)
-            .await
-            .map_err(|error| format!("MCP server \"{}\" failed to connect: {error}", self.entry.name))?;
+        self.connect_locked(&mut service).await.map_err(|error| {
+            format!(
+                "MCP server \"{}\" failed to connect: {error}",
+                self.entry.name
+            )
+        })?;
         match service.as_ref() {
             Some(running) => Ok(running.peer().clone()),
-            None => Err(format!("MCP server \"{}\" is not connected", self.entry.name)),
+            None => Err(format!(
+                "MCP server \"{}\" is not connected",
+                self.entry.name
+            )),
         }
     }
 
@@ -598,7 +612,9 @@ impl ServerConnection {
         let timeout = self.entry.timeout();
         match tokio::time::timeout(timeout, peer.list_all_resource_templates()).await {
             Ok(Ok(templates)) => Ok(templates.iter().map(to_json).collect()),
-            Ok(Err(rmcp::ServiceError::McpError(error))) if error.code.0 == -32601 => Ok(Vec::new()),
+            Ok(Err(rmcp::ServiceError::McpError(error))) if error.code.0 == -32601 => {
+                Ok(Vec::new())
+            }
             Ok(Err(error)) => Err(describe(&error, timeout)),
             Err(_) => Err(request_timeout(timeout)),
         }

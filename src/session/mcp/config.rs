@@ -300,7 +300,10 @@ fn read_file(path: &Path, scope: Scope, loaded: &mut LoadedConfig) {
             ));
             continue;
         }
-        if scope == Scope::Project && matches!(transport, Transport::Http { .. }) && raw.contains_key("auth") {
+        if scope == Scope::Project
+            && matches!(transport, Transport::Http { .. })
+            && raw.contains_key("auth")
+        {
             loaded.errors.push(format!(
                 "{}: server \"{name}\": auth is only allowed in the global mcp.json",
                 path.display()
@@ -373,10 +376,16 @@ pub fn validate(name: &str, raw: &Value) -> Result<(Map<String, Value>, Transpor
         }
     }
     let fail = |message: &str| Err(format!("server \"{name}\": {message}"));
-    if object.get("enabled").is_some_and(|value| !value.is_boolean()) {
+    if object
+        .get("enabled")
+        .is_some_and(|value| !value.is_boolean())
+    {
         return fail("enabled must be a boolean");
     }
-    if object.get("description").is_some_and(|value| !value.is_string()) {
+    if object
+        .get("description")
+        .is_some_and(|value| !value.is_string())
+    {
         return fail("description must be a string");
     }
     if let Some(timeout) = object.get("timeout")
@@ -449,7 +458,9 @@ pub fn validate(name: &str, raw: &Value) -> Result<(Map<String, Value>, Transpor
         .collect::<Vec<_>>()
         .join(", ");
     if let Some(exposure) = object.get("exposure")
-        && !exposure.as_str().is_some_and(|value| EXPOSURES.contains(&value))
+        && !exposure
+            .as_str()
+            .is_some_and(|value| EXPOSURES.contains(&value))
     {
         return fail(&format!("exposure must be one of {exposures}"));
     }
@@ -457,8 +468,13 @@ pub fn validate(name: &str, raw: &Value) -> Result<(Map<String, Value>, Transpor
         None => {}
         Some(Value::Object(tools)) => {
             for (tool, value) in tools {
-                if !value.as_str().is_some_and(|value| EXPOSURES.contains(&value)) {
-                    return fail(&format!("toolExposure \"{tool}\" must be one of {exposures}"));
+                if !value
+                    .as_str()
+                    .is_some_and(|value| EXPOSURES.contains(&value))
+                {
+                    return fail(&format!(
+                        "toolExposure \"{tool}\" must be one of {exposures}"
+                    ));
                 }
             }
         }
@@ -486,7 +502,10 @@ fn read_for_edit(path: &Path) -> Result<(Map<String, Value>, String), McpError> 
             "expected an object with an \"mcpServers\" object",
         ));
     };
-    if object.get("mcpServers").is_some_and(|servers| !servers.is_object()) {
+    if object
+        .get("mcpServers")
+        .is_some_and(|servers| !servers.is_object())
+    {
         return Err(McpError::config(
             path,
             "expected an object with an \"mcpServers\" object",
@@ -622,18 +641,50 @@ mod tests {
     #[test]
     fn validation_gives_the_reference_messages() {
         let cases = [
-            ("a b", json!({"command": "x"}), "invalid server name \"a b\" (use letters, digits, \"_\" and \"-\")"),
-            ("s", json!({"type": "sse", "url": "http://x"}), "server \"s\": legacy SSE transport is not supported; use the streamable HTTP URL"),
-            ("s", json!({}), "server \"s\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)"),
-            ("s", json!({"command": "x", "args": [1]}), "server \"s\": args must be an array of strings"),
-            ("s", json!({"url": "ftp://x"}), "server \"s\": url must be an http or https URL"),
-            ("s", json!({"command": "x", "exposure": "loud"}), "server \"s\": exposure must be one of \"codemode\", \"deferred\", \"direct\", \"hidden\""),
-            ("s", json!({"command": "x", "timeout": 0}), "server \"s\": timeout must be a positive number of seconds"),
+            (
+                "a b",
+                json!({"command": "x"}),
+                "invalid server name \"a b\" (use letters, digits, \"_\" and \"-\")",
+            ),
+            (
+                "s",
+                json!({"type": "sse", "url": "http://x"}),
+                "server \"s\": legacy SSE transport is not supported; use the streamable HTTP URL",
+            ),
+            (
+                "s",
+                json!({}),
+                "server \"s\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)",
+            ),
+            (
+                "s",
+                json!({"command": "x", "args": [1]}),
+                "server \"s\": args must be an array of strings",
+            ),
+            (
+                "s",
+                json!({"url": "ftp://x"}),
+                "server \"s\": url must be an http or https URL",
+            ),
+            (
+                "s",
+                json!({"command": "x", "exposure": "loud"}),
+                "server \"s\": exposure must be one of \"codemode\", \"deferred\", \"direct\", \"hidden\"",
+            ),
+            (
+                "s",
+                json!({"command": "x", "timeout": 0}),
+                "server \"s\": timeout must be a positive number of seconds",
+            ),
         ];
         for (name, raw, message) in cases {
             assert_eq!(validate(name, &raw).unwrap_err(), message);
         }
-        let (raw, _) = validate("s", &json!({"command": "x", "exposure": "codemode-deferred"})).unwrap();
+        let (raw, _) = validate(
+            "s",
+            &json!({"command": "x", "exposure": "codemode-deferred"}),
+        )
+        .unwrap();
         assert_eq!(raw["exposure"], "codemode");
     }
 

@@ -151,11 +151,18 @@ impl McpManager {
             let ids: Vec<String> = status
                 .tools
                 .iter()
-                .map(|tool| tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned())
+                .map(|tool| {
+                    tool.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                })
                 .collect();
             let names = {
                 let taken = taken.clone();
-                tool::tool_names(conn.name(), &ids, &move |name| taken.iter().any(|other| other == name))
+                tool::tool_names(conn.name(), &ids, &move |name| {
+                    taken.iter().any(|other| other == name)
+                })
             };
             for ((id, name), server_tool) in ids.iter().zip(names).zip(&status.tools) {
                 taken.push(name.clone());
@@ -189,7 +196,9 @@ impl McpManager {
 
     /// Whether `server`'s resource links can be read with `read_mcp_resource`.
     pub fn readable_resources(&self, server: &str) -> bool {
-        self.resource_servers().iter().any(|conn| conn.name() == server)
+        self.resource_servers()
+            .iter()
+            .any(|conn| conn.name() == server)
     }
 
     fn drop_notice(&self, server: &str) -> impl Fn(&str) + Send + Sync + '_ {
@@ -303,7 +312,10 @@ pub fn report_lines(entry: &ServerEntry, status: &Status) -> String {
     let state = match status.state {
         State::Connected => {
             let count = status.tools.len();
-            format!("connected, {count} tool{}", if count == 1 { "" } else { "s" })
+            format!(
+                "connected, {count} tool{}",
+                if count == 1 { "" } else { "s" }
+            )
         }
         other => other.as_str().to_owned(),
     };
@@ -339,7 +351,10 @@ pub fn report_lines(entry: &ServerEntry, status: &Status) -> String {
     if status.state != State::Connected
         && let Some(error) = &status.error
     {
-        out.push_str(&format!("  {}\n", error.split('\n').collect::<Vec<_>>().join("\n  ")));
+        out.push_str(&format!(
+            "  {}\n",
+            error.split('\n').collect::<Vec<_>>().join("\n  ")
+        ));
     }
     out
 }

@@ -147,7 +147,11 @@ impl ResourceTool {
             "resourceTemplates"
         };
         let servers = match &server {
-            Some(name) => vec![self.manager.resource_server(name).map_err(ToolError::ForModel)?],
+            Some(name) => vec![
+                self.manager
+                    .resource_server(name)
+                    .map_err(ToolError::ForModel)?,
+            ],
             None => {
                 if cursor.is_some() {
                     return Err(ToolError::ForModel(
@@ -190,7 +194,9 @@ impl ResourceTool {
         let text = crate::support::json::to_js_string(&Value::Object(payload));
         Ok(ToolOutput {
             content: vec![ContentBlock::text(text)],
-            details: Some(json!({"server": server.unwrap_or_default(), "tool": self.definition.name})),
+            details: Some(
+                json!({"server": server.unwrap_or_default(), "tool": self.definition.name}),
+            ),
         })
     }
 
@@ -206,7 +212,9 @@ impl ResourceTool {
             .map_err(ToolError::ForModel)?;
         let mut content = Vec::new();
         for item in &contents {
-            let Some(item) = item.as_object() else { continue };
+            let Some(item) = item.as_object() else {
+                continue;
+            };
             if contents.len() > 1 {
                 let item_uri = item.get("uri").and_then(Value::as_str).unwrap_or_default();
                 content.push(ContentBlock::text(format!("{item_uri}:")));

@@ -35,12 +35,21 @@ pub const READ_MCP_RESOURCE_TOOL: &str = "read_mcp_resource";
 pub fn tool_name(server: &str, tool: &str, taken: impl Fn(&str) -> bool) -> String {
     let name: String = format!("mcp__{server}__{tool}")
         .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '_' { ch } else { '_' })
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
         .collect();
     if name.len() <= MAX_TOOL_NAME_LENGTH && !taken(&name) {
         return name;
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{server}\0{tool}").as_bytes());
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{server}\0{tool}").as_bytes(),
+    );
     let hash: String = digest.as_ref()[..4]
         .iter()
         .map(|byte| format!("{byte:02x}"))
@@ -60,7 +69,10 @@ pub fn tool_names(server: &str, tools: &[String], taken: &dyn Fn(&str) -> bool) 
             unique.push(tool);
         }
     }
-    let plain: Vec<String> = unique.iter().map(|tool| tool_name(server, tool, |_| false)).collect();
+    let plain: Vec<String> = unique
+        .iter()
+        .map(|tool| tool_name(server, tool, |_| false))
+        .collect();
     let mut assigned: Vec<String> = Vec::new();
     for tool in tools {
         let name = tool_name(server, tool, |candidate| {
@@ -102,7 +114,10 @@ pub fn definition(server: &str, name: &str, tool: &Map<String, Value>) -> ToolDe
         .map(str::trim)
         .filter(|text| !text.is_empty())
         .or(title)
-        .map_or_else(|| format!("MCP tool {tool_id} from server {server}"), str::to_owned);
+        .map_or_else(
+            || format!("MCP tool {tool_id} from server {server}"),
+            str::to_owned,
+        );
     ToolDefinition {
         name: name.to_owned(),
         label: format!("{server}/{tool_id}"),
@@ -124,7 +139,12 @@ pub struct McpTool {
 
 impl McpTool {
     /// A tool of `server` called `tool` on the server, `name` in pi.
-    pub fn new(manager: Arc<McpManager>, server: &str, name: &str, tool: &Map<String, Value>) -> Self {
+    pub fn new(
+        manager: Arc<McpManager>,
+        server: &str,
+        name: &str,
+        tool: &Map<String, Value>,
+    ) -> Self {
         Self {
             manager,
             server: server.to_owned(),
@@ -177,8 +197,16 @@ impl Tool for McpTool {
 
 fn is_text_mime(mime: Option<&str>) -> bool {
     let Some(mime) = mime else { return false };
-    let kind = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    kind.starts_with("text/") || kind == "application/json" || kind.ends_with("+json") || kind.ends_with("+xml")
+    let kind = mime
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    kind.starts_with("text/")
+        || kind == "application/json"
+        || kind.ends_with("+json")
+        || kind.ends_with("+xml")
 }
 
 /// JavaScript's `formatSize` of the reference's tools (`512B`, `1.5KB`, `2.0MB`).
@@ -203,7 +231,8 @@ fn save_file(dir: &std::path::Path, data: &[u8], extension: &str) -> Result<Path
 }
 
 fn extension_of(uri: &str) -> String {
-    let path = reqwest::Url::parse(uri).map_or_else(|_| uri.to_owned(), |url| url.path().to_owned());
+    let path =
+        reqwest::Url::parse(uri).map_or_else(|_| uri.to_owned(), |url| url.path().to_owned());
     match path.rfind('.') {
         Some(at)
             if (2..=9).contains(&(path.len() - at))
@@ -227,7 +256,9 @@ fn block_content(
     };
     let kind = str_of(block, "type").unwrap_or_default();
     match kind {
-        "text" => vec![ContentBlock::text(str_of(block, "text").unwrap_or_default())],
+        "text" => vec![ContentBlock::text(
+            str_of(block, "text").unwrap_or_default(),
+        )],
         "image" => vec![image(
             str_of(block, "data").unwrap_or_default(),
             str_of(block, "mimeType").unwrap_or_default(),
@@ -238,7 +269,9 @@ fn block_content(
         ))],
         "resource_link" => {
             let uri = str_of(block, "uri").unwrap_or_default();
-            let label = str_of(block, "title").or_else(|| str_of(block, "name")).unwrap_or_default();
+            let label = str_of(block, "title")
+                .or_else(|| str_of(block, "name"))
+                .unwrap_or_default();
             let mut details: Vec<String> = Vec::new();
             if let Some(mime) = str_of(block, "mimeType").filter(|mime| !mime.is_empty()) {
                 details.push(mime.to_owned());
@@ -270,7 +303,9 @@ fn block_content(
             };
             resource_content(resource, temp_dir)
         }
-        other => vec![ContentBlock::text(format!("[unsupported MCP content {other}]"))],
+        other => vec![ContentBlock::text(format!(
+            "[unsupported MCP content {other}]"
+        ))],
     }
 }
 
@@ -283,7 +318,10 @@ fn image(data: &str, mime: &str) -> ContentBlock {
 }
 
 /// The model-facing blocks of a resource's contents (embedded or read).
-pub fn resource_content(resource: &Map<String, Value>, temp_dir: &std::path::Path) -> Vec<ContentBlock> {
+pub fn resource_content(
+    resource: &Map<String, Value>,
+    temp_dir: &std::path::Path,
+) -> Vec<ContentBlock> {
     if let Some(text) = str_of(resource, "text") {
         return vec![ContentBlock::text(text)];
     }
@@ -305,14 +343,20 @@ pub fn resource_content(resource: &Map<String, Value>, temp_dir: &std::path::Pat
         format_size(data.len() as f64)
     );
     let text = match save_file(temp_dir, &data, &extension_of(uri)) {
-        Ok(path) => format!("[Binary resource {uri} ({kind}) saved to {}]", path.display()),
+        Ok(path) => format!(
+            "[Binary resource {uri} ({kind}) saved to {}]",
+            path.display()
+        ),
         Err(reason) => format!("[Binary resource {uri} ({kind}) could not be saved: {reason}]"),
     };
     vec![ContentBlock::text(text)]
 }
 
 /// Cuts text over [`MCP_OUTPUT_MAX_BYTES`] in the middle (pi-mcp `limitMcpContent`).
-fn limit_content(content: Vec<ContentBlock>, temp_dir: &std::path::Path) -> (Vec<ContentBlock>, Option<PathBuf>) {
+fn limit_content(
+    content: Vec<ContentBlock>,
+    temp_dir: &std::path::Path,
+) -> (Vec<ContentBlock>, Option<PathBuf>) {
     let combined = content
         .iter()
         .filter_map(ContentBlock::as_text)
@@ -340,17 +384,27 @@ fn limit_content(content: Vec<ContentBlock>, temp_dir: &std::path::Path) -> (Vec
     );
     let (where_, path) = match save_file(temp_dir, combined.as_bytes(), ".txt") {
         Ok(path) => (
-            format!("\n\n[Full output: {} (read it with offset/limit)]", path.display()),
+            format!(
+                "\n\n[Full output: {} (read it with offset/limit)]",
+                path.display()
+            ),
             Some(path),
         ),
-        Err(reason) => (format!("\n\n[Could not save the full output: {reason}]"), None),
+        Err(reason) => (
+            format!("\n\n[Could not save the full output: {reason}]"),
+            None,
+        ),
     };
     let tokens = bytes.len().div_ceil(4);
     let text = format!(
         "Warning: truncated output (original token count: {tokens})\nTotal output lines: {lines}\n\n{cut}{where_}"
     );
     let mut limited = vec![ContentBlock::text(text)];
-    limited.extend(content.into_iter().filter(|block| matches!(block, ContentBlock::Image(_))));
+    limited.extend(
+        content
+            .into_iter()
+            .filter(|block| matches!(block, ContentBlock::Image(_))),
+    );
     (limited, path)
 }
 
@@ -368,7 +422,9 @@ pub fn convert_result(
     };
     let mut content: Vec<ContentBlock> = if blocks.is_empty() {
         match result.get("structuredContent") {
-            Some(structured) => vec![ContentBlock::text(crate::support::json::to_js_pretty(structured))],
+            Some(structured) => vec![ContentBlock::text(crate::support::json::to_js_pretty(
+                structured,
+            ))],
             None => Vec::new(),
         }
     } else {
@@ -378,8 +434,16 @@ pub fn convert_result(
             .collect()
     };
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    if is_error && content.iter().filter_map(ContentBlock::as_text).collect::<String>().is_empty() {
-        content.push(ContentBlock::text(format!("MCP tool {server}/{tool} returned an error")));
+    if is_error
+        && content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<String>()
+            .is_empty()
+    {
+        content.push(ContentBlock::text(format!(
+            "MCP tool {server}/{tool} returned an error"
+        )));
     }
     let (content, full_output) = limit_content(content, temp_dir);
     let mut details = Map::new();
@@ -405,9 +469,19 @@ mod tests {
 
     #[test]
     fn names_are_sanitised_and_collisions_all_hashed() {
-        assert_eq!(tool_name("fs", "read_file", |_| false), "mcp__fs__read_file");
-        assert_eq!(tool_name("my-srv", "a.b c", |_| false), "mcp__my_srv__a_b_c");
-        let names = tool_names("s", &["a-b".to_owned(), "a_b".to_owned(), "c".to_owned()], &|_| false);
+        assert_eq!(
+            tool_name("fs", "read_file", |_| false),
+            "mcp__fs__read_file"
+        );
+        assert_eq!(
+            tool_name("my-srv", "a.b c", |_| false),
+            "mcp__my_srv__a_b_c"
+        );
+        let names = tool_names(
+            "s",
+            &["a-b".to_owned(), "a_b".to_owned(), "c".to_owned()],
+            &|_| false,
+        );
         assert_eq!(names[2], "mcp__s__c");
         assert!(names[0].starts_with("mcp__s__a_b_") && names[0].len() == "mcp__s__a_b_".len() + 8);
         assert_ne!(names[0], names[1]);
@@ -416,7 +490,13 @@ mod tests {
         assert_eq!(name.len(), 64);
         // sha256("s\0" + 80 x) — the reference's createHash("sha256").update(`${server}\0${tool}`).
         let digest = ring::digest::digest(&ring::digest::SHA256, format!("s\0{long}").as_bytes());
-        assert!(name.ends_with(&format!("_{:02x}{:02x}{:02x}{:02x}", digest.as_ref()[0], digest.as_ref()[1], digest.as_ref()[2], digest.as_ref()[3])));
+        assert!(name.ends_with(&format!(
+            "_{:02x}{:02x}{:02x}{:02x}",
+            digest.as_ref()[0],
+            digest.as_ref()[1],
+            digest.as_ref()[2],
+            digest.as_ref()[3]
+        )));
     }
 
     #[test]
@@ -429,24 +509,33 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "inner"}},
             {"type": "resource_link", "uri": "test://1", "name": "one", "mimeType": "text/plain"}
         ]});
-        let output = convert_result("s", "t", result.as_object().unwrap(), dir.path(), true).unwrap();
+        let output =
+            convert_result("s", "t", result.as_object().unwrap(), dir.path(), true).unwrap();
         assert_eq!(output.content.len(), 5);
         assert_eq!(output.content[0].as_text(), Some("hi"));
         assert!(matches!(output.content[1], ContentBlock::Image(_)));
-        assert_eq!(output.content[2].as_text(), Some("[audio audio/wav omitted]"));
+        assert_eq!(
+            output.content[2].as_text(),
+            Some("[audio audio/wav omitted]")
+        );
         assert_eq!(output.content[3].as_text(), Some("inner"));
         assert_eq!(
             output.content[4].as_text(),
-            Some("[Resource test://1 \"one\" (text/plain). Read it with read_mcp_resource (server \"s\")]")
+            Some(
+                "[Resource test://1 \"one\" (text/plain). Read it with read_mcp_resource (server \"s\")]"
+            )
         );
         assert_eq!(output.details, Some(json!({"server": "s", "tool": "t"})));
         let error = json!({"content": [], "isError": true});
-        let Err(ToolError::Result(output)) = convert_result("s", "t", error.as_object().unwrap(), dir.path(), false) else {
+        let Err(ToolError::Result(output)) =
+            convert_result("s", "t", error.as_object().unwrap(), dir.path(), false)
+        else {
             panic!("an isError result is an error");
         };
         assert_eq!(output.joined_text(), "MCP tool s/t returned an error");
         let structured = json!({"content": [], "structuredContent": {"a": 1}});
-        let output = convert_result("s", "t", structured.as_object().unwrap(), dir.path(), false).unwrap();
+        let output =
+            convert_result("s", "t", structured.as_object().unwrap(), dir.path(), false).unwrap();
         assert_eq!(output.joined_text(), "{\n  \"a\": 1\n}");
     }
 
@@ -455,11 +544,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = "a".repeat(30_000);
         let result = json!({"content": [{"type": "text", "text": text}]});
-        let output = convert_result("s", "t", result.as_object().unwrap(), dir.path(), false).unwrap();
+        let output =
+            convert_result("s", "t", result.as_object().unwrap(), dir.path(), false).unwrap();
         let shown = output.joined_text();
-        assert!(shown.starts_with("Warning: truncated output (original token count: 7500)\nTotal output lines: 1\n\n"));
+        assert!(shown.starts_with(
+            "Warning: truncated output (original token count: 7500)\nTotal output lines: 1\n\n"
+        ));
         assert!(shown.contains("…9520 chars truncated…"));
-        let path = output.details.unwrap()["fullOutputPath"].as_str().unwrap().to_owned();
+        let path = output.details.unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(std::fs::read_to_string(path).unwrap().len(), 30_000);
     }
 }
