@@ -144,6 +144,7 @@ pub(crate) fn help_text() -> String {
             "Export stored sessions as reference JSONL files or HTML pages",
         ),
         ("db", "Check, back up or reindex the database"),
+        ("mcp", "Add, remove and check MCP servers (pi mcp --help)"),
         (
             "help",
             "Print this message or the help of the given command",

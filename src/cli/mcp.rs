@@ -59,6 +59,45 @@ Options for add:
 Other options:
   --json                  Print the list as JSON";
 
+/// `pi mcp <command> --help`: the command's usage and options.
+fn sub_help(command: &str) -> Option<&'static str> {
+    Some(match command {
+        "add" => "Usage:
+  pi mcp add <server> [options] -- <command> [args...]
+  pi mcp add <server> [options] --url <url>
+
+Add or replace a server in mcp.json (it is not connected; run pi mcp list to check it).
+
+Options:
+  -l, --local             Use .pi/mcp.json in the current project instead of the global file
+  --url <url>             Streamable HTTP server URL (instead of a command)
+  --env <KEY=VALUE>       Environment variable for a stdio server (repeatable)
+  --cwd <dir>             Working directory for a stdio server
+  --header <KEY=VALUE>    HTTP header (repeatable)
+  --bearer-token-env-var <NAME>
+                          Send \"Authorization: Bearer ${NAME}\"
+  --exposure <mode>       codemode (default), deferred, direct, or hidden
+  --description <text>    What the server offers",
+        "remove" => "Usage: pi mcp remove <server> [-l]
+
+Remove a server from mcp.json.
+
+Options:
+  -l, --local             Use .pi/mcp.json in the current project instead of the global file",
+        "list" => "Usage: pi mcp list [--json]
+
+Connect to every enabled server and print its state, tools, and errors; exit 1 when an
+entry is invalid or an enabled server is not connected.
+
+Options:
+  --json                  Print the list as JSON",
+        "get" => "Usage: pi mcp get <server>
+
+Show one server's entry (as JSON) and the file that defines it.",
+        _ => return None,
+    })
+}
+
 const HELP_HINT: &str = "Use \"pi mcp --help\" for usage.";
 
 /// The connection context of this process: its environment, home and key resolver.
@@ -208,7 +247,7 @@ pub fn run_mcp(args: &[String], env: &Env) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     if command == "help" || args.iter().any(|arg| arg == "--help" || arg == "-h") {
-        out(HELP);
+        out(sub_help(command).unwrap_or(HELP));
         return Ok(ExitCode::SUCCESS);
     }
     let rest = &args[1..];
@@ -270,12 +309,10 @@ pub fn run_mcp(args: &[String], env: &Env) -> Result<ExitCode> {
             out(&crate::support::json::to_js_pretty(&Value::Object(shown)));
             Ok(ExitCode::SUCCESS)
         }
-        "login" | "logout" => {
-            err(&format!(
-                "`pi mcp {command}` (OAuth sign-in) is not implemented by pi; give the server an Authorization header (pi mcp add <server> --url <url> --bearer-token-env-var <NAME>)"
-            ));
-            Ok(code(1))
-        }
+        "login" | "logout" => Err(crate::cli::UsageError(format!(
+            "`pi mcp {command}` (OAuth sign-in) is not implemented by pi; give the server an Authorization header (pi mcp add <server> --url <url> --bearer-token-env-var <NAME>)"
+        ))
+        .into()),
         other => {
             err(&format!("Unknown mcp command \"{other}\".\n{HELP_HINT}"));
             Ok(code(1))

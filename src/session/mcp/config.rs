@@ -609,7 +609,7 @@ mod tests {
             json!({"mcpServers": {
                 "a": {"command": "x", "env": {"K": "${V}"}},
                 "b": {"url": "http://127.0.0.1:1/mcp"},
-                "c": {"command": "c"}
+                "c-d": {"command": "c"}
             }}),
         );
         write(
@@ -617,7 +617,7 @@ mod tests {
             json!({"mcpServers": {
                 "a": {"enabled": false},
                 "b": {"command": "local"},
-                "c_": {"command": "clash"},
+                "c_d": {"command": "clash"},
                 "d": {"enabled": true}
             }}),
         );
@@ -632,9 +632,9 @@ mod tests {
         let b = loaded.server("b").unwrap();
         assert_eq!(b.scope, Scope::Project);
         assert_eq!(b.describe_transport(), "local");
-        assert!(loaded.server("c_").is_none());
+        assert!(loaded.server("c_d").is_none());
         assert_eq!(loaded.errors.len(), 2, "{:?}", loaded.errors);
-        assert!(loaded.errors[0].ends_with("server \"c_\" conflicts with \"c\""));
+        assert!(loaded.errors[0].ends_with("server \"c_d\" conflicts with \"c-d\""));
         assert!(loaded.errors[1].contains("server \"d\" needs \"command\" or \"url\""));
     }
 

@@ -277,10 +277,8 @@ impl McpManager {
             .await
             .map_err(|error| McpError::config(&path, error.to_string()))??;
         conn.set_enabled(enabled).await;
-        if enabled {
-            if let Err(error) = conn.connect().await {
-                self.notify(&format!("MCP server \"{name}\" failed to connect: {error}"));
-            }
+        if enabled && let Err(error) = conn.connect().await {
+            self.notify(&format!("MCP server \"{name}\" failed to connect: {error}"));
         }
         Ok(path)
     }
