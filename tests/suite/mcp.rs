@@ -382,14 +382,27 @@ fn a_scripted_turn_calls_stdio_and_http_tools_and_their_results_are_stored_and_s
 fn tool_errors_of_the_server_are_error_results_and_http_tools_answer() {
     let env = TestEnv::new();
     let http = HttpServer::start();
+    let allowed = env.workspace.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
     write_json(
         &env.agent_dir.join("mcp.json"),
-        &json!({"mcpServers": {"web": {"url": http.url}}}),
+        &json!({"mcpServers": {
+            "web": {"url": http.url},
+            "fs": {"command": "node", "args": [filesystem().display().to_string(), allowed.display().to_string()]}
+        }}),
     );
+    // Outside the workspace, which pi offers the server as its root (the server then serves
+    // the roots instead of its command-line directory, as with 1.6.0).
+    let outside = env.dir.path().join("secret.txt");
+    std::fs::write(&outside, "not for the server").unwrap();
     let server = ProviderServer::start(vec![
         MockResponse::sse(sse::openai_tool_calls(&[
             ("call_1", "mcp__web__get_sum", r#"{"a":2,"b":3}"#),
-            ("call_2", "mcp__web__get_sum", r#"{"a":"two","b":3}"#),
+            (
+                "call_2",
+                "mcp__fs__read_text_file",
+                &json!({"path": outside.display().to_string()}).to_string(),
+            ),
         ])),
         MockResponse::sse(sse::openai_text("Five.")),
     ]);
@@ -403,16 +416,16 @@ fn tool_errors_of_the_server_are_error_results_and_http_tools_answer() {
     let results = tool_results(&env);
     assert_eq!(results.len(), 2);
     assert!(!results[0].is_error, "{:?}", results[0]);
-    assert_eq!(
-        results[0].content,
-        vec![ContentBlock::text("The sum of 2 and 3 is 5.")]
-    );
-    // The server refuses a string: an error result with the server's text.
+    assert_eq!(results[0].content, vec![ContentBlock::text("The sum of 2 and 3 is 5.")]);
+    assert_eq!(results[0].details, Some(json!({"server": "web", "tool": "get-sum"})));
+    // The server refuses a path outside its directory with an `isError` result: an error
+    // result that keeps the server's text and the MCP details.
     assert!(results[1].is_error, "{:?}", results[1]);
-    assert!(!results[1].content.is_empty());
-    let sent = server.requests()[1].json();
-    let text = sent.to_string();
-    assert!(text.contains("The sum of 2 and 3 is 5."), "{text}");
+    let text: String = results[1].content.iter().filter_map(ContentBlock::as_text).collect();
+    assert!(text.contains("Access denied"), "{text}");
+    assert_eq!(results[1].details, Some(json!({"server": "fs", "tool": "read_text_file"})));
+    let sent = server.requests()[1].json().to_string();
+    assert!(sent.contains("The sum of 2 and 3 is 5."), "{sent}");
 }
 
 /// Reads a pid file a wrapper script wrote, waiting for it to change from `previous`.
