@@ -62,7 +62,8 @@ Other options:
 /// `pi mcp <command> --help`: the command's usage and options.
 fn sub_help(command: &str) -> Option<&'static str> {
     Some(match command {
-        "add" => "Usage:
+        "add" => {
+            "Usage:
   pi mcp add <server> [options] -- <command> [args...]
   pi mcp add <server> [options] --url <url>
 
@@ -77,23 +78,30 @@ Options:
   --bearer-token-env-var <NAME>
                           Send \"Authorization: Bearer ${NAME}\"
   --exposure <mode>       codemode (default), deferred, direct, or hidden
-  --description <text>    What the server offers",
-        "remove" => "Usage: pi mcp remove <server> [-l]
+  --description <text>    What the server offers"
+        }
+        "remove" => {
+            "Usage: pi mcp remove <server> [-l]
 
 Remove a server from mcp.json.
 
 Options:
-  -l, --local             Use .pi/mcp.json in the current project instead of the global file",
-        "list" => "Usage: pi mcp list [--json]
+  -l, --local             Use .pi/mcp.json in the current project instead of the global file"
+        }
+        "list" => {
+            "Usage: pi mcp list [--json]
 
 Connect to every enabled server and print its state, tools, and errors; exit 1 when an
 entry is invalid or an enabled server is not connected.
 
 Options:
-  --json                  Print the list as JSON",
-        "get" => "Usage: pi mcp get <server>
+  --json                  Print the list as JSON"
+        }
+        "get" => {
+            "Usage: pi mcp get <server>
 
-Show one server's entry (as JSON) and the file that defines it.",
+Show one server's entry (as JSON) and the file that defines it."
+        }
         _ => return None,
     })
 }

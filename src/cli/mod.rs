@@ -104,9 +104,7 @@ fn help(after: &[OsString]) -> Result<ExitCode> {
             print!("{}", help::help_text());
             Ok(ExitCode::SUCCESS)
         }
-        [command, ..] if command == "mcp" => {
-            mcp::run_mcp(&["--help".to_owned()], &Env::capture())
-        }
+        [command, ..] if command == "mcp" => mcp::run_mcp(&["--help".to_owned()], &Env::capture()),
         [command, sub @ ..] if COMMAND_WORDS.contains(&command.as_str()) => {
             let mut help_args: Vec<OsString> = vec![OsString::from("pi"), OsString::from(command)];
             help_args.extend(sub.iter().map(OsString::from));

@@ -416,14 +416,27 @@ fn tool_errors_of_the_server_are_error_results_and_http_tools_answer() {
     let results = tool_results(&env);
     assert_eq!(results.len(), 2);
     assert!(!results[0].is_error, "{:?}", results[0]);
-    assert_eq!(results[0].content, vec![ContentBlock::text("The sum of 2 and 3 is 5.")]);
-    assert_eq!(results[0].details, Some(json!({"server": "web", "tool": "get-sum"})));
+    assert_eq!(
+        results[0].content,
+        vec![ContentBlock::text("The sum of 2 and 3 is 5.")]
+    );
+    assert_eq!(
+        results[0].details,
+        Some(json!({"server": "web", "tool": "get-sum"}))
+    );
     // The server refuses a path outside its directory with an `isError` result: an error
     // result that keeps the server's text and the MCP details.
     assert!(results[1].is_error, "{:?}", results[1]);
-    let text: String = results[1].content.iter().filter_map(ContentBlock::as_text).collect();
+    let text: String = results[1]
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect();
     assert!(text.contains("Access denied"), "{text}");
-    assert_eq!(results[1].details, Some(json!({"server": "fs", "tool": "read_text_file"})));
+    assert_eq!(
+        results[1].details,
+        Some(json!({"server": "fs", "tool": "read_text_file"}))
+    );
     let sent = server.requests()[1].json().to_string();
     assert!(sent.contains("The sum of 2 and 3 is 5."), "{sent}");
 }
@@ -754,4 +767,48 @@ fn pi_declares_the_mcp_tools_1_6_declares_and_stores_the_same_results() {
         assert_eq!(ours, theirs, "{}", ours["name"]);
     }
     assert_eq!(stored[0], stored[1]);
+}
+
+#[test]
+fn repl_mcp_shows_status_disables_enables_and_reconnects_a_server() {
+    use crate::common::tmux::Tmux;
+    let env = TestEnv::new();
+    let mcp_json = env.agent_dir.join("mcp.json");
+    write_json(
+        &mcp_json,
+        &json!({"mcpServers": {"everything": {"command": "node", "args": [everything().display().to_string(), "stdio"]}}}),
+    );
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "mcp__everything__echo",
+            r#"{"message":"after"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Echoed.")),
+    ]);
+    configure_model(&env, &server);
+    let tmux = Tmux::start(&env, "mcp", &["--model", "mock/mock-model"], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("/mcp");
+    tmux.wait_for("everything: connected, 14 tools (codemode, global)");
+    tmux.line("/mcp disable everything");
+    tmux.wait_for("everything: disabled (codemode, global)");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&mcp_json).unwrap()).unwrap();
+    assert_eq!(saved["mcpServers"]["everything"]["enabled"], false);
+    tmux.line("/mcp enable everything");
+    tmux.wait_for_count("everything: connected, 14 tools (codemode, global)", 2);
+    let saved: Value = serde_json::from_slice(&std::fs::read(&mcp_json).unwrap()).unwrap();
+    assert!(saved["mcpServers"]["everything"].get("enabled").is_none());
+    tmux.line("/mcp reconnect everything");
+    tmux.wait_for_count("everything: connected, 14 tools (codemode, global)", 3);
+    tmux.line("/mcp reconnect nobody");
+    tmux.wait_for("No MCP server named \"nobody\"");
+    tmux.line("Echo something.");
+    tmux.wait_for("Echoed.");
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let results = tool_results(&env);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].content, vec![ContentBlock::text("Echo: after")]);
 }
