@@ -914,9 +914,9 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         let mut prepared = prepared;
         let mcp = prepared.mcp.clone();
         if let Some(mcp) = &mcp {
-            // Every enabled server, at once, before the first prompt: each costs at most its
-            // timeout, and one that fails is reported and left out.
-            mcp.connect_all().await;
+            // Every enabled server, at once, before the first prompt: at most its timeout and
+            // `STARTUP_WAIT` in all; one that fails is reported and left out.
+            mcp.connect_all(crate::session::mcp::STARTUP_WAIT).await;
             prepared.config.tools = prepared.config.tools.with_custom(mcp.tools());
         }
         let result = match mode {

@@ -53,6 +53,10 @@ impl McpError {
     }
 }
 
+/// How long an agent run waits for its servers before the first prompt (1.6.0 waits up to
+/// 10 s for the servers whose tools it declares).
+pub const STARTUP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Receives one-line notices for the user (connection failures, drops, reconnects).
 pub type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -124,16 +128,28 @@ impl McpManager {
         (self.notice)(text);
     }
 
-    /// Connects every enabled server at once; failures are reported once each.
-    pub async fn connect_all(&self) {
-        let attempts = self
-            .connections
-            .iter()
-            .filter(|conn| conn.enabled())
-            .map(|conn| async move { (conn.name().to_owned(), conn.connect().await) });
+    /// Connects every enabled server at once, waiting at most `wait` in all (1.6.0's first
+    /// prompt waits up to 10 s); failures are reported once each, and a server still starting
+    /// when the wait ends is stopped and reported.
+    pub async fn connect_all(&self, wait: std::time::Duration) {
+        let attempts =
+            self.connections
+                .iter()
+                .filter(|conn| conn.enabled())
+                .map(|conn| async move {
+                    let result = tokio::time::timeout(wait, conn.connect()).await;
+                    (conn.name().to_owned(), result)
+                });
         for (name, result) in futures::future::join_all(attempts).await {
-            if let Err(error) = result {
-                self.notify(&format!("MCP server \"{name}\" failed to connect: {error}"));
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    self.notify(&format!("MCP server \"{name}\" failed to connect: {error}"));
+                }
+                Err(_) => self.notify(&format!(
+                    "MCP server \"{name}\" did not connect within {} s; its tools are left out (/mcp reconnect {name} in the REPL)",
+                    wait.as_secs()
+                )),
             }
         }
     }
