@@ -98,6 +98,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pi", default=os.path.join(ROOT, "target", "release", "pi"))
     opts = parser.parse_args()
+    opts.pi = os.path.abspath(opts.pi)
     for agent in ["pi", "reference"]:
         first, rest, walls = [], [], []
         for _ in range(opts.runs):
