@@ -87,6 +87,8 @@ pub struct AgentArgs {
     pub extensions: Vec<String>,
     /// `--no-extensions`.
     pub no_extensions: bool,
+    /// `--no-mcp`: no MCP servers for this run.
+    pub no_mcp: bool,
     /// `--skill` (repeatable).
     pub skills: Vec<String>,
     /// `--prompt-template` (repeatable).
@@ -253,6 +255,7 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--export" if has_value => out.export = take(&mut idx),
             "--extension" | "-e" if has_value => out.extensions.extend(take(&mut idx)),
             "--no-extensions" | "-ne" => out.no_extensions = true,
+            "--no-mcp" => out.no_mcp = true,
             "--skill" if has_value => out.skills.extend(take(&mut idx)),
             "--prompt-template" if has_value => out.prompt_templates.extend(take(&mut idx)),
             "--theme" if has_value => out.themes.extend(take(&mut idx)),

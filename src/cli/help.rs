@@ -96,6 +96,7 @@ const AGENT_OPTIONS: &[(&str, &str, &str)] = &[
     ("-np", "--no-prompt-templates", "No template discovery"),
     ("-e", "--extension <PATH>", "Load an extension (repeatable)"),
     ("-ne", "--no-extensions", "No extension discovery"),
+    ("", "--no-mcp", "No MCP servers for this run"),
     ("-a", "--approve", "Trust project-local files for this run"),
     (
         "-na",
@@ -143,6 +144,7 @@ pub(crate) fn help_text() -> String {
             "Export stored sessions as reference JSONL files or HTML pages",
         ),
         ("db", "Check, back up or reindex the database"),
+        ("mcp", "Add, remove and check MCP servers (pi mcp --help)"),
         (
             "help",
             "Print this message or the help of the given command",

@@ -13,6 +13,7 @@ pub mod export;
 pub mod help;
 pub mod import;
 pub mod keys;
+pub mod mcp;
 pub mod output;
 pub mod search;
 pub mod sessions;
@@ -86,9 +87,6 @@ fn unimplemented_word(word: &str) -> Option<String> {
         "auth" => Some(
             "`pi auth` (sign-in from the command line) is not implemented by pi; set the provider's API key in the environment or in <agent dir>/auth.json".to_owned(),
         ),
-        "mcp" => Some(
-            "`pi mcp` (MCP servers) is not implemented by pi yet".to_owned(),
-        ),
         _ => None,
     }
 }
@@ -106,6 +104,7 @@ fn help(after: &[OsString]) -> Result<ExitCode> {
             print!("{}", help::help_text());
             Ok(ExitCode::SUCCESS)
         }
+        [command, ..] if command == "mcp" => mcp::run_mcp(&["--help".to_owned()], &Env::capture()),
         [command, sub @ ..] if COMMAND_WORDS.contains(&command.as_str()) => {
             let mut help_args: Vec<OsString> = vec![OsString::from("pi"), OsString::from(command)];
             help_args.extend(sub.iter().map(OsString::from));
@@ -260,6 +259,13 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
         }
         if word == "help" {
             return help(&args[idx + 1..]);
+        }
+        if word == "mcp" {
+            let rest: Vec<String> = args[idx + 1..]
+                .iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            return mcp::run_mcp(&rest, &env);
         }
         if let Some(answer) = unimplemented_word(&word) {
             return Err(UsageError(answer).into());

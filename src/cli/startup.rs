@@ -814,6 +814,9 @@ pub fn prepare(
     if args.no_session {
         terminal.database = "in memory (--no-session)".to_owned();
     }
+    let mcp = (!args.no_mcp).then(|| {
+        crate::cli::mcp::manager(env, &agent_dir, env.cwd(), project_trusted, &config.shell)
+    });
     Ok(Prepared {
         config,
         target,
@@ -823,6 +826,7 @@ pub fn prepare(
         warnings,
         terminal,
         interchange: interchange(auto_import),
+        mcp,
     })
 }
 
@@ -909,13 +913,25 @@ pub fn run(raw_args: Vec<String>, env: Env, db: Option<PathBuf>) -> Result<ExitC
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        match mode {
+        let mut prepared = prepared;
+        let mcp = prepared.mcp.clone();
+        if let Some(mcp) = &mcp {
+            // Every enabled server, at once, before the first prompt: at most its timeout and
+            // `STARTUP_WAIT` in all; one that fails is reported and left out.
+            mcp.connect_all(crate::session::mcp::STARTUP_WAIT).await;
+            prepared.config.tools = prepared.config.tools.with_custom(mcp.tools());
+        }
+        let result = match mode {
             Mode::Json => crate::modes::print::run(prepared, true).await,
             Mode::Rpc => crate::modes::rpc::run(prepared).await,
             Mode::Text if prepared.print || piped => {
                 crate::modes::print::run(prepared, false).await
             }
             Mode::Text => crate::modes::repl::run(prepared, pick_session).await,
+        };
+        if let Some(mcp) = &mcp {
+            mcp.close_all().await;
         }
+        result
     })
 }

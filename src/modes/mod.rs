@@ -39,6 +39,8 @@ pub struct Prepared {
     pub terminal: TerminalConfig,
     /// File import and export, lent by `cli` for `/import` and `/export`.
     pub interchange: Interchange,
+    /// The MCP servers of this run (`None` with `--no-mcp`); connected before the mode starts.
+    pub mcp: Option<std::sync::Arc<crate::session::mcp::McpManager>>,
 }
 
 /// What `/import` did with a file (one line for people, and the session to switch to).

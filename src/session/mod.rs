@@ -6,6 +6,7 @@ pub mod agent_session;
 pub mod compaction;
 pub mod events;
 pub mod extensions;
+pub mod mcp;
 pub mod persist;
 pub mod resources;
 pub mod settings;

@@ -20,6 +20,7 @@ mod interchange;
 mod interchange_props;
 mod interop;
 mod interop16;
+mod mcp;
 mod merge_steps;
 mod migrations;
 mod print_mode;

@@ -180,7 +180,7 @@ impl ToolOutput {
 }
 
 /// Why a tool call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
     /// A failure the model should see and can act on (bad arguments, missing file, failed
     /// command, abort); becomes an `isError` result with exactly this text.
@@ -189,6 +189,10 @@ pub enum ToolError {
     /// A broken invariant of this program (not the model's or the user's doing).
     #[error("internal tool failure: {0}")]
     Fatal(String),
+    /// A failure whose result the tool built itself and which is recorded as it is, with
+    /// `isError: true` (an MCP server's `isError` result: its text, images and details).
+    #[error("{}", .0.joined_text())]
+    Result(Box<ToolOutput>),
 }
 
 impl ToolError {
@@ -201,13 +205,16 @@ impl ToolError {
     pub fn message(&self) -> String {
         match self {
             Self::ForModel(text) => text.clone(),
-            Self::Fatal(_) => self.to_string(),
+            Self::Fatal(_) | Self::Result(_) => self.to_string(),
         }
     }
 
     /// Converts the error into the result the loop records.
     pub fn into_output(self) -> ToolOutput {
-        ToolOutput::error(self.message())
+        match self {
+            Self::Result(output) => *output,
+            other => ToolOutput::error(other.message()),
+        }
     }
 }
 

@@ -49,6 +49,8 @@ pub enum Command {
     Reload,
     /// `/trust`: save a project trust decision for this folder (used from the next start).
     Trust,
+    /// `/mcp [reconnect|enable|disable SERVER]`: MCP server status and actions.
+    Mcp(Option<String>),
     /// `/help`: the commands.
     Help,
     /// `/quit` (also `/exit`): leave.
@@ -114,6 +116,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "Publish the session's HTML page as a secret GitHub gist (needs the gh CLI)",
     ),
     ("copy", "Copy the last answer to the clipboard"),
+    (
+        "mcp",
+        "MCP servers: status; reconnect, enable or disable SERVER",
+    ),
     ("hotkeys", "Show the keys the REPL knows"),
     (
         "expand",
@@ -268,6 +274,8 @@ pub fn parse(line: &str) -> Input {
         Command::Reload
     } else if exact("trust") {
         Command::Trust
+    } else if let Some(args) = argument(text, "mcp") {
+        Command::Mcp(owned(args))
     } else if exact("help") {
         Command::Help
     } else if exact("quit") || exact("exit") {

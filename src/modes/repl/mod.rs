@@ -73,6 +73,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         prompts,
         terminal,
         interchange,
+        mcp,
         ..
     } = prepared;
     let color = terminal.color_allowed && io::IsTerminal::is_terminal(&io::stdout());
@@ -137,6 +138,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let mut repl = Repl {
         session,
         interchange,
+        mcp,
         ui_requests,
         events,
         editor,
@@ -230,6 +232,8 @@ struct TreeSnapshot {
 struct Repl {
     session: AgentSession,
     interchange: Interchange,
+    /// The MCP servers of this run (`/mcp`).
+    mcp: Option<Arc<crate::session::mcp::McpManager>>,
     /// Dialogs and notifications from extensions.
     ui_requests: mpsc::UnboundedReceiver<UiRequest>,
     events: mpsc::UnboundedReceiver<SessionEvent>,
@@ -375,14 +379,7 @@ const HOTKEYS: &[&str] = &[
 ];
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
-const REFERENCE_ONLY: &[&str] = &[
-    "settings",
-    "scoped-models",
-    "changelog",
-    "login",
-    "logout",
-    "mcp",
-];
+const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog", "login", "logout"];
 
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
@@ -1183,6 +1180,7 @@ impl Repl {
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
             Command::Reload => self.reload().await?,
             Command::Trust => self.trust().await?,
+            Command::Mcp(args) => self.mcp(args.as_deref()).await?,
             Command::Compact(focus) => self.compact(focus).await?,
             Command::Export(path) => self.export(path.as_deref()).await?,
             Command::Share => self.share().await?,
@@ -1240,6 +1238,48 @@ impl Repl {
     }
 
     /// `/hotkeys` (and the end of `/help`): the keys the REPL knows.
+    /// `/mcp`: every server's state (1.6.0 outside its TUI prints the status); `reconnect`,
+    /// `enable` and `disable` act on one server, and the tools of a server that came up are
+    /// offered from the next prompt.
+    async fn mcp(&mut self, args: Option<&str>) -> io::Result<()> {
+        let Some(mcp) = self.mcp.clone() else {
+            return self.warn("MCP is disabled for this run (--no-mcp)");
+        };
+        let words: Vec<&str> = args.unwrap_or_default().split_whitespace().collect();
+        match words.as_slice() {
+            [] => {
+                for line in mcp.status_text().lines() {
+                    self.info(line)?;
+                }
+                Ok(())
+            }
+            [action @ ("reconnect" | "enable" | "disable"), server] => {
+                let result = match *action {
+                    "reconnect" => mcp.reconnect(server).await.map(|_| None),
+                    other => mcp.set_enabled(server, other == "enable").await.map(Some),
+                };
+                match result {
+                    Ok(saved) => {
+                        self.session.add_tools(mcp.tools());
+                        if let Some(path) = saved {
+                            self.info(&format!("Saved to {}", path.display()))?;
+                        }
+                        if let Some(conn) = mcp.connection(server) {
+                            let lines =
+                                crate::session::mcp::report_lines(conn.entry(), &conn.status());
+                            for line in lines.lines() {
+                                self.info(line)?;
+                            }
+                        }
+                        Ok(())
+                    }
+                    Err(error) => self.warn(&error.to_string()),
+                }
+            }
+            _ => self.warn("Usage: /mcp [reconnect|enable|disable <server>]"),
+        }
+    }
+
     fn hotkeys(&mut self) -> io::Result<()> {
         for line in HOTKEYS {
             self.info(line)?;

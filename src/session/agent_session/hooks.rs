@@ -36,6 +36,15 @@ impl AgentSession {
         *lock(&self.inner.bus) = bus;
     }
 
+    /// Registers tools that became available while the session runs (an MCP server connected
+    /// by `/mcp reconnect` or `/mcp enable`): a tool of the same name is replaced in place, new
+    /// ones become active. They last until the tool registry is rebuilt (`/reload`).
+    pub fn add_tools(&self, tools: Vec<Arc<dyn crate::agent::tool::Tool>>) {
+        let mut state = self.state();
+        let updated = state.tools.with_custom(tools);
+        state.tools = updated;
+    }
+
     /// Restarts the extensions' turn count (`agent_start`).
     pub(crate) fn start_turn_count(&self) {
         self.state().turn_index = 0;
