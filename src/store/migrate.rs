@@ -85,6 +85,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0010_stepped_merges.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 11,
+        name: "0011_sync_marks.sql",
+        sql: include_str!("../../migrations/0011_sync_marks.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

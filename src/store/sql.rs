@@ -391,6 +391,16 @@ pub fn all_entries(db: Db<'_>, sid: i64) -> Result<Vec<EntryRow>> {
     )
 }
 
+/// Returns at most `limit` entries of a session from `from_seq` on, in append order.
+pub fn entries_from(db: Db<'_>, sid: i64, from_seq: i64, limit: i64) -> Result<Vec<EntryRow>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+             WHERE sid = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+        params![sid, from_seq, limit],
+        entry_row,
+    )
+}
+
 /// The shape of an entry without its payload.
 #[derive(Debug, Clone)]
 pub struct EntryShape {
