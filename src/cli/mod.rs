@@ -14,6 +14,7 @@ pub mod help;
 pub mod import;
 pub mod keys;
 pub mod output;
+pub mod remote;
 pub mod search;
 pub mod sessions;
 pub mod settings;
@@ -66,10 +67,14 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Check, back up or reindex the database
     Db(db::DbArgs),
+    /// Manage the remote archives (PostgreSQL) this agent dir syncs with
+    Remote(remote::RemoteArgs),
+    /// Push this machine's sessions to a remote archive and pull everyone else's
+    Sync(remote::SyncArgs),
 }
 
 /// The words that select a non-agent command when they are the first non-option argument.
-pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db"];
+pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db", "remote", "sync"];
 
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
@@ -255,6 +260,8 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
                 Command::Import(import_args) => import::run_import(import_args, &ctx)?,
                 Command::Export(export_args) => export::run_export(export_args, &ctx)?,
                 Command::Db(db_args) => db::run_db(db_args, &ctx)?,
+                Command::Remote(remote_args) => remote::run_remote(remote_args, &ctx)?,
+                Command::Sync(sync_args) => remote::run_sync(sync_args, &ctx)?,
             }
             return Ok(ExitCode::SUCCESS);
         }
