@@ -185,7 +185,7 @@ impl Cluster {
             "initdb",
         );
         let conf = format!(
-            "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 60\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\nlog_min_messages = warning\n",
+            "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = off\nfull_page_writes = off\nmax_connections = 60\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\nlog_min_messages = warning\n",
             root.display(),
             crt.display(),
             key.display()
