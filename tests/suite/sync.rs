@@ -198,6 +198,25 @@ fn two_people_sync_through_one_server_and_search_each_other() {
     .unwrap();
     assert!(shown.contains("retry the canary"), "{shown}");
 
+    // Pulled sessions are read-only here: continuing one is refused, naming the fork.
+    let resumed = bob
+        .pi()
+        .args([
+            "--session",
+            "aaaaaaaa-0000-4000-8000-000000000001",
+            "-p",
+            "go on",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(resumed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        stderr.contains("pulled from remote team (alice@laptop) and is read-only here")
+            && stderr.contains("pi --fork aaaaaaaa-0000-4000-8000-000000000001"),
+        "{stderr}"
+    );
+
     // Remote search finds a phrase of either, with who pushed it.
     for (phrase, session, user) in [
         ("\"flaky deploy\"", "aaaaaaaa-0000-4000-8000-000000000001", "alice"),
