@@ -113,7 +113,8 @@ fn read_remotes(ctx: &CliContext) -> Result<BTreeMap<String, RemoteEntry>> {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(error) => {
-            return Err(error).with_context(|| format!("cannot read {}", field(&path.to_string_lossy())));
+            return Err(error)
+                .with_context(|| format!("cannot read {}", field(&path.to_string_lossy())));
         }
     };
     let value: Value = serde_json::from_str(&text)
@@ -290,11 +291,11 @@ fn target(ctx: &CliContext, name: Option<&str>) -> Result<Target> {
         None
     } else {
         match entry.password.as_deref() {
-            Some(value) if value.starts_with('!') => Some(
-                resolver
-                    .run_command(&value[1..])
-                    .ok_or_else(|| anyhow::anyhow!("remote {name}: the password command gave no password"))?,
-            ),
+            Some(value) if value.starts_with('!') => {
+                Some(resolver.run_command(&value[1..]).ok_or_else(|| {
+                    anyhow::anyhow!("remote {name}: the password command gave no password")
+                })?)
+            }
             Some(value) => Some(value.to_owned()),
             None => ctx
                 .env
@@ -314,10 +315,14 @@ fn target(ctx: &CliContext, name: Option<&str>) -> Result<Target> {
                 }),
         }
     };
-    let root_file = url.root_cert.as_ref().map(|file| ctx.env.expand_tilde(file)).or_else(|| {
-        let default = ctx.env.home()?.join(".postgresql/root.crt");
-        default.exists().then_some(default)
-    });
+    let root_file = url
+        .root_cert
+        .as_ref()
+        .map(|file| ctx.env.expand_tilde(file))
+        .or_else(|| {
+            let default = ctx.env.home()?.join(".postgresql/root.crt");
+            default.exists().then_some(default)
+        });
     let root_pem = match root_file {
         Some(file) => Some(std::fs::read(&file).with_context(|| {
             format!("cannot read sslrootcert {}", field(&file.to_string_lossy()))

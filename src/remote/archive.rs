@@ -357,7 +357,8 @@ impl Archive {
                 Ok(rows) => rows,
                 Err(error)
                     if attempt == 0
-                        && error.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) =>
+                        && error.code()
+                            == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) =>
                 {
                     self.ensure_schema().await?;
                     continue;

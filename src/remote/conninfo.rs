@@ -112,7 +112,11 @@ impl RemoteUrl {
         let mut ssl = SslMode::Prefer;
         let mut root_cert = None;
         let mut kept = Vec::new();
-        for pair in query.unwrap_or("").split('&').filter(|pair| !pair.is_empty()) {
+        for pair in query
+            .unwrap_or("")
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+        {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match key {
                 "sslmode" => ssl = SslMode::parse(&decode(value))?,
@@ -176,7 +180,9 @@ impl RemoteUrl {
         let authority = &rest[..authority_end];
         match authority.rsplit_once('@') {
             Some((userinfo, host)) => match userinfo.split_once(':') {
-                Some((user, _)) => format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]),
+                Some((user, _)) => {
+                    format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+                }
                 None => url.to_owned(),
             },
             None => url.to_owned(),
@@ -251,9 +257,19 @@ fn pgpass_fields(line: &str) -> Option<Vec<String>> {
 /// Looks a password up in the text of a `.pgpass` file as libpq does: the first line whose
 /// host, port, database and user match (`*` matches anything; `localhost` also matches a
 /// Unix socket).
-pub fn pgpass_lookup(text: &str, host: &str, port: u16, dbname: &str, user: &str) -> Option<String> {
+pub fn pgpass_lookup(
+    text: &str,
+    host: &str,
+    port: u16,
+    dbname: &str,
+    user: &str,
+) -> Option<String> {
     let port = port.to_string();
-    let host = if host.starts_with('/') { "localhost" } else { host };
+    let host = if host.starts_with('/') {
+        "localhost"
+    } else {
+        host
+    };
     text.lines().filter_map(pgpass_fields).find_map(|fields| {
         let matches = |pattern: &str, value: &str| pattern == "*" || pattern == value;
         (matches(&fields[0], host)
@@ -290,12 +306,16 @@ mod tests {
             RemoteUrl::redacted("postgres://bob:s3cret@h:5432/db?sslmode=require"),
             "postgres://bob:***@h:5432/db?sslmode=require"
         );
-        assert_eq!(RemoteUrl::redacted("postgres://bob@h/db"), "postgres://bob@h/db");
+        assert_eq!(
+            RemoteUrl::redacted("postgres://bob@h/db"),
+            "postgres://bob@h/db"
+        );
     }
 
     #[test]
     fn pgpass_lines_match_as_libpq_reads_them() {
-        let text = "# comment\nother:5432:*:bob:no\ndb.example:*:team:bob:pa\\:ss\n*:*:*:*:fallback\n";
+        let text =
+            "# comment\nother:5432:*:bob:no\ndb.example:*:team:bob:pa\\:ss\n*:*:*:*:fallback\n";
         assert_eq!(
             pgpass_lookup(text, "db.example", 6543, "team", "bob").as_deref(),
             Some("pa:ss")

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -159,9 +159,7 @@ pub fn connector(target: &Target) -> Result<Option<MakeRustlsConnect>> {
                     .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
                     .with_no_client_auth()
             } else {
-                builder
-                    .with_webpki_verifier(verifier)
-                    .with_no_client_auth()
+                builder.with_webpki_verifier(verifier).with_no_client_auth()
             }
         }
     };

@@ -66,7 +66,12 @@ pub(crate) fn push_candidates(
 }
 
 /// Moves a session's push mark forward (never back).
-pub(crate) fn set_push_mark(db: Db<'_>, remote: &str, session: &SessionId, pushed_seq: i64) -> Result<()> {
+pub(crate) fn set_push_mark(
+    db: Db<'_>,
+    remote: &str,
+    session: &SessionId,
+    pushed_seq: i64,
+) -> Result<()> {
     db.execute(
         "INSERT INTO sync_push_marks (remote, session_id, pushed_seq) VALUES (?1, ?2, ?3)
          ON CONFLICT (remote, session_id)

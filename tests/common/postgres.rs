@@ -50,9 +50,9 @@ fn bin_dir() -> PathBuf {
             .and_then(|name| name.parse::<u32>().ok())
             .unwrap_or(0)
     });
-    found
-        .pop()
-        .expect("PostgreSQL's server binaries under /usr/lib/postgresql (.ci/run installs postgresql)")
+    found.pop().expect(
+        "PostgreSQL's server binaries under /usr/lib/postgresql (.ci/run installs postgresql)",
+    )
 }
 
 fn free_port() -> u16 {
@@ -91,11 +91,8 @@ impl Cluster {
     /// Starts a new cluster (its own data directory, port and certificates).
     pub fn start() -> Self {
         let bin = bin_dir();
-        let root = std::env::temp_dir().join(format!(
-            "pi-pg-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
+        let root =
+            std::env::temp_dir().join(format!("pi-pg-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&root).unwrap();
         let owner = if nix::unistd::geteuid().is_root() {
             let user = nix::unistd::User::from_name("postgres")
@@ -114,7 +111,9 @@ impl Cluster {
         let ca = root.join("ca.pem");
         run(
             Command::new("openssl")
-                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3", "-subj"])
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3", "-subj",
+                ])
                 .arg("/CN=pi test CA")
                 .arg("-keyout")
                 .arg(&ca_key)
@@ -128,7 +127,14 @@ impl Cluster {
         let crt = root.join("server.crt");
         run(
             Command::new("openssl")
-                .args(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost"])
+                .args([
+                    "req",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-subj",
+                    "/CN=localhost",
+                ])
                 .arg("-keyout")
                 .arg(&key)
                 .arg("-out")
@@ -180,7 +186,14 @@ impl Cluster {
                 .as_owner(&bin.join("initdb"))
                 .arg("-D")
                 .arg(&data)
-                .args(["-U", SUPERUSER, "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"])
+                .args([
+                    "-U",
+                    SUPERUSER,
+                    "--auth=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ])
                 .arg(format!("--pwfile={}", pwfile.display())),
             "initdb",
         );
@@ -206,7 +219,9 @@ impl Cluster {
         let ca = dir.join("other-ca.pem");
         run(
             Command::new("openssl")
-                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3", "-subj"])
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3", "-subj",
+                ])
                 .arg("/CN=another CA")
                 .arg("-keyout")
                 .arg(dir.join("other-ca.key"))
@@ -266,7 +281,11 @@ impl Cluster {
                 pg_ctl.display(),
                 data.display()
             ),
-            None => format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display()),
+            None => format!(
+                "{} -D {} -m immediate stop",
+                pg_ctl.display(),
+                data.display()
+            ),
         };
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
@@ -321,7 +340,11 @@ pub fn shared() -> &'static Cluster {
     static SHARED: OnceLock<Cluster> = OnceLock::new();
     SHARED.get_or_init(|| match std::env::var("PI_TEST_PG_URL") {
         Ok(url) if !url.is_empty() => {
-            let base_url = if url.ends_with('/') { url } else { format!("{url}/") };
+            let base_url = if url.ends_with('/') {
+                url
+            } else {
+                format!("{url}/")
+            };
             let host = base_url
                 .rsplit_once('@')
                 .map(|(_, rest)| rest.trim_end_matches('/').to_owned())

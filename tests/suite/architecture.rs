@@ -26,8 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "modes", "session", "agent", "ai", "remote", "store", "jsonl", "model",
-            "support",
+            "modes", "session", "agent", "ai", "remote", "store", "jsonl", "model", "support",
         ],
     ),
 ];

@@ -219,8 +219,16 @@ fn two_people_sync_through_one_server_and_search_each_other() {
 
     // Remote search finds a phrase of either, with who pushed it.
     for (phrase, session, user) in [
-        ("\"flaky deploy\"", "aaaaaaaa-0000-4000-8000-000000000001", "alice"),
-        ("\"slow query\"", "bbbbbbbb-0000-4000-8000-000000000002", "bob"),
+        (
+            "\"flaky deploy\"",
+            "aaaaaaaa-0000-4000-8000-000000000001",
+            "alice",
+        ),
+        (
+            "\"slow query\"",
+            "bbbbbbbb-0000-4000-8000-000000000002",
+            "bob",
+        ),
     ] {
         let hits = stdout_json(&succeeded(alice.pi().args([
             "sessions", "search", "--remote", "team", "--role", "user", "--json", phrase,
@@ -230,8 +238,19 @@ fn two_people_sync_through_one_server_and_search_each_other() {
         assert_eq!(hits[0]["session"], session);
         assert_eq!(hits[0]["user"], user);
         assert_eq!(hits[0]["role"], "user");
-        assert!(hits[0]["snippet"].as_str().unwrap().contains("**"), "{hits:?}");
-        for key in ["entry", "kind", "score", "cwd", "timestamp", "name", "onActivePath"] {
+        assert!(
+            hits[0]["snippet"].as_str().unwrap().contains("**"),
+            "{hits:?}"
+        );
+        for key in [
+            "entry",
+            "kind",
+            "score",
+            "cwd",
+            "timestamp",
+            "name",
+            "onActivePath",
+        ] {
             assert!(hits[0].get(key).is_some(), "{key} missing");
         }
     }
@@ -399,10 +418,18 @@ fn a_sync_killed_at_random_moments_ends_with_both_sides_equal() {
             let local = local_payloads(&alice, id);
             let remote = remote_payloads(cluster, &url, id);
             assert!(remote.len() <= local.len());
-            assert_same(&remote, &local[..remote.len()], &format!("round {round}: {id}"));
+            assert_same(
+                &remote,
+                &local[..remote.len()],
+                &format!("round {round}: {id}"),
+            );
             let pulled = local_payloads(&bob, id);
             assert!(pulled.len() <= remote.len(), "round {round}: {id}");
-            assert_same(&pulled, &remote[..pulled.len()], &format!("round {round}: {id}"));
+            assert_same(
+                &pulled,
+                &remote[..pulled.len()],
+                &format!("round {round}: {id}"),
+            );
         }
     }
     assert!(completed < 20, "every sync finished before its kill");
@@ -417,7 +444,10 @@ fn a_sync_killed_at_random_moments_ends_with_both_sides_equal() {
         &url,
         "SELECT sum(entries)::text || ' ' || (SELECT count(*) FROM pi_entries)::text FROM pi_sessions",
     );
-    assert_eq!(counts, "1500 1500", "the session counters count each entry once");
+    assert_eq!(
+        counts, "1500 1500",
+        "the session counters count each entry once"
+    );
 }
 
 #[test]
@@ -442,7 +472,12 @@ fn a_server_stopped_mid_sync_is_reported_and_the_retry_completes() {
             .arg(format!("{url}?sslmode=disable"))
             .args(["-X", "-A", "-t", "-c", "SELECT count(*) FROM pi_entries"])
             .output()
-            .map(|out| String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap_or(0))
+            .map(|out| {
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
             .unwrap_or(0);
         if count > 0 {
             break;
@@ -460,7 +495,10 @@ fn a_server_stopped_mid_sync_is_reported_and_the_retry_completes() {
     );
     cluster.start_server();
     let report = synced(&alice, &[]);
-    assert!(report["pushed"]["entries"].as_i64().unwrap() > 0, "{report}");
+    assert!(
+        report["pushed"]["entries"].as_i64().unwrap() > 0,
+        "{report}"
+    );
     assert_same(
         &remote_payloads(&cluster, &url, id),
         &local_payloads(&alice, id),
@@ -475,7 +513,12 @@ fn an_archive_from_a_newer_pi_is_refused_untouched() {
     let url = cluster.database("newer");
     let alice = person("alice", "laptop");
     let file = alice.dir.path().join("n.jsonl");
-    session_file(&file, "ffffffff-0000-4000-8000-000000000006", "/w", &["hello"]);
+    session_file(
+        &file,
+        "ffffffff-0000-4000-8000-000000000006",
+        "/w",
+        &["hello"],
+    );
     import(&alice, &file);
     add_remote(&alice, "team", &url);
     synced(&alice, &["--pull"]);
@@ -490,7 +533,10 @@ fn an_archive_from_a_newer_pi_is_refused_untouched() {
     let output = sync(&alice, &[]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("version 99, newer than this pi's 1"), "{stderr}");
+    assert!(
+        stderr.contains("version 99, newer than this pi's 1"),
+        "{stderr}"
+    );
     assert_eq!(cluster.psql(&url, "SELECT count(*) FROM pi_entries"), "0");
     let search = alice
         .pi()
@@ -512,11 +558,19 @@ fn tls_and_passwords_come_from_the_url_pgpassword_or_pgpass() {
     let port = cluster.port;
     let alice = person("alice", "laptop");
     let file = alice.dir.path().join("t.jsonl");
-    session_file(&file, "abababab-0000-4000-8000-000000000007", "/w", &["over tls"]);
+    session_file(
+        &file,
+        "abababab-0000-4000-8000-000000000007",
+        "/w",
+        &["over tls"],
+    );
     import(&alice, &file);
     let plain_user = format!("postgres://{}@localhost:{port}/{db}", postgres::SUPERUSER);
     // verify-full against the test CA, password from PGPASSWORD.
-    let verified = format!("{plain_user}?sslmode=verify-full&sslrootcert={}", ca.display());
+    let verified = format!(
+        "{plain_user}?sslmode=verify-full&sslrootcert={}",
+        ca.display()
+    );
     add_remote(&alice, "full", &verified);
     let output = alice
         .pi()
@@ -524,7 +578,11 @@ fn tls_and_passwords_come_from_the_url_pgpassword_or_pgpass() {
         .env("PGPASSWORD", postgres::PASSWORD)
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(stdout_json(&output)["pushed"]["entries"], 2);
     // The same with a CA that did not sign the server's certificate: refused.
     let stranger = alice.dir.path().join("stranger.pem");
@@ -552,7 +610,11 @@ fn tls_and_passwords_come_from_the_url_pgpassword_or_pgpass() {
     let pgpass = alice.home.join(".pgpass");
     std::fs::write(
         &pgpass,
-        format!("localhost:{port}:{db}:{}:{}\n", postgres::SUPERUSER, postgres::PASSWORD),
+        format!(
+            "localhost:{port}:{db}:{}:{}\n",
+            postgres::SUPERUSER,
+            postgres::PASSWORD
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -570,7 +632,11 @@ fn tls_and_passwords_come_from_the_url_pgpassword_or_pgpass() {
 #[test]
 fn remotes_are_added_listed_with_passwords_hidden_and_removed() {
     let env = person("alice", "laptop");
-    add_remote(&env, "team", "postgres://alice:s3cret@db.example:5432/team?sslmode=require");
+    add_remote(
+        &env,
+        "team",
+        "postgres://alice:s3cret@db.example:5432/team?sslmode=require",
+    );
     let list = stdout_json(&succeeded(env.pi().args(["remote", "list", "--json"])));
     assert_eq!(
         list,
