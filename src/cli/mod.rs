@@ -56,6 +56,9 @@ pub struct Cli {
 /// `defer`: each command's arguments are declared only when clap reaches that command, so a
 /// `pi sessions search` process does not build the whole command tree (its cost per start:
 /// `docs/BENCHMARKS.md`, "Search"); help and errors are the same.
+// Parsed once per process and moved into its handler: the size of the largest variant (the
+// `sessions` arguments) costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum Command {

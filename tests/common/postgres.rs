@@ -32,6 +32,8 @@ pub struct Cluster {
     bin: PathBuf,
     owner: Option<(u32, u32)>,
     root: PathBuf,
+    /// The watchdog (outlives this process by design; kept so that it is not reaped early).
+    watchdog: Option<std::process::Child>,
 }
 
 fn bin_dir() -> PathBuf {
@@ -180,6 +182,7 @@ impl Cluster {
             bin: bin.clone(),
             owner,
             root: root.clone(),
+            watchdog: None,
         };
         run(
             cluster
@@ -272,7 +275,7 @@ impl Cluster {
 
     /// A process that stops the server and removes the directory once this test process
     /// has exited.
-    fn watchdog(&self) {
+    fn watchdog(&mut self) {
         let Some(data) = &self.data else { return };
         let pg_ctl = self.bin.join("pg_ctl");
         let stop = match self.owner {
@@ -292,7 +295,7 @@ impl Cluster {
             pid = std::process::id(),
             root = self.root.display()
         );
-        Command::new("sh")
+        let child = Command::new("sh")
             .arg("-c")
             .arg(script)
             .stdin(Stdio::null())
@@ -300,6 +303,7 @@ impl Cluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("the cluster's watchdog");
+        self.watchdog = Some(child);
     }
 
     /// Creates a new database and returns its superuser URL (TLS off unless the caller adds
@@ -361,6 +365,7 @@ pub fn shared() -> &'static Cluster {
                 bin: PathBuf::new(),
                 owner: None,
                 root: std::env::temp_dir(),
+                watchdog: None,
             }
         }
         _ => Cluster::start(),
