@@ -307,6 +307,27 @@ fn two_people_sync_through_one_server_and_search_each_other() {
         assert_eq!(report["pushed"]["entries"], 0, "{report}");
         assert_eq!(report["pulled"]["entries"], 0, "{report}");
     }
+    // Alice's session grows: her next sync pushes only the new entries, bob's pulls them.
+    session_file(
+        &a_file,
+        "aaaaaaaa-0000-4000-8000-000000000001",
+        "/work/deploy",
+        &[
+            "the flaky deploy failed again",
+            "retry the canary",
+            "pin the image",
+        ],
+    );
+    import(&alice, &a_file);
+    let grown = synced(&alice, &[]);
+    assert_eq!(grown["pushed"]["entries"], 2, "{grown}");
+    let pulled = synced(&bob, &[]);
+    assert_eq!(pulled["pulled"]["entries"], 2, "{pulled}");
+    assert_same(
+        &local_payloads(&bob, "aaaaaaaa-0000-4000-8000-000000000001"),
+        &local_payloads(&alice, "aaaaaaaa-0000-4000-8000-000000000001"),
+        "grown",
+    );
     // A pulled session is never pushed back under the puller's name.
     assert_eq!(
         cluster.psql(&url, "SELECT user_name FROM pi_sessions ORDER BY id"),
