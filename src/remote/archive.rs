@@ -237,10 +237,14 @@ const PUSH_SQL: &str = "WITH input AS (
     RETURNING seq, ts, is_message, input, output, cache_read, cache_write, cost
 ), docs AS (
     INSERT INTO pi_docs (session_id, seq, ord, role, kind, ts, body, tsv)
-    SELECT $1, d.seq, d.ord, d.role, d.kind, ins.ts, d.body, to_tsvector('simple', d.words)
-      FROM unnest($18::int8[], $19::int4[], $20::text[], $21::text[], $22::text[], $23::text[])
-           AS d(seq, ord, role, kind, body, words)
-      JOIN ins ON ins.seq = d.seq
+    SELECT $1, d.seq, d.ord, d.role, d.kind, to_timestamp(d.ts_ms / 1000.0), d.body,
+           to_tsvector('simple', d.words)
+      FROM unnest($18::int8[], $19::int4[], $20::text[], $21::text[], $22::text[], $23::text[],
+                  $31::int8[])
+           AS d(seq, ord, role, kind, body, words, ts_ms)
+     WHERE NOT EXISTS (SELECT 1 FROM bad)
+    -- an entry the archive already has has the same documents (same bytes, same text)
+    ON CONFLICT (session_id, seq, ord) DO NOTHING
     RETURNING 1
 ), agg AS (
     SELECT count(*)::int8 AS n, (count(*) FILTER (WHERE is_message))::int8 AS m,
@@ -468,9 +472,11 @@ impl Archive {
         let mut doc_kind = Vec::new();
         let mut doc_body = Vec::new();
         let mut doc_words = Vec::new();
+        let mut doc_ts = Vec::new();
         for entry in entries {
             for (ord, doc) in entry.docs.iter().enumerate() {
                 doc_seq.push(entry.seq);
+                doc_ts.push(entry.ts_ms);
                 doc_ord.push(i32::try_from(ord).unwrap_or(i32::MAX));
                 doc_role.push(doc.role);
                 doc_kind.push(doc.kind);
@@ -481,7 +487,7 @@ impl Archive {
         let name_set = meta.name.is_some();
         let name: Option<&str> = meta.name.as_ref().and_then(|name| name.as_deref());
         let first: Option<&str> = meta.first_message.as_deref();
-        let params: [&(dyn ToSql + Sync); 30] = [
+        let params: [&(dyn ToSql + Sync); 31] = [
             &session.id,
             &seqs,
             &ids,
@@ -512,6 +518,7 @@ impl Archive {
             &name,
             &first,
             &name_set,
+            &doc_ts,
         ];
         let row = self
             .client
