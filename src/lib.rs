@@ -21,6 +21,8 @@ pub mod jsonl;
 
 pub mod store;
 
+pub mod remote;
+
 pub mod ai;
 
 pub mod agent;

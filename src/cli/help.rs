@@ -146,6 +146,14 @@ pub(crate) fn help_text() -> String {
         ("db", "Check, back up or reindex the database"),
         ("mcp", "Add, remove and check MCP servers (pi mcp --help)"),
         (
+            "remote",
+            "Manage the remote archives (PostgreSQL) this agent dir syncs with",
+        ),
+        (
+            "sync",
+            "Push this machine's sessions to a remote archive and pull everyone else's",
+        ),
+        (
             "help",
             "Print this message or the help of the given command",
         ),

@@ -15,6 +15,7 @@ pub mod import;
 pub mod keys;
 pub mod mcp;
 pub mod output;
+pub mod remote;
 pub mod search;
 pub mod sessions;
 pub mod settings;
@@ -56,6 +57,9 @@ pub struct Cli {
 /// `defer`: each command's arguments are declared only when clap reaches that command, so a
 /// `pi sessions search` process does not build the whole command tree (its cost per start:
 /// `docs/BENCHMARKS.md`, "Search"); help and errors are the same.
+// Parsed once per process and moved into its handler: the size of the largest variant (the
+// `sessions` arguments) costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum Command {
@@ -67,10 +71,14 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Check, back up or reindex the database
     Db(db::DbArgs),
+    /// Manage the remote archives (PostgreSQL) this agent dir syncs with
+    Remote(remote::RemoteArgs),
+    /// Push this machine's sessions to a remote archive and pull everyone else's
+    Sync(remote::SyncArgs),
 }
 
 /// The words that select a non-agent command when they are the first non-option argument.
-pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db"];
+pub const COMMAND_WORDS: &[&str] = &["sessions", "import", "export", "db", "remote", "sync"];
 
 /// The reference's package commands, which pi does not implement.
 const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "list", "config"];
@@ -254,6 +262,8 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
                 Command::Import(import_args) => import::run_import(import_args, &ctx)?,
                 Command::Export(export_args) => export::run_export(export_args, &ctx)?,
                 Command::Db(db_args) => db::run_db(db_args, &ctx)?,
+                Command::Remote(remote_args) => remote::run_remote(remote_args, &ctx)?,
+                Command::Sync(sync_args) => remote::run_sync(sync_args, &ctx)?,
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::cli::output::{self, field, json_line, line, one_line, pad, short_time};
 use crate::cli::{CliContext, UsageError};
+use crate::remote::archive::ArchiveStatsBy;
 use crate::store::ListScope;
 use crate::store::maintenance::{StatsBy, StatsFilter};
 use crate::store::search::{ContextEditKind, Query, SearchRequest};
@@ -73,6 +74,15 @@ pub struct SearchArgs {
     /// How many hits to show
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// Run on this remote archive (PostgreSQL) instead of the local database
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// With --remote: only sessions pushed by this user
+    #[arg(long, value_name = "USER", requires = "remote")]
+    pub user: Option<String>,
+    /// With --remote: only sessions pushed from this host
+    #[arg(long, value_name = "HOST", requires = "remote")]
+    pub host: Option<String>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -93,6 +103,10 @@ pub enum StatsKey {
     Cwd,
     /// Per session.
     Session,
+    /// Per user who pushed (with --remote).
+    User,
+    /// Per host pushed from (with --remote).
+    Host,
 }
 
 /// Token and cost totals by day, week, model, provider, directory or session
@@ -113,6 +127,18 @@ pub struct StatsArgs {
     /// Only usage before this time (same forms as --since)
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
+    /// With --remote: only sessions that used a model whose provider/id contains this text
+    #[arg(long, value_name = "PATTERN", requires = "remote")]
+    pub model: Option<String>,
+    /// Run on this remote archive (PostgreSQL) instead of the local database
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// With --remote: only sessions pushed by this user
+    #[arg(long, value_name = "USER", requires = "remote")]
+    pub user: Option<String>,
+    /// With --remote: only sessions pushed from this host
+    #[arg(long, value_name = "HOST", requires = "remote")]
+    pub host: Option<String>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -194,6 +220,88 @@ pub fn run_search(args: SearchArgs, ctx: &CliContext) -> Result<()> {
         .as_deref()
         .map(|value| parse_time(value, now_ms))
         .transpose()?;
+    if let Some(remote) = &args.remote {
+        let filters = crate::cli::remote::RemoteFilters {
+            remote: remote.clone(),
+            user: args.user.clone(),
+            host: args.host.clone(),
+            // The archive holds every machine's directories: all of them unless --cwd.
+            cwd: args
+                .cwd
+                .as_ref()
+                .map(|dir| ctx.env.absolute(dir).to_string_lossy().into_owned()),
+            model: args.model.clone(),
+            since_ms,
+            until_ms,
+            session: args.session.clone(),
+        };
+        let highlight = if args.json {
+            ("**".to_owned(), "**".to_owned())
+        } else {
+            (MARK_OPEN.to_string(), MARK_CLOSE.to_string())
+        };
+        let hits = crate::cli::remote::run_remote_search(
+            ctx,
+            &filters,
+            &query,
+            &args.role,
+            &args.kind,
+            args.limit,
+            args.json,
+            (&highlight.0, &highlight.1),
+        )?;
+        let mut out = output::stdout();
+        if args.json {
+            json_line(&mut out, &to_js_string(&Value::Array(hits)))?;
+            return Ok(out.flush()?);
+        }
+        let style = ctx.style();
+        if hits.is_empty() {
+            line(&mut out, &style.dim("no matches in the archive"))?;
+        }
+        for (idx, hit) in hits.iter().enumerate() {
+            if idx > 0 {
+                line(&mut out, "")?;
+            }
+            let text = |key: &str| hit.get(key).and_then(Value::as_str).unwrap_or("");
+            let title = hit
+                .get("name")
+                .and_then(Value::as_str)
+                .map(|name| field(name).into_owned())
+                .or_else(|| {
+                    hit.get("firstMessage")
+                        .and_then(Value::as_str)
+                        .map(|text| one_line(text, 60))
+                })
+                .unwrap_or_else(|| "(no messages)".to_owned());
+            line(
+                &mut out,
+                &format!(
+                    "{}  {}  {}  {}@{}",
+                    style.bold(&title),
+                    style.dim(&short_time(text("timestamp"))),
+                    style.id(&field(text("session"))),
+                    field(text("user")),
+                    field(text("host"))
+                ),
+            )?;
+            line(
+                &mut out,
+                &format!(
+                    "  {}  entry {}  {}/{}",
+                    style.dim(&field(text("cwd"))),
+                    style.id(&field(text("entry"))),
+                    text("role"),
+                    text("kind")
+                ),
+            )?;
+            line(
+                &mut out,
+                &format!("  {}", shown_snippet(text("snippet"), style)),
+            )?;
+        }
+        return Ok(out.flush()?);
+    }
     let store = ctx.open_store_read_only()?;
     let session = args
         .session
@@ -319,6 +427,37 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         .as_deref()
         .map(|value| parse_time(value, now_ms))
         .transpose()?;
+    let until_ms = args
+        .until
+        .as_deref()
+        .map(|value| parse_time(value, now_ms))
+        .transpose()?;
+    if let Some(remote) = &args.remote {
+        let by = match args.by {
+            StatsKey::Day => ArchiveStatsBy::Day,
+            StatsKey::Week => ArchiveStatsBy::Week,
+            StatsKey::Model => ArchiveStatsBy::Model,
+            StatsKey::Provider => ArchiveStatsBy::Provider,
+            StatsKey::Cwd => ArchiveStatsBy::Cwd,
+            StatsKey::Session => ArchiveStatsBy::Session,
+            StatsKey::User => ArchiveStatsBy::User,
+            StatsKey::Host => ArchiveStatsBy::Host,
+        };
+        let filters = crate::cli::remote::RemoteFilters {
+            remote: remote.clone(),
+            user: args.user.clone(),
+            host: args.host.clone(),
+            cwd: args
+                .cwd
+                .as_ref()
+                .map(|dir| ctx.env.absolute(dir).to_string_lossy().into_owned()),
+            model: args.model.clone(),
+            since_ms,
+            until_ms,
+            session: None,
+        };
+        return crate::cli::remote::run_remote_stats(ctx, &filters, by, args.json);
+    }
     let by = match args.by {
         StatsKey::Day => StatsBy::Day,
         StatsKey::Week => StatsBy::Week,
@@ -326,12 +465,13 @@ pub fn run_stats(args: StatsArgs, ctx: &CliContext) -> Result<()> {
         StatsKey::Provider => StatsBy::Provider,
         StatsKey::Cwd => StatsBy::Cwd,
         StatsKey::Session => StatsBy::Session,
+        StatsKey::User | StatsKey::Host => {
+            return Err(UsageError(
+                "--by user and --by host total a remote archive: add --remote NAME".to_owned(),
+            )
+            .into());
+        }
     };
-    let until_ms = args
-        .until
-        .as_deref()
-        .map(|value| parse_time(value, now_ms))
-        .transpose()?;
     // The sessions of this directory unless --all or --cwd, as `search` and `list` take them.
     let scope = if args.all {
         ListScope::All

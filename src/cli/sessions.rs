@@ -72,6 +72,15 @@ pub struct ListArgs {
     /// List the sessions of this directory
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<std::path::PathBuf>,
+    /// List the sessions of this remote archive (PostgreSQL) instead of the local database
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// With --remote: only sessions pushed by this user
+    #[arg(long, value_name = "USER", requires = "remote")]
+    pub user: Option<String>,
+    /// With --remote: only sessions pushed from this host
+    #[arg(long, value_name = "HOST", requires = "remote")]
+    pub host: Option<String>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -135,6 +144,19 @@ fn summary_json(summary: &SessionSummary) -> Value {
 }
 
 fn run_list(args: ListArgs, ctx: &CliContext) -> Result<()> {
+    if let Some(remote) = &args.remote {
+        let filters = crate::cli::remote::RemoteFilters {
+            remote: remote.clone(),
+            user: args.user.clone(),
+            host: args.host.clone(),
+            cwd: args
+                .cwd
+                .as_ref()
+                .map(|dir| ctx.env.absolute(dir).to_string_lossy().into_owned()),
+            ..Default::default()
+        };
+        return crate::cli::remote::run_remote_list(ctx, &filters, args.json);
+    }
     let store = ctx.open_store_read_only()?;
     // What the reference wrote since the last look is listed too (a writer is opened only
     // when a file needs importing).

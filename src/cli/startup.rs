@@ -623,6 +623,21 @@ pub fn prepare(
     // An in-memory session store keeps nothing: importing into it would only cost time.
     auto_import.enabled &= !args.no_session;
     let target = session_target(args, &store, env, &auto_import, &mut warnings)?;
+    // A session pulled from a remote archive is someone else's (or another machine's) history:
+    // read-only here, continued through a local fork (`docs/SYNC.md`).
+    if let SessionTarget::Open(id) = &target
+        && let Some(origin) = store.sync_origin(id)?
+    {
+        return Err(UsageError(format!(
+            "session {} was pulled from remote {} ({}@{}) and is read-only here; continue it in a local copy with `pi --fork {}`",
+            term::line(id.as_str()),
+            term::line(&origin.remote),
+            term::line(&origin.user),
+            term::line(&origin.host),
+            term::line(id.as_str())
+        ))
+        .into());
+    }
 
     // Project trust, for the directory the runtime will work in. The startup directory's
     // project counts only when that is the one (a session of another directory moves the

@@ -264,6 +264,47 @@ fn apply_aggregates(
     sql::apply_stats(db, aggregates, sid, &delta)
 }
 
+/// What an entry adds to the usage accounting, as the local statistics count it: for another
+/// store of the same entries (the remote archive, `remote/`), so that both total alike.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageFacts {
+    /// The message role, or the entry type of an entry that only carries usage.
+    pub role: String,
+    /// Whether it is a `message` entry.
+    pub is_message: bool,
+    /// The provider the usage is attributed to.
+    pub provider: Option<String>,
+    /// The model the usage is attributed to.
+    pub model: Option<String>,
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cache read tokens.
+    pub cache_read: i64,
+    /// Cache write tokens.
+    pub cache_write: i64,
+    /// `usage.cost.total`.
+    pub cost: f64,
+}
+
+/// Returns what an entry adds to the usage accounting (`None`: nothing, as for a label).
+pub fn usage_facts(entry: &Entry) -> Option<UsageFacts> {
+    let accounted = accounting(entry)?;
+    let usage = accounted.usage;
+    Some(UsageFacts {
+        role: accounted.role.to_owned(),
+        is_message: accounted.is_message,
+        provider: accounted.provider.map(str::to_owned),
+        model: accounted.model.map(str::to_owned),
+        input: usage.map_or(0, |tokens| to_i64(tokens.input)),
+        output: usage.map_or(0, |tokens| to_i64(tokens.output)),
+        cache_read: usage.map_or(0, |tokens| to_i64(tokens.cache_read)),
+        cache_write: usage.map_or(0, |tokens| to_i64(tokens.cache_write)),
+        cost: usage.map_or(0.0, |tokens| tokens.cost.total),
+    })
+}
+
 /// What an entry contributes to the session's accounting.
 struct Accounted<'e> {
     /// The message role, or the entry type for an entry that only carries usage.

@@ -91,6 +91,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0011_stepped_session_rebuild.sql"),
         rebuild_derived: false,
     },
+    Migration {
+        version: 12,
+        name: "0012_sync_marks.sql",
+        sql: include_str!("../../migrations/0012_sync_marks.sql"),
+        rebuild_derived: false,
+    },
 ];
 
 /// `PRAGMA user_version` value that marks a rebuild of the derived tables as pending (set in

@@ -27,6 +27,7 @@ mod open;
 pub mod search;
 mod spool;
 pub(crate) mod sql;
+pub mod sync;
 pub mod testing;
 pub mod tree;
 pub mod types;
@@ -45,6 +46,7 @@ pub use interchange::{
 };
 pub use lease::{Lease, LeaseAttempt, LeaseConfig};
 pub use open::{StoreLocation, create_private_dir};
+pub use sync::{PushCandidate, SyncOrigin};
 pub use tree::TreeNode;
 pub use types::{
     BranchStep, LeafSelector, ListScope, NewSession, RawEntry, SessionSummary, StoreConfig,

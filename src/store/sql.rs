@@ -407,6 +407,16 @@ pub fn all_entries(db: Db<'_>, sid: i64) -> Result<Vec<EntryRow>> {
     )
 }
 
+/// Returns at most `limit` entries of a session from `from_seq` on, in append order.
+pub fn entries_from(db: Db<'_>, sid: i64, from_seq: i64, limit: i64) -> Result<Vec<EntryRow>> {
+    db.rows(
+        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
+             WHERE sid = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+        params![sid, from_seq, limit],
+        entry_row,
+    )
+}
+
 /// The shape of an entry without its payload.
 #[derive(Debug, Clone)]
 pub struct EntryShape {
@@ -855,16 +865,6 @@ pub fn drop_session_rebuild(db: Db<'_>, sid: i64) -> Result<()> {
         params![sid],
     )?;
     Ok(())
-}
-
-/// Up to `limit` entries of a session from seq `from` on, in seq order.
-pub fn entries_from(db: Db<'_>, sid: i64, from: i64, limit: i64) -> Result<Vec<EntryRow>> {
-    db.rows(
-        "SELECT seq, id, parent_id, type, timestamp, payload FROM entries
-             WHERE sid = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
-        params![sid, from, limit],
-        entry_row,
-    )
 }
 
 /// Deletes the per-entry derived rows (path state, usage, context edits) of the entries with

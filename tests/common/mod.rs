@@ -6,6 +6,7 @@ pub mod chromium;
 pub mod corpus;
 pub mod fixtures;
 pub mod interchange;
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

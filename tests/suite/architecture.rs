@@ -10,6 +10,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("model", &["support"]),
     ("jsonl", &["model", "support"]),
     ("store", &["jsonl", "model", "support"]),
+    ("remote", &["store", "jsonl", "model", "support"]),
     ("ai", &["model", "support"]),
     ("agent", &["ai", "model", "support"]),
     (
@@ -25,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "modes", "session", "agent", "ai", "store", "jsonl", "model", "support",
+            "modes", "session", "agent", "ai", "remote", "store", "jsonl", "model", "support",
         ],
     ),
 ];

@@ -385,7 +385,8 @@ fn every_help_text_matches_its_snapshot() {
     }
     assert_eq!(
         seen.len(),
-        1 + 5 + 6 + 4 + 4,
+        // pi; its 7 commands; sessions' 6, db's 4, mcp's 4 and remote's 3 subcommands
+        1 + 7 + 6 + 4 + 4 + 3,
         "help texts checked: {seen:?}"
     );
 }

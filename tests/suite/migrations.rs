@@ -324,3 +324,34 @@ fn a_migration_s_rebuild_goes_in_steps_and_a_process_opening_meanwhile_waits_for
         String::from_utf8_lossy(&check.stdout)
     );
 }
+
+#[test]
+fn migration_0012_adds_empty_sync_marks_beside_the_sessions() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    migrate_to(&mut conn, ":memory:", 11).unwrap();
+    conn.execute_batch(
+        "INSERT INTO sessions (sid, id, cwd, created_at, header)
+             VALUES (1, 's-1', '/w', '2026-01-01T00:00:00.000Z', X'7B7D');
+         INSERT INTO session_stats (sid, next_seq, last_activity)
+             VALUES (1, 0, '2026-01-01T00:00:00.000Z');",
+    )
+    .unwrap();
+    migrate_to(&mut conn, ":memory:", 12).unwrap();
+    for table in ["sync_push_marks", "sync_pull_marks", "sync_origins"] {
+        let rows: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(rows, 0, "{table}");
+    }
+    let sessions: i64 = conn
+        .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1);
+    conn.execute(
+        "INSERT INTO sync_push_marks (remote, session_id, pushed_seq) VALUES ('team', 's-1', 3)",
+        [],
+    )
+    .unwrap();
+}

@@ -38,5 +38,6 @@ mod show_streamed;
 mod store;
 mod store_hardening;
 mod store_props;
+mod sync;
 mod tools;
 mod trust;

@@ -15,6 +15,7 @@ mod merge;
 mod reads;
 mod search;
 mod sessions;
+mod sync;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
