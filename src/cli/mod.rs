@@ -12,6 +12,7 @@ pub mod db;
 pub mod export;
 pub mod help;
 pub mod import;
+pub mod auth_store;
 pub mod keys;
 pub mod output;
 pub mod search;
