@@ -6,13 +6,14 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod agent_args;
+pub mod auth;
+pub mod auth_store;
 pub mod autoimport;
 pub mod config;
 pub mod db;
 pub mod export;
 pub mod help;
 pub mod import;
-pub mod auth_store;
 pub mod keys;
 pub mod output;
 pub mod search;
@@ -84,9 +85,6 @@ fn unimplemented_word(word: &str) -> Option<String> {
         ));
     }
     match word {
-        "auth" => Some(
-            "`pi auth` (sign-in from the command line) is not implemented by pi; set the provider's API key in the environment or in <agent dir>/auth.json".to_owned(),
-        ),
         "mcp" => Some(
             "`pi mcp` (MCP servers) is not implemented by pi yet".to_owned(),
         ),
@@ -261,6 +259,13 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
         }
         if word == "help" {
             return help(&args[idx + 1..]);
+        }
+        if word == "auth" {
+            let rest: Vec<String> = args[idx + 1..]
+                .iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            return auth::run(&rest, env);
         }
         if let Some(answer) = unimplemented_word(&word) {
             return Err(UsageError(answer).into());

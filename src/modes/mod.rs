@@ -7,6 +7,7 @@
 //! reads the environment.
 
 pub mod html;
+pub mod login;
 pub mod print;
 pub mod render;
 pub mod repl;

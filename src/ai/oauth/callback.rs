@@ -3,6 +3,7 @@
 //! second sign-in 409, `error=` ends the wait with the provider's refusal. The page shown never
 //! repeats the code.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -17,6 +18,7 @@ pub struct CallbackServer {
     redirect_uri: String,
     codes: mpsc::Receiver<Result<String, OAuthError>>,
     task: tokio::task::JoinHandle<()>,
+    state: Arc<Mutex<String>>,
 }
 
 impl Drop for CallbackServer {
@@ -48,13 +50,13 @@ fn page(status: u16, text: &str) -> Vec<u8> {
 
 impl CallbackServer {
     /// Binds `host:port` (port 0: any free one) and serves `path`; `redirect_host` is the
-    /// host the redirect URI names (`localhost` for Anthropic and Codex).
+    /// host the redirect URI names (`localhost` for Anthropic and Codex). Every redirect is
+    /// refused until [`Self::expect_state`] names the sign-in's state.
     pub async fn start(
         host: &str,
         port: u16,
         path: &str,
         redirect_host: &str,
-        state: &str,
         provider_name: &str,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind((host, port)).await?;
@@ -62,7 +64,8 @@ impl CallbackServer {
         let redirect_uri = format!("http://{redirect_host}:{port}{path}");
         let (sender, codes) = mpsc::channel(1);
         let path = path.to_owned();
-        let state = state.to_owned();
+        let expected = Arc::new(Mutex::new(String::new()));
+        let state = expected.clone();
         let provider = provider_name.to_owned();
         let task = tokio::spawn(async move {
             let mut claimed = false;
@@ -101,7 +104,13 @@ impl CallbackServer {
                 };
                 let (status, text, outcome) = if url.as_ref().is_none_or(|url| url.path() != path) {
                     (404, "Callback route not found.".to_owned(), None)
-                } else if param("state").as_deref() != Some(state.as_str()) {
+                } else if param("state").is_none_or(|given| {
+                    let state = match state.lock() {
+                        Ok(guard) => guard.clone(),
+                        Err(poisoned) => poisoned.into_inner().clone(),
+                    };
+                    state.is_empty() || given != state
+                }) {
                     (400, "State mismatch.".to_owned(), None)
                 } else if claimed {
                     (409, "This sign-in has already been handled.".to_owned(), None)
@@ -132,7 +141,16 @@ impl CallbackServer {
             redirect_uri,
             codes,
             task,
+            state: expected,
         })
+    }
+
+    /// The state a redirect must carry.
+    pub fn expect_state(&self, state: &str) {
+        match self.state.lock() {
+            Ok(mut guard) => *guard = state.to_owned(),
+            Err(poisoned) => *poisoned.into_inner() = state.to_owned(),
+        }
     }
 
     /// The redirect URI to send with the authorization URL.
