@@ -434,6 +434,21 @@ impl Credentials {
         })
     }
 
+    /// Whether the provider's credential is a sign-in this process can refresh (an OAuth
+    /// entry of an OAuth provider, with a refresh token, and a store to write it to).
+    pub fn may_refresh(&self, provider: &str) -> bool {
+        self.store.is_some()
+            && !self.runtime.contains_key(provider)
+            && OAuthProvider::from_id(provider).is_some()
+            && matches!(
+                self.auth().get(provider),
+                Some(StoredCredential::OAuth {
+                    refreshable: true,
+                    ..
+                })
+            )
+    }
+
     fn holds_oauth(&self, provider: &str) -> bool {
         matches!(self.auth().get(provider), Some(StoredCredential::OAuth { .. }))
     }

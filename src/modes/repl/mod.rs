@@ -20,6 +20,7 @@
 pub mod command;
 pub mod editor;
 mod lease;
+mod login;
 pub mod typeahead;
 pub mod ui;
 
@@ -376,8 +377,6 @@ const REFERENCE_ONLY: &[&str] = &[
     "settings",
     "scoped-models",
     "changelog",
-    "login",
-    "logout",
     "mcp",
 ];
 
@@ -1119,6 +1118,8 @@ impl Repl {
             Command::Share => self.share().await?,
             Command::Copy => self.copy()?,
             Command::Hotkeys => self.hotkeys()?,
+            Command::Login(provider) => self.login(provider.as_deref()).await?,
+            Command::Logout(provider) => self.logout(provider.as_deref()).await?,
             Command::Expand => self.expand()?,
             Command::Import(path) => self.import(path.as_deref()).await?,
         }
