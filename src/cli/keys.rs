@@ -153,7 +153,8 @@ pub fn load_credentials(env: &Env, clock: Arc<dyn Clock>) -> Credentials {
 
 /// The OAuth endpoints: 1.6.0's, unless the test-only `PI_TEST_OAUTH_BASE`
 /// (`http://127.0.0.1:<port>` of a test's authorization server) replaces their origin;
-/// `PI_OAUTH_CALLBACK_HOST` is the host the loopback callback binds (1.6.0's variable).
+/// `PI_OAUTH_CALLBACK_HOST` is the host the loopback callback binds (1.6.0's variable);
+/// `BROWSER` the program that opens the authorization URL.
 pub fn oauth_endpoints(env: &Env) -> crate::ai::oauth::Endpoints {
     let var = |name: &str| {
         env.vars()
@@ -164,6 +165,7 @@ pub fn oauth_endpoints(env: &Env) -> crate::ai::oauth::Endpoints {
     crate::ai::oauth::Endpoints {
         test_base: var("PI_TEST_OAUTH_BASE"),
         callback_host: var("PI_OAUTH_CALLBACK_HOST"),
+        browser: var("BROWSER"),
     }
 }
 

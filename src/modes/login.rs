@@ -164,8 +164,17 @@ async fn browser_login(
     }
     ui.say(&format!("Sign in to {} in your browser:", provider.name()));
     ui.say(&crate::support::term::line(&authorization.url));
-    if endpoints.test_base.is_none() {
-        open_browser(&authorization.url);
+    match &endpoints.browser {
+        Some(browser) => open_browser(browser, &authorization.url),
+        None if endpoints.test_base.is_none() => open_browser(
+            if cfg!(target_os = "macos") {
+                "open"
+            } else {
+                "xdg-open"
+            },
+            &authorization.url,
+        ),
+        None => {}
     }
     let question = "Complete login in your browser, or paste the authorization code / redirect URL here: ";
     let pasted = match callback.as_mut() {
@@ -195,12 +204,7 @@ async fn browser_login(
 
 /// Opens the URL with the desktop's opener when there is one (nothing is shown on failure:
 /// the URL is printed anyway).
-fn open_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
+fn open_browser(opener: &str, url: &str) {
     let _ = std::process::Command::new(opener)
         .arg(url)
         .stdin(std::process::Stdio::null())

@@ -22,6 +22,7 @@ mod interop;
 mod interop16;
 mod merge_steps;
 mod migrations;
+mod oauth;
 mod print_mode;
 mod quickstart;
 mod reindex;

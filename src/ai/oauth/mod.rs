@@ -160,6 +160,9 @@ pub struct Endpoints {
     /// The host the loopback callback binds (1.6.0's `PI_OAUTH_CALLBACK_HOST`, default
     /// 127.0.0.1).
     pub callback_host: Option<String>,
+    /// The program that opens the authorization URL (`BROWSER`), else the desktop's opener
+    /// (`xdg-open`, `open`; not under a test base).
+    pub browser: Option<String>,
 }
 
 impl Endpoints {
@@ -813,6 +816,7 @@ mod tests {
         let test = Endpoints {
             test_base: Some("http://127.0.0.1:9/".into()),
             callback_host: None,
+            browser: None,
         };
         assert_eq!(test.url(ANTHROPIC_TOKEN_URL), "http://127.0.0.1:9/v1/oauth/token");
         assert_eq!(
