@@ -352,7 +352,11 @@ impl Credentials {
         let mut existed = false;
         let text = self.store()?.modify(provider, &mut |entry| {
             existed = entry.is_some();
-            Ok(if existed { Change::Remove } else { Change::Keep })
+            Ok(if existed {
+                Change::Remove
+            } else {
+                Change::Keep
+            })
         })?;
         self.replace_auth(text.as_deref());
         Ok(existed)
@@ -450,7 +454,10 @@ impl Credentials {
     }
 
     fn holds_oauth(&self, provider: &str) -> bool {
-        matches!(self.auth().get(provider), Some(StoredCredential::OAuth { .. }))
+        matches!(
+            self.auth().get(provider),
+            Some(StoredCredential::OAuth { .. })
+        )
     }
 
     /// The access token and enterprise domain of the provider's OAuth entry, if it has one.
@@ -551,7 +558,12 @@ impl Credentials {
                     // 1.6.0 refreshes a token with less than five minutes left; the check is
                     // repeated under the lock.
                     self.refresh_locked(oauth_provider, &|entry| {
-                        expires_soon(entry.get("expires").and_then(Value::as_f64).map(|ms| ms as i64))
+                        expires_soon(
+                            entry
+                                .get("expires")
+                                .and_then(Value::as_f64)
+                                .map(|ms| ms as i64),
+                        )
                     })?;
                     if let Some(StoredCredential::OAuth {
                         access: Some(access),

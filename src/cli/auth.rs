@@ -15,7 +15,8 @@ use crate::cli::config::Env;
 use crate::cli::keys;
 use crate::modes::login::{self, LoginUi, Pasted};
 
-const USAGE: &str = "usage: pi auth login [PROVIDER] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
+const USAGE: &str =
+    "usage: pi auth login [PROVIDER] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
 
 /// Runs `pi auth …` (`args`: what follows the word `auth`).
 pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
@@ -26,7 +27,9 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
         _ => return Err(UsageError(format!("too many arguments ({USAGE})")).into()),
     };
     if matches!(command, "--help" | "-h" | "help") {
-        println!("Sign in to model providers and keep the credentials in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored");
+        println!(
+            "Sign in to model providers and keep the credentials in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let credentials = keys::load_credentials(&env, env.clock());
@@ -40,7 +43,9 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
         }
         "logout" => {
             let Some(provider) = provider else {
-                return Err(UsageError(format!("`pi auth logout` needs a provider ({USAGE})")).into());
+                return Err(
+                    UsageError(format!("`pi auth logout` needs a provider ({USAGE})")).into(),
+                );
             };
             println!("{}", login::logout(provider, &credentials)?);
             Ok(ExitCode::SUCCESS)

@@ -85,9 +85,7 @@ fn unimplemented_word(word: &str) -> Option<String> {
         ));
     }
     match word {
-        "mcp" => Some(
-            "`pi mcp` (MCP servers) is not implemented by pi yet".to_owned(),
-        ),
+        "mcp" => Some("`pi mcp` (MCP servers) is not implemented by pi yet".to_owned()),
         _ => None,
     }
 }

@@ -104,12 +104,17 @@ pub async fn login(
     let credential = match oauth_provider {
         OAuthProvider::GithubCopilot => {
             let input = ui
-                .ask("GitHub Enterprise URL/domain (blank for github.com): ", false)
+                .ask(
+                    "GitHub Enterprise URL/domain (blank for github.com): ",
+                    false,
+                )
                 .await
                 .unwrap_or_default();
             let enterprise = oauth::normalize_domain(&input);
             if !input.trim().is_empty() && enterprise.is_none() {
-                return Err(OAuthError::Invalid("Invalid GitHub Enterprise URL/domain".into()).into());
+                return Err(
+                    OAuthError::Invalid("Invalid GitHub Enterprise URL/domain".into()).into(),
+                );
             }
             let device =
                 oauth::copilot_device_code(&endpoints, &http, enterprise.as_deref()).await?;
@@ -176,7 +181,8 @@ async fn browser_login(
         ),
         None => {}
     }
-    let question = "Complete login in your browser, or paste the authorization code / redirect URL here: ";
+    let question =
+        "Complete login in your browser, or paste the authorization code / redirect URL here: ";
     let pasted = match callback.as_mut() {
         Some(callback) => ui.code_or_paste(question, callback).await,
         None => match ui.ask(question, false).await {

@@ -65,7 +65,11 @@ impl State {
         let access = match prefix {
             "codex" => {
                 let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": format!("acct-{}", self.counter)}});
-                format!("eyJhbGciOiJub25lIn0.{}.sig{}", b64(claims.to_string().as_bytes()), self.counter)
+                format!(
+                    "eyJhbGciOiJub25lIn0.{}.sig{}",
+                    b64(claims.to_string().as_bytes()),
+                    self.counter
+                )
             }
             _ => format!("sk-ant-oat01-access{}x", self.counter),
         };
@@ -92,14 +96,23 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
         ("GET", "/oauth/authorize") => {
             let q = query(&request.path);
             let client = q.get("client_id").cloned().unwrap_or_default();
-            assert!(client == ANTHROPIC_CLIENT || client == CODEX_CLIENT, "client {client}");
-            assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
+            assert!(
+                client == ANTHROPIC_CLIENT || client == CODEX_CLIENT,
+                "client {client}"
+            );
+            assert_eq!(
+                q.get("code_challenge_method").map(String::as_str),
+                Some("S256")
+            );
             assert_eq!(q.get("response_type").map(String::as_str), Some("code"));
             st.counter += 1;
             let code = format!("authcode-{}-secret", st.counter);
             st.secrets.push(code.clone());
             let redirect = q["redirect_uri"].clone();
-            st.codes.insert(code.clone(), (client, q["code_challenge"].clone(), redirect.clone()));
+            st.codes.insert(
+                code.clone(),
+                (client, q["code_challenge"].clone(), redirect.clone()),
+            );
             let mut location = reqwest::Url::parse(&redirect).unwrap();
             location
                 .query_pairs_mut()
@@ -119,12 +132,17 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
             } else {
                 form(&request.body)
             };
-            let client = if anthropic { ANTHROPIC_CLIENT } else { CODEX_CLIENT };
+            let client = if anthropic {
+                ANTHROPIC_CLIENT
+            } else {
+                CODEX_CLIENT
+            };
             assert_eq!(body.get("client_id").map(String::as_str), Some(client));
             let prefix = if anthropic { "ant" } else { "codex" };
             let (access, refresh) = match body.get("grant_type").map(String::as_str) {
                 Some("authorization_code") => {
-                    let Some((code_client, challenge, redirect)) = st.codes.remove(&body["code"]) else {
+                    let Some((code_client, challenge, redirect)) = st.codes.remove(&body["code"])
+                    else {
                         return bad("invalid_grant");
                     };
                     let verifier = body.get("code_verifier").cloned().unwrap_or_default();
@@ -149,7 +167,9 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
             let answer = json!({"access_token": access, "refresh_token": refresh, "expires_in": 3600, "token_type": "Bearer"});
             let response = MockResponse::json(200, answer.to_string());
             match st.refresh_delay {
-                Some(delay) if body.get("grant_type").map(String::as_str) == Some("refresh_token") => {
+                Some(delay)
+                    if body.get("grant_type").map(String::as_str) == Some("refresh_token") =>
+                {
                     response.delay_headers(delay)
                 }
                 _ => response,
@@ -157,7 +177,10 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
         }
         ("POST", "/login/device/code") => {
             let body = form(&request.body);
-            assert_eq!(body.get("client_id").map(String::as_str), Some(COPILOT_CLIENT));
+            assert_eq!(
+                body.get("client_id").map(String::as_str),
+                Some(COPILOT_CLIENT)
+            );
             assert_eq!(body.get("scope").map(String::as_str), Some("read:user"));
             st.secrets.push("devcode-secret-1".into());
             MockResponse::json(
@@ -167,23 +190,45 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
         }
         ("POST", "/login/oauth/access_token") => {
             let body = form(&request.body);
-            assert_eq!(body.get("device_code").map(String::as_str), Some("devcode-secret-1"));
+            assert_eq!(
+                body.get("device_code").map(String::as_str),
+                Some("devcode-secret-1")
+            );
             st.device_polls += 1;
             if st.device_polls < 2 {
-                return MockResponse::json(200, json!({"error": "authorization_pending"}).to_string());
+                return MockResponse::json(
+                    200,
+                    json!({"error": "authorization_pending"}).to_string(),
+                );
             }
             st.secrets.push("gho_github-token-secret".into());
-            MockResponse::json(200, json!({"access_token": "gho_github-token-secret", "token_type": "bearer"}).to_string())
+            MockResponse::json(
+                200,
+                json!({"access_token": "gho_github-token-secret", "token_type": "bearer"})
+                    .to_string(),
+            )
         }
         ("GET", "/copilot_internal/v2/token") => {
-            assert_eq!(request.header("authorization"), Some("Bearer gho_github-token-secret"));
-            assert_eq!(request.header("copilot-integration-id"), Some("vscode-chat"));
+            assert_eq!(
+                request.header("authorization"),
+                Some("Bearer gho_github-token-secret")
+            );
+            assert_eq!(
+                request.header("copilot-integration-id"),
+                Some("vscode-chat")
+            );
             st.counter += 1;
-            let token = format!("tid=copilot-secret-{};exp=1;proxy-ep=proxy.individual.githubcopilot.com", st.counter);
+            let token = format!(
+                "tid=copilot-secret-{};exp=1;proxy-ep=proxy.individual.githubcopilot.com",
+                st.counter
+            );
             let secret = format!("copilot-secret-{}", st.counter);
             st.secrets.push(secret);
             st.access_valid.insert(token.clone());
-            MockResponse::json(200, json!({"token": token, "expires_at": 1_767_229_200}).to_string())
+            MockResponse::json(
+                200,
+                json!({"token": token, "expires_at": 1_767_229_200}).to_string(),
+            )
         }
         ("GET", "/models") => MockResponse::json(
             200,
@@ -261,7 +306,10 @@ impl Setup {
         let browser = env.dir.path().join("browser.sh");
         std::fs::write(
             &browser,
-            format!("#!/bin/sh\nprintf '%s\\n' \"$1\" > '{}.tmp' && mv '{0}.tmp' '{0}'\n", url_file.display()),
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$1\" > '{}.tmp' && mv '{0}.tmp' '{0}'\n",
+                url_file.display()
+            ),
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt as _;
@@ -291,7 +339,11 @@ impl Setup {
     }
 
     fn write_auth(&self, value: &Value) {
-        std::fs::write(self.auth_path(), serde_json::to_string_pretty(value).unwrap()).unwrap();
+        std::fs::write(
+            self.auth_path(),
+            serde_json::to_string_pretty(value).unwrap(),
+        )
+        .unwrap();
     }
 
     /// Waits for the browser script to be handed the authorization URL.
@@ -346,7 +398,10 @@ impl Setup {
                 if path.is_dir() {
                     walk(&path, texts);
                 } else if path.file_name().is_some_and(|name| name != "auth.json") {
-                    texts.push((path.display().to_string(), std::fs::read(&path).unwrap_or_default()));
+                    texts.push((
+                        path.display().to_string(),
+                        std::fs::read(&path).unwrap_or_default(),
+                    ));
                 }
             }
         }
@@ -359,7 +414,12 @@ impl Setup {
         for (name, bytes) in &texts {
             let text = String::from_utf8_lossy(bytes);
             for secret in &secrets {
-                assert!(!text.contains(secret.as_str()), "{name} holds a secret");
+                assert!(
+                    !text.contains(secret.as_str()),
+                    "{name} holds a secret ({} chars, starting {:?})",
+                    secret.len(),
+                    &secret[..secret.len().min(6)]
+                );
             }
         }
     }
@@ -427,7 +487,10 @@ fn a_browser_login_stores_1_6_0_s_credential_and_a_turn_sends_it_as_claude_code(
     assert_eq!(params["client_id"], ANTHROPIC_CLIENT);
     assert_eq!(params["code"], "true");
     assert!(params["scope"].contains("user:inference"), "{params:?}");
-    assert!(params["redirect_uri"].starts_with("http://localhost:"), "{params:?}");
+    assert!(
+        params["redirect_uri"].starts_with("http://localhost:"),
+        "{params:?}"
+    );
     assert!(params["redirect_uri"].ends_with("/callback"));
     assert_eq!(browse(&url), 200);
     let (ok, stdout, stderr) = finish(child);
@@ -457,15 +520,27 @@ fn a_browser_login_stores_1_6_0_s_credential_and_a_turn_sends_it_as_claude_code(
         format!("Bearer {}", entry["access"].as_str().unwrap())
     );
     assert!(call.header("x-api-key").is_none());
-    assert!(call.header("anthropic-beta").unwrap().contains("oauth-2025-04-20"));
+    assert!(
+        call.header("anthropic-beta")
+            .unwrap()
+            .contains("oauth-2025-04-20")
+    );
     assert_eq!(
         call.json()["system"][0]["text"],
         "You are Claude Code, Anthropic's official CLI for Claude."
     );
 
     let status = setup.pi().args(["auth", "status"]).output().unwrap();
-    assert!(text(&status.stdout).contains("anthropic: signed in (OAuth)"), "{}", text(&status.stdout));
-    let logout = setup.pi().args(["auth", "logout", "anthropic"]).output().unwrap();
+    assert!(
+        text(&status.stdout).contains("anthropic: signed in (OAuth)"),
+        "{}",
+        text(&status.stdout)
+    );
+    let logout = setup
+        .pi()
+        .args(["auth", "logout", "anthropic"])
+        .output()
+        .unwrap();
     assert!(logout.status.success());
     assert!(setup.auth().get("anthropic").is_none());
     setup.assert_no_secrets(&[&stdout, &stderr, &text(&out.stdout), &text(&out.stderr)]);
@@ -523,7 +598,11 @@ fn codex_signs_in_with_its_account_id_and_copilot_with_a_device_code() {
     assert!(copilot["access"].as_str().unwrap().contains("proxy-ep="));
     assert_eq!(copilot["expires"], 1_767_229_200_000i64 - 300_000);
     assert_eq!(copilot["availableModelIds"], json!(["gpt-4.1"]));
-    assert_eq!(setup.server.with(|st| st.device_polls), 2, "one pending poll, then the token");
+    assert_eq!(
+        setup.server.with(|st| st.device_polls),
+        2,
+        "one pending poll, then the token"
+    );
     // The other provider's entry is kept.
     assert_eq!(setup.auth()["openai-codex"], codex);
     setup.assert_no_secrets(&[&stdout, &stderr]);
@@ -540,10 +619,16 @@ fn a_token_about_to_expire_is_refreshed_before_the_request() {
     let auth = setup.auth();
     let access = auth["anthropic"]["access"].as_str().unwrap().to_owned();
     assert_ne!(access, "sk-ant-oat01-old-secret");
-    assert_ne!(auth["anthropic"]["refresh"], "rt-old-secret", "the rotated refresh token is kept");
+    assert_ne!(
+        auth["anthropic"]["refresh"], "rt-old-secret",
+        "the rotated refresh token is kept"
+    );
     let calls = setup.server.requests("/v1/messages");
     assert_eq!(calls.len(), 1, "nothing was sent with the old token");
-    assert_eq!(calls[0].header("authorization").unwrap(), format!("Bearer {access}"));
+    assert_eq!(
+        calls[0].header("authorization").unwrap(),
+        format!("Bearer {access}")
+    );
     setup.assert_no_secrets(&[&text(&out.stdout), &text(&out.stderr)]);
 }
 
@@ -557,7 +642,11 @@ fn a_401_during_a_turn_refreshes_once_and_the_turn_goes_on() {
     assert_eq!(text(&out.stdout).trim(), "pong");
     assert_eq!(setup.server.with(|st| st.refreshes), 1);
     let calls = setup.server.requests("/v1/messages");
-    assert_eq!(calls.len(), 2, "the refused call, then the same call with the new token");
+    assert_eq!(
+        calls.len(),
+        2,
+        "the refused call, then the same call with the new token"
+    );
     assert_eq!(calls[0].json()["messages"], calls[1].json()["messages"]);
     setup.assert_no_secrets(&[&text(&out.stdout), &text(&out.stderr)]);
     // A second refusal after the refresh is not retried again: the turn fails once.
@@ -572,10 +661,13 @@ fn a_401_during_a_turn_refreshes_once_and_the_turn_goes_on() {
 fn two_processes_refreshing_at_once_send_one_refresh() {
     let setup = Setup::new();
     setup.signed_in("sk-ant-oat01-expired-secret", "rt-once-secret", -1_000);
-    setup.server.with(|st| st.refresh_delay = Some(Duration::from_millis(700)));
-    let spawn = || {
+    setup
+        .server
+        .with(|st| st.refresh_delay = Some(Duration::from_millis(700)));
+    let spawn = |seed: &str| {
         setup
             .pi()
+            .env("PI_TEST_SEED", seed)
             .args(["-p", "ping", "--model", MODEL])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -583,15 +675,22 @@ fn two_processes_refreshing_at_once_send_one_refresh() {
             .spawn()
             .unwrap()
     };
-    let (first, second) = (spawn(), spawn());
+    let (first, second) = (spawn("21"), spawn("22"));
     for child in [first, second] {
         let (ok, stdout, stderr) = finish(child);
         assert!(ok, "{stderr}");
         assert_eq!(stdout.trim(), "pong");
     }
-    assert_eq!(setup.server.with(|st| st.refreshes), 1, "one refresh for both");
+    assert_eq!(
+        setup.server.with(|st| st.refreshes),
+        1,
+        "one refresh for both"
+    );
     assert_eq!(setup.server.requests("/v1/oauth/token").len(), 1);
-    assert!(!setup.env.agent_dir.join("auth.json.lock").exists(), "the lock is released");
+    assert!(
+        !setup.env.agent_dir.join("auth.json.lock").exists(),
+        "the lock is released"
+    );
 }
 
 #[test]
@@ -602,7 +701,10 @@ fn a_revoked_sign_in_says_what_to_run() {
     let out = setup.turn();
     assert!(!out.status.success());
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(all.contains("Run `pi auth login anthropic` or /login anthropic"), "{all}");
+    assert!(
+        all.contains("Run `pi auth login anthropic` or /login anthropic"),
+        "{all}"
+    );
     assert!(all.contains("invalid_grant"), "{all}");
     assert!(setup.server.requests("/v1/messages").is_empty());
     setup.assert_no_secrets(&[&all]);
@@ -629,7 +731,10 @@ fn the_reference_refreshes_what_pi_saved_and_pi_uses_what_it_wrote() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let reported: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(reported["before"]["refresh"], saved["refresh"], "1.6.0 read pi's credential");
+    assert_eq!(
+        reported["before"]["refresh"], saved["refresh"],
+        "1.6.0 read pi's credential"
+    );
     let written = setup.auth()["anthropic"].clone();
     assert_ne!(written["access"], saved["access"]);
     assert_eq!(setup.server.with(|st| st.refreshes), 1);
@@ -648,7 +753,11 @@ fn the_reference_refreshes_what_pi_saved_and_pi_uses_what_it_wrote() {
         calls.last().unwrap().header("authorization").unwrap(),
         format!("Bearer {}", written["access"].as_str().unwrap())
     );
-    assert_eq!(setup.server.with(|st| st.refreshes), 1, "pi did not refresh again");
+    assert_eq!(
+        setup.server.with(|st| st.refreshes),
+        1,
+        "pi did not refresh again"
+    );
 }
 
 #[test]
@@ -661,7 +770,11 @@ fn the_repl_logs_in_and_out() {
         &setup.env,
         "login",
         &["--model", MODEL],
-        &[("PI_TEST_OAUTH_BASE", &base), ("BROWSER", &browser), ("PI_OFFLINE", "1")],
+        &[
+            ("PI_TEST_OAUTH_BASE", &base),
+            ("BROWSER", &browser),
+            ("PI_OFFLINE", "1"),
+        ],
     );
     tmux.wait_for_prompt();
     tmux.line("/login anthropic");

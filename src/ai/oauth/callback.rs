@@ -27,7 +27,8 @@ impl Drop for CallbackServer {
     }
 }
 
-const PAGE_OK: &str = "<!doctype html><html><body><p>Signed in. You may now close this page.</p></body></html>";
+const PAGE_OK: &str =
+    "<!doctype html><html><body><p>Signed in. You may now close this page.</p></body></html>";
 
 fn page(status: u16, text: &str) -> Vec<u8> {
     let reason = match status {
@@ -113,7 +114,11 @@ impl CallbackServer {
                 }) {
                     (400, "State mismatch.".to_owned(), None)
                 } else if claimed {
-                    (409, "This sign-in has already been handled.".to_owned(), None)
+                    (
+                        409,
+                        "This sign-in has already been handled.".to_owned(),
+                        None,
+                    )
                 } else if let Some(error) = param("error") {
                     claimed = true;
                     let code = crate::support::term::line(&error);
@@ -160,6 +165,9 @@ impl CallbackServer {
 
     /// Waits for the browser's redirect and returns its code.
     pub async fn wait(&mut self) -> Result<String, OAuthError> {
-        self.codes.recv().await.unwrap_or(Err(OAuthError::Cancelled))
+        self.codes
+            .recv()
+            .await
+            .unwrap_or(Err(OAuthError::Cancelled))
     }
 }

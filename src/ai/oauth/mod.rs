@@ -31,7 +31,8 @@ const ANTHROPIC_TOKEN_URL: &str = "https://platform.claude.com/v1/oauth/token";
 /// The loopback port 1.6.0 prefers for Anthropic (any free one is accepted).
 pub const ANTHROPIC_CALLBACK_PORT: u16 = 53692;
 /// The redirect of Anthropic's copy-the-code (headless) login.
-pub const ANTHROPIC_COPY_CODE_REDIRECT_URI: &str = "https://platform.claude.com/oauth/code/callback";
+pub const ANTHROPIC_COPY_CODE_REDIRECT_URI: &str =
+    "https://platform.claude.com/oauth/code/callback";
 
 /// OpenAI's Codex CLI client (ChatGPT Plus/Pro).
 pub const CODEX_CLIENT_ID: &str = "app_EMoamEEZ73f0CkXaXp7hrann";
@@ -173,14 +174,22 @@ impl Endpoints {
         };
         let path = url
             .find("://")
-            .and_then(|scheme| url[scheme + 3..].find('/').map(|at| &url[scheme + 3 + at..]))
+            .and_then(|scheme| {
+                url[scheme + 3..]
+                    .find('/')
+                    .map(|at| &url[scheme + 3 + at..])
+            })
             .unwrap_or("/");
         format!("{}{path}", base.trim_end_matches('/'))
     }
 
     /// The callback port to bind: the provider's, or any free one under a test base.
     pub fn callback_port(&self, preferred: u16) -> u16 {
-        if self.test_base.is_some() { 0 } else { preferred }
+        if self.test_base.is_some() {
+            0
+        } else {
+            preferred
+        }
     }
 
     /// The host the callback server binds.
@@ -205,10 +214,9 @@ pub fn copilot_base_url(token: &str, enterprise: Option<&str>) -> String {
         .find_map(|part| part.strip_prefix("proxy-ep="))
         .filter(|host| !host.is_empty());
     if let Some(host) = proxy {
-        let api = host.strip_prefix("proxy.").map_or_else(
-            || host.to_owned(),
-            |rest| format!("api.{rest}"),
-        );
+        let api = host
+            .strip_prefix("proxy.")
+            .map_or_else(|| host.to_owned(), |rest| format!("api.{rest}"));
         return format!("https://{api}");
     }
     match enterprise {
@@ -262,9 +270,8 @@ async fn call(
             .header("Content-Type", "application/json")
             .body(value.to_string()),
         Body::Form(pairs) => {
-            let mut form = reqwest::Url::parse("http://form.invalid/").map_err(|error| {
-                OAuthError::Invalid(format!("cannot encode a form: {error}"))
-            })?;
+            let mut form = reqwest::Url::parse("http://form.invalid/")
+                .map_err(|error| OAuthError::Invalid(format!("cannot encode a form: {error}")))?;
             form.query_pairs_mut().extend_pairs(pairs.iter().copied());
             request
                 .header("Content-Type", "application/x-www-form-urlencoded")
@@ -273,17 +280,23 @@ async fn call(
         Body::None => request,
     };
     let endpoint = endpoint_of(url);
-    let response = request.send().await.map_err(|error| OAuthError::Unreachable {
-        what: what.to_owned(),
-        endpoint: endpoint.clone(),
-        reason: transport_reason(error),
-    })?;
+    let response = request
+        .send()
+        .await
+        .map_err(|error| OAuthError::Unreachable {
+            what: what.to_owned(),
+            endpoint: endpoint.clone(),
+            reason: transport_reason(error),
+        })?;
     let status = response.status().as_u16();
-    let text = response.text().await.map_err(|error| OAuthError::Unreachable {
-        what: what.to_owned(),
-        endpoint: endpoint.clone(),
-        reason: transport_reason(error),
-    })?;
+    let text = response
+        .text()
+        .await
+        .map_err(|error| OAuthError::Unreachable {
+            what: what.to_owned(),
+            endpoint: endpoint.clone(),
+            reason: transport_reason(error),
+        })?;
     let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if !(200..300).contains(&status) {
         return Err(OAuthError::Refused {
@@ -373,21 +386,26 @@ pub fn authorization(
 ) -> Result<Authorization, OAuthError> {
     let pkce = pkce::Pkce::generate()?;
     let (base, state, pairs): (&str, String, Vec<(&str, String)>) = match provider {
-        OAuthProvider::Anthropic => (
-            ANTHROPIC_AUTHORIZE_URL,
-            // 1.6.0 uses the verifier as the state.
-            pkce.verifier.clone(),
-            vec![
-                ("code", "true".to_owned()),
-                ("client_id", ANTHROPIC_CLIENT_ID.to_owned()),
-                ("response_type", "code".to_owned()),
-                ("redirect_uri", redirect_uri.to_owned()),
-                ("scope", ANTHROPIC_SCOPES.to_owned()),
-                ("code_challenge", pkce.challenge.clone()),
-                ("code_challenge_method", "S256".to_owned()),
-                ("state", pkce.verifier.clone()),
-            ],
-        ),
+        OAuthProvider::Anthropic => {
+            // 1.6.0 sends the verifier itself as the state, which puts the secret in the URL
+            // shown (and in the browser's history); pi's state is random, sent again with the
+            // code exchange as 1.6.0 sends it.
+            let state = pkce::random_hex(32)?;
+            (
+                ANTHROPIC_AUTHORIZE_URL,
+                state.clone(),
+                vec![
+                    ("code", "true".to_owned()),
+                    ("client_id", ANTHROPIC_CLIENT_ID.to_owned()),
+                    ("response_type", "code".to_owned()),
+                    ("redirect_uri", redirect_uri.to_owned()),
+                    ("scope", ANTHROPIC_SCOPES.to_owned()),
+                    ("code_challenge", pkce.challenge.clone()),
+                    ("code_challenge_method", "S256".to_owned()),
+                    ("state", state),
+                ],
+            )
+        }
         OAuthProvider::OpenAiCodex => {
             let state = pkce::random_hex(16)?;
             (
@@ -466,7 +484,10 @@ pub fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>
 /// Checks a pasted input against the sign-in and returns its code.
 pub fn code_from_input(input: &str, authorization: &Authorization) -> Result<String, OAuthError> {
     let (code, state) = parse_authorization_input(input);
-    if state.as_deref().is_some_and(|state| state != authorization.state) {
+    if state
+        .as_deref()
+        .is_some_and(|state| state != authorization.state)
+    {
         return Err(OAuthError::StateMismatch);
     }
     code.filter(|code| !code.is_empty())
@@ -494,7 +515,15 @@ pub async fn exchange_code(
                 "code_verifier": authorization.verifier,
             });
             let url = endpoints.url(ANTHROPIC_TOKEN_URL);
-            let answer = call(http, WHAT, reqwest::Method::POST, &url, &[], Body::Json(body)).await?;
+            let answer = call(
+                http,
+                WHAT,
+                reqwest::Method::POST,
+                &url,
+                &[],
+                Body::Json(body),
+            )
+            .await?;
             anthropic_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::OpenAiCodex => {
@@ -506,7 +535,15 @@ pub async fn exchange_code(
                 ("code_verifier", authorization.verifier.as_str()),
                 ("redirect_uri", authorization.redirect_uri.as_str()),
             ];
-            let answer = call(http, WHAT, reqwest::Method::POST, &url, &[], Body::Form(&form)).await?;
+            let answer = call(
+                http,
+                WHAT,
+                reqwest::Method::POST,
+                &url,
+                &[],
+                Body::Form(&form),
+            )
+            .await?;
             codex_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::GithubCopilot => Err(OAuthError::Invalid(
@@ -534,9 +571,8 @@ fn codex_credential(answer: &Value, now_ms: i64, what: &str) -> Result<Value, OA
     let access = string_field(answer, "access_token", what)?;
     let refresh = string_field(answer, "refresh_token", what)?;
     let expires_in = number_field(answer, "expires_in", what)?;
-    let account = codex_account_id(&access).ok_or_else(|| {
-        OAuthError::Invalid("Failed to extract accountId from token".to_owned())
-    })?;
+    let account = codex_account_id(&access)
+        .ok_or_else(|| OAuthError::Invalid("Failed to extract accountId from token".to_owned()))?;
     Ok(json!({
         "type": "oauth",
         "access": access,
@@ -574,7 +610,9 @@ pub async fn refresh(
         .get("refresh")
         .and_then(Value::as_str)
         .filter(|token| !token.is_empty())
-        .ok_or_else(|| OAuthError::Invalid("the stored credential has no refresh token".to_owned()))?;
+        .ok_or_else(|| {
+            OAuthError::Invalid("the stored credential has no refresh token".to_owned())
+        })?;
     match provider {
         OAuthProvider::Anthropic => {
             let body = json!({
@@ -583,7 +621,15 @@ pub async fn refresh(
                 "refresh_token": refresh_token,
             });
             let url = endpoints.url(ANTHROPIC_TOKEN_URL);
-            let answer = call(http, WHAT, reqwest::Method::POST, &url, &[], Body::Json(body)).await?;
+            let answer = call(
+                http,
+                WHAT,
+                reqwest::Method::POST,
+                &url,
+                &[],
+                Body::Json(body),
+            )
+            .await?;
             anthropic_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::OpenAiCodex => {
@@ -593,7 +639,15 @@ pub async fn refresh(
                 ("refresh_token", refresh_token),
                 ("client_id", CODEX_CLIENT_ID),
             ];
-            let answer = call(http, WHAT, reqwest::Method::POST, &url, &[], Body::Form(&form)).await?;
+            let answer = call(
+                http,
+                WHAT,
+                reqwest::Method::POST,
+                &url,
+                &[],
+                Body::Form(&form),
+            )
+            .await?;
             codex_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::GithubCopilot => {
@@ -722,7 +776,11 @@ pub async fn copilot_complete(
                     error_code(&json!({ "error": other }))
                 )));
             }
-            None => return Err(OAuthError::Invalid("Invalid device token response".to_owned())),
+            None => {
+                return Err(OAuthError::Invalid(
+                    "Invalid device token response".to_owned(),
+                ));
+            }
         }
     }
 }
@@ -738,7 +796,11 @@ async fn copilot_credential(
 ) -> Result<Value, OAuthError> {
     const WHAT: &str = "Copilot token request";
     let domain = enterprise.unwrap_or("github.com");
-    let url = github_url(endpoints, &format!("api.{domain}"), "/copilot_internal/v2/token");
+    let url = github_url(
+        endpoints,
+        &format!("api.{domain}"),
+        "/copilot_internal/v2/token",
+    );
     let bearer = format!("Bearer {github_token}");
     let mut headers: Vec<(&str, &str)> = vec![("Authorization", bearer.as_str())];
     headers.extend_from_slice(COPILOT_HEADERS);
@@ -779,7 +841,9 @@ async fn copilot_models(
     let url = format!("{base}/models");
     let answer = call(http, WHAT, reqwest::Method::GET, &url, &headers, Body::None).await?;
     let Some(data) = answer["data"].as_array() else {
-        return Err(OAuthError::Invalid("Invalid Copilot models response".to_owned()));
+        return Err(OAuthError::Invalid(
+            "Invalid Copilot models response".to_owned(),
+        ));
     };
     let usable: Vec<&Value> = data
         .iter()
@@ -790,7 +854,8 @@ async fn copilot_models(
     let picker: Vec<String> = usable
         .iter()
         .filter(|item| {
-            item["model_picker_enabled"] == json!(true) && item["policy"]["state"] != json!("disabled")
+            item["model_picker_enabled"] == json!(true)
+                && item["policy"]["state"] != json!("disabled")
         })
         .map(id)
         .collect();
@@ -818,7 +883,10 @@ mod tests {
             callback_host: None,
             browser: None,
         };
-        assert_eq!(test.url(ANTHROPIC_TOKEN_URL), "http://127.0.0.1:9/v1/oauth/token");
+        assert_eq!(
+            test.url(ANTHROPIC_TOKEN_URL),
+            "http://127.0.0.1:9/v1/oauth/token"
+        );
         assert_eq!(
             test.url("https://api.github.com/copilot_internal/v2/token"),
             "http://127.0.0.1:9/copilot_internal/v2/token"
@@ -847,12 +915,21 @@ mod tests {
     #[test]
     fn copilot_base_urls_come_from_the_token() {
         assert_eq!(
-            copilot_base_url("tid=1;exp=2;proxy-ep=proxy.business.githubcopilot.com;x=y", None),
+            copilot_base_url(
+                "tid=1;exp=2;proxy-ep=proxy.business.githubcopilot.com;x=y",
+                None
+            ),
             "https://api.business.githubcopilot.com"
         );
-        assert_eq!(copilot_base_url("tid=1", Some("corp.ghe.com")), "https://copilot-api.corp.ghe.com");
+        assert_eq!(
+            copilot_base_url("tid=1", Some("corp.ghe.com")),
+            "https://copilot-api.corp.ghe.com"
+        );
         assert_eq!(copilot_base_url("tid=1", None), COPILOT_DEFAULT_BASE_URL);
-        assert_eq!(normalize_domain("https://corp.ghe.com/x").as_deref(), Some("corp.ghe.com"));
+        assert_eq!(
+            normalize_domain("https://corp.ghe.com/x").as_deref(),
+            Some("corp.ghe.com")
+        );
         assert_eq!(normalize_domain(" "), None);
     }
 
@@ -860,17 +937,28 @@ mod tests {
     fn codex_account_ids_come_from_the_claims() {
         use base64::Engine as _;
         let claims = json!({ CODEX_JWT_CLAIM: { "chatgpt_account_id": "acct-1" } });
-        let payload =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-        assert_eq!(codex_account_id(&format!("h.{payload}.s")).as_deref(), Some("acct-1"));
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+        assert_eq!(
+            codex_account_id(&format!("h.{payload}.s")).as_deref(),
+            Some("acct-1")
+        );
         assert_eq!(codex_account_id("not-a-jwt"), None);
     }
 
     #[test]
     fn error_codes_never_carry_odd_text() {
-        assert_eq!(error_code(&json!({"error": "invalid_grant"})), ": invalid_grant");
-        assert_eq!(error_code(&json!({"error": {"code": "token_expired"}})), ": token_expired");
-        assert_eq!(error_code(&json!({"error": "secret value with spaces"})), "");
+        assert_eq!(
+            error_code(&json!({"error": "invalid_grant"})),
+            ": invalid_grant"
+        );
+        assert_eq!(
+            error_code(&json!({"error": {"code": "token_expired"}})),
+            ": token_expired"
+        );
+        assert_eq!(
+            error_code(&json!({"error": "secret value with spaces"})),
+            ""
+        );
         assert_eq!(error_code(&Value::Null), "");
     }
 }

@@ -26,8 +26,7 @@ fn random_bytes(len: usize) -> Result<Vec<u8>, OAuthError> {
 impl Pkce {
     /// Generates a fresh verifier.
     pub fn generate() -> Result<Self, OAuthError> {
-        let verifier =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes(32)?);
+        let verifier = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes(32)?);
         Ok(Self {
             challenge: challenge(&verifier),
             verifier,

@@ -97,7 +97,10 @@ impl Repl {
         let credentials = self.session.config().credentials.clone();
         let registry = self.session.config().registry.clone();
         if crate::ai::oauth::OAuthProvider::from_id(&provider).is_none() {
-            let known = registry.all().iter().any(|model| model.provider == provider)
+            let known = registry
+                .all()
+                .iter()
+                .any(|model| model.provider == provider)
                 || !crate::ai::auth::env_key_names(&provider).is_empty();
             let name = term::line(&provider).into_owned();
             return Ok(if known {
@@ -153,4 +156,3 @@ impl Repl {
         Ok(())
     }
 }
-

@@ -373,12 +373,7 @@ const HOTKEYS: &[&str] = &[
 ];
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
-const REFERENCE_ONLY: &[&str] = &[
-    "settings",
-    "scoped-models",
-    "changelog",
-    "mcp",
-];
+const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog", "mcp"];
 
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {

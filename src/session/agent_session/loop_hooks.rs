@@ -77,7 +77,10 @@ impl LoopHooks for RunHooks<'_> {
     }
 
     fn may_recover_auth(&self, model: &Model) -> bool {
-        self.session.config().credentials.may_refresh(&model.provider)
+        self.session
+            .config()
+            .credentials
+            .may_refresh(&model.provider)
     }
 
     fn recover_auth<'a>(
