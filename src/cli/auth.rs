@@ -142,8 +142,10 @@ impl LoginUi for TerminalUi {
                 code = callback.wait() => Pasted::Callback(code),
                 line = paste => match line.ok().flatten() {
                     Some(line) if !line.trim().is_empty() => Pasted::Input(line),
-                    // Input ended (no terminal): the browser may still come.
-                    _ => Pasted::Callback(callback.wait().await),
+                    // An empty line: the browser may still come.
+                    Some(_) => Pasted::Callback(callback.wait().await),
+                    // Input ended: nobody is there to finish the sign-in.
+                    None => Pasted::Closed,
                 },
             }
         })
