@@ -27,9 +27,7 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
         _ => return Err(UsageError(format!("too many arguments ({USAGE})")).into()),
     };
     if matches!(command, "--help" | "-h" | "help") {
-        println!(
-            "Sign in to model providers and keep the credentials in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
-        );
+        print_help();
         return Ok(ExitCode::SUCCESS);
     }
     let credentials = keys::load_credentials(&env, env.clock());
@@ -82,6 +80,13 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
         ))
         .into()),
     }
+}
+
+/// `pi auth --help` (also `pi help auth`).
+pub fn print_help() {
+    println!(
+        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+    );
 }
 
 /// Prompts on stderr and reads one line of stdin (`secret`: with the terminal's echo off).

@@ -116,6 +116,10 @@ fn help(after: &[OsString]) -> Result<ExitCode> {
                 Ok(_) => Ok(ExitCode::SUCCESS),
             }
         }
+        [command, ..] if command == "auth" => {
+            auth::print_help();
+            Ok(ExitCode::SUCCESS)
+        }
         [command, ..] => Err(UsageError(match unimplemented_word(command) {
             Some(answer) => answer,
             None => format!(

@@ -435,15 +435,15 @@ fn pi_help_with_command_words_is_that_commands_help() {
 #[test]
 fn pi_help_with_an_unknown_word_exits_2_with_one_line() {
     let env = TestEnv::new();
-    for (word, says) in [
-        ("install", "packages"),
-        ("auth", "sign-in"),
-        ("bogus", "no command"),
-    ] {
+    for (word, says) in [("install", "packages"), ("bogus", "no command")] {
         let output = env.pi().args(["help", word]).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{word}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(says), "{word}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{word}: {stderr}");
     }
+    // `pi auth` is pi's now (issue 27).
+    let output = env.pi().args(["help", "auth"]).output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("pi auth login [PROVIDER]"));
 }
