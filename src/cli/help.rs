@@ -144,6 +144,10 @@ pub(crate) fn help_text() -> String {
         ),
         ("db", "Check, back up or reindex the database"),
         (
+            "auth",
+            "Sign in to providers (login, logout, status) in <agent dir>/auth.json",
+        ),
+        (
             "help",
             "Print this message or the help of the given command",
         ),

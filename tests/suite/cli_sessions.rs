@@ -383,7 +383,7 @@ fn every_help_text_matches_its_snapshot() {
         insta::assert_snapshot!(name.clone(), redact(&help, &[(&version, "pi [version]")]));
         seen.push(name);
     }
-    assert_eq!(seen.len(), 1 + 4 + 6 + 4, "help texts checked: {seen:?}");
+    assert_eq!(seen.len(), 1 + 5 + 6 + 4, "help texts checked: {seen:?}");
 }
 
 /// `pi ARGS`' stdout; it must exit 0.
