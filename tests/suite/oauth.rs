@@ -668,6 +668,9 @@ fn two_processes_refreshing_at_once_send_one_refresh() {
         setup
             .pi()
             .env("PI_TEST_SEED", seed)
+            // Each its own database: only auth.json is shared.
+            .arg("--db")
+            .arg(setup.env.dir.path().join(format!("pi-{seed}.db")))
             .args(["-p", "ping", "--model", MODEL])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
