@@ -103,15 +103,16 @@ impl Repl {
                 .any(|model| model.provider == provider)
                 || !crate::ai::auth::env_key_names(&provider).is_empty();
             let name = term::line(&provider).into_owned();
-            return Ok(if known {
+            if known {
                 self.info(&format!(
                     "{name} takes an API key: run `pi auth login {name}` in a shell (its prompt does not echo the key), or set its environment variable"
-                ))?
+                ))?;
             } else {
                 self.warn(&format!(
                     "Unknown provider \"{name}\": /login signs in to anthropic, openai-codex or github-copilot"
-                ))?
-            });
+                ))?;
+            }
+            return Ok(());
         }
         let known = |id: &str| registry.all().iter().any(|model| model.provider == id);
         let palette = self.palette();
