@@ -789,6 +789,19 @@ fn the_repl_logs_in_and_out() {
     tmux.line("ping");
     tmux.wait_for("pong");
     assert_eq!(setup.auth()["anthropic"]["type"], "oauth");
+    // An API key is typed without being shown, and stays out of the history.
+    tmux.line("/login openai");
+    tmux.wait_for("Enter the API key for openai");
+    tmux.line("sk-typed-key-secret");
+    tmux.wait_for("Saved the API key for openai");
+    assert!(!tmux.screen().contains("sk-typed-key-secret"));
+    assert_eq!(
+        setup.auth()["openai"],
+        json!({"type": "api_key", "key": "sk-typed-key-secret"})
+    );
+    setup
+        .server
+        .with(|st| st.secrets.push("sk-typed-key-secret".into()));
     tmux.line("/logout anthropic");
     tmux.wait_for("Removed the stored credential of anthropic");
     assert!(setup.auth().get("anthropic").is_none());

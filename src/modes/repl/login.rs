@@ -2,8 +2,7 @@
 //! REPL — lines shown dimmed, the paste of a redirect URL read by the line editor while the
 //! loopback callback waits for the browser.
 //!
-//! An API key is not typed here: the line editor echoes what it reads, so `/login` of an
-//! API-key provider names `pi auth login <provider>`, whose prompt does not echo.
+//! An API key is read by the line editor drawn as `*`s and kept out of the history.
 
 use std::io::Stdout;
 
@@ -38,10 +37,12 @@ impl LoginUi for ReplLogin<'_> {
 
     fn ask<'a>(&'a mut self, question: &'a str, secret: bool) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            if secret {
-                return None;
-            }
-            match self.editor.read(question, "", false).await {
+            let reply = if secret {
+                self.editor.read_secret(question).await
+            } else {
+                self.editor.read(question, "", false).await
+            };
+            match reply {
                 Reply::Line(line) => Some(line.trim().to_owned()),
                 Reply::Interrupted | Reply::Eof | Reply::Failed(_) => None,
             }
@@ -87,7 +88,7 @@ impl Repl {
                 for (id, name) in login::oauth_providers() {
                     self.info(&format!("  {id:<16} {name}"))?;
                 }
-                self.info("or save an API key with `pi auth login <provider>` in a shell")?;
+                self.info("or save an API key: /login openai, /login openrouter, …")?;
                 match self.ask("Provider: ").await {
                     Some(provider) => provider,
                     None => return Ok(()),
@@ -96,24 +97,6 @@ impl Repl {
         };
         let credentials = self.session.config().credentials.clone();
         let registry = self.session.config().registry.clone();
-        if crate::ai::oauth::OAuthProvider::from_id(&provider).is_none() {
-            let known = registry
-                .all()
-                .iter()
-                .any(|model| model.provider == provider)
-                || !crate::ai::auth::env_key_names(&provider).is_empty();
-            let name = term::line(&provider).into_owned();
-            if known {
-                self.info(&format!(
-                    "{name} takes an API key: run `pi auth login {name}` in a shell (its prompt does not echo the key), or set its environment variable"
-                ))?;
-            } else {
-                self.warn(&format!(
-                    "Unknown provider \"{name}\": /login signs in to anthropic, openai-codex or github-copilot"
-                ))?;
-            }
-            return Ok(());
-        }
         let known = |id: &str| registry.all().iter().any(|model| model.provider == id);
         let palette = self.palette();
         let mut ui = ReplLogin {
