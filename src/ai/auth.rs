@@ -309,6 +309,11 @@ impl Credentials {
         self.clock.as_ref()
     }
 
+    /// The clock, shared.
+    pub fn clock_arc(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
     fn auth(&self) -> std::sync::RwLockReadGuard<'_, AuthFile> {
         match self.auth.read() {
             Ok(guard) => guard,

@@ -15,11 +15,19 @@ use crate::cli::config::Env;
 use crate::cli::keys;
 use crate::modes::login::{self, LoginUi, Pasted};
 
-const USAGE: &str =
-    "usage: pi auth login [PROVIDER] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
+const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
 
 /// Runs `pi auth …` (`args`: what follows the word `auth`).
 pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
+    let (options, args) = login::login_options(args);
+    let args = args.as_slice();
+    if (options.api_key || options.no_browser) && args.first().map(String::as_str) != Some("login")
+    {
+        return Err(UsageError(format!(
+            "--api-key and --no-browser are options of `pi auth login` ({USAGE})"
+        ))
+        .into());
+    }
     let (command, provider) = match args {
         [command] => (command.as_str(), None),
         [command, provider] => (command.as_str(), Some(provider.as_str())),
@@ -68,7 +76,13 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
                 .enable_all()
                 .build()?;
             let known = |id: &str| registry.all().iter().any(|model| model.provider == id);
-            let done = runtime.block_on(login::login(&provider, &credentials, &mut ui, &known))?;
+            let done = runtime.block_on(login::login(
+                &provider,
+                &credentials,
+                &mut ui,
+                &known,
+                options,
+            ))?;
             println!("{done}");
             // A stdin reader may still wait for a paste that will not come.
             runtime.shutdown_background();
@@ -85,7 +99,7 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
 /// `pi auth --help` (also `pi help auth`).
 pub fn print_help() {
     println!(
-        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n                     --api-key: save an API key instead; --no-browser: the headless method (Anthropic's code page, Codex's device code)\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
     );
 }
 
@@ -144,13 +158,15 @@ impl LoginUi for TerminalUi {
         Box::pin(async move {
             let paste = tokio::task::spawn_blocking(move || read_line(&question, false));
             tokio::select! {
+                biased;
                 code = callback.wait() => Pasted::Callback(code),
                 line = paste => match line.ok().flatten() {
                     Some(line) if !line.trim().is_empty() => Pasted::Input(line),
                     // An empty line: the browser may still come.
                     Some(_) => Pasted::Callback(callback.wait().await),
-                    // Input ended: nobody is there to finish the sign-in.
-                    None => Pasted::Closed,
+                    // Input ended: nobody is there to finish the sign-in, unless the browser
+                    // just did.
+                    None => callback.try_take().map_or(Pasted::Closed, Pasted::Callback),
                 },
             }
         })

@@ -30,6 +30,29 @@ pub trait LoginUi: Send {
     ) -> BoxFuture<'a, Pasted>;
 }
 
+/// How to sign in.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoginOptions {
+    /// Save an API key instead of signing in with an account.
+    pub api_key: bool,
+    /// Do not use the browser's redirect: the headless method.
+    pub no_browser: bool,
+}
+
+/// Reads `--api-key` / `--no-browser` out of the words after `login`; the rest stay.
+pub fn login_options(words: &[String]) -> (LoginOptions, Vec<String>) {
+    let mut options = LoginOptions::default();
+    let mut rest = Vec::new();
+    for word in words {
+        match word.as_str() {
+            "--api-key" => options.api_key = true,
+            "--no-browser" => options.no_browser = true,
+            _ => rest.push(word.clone()),
+        }
+    }
+    (options, rest)
+}
+
 /// What [`LoginUi::code_or_paste`] got.
 #[derive(Debug)]
 pub enum Pasted {
@@ -76,14 +99,19 @@ fn takes_api_key(provider: &str, known: &dyn Fn(&str) -> bool) -> bool {
 
 /// Signs in to `provider` and stores the credential; returns what to tell the user.
 /// `known` says whether a provider is in the model registry (API-key providers).
+/// `options.api_key` saves an API key even for an OAuth provider; `options.no_browser` uses
+/// the headless method (Anthropic's copy-the-code page, Codex's device code), as 1.6.0's
+/// `pi auth login --api-key / --no-browser`.
 pub async fn login(
     provider: &str,
     credentials: &Credentials,
     ui: &mut dyn LoginUi,
     known: &dyn Fn(&str) -> bool,
+    options: LoginOptions,
 ) -> Result<String, LoginError> {
-    let Some(oauth_provider) = OAuthProvider::from_id(provider) else {
-        if !takes_api_key(provider, known) {
+    let oauth_provider = OAuthProvider::from_id(provider).filter(|_| !options.api_key);
+    let Some(oauth_provider) = oauth_provider else {
+        if !takes_api_key(provider, known) && OAuthProvider::from_id(provider).is_none() {
             return Err(LoginError::UnknownProvider(
                 crate::support::term::line(provider).into_owned(),
             ));
@@ -125,6 +153,38 @@ pub async fn login(
             ));
             ui.say("Waiting for GitHub to confirm the device…");
             oauth::copilot_complete(&endpoints, &http, &device, enterprise.as_deref()).await?
+        }
+        OAuthProvider::Anthropic if options.no_browser => {
+            let authorization = oauth::anthropic_copy_code_authorization(&endpoints)?;
+            ui.say("Open this URL, sign in, then copy the code Anthropic shows:");
+            ui.say(&crate::support::term::line(&authorization.url));
+            let input = ui
+                .ask("Paste the code Anthropic shows after you sign in: ", false)
+                .await
+                .ok_or(LoginError::Cancelled)?;
+            let code = oauth::code_from_input(&input, &authorization)?;
+            ui.say("Exchanging authorization code for tokens…");
+            oauth::exchange_code(
+                oauth_provider,
+                &endpoints,
+                &http,
+                &code,
+                &authorization,
+                credentials.clock().now_ms(),
+            )
+            .await?
+        }
+        OAuthProvider::OpenAiCodex if options.no_browser => {
+            let device = oauth::codex_device_code(&endpoints, &http).await?;
+            ui.say(&format!(
+                "Open {} and enter the code {}",
+                oauth::CODEX_DEVICE_VERIFICATION_URI,
+                crate::support::term::line(&device.user_code)
+            ));
+            ui.say("Waiting for OpenAI to confirm the device…");
+            let clock = credentials.clock_arc();
+            oauth::codex_device_complete(&endpoints, &http, &device, &move || clock.now_ms())
+                .await?
         }
         OAuthProvider::Anthropic | OAuthProvider::OpenAiCodex => {
             browser_login(oauth_provider, credentials, ui, &http).await?

@@ -175,6 +175,39 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
                 _ => response,
             }
         }
+        ("POST", "/api/accounts/deviceauth/usercode") => {
+            let body: Value = serde_json::from_slice(&request.body).unwrap();
+            assert_eq!(body["client_id"], CODEX_CLIENT);
+            MockResponse::json(
+                200,
+                json!({"device_auth_id": "devauth-1", "user_code": "CODX-4321", "interval": "1"})
+                    .to_string(),
+            )
+        }
+        ("POST", "/api/accounts/deviceauth/token") => {
+            let body: Value = serde_json::from_slice(&request.body).unwrap();
+            assert_eq!(body["device_auth_id"], "devauth-1");
+            st.device_polls += 1;
+            if st.device_polls < 2 {
+                return MockResponse::json(403, "{}");
+            }
+            let verifier = "device-verifier-secret".to_owned();
+            let code = "device-code-secret".to_owned();
+            st.secrets.push(verifier.clone());
+            st.secrets.push(code.clone());
+            st.codes.insert(
+                code.clone(),
+                (
+                    CODEX_CLIENT.into(),
+                    s256(&verifier),
+                    "https://auth.openai.com/deviceauth/callback".into(),
+                ),
+            );
+            MockResponse::json(
+                200,
+                json!({"authorization_code": code, "code_verifier": verifier}).to_string(),
+            )
+        }
         ("POST", "/login/device/code") => {
             let body = form(&request.body);
             assert_eq!(
@@ -606,6 +639,75 @@ fn codex_signs_in_with_its_account_id_and_copilot_with_a_device_code() {
     // The other provider's entry is kept.
     assert_eq!(setup.auth()["openai-codex"], codex);
     setup.assert_no_secrets(&[&stdout, &stderr]);
+}
+
+/// Reads the child's stderr up to the first line holding `needle`.
+fn stderr_line(child: &mut Child, needle: &str) -> String {
+    use std::io::BufRead as _;
+    let stderr = child.stderr.take().unwrap();
+    let mut reader = std::io::BufReader::new(stderr);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "no line with {needle}"
+        );
+        if line.contains(needle) {
+            // Keep draining so that pi never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+            return line.trim().to_owned();
+        }
+    }
+}
+
+#[test]
+fn the_headless_methods_are_anthropic_s_code_page_and_codex_s_device_code() {
+    let setup = Setup::new();
+    let mut child = setup
+        .pi()
+        .args(["auth", "login", "anthropic", "--no-browser"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = stderr_line(&mut child, "/oauth/authorize");
+    let params = query(&url[url.find("/oauth").unwrap()..]);
+    assert_eq!(
+        params["redirect_uri"],
+        "https://platform.claude.com/oauth/code/callback"
+    );
+    let shown = query(&redirect_of(&url).replace("https://platform.claude.com", ""));
+    writeln!(
+        child.stdin.as_mut().unwrap(),
+        "{}#{}",
+        shown["code"],
+        shown["state"]
+    )
+    .unwrap();
+    let (ok, stdout, _) = finish(child);
+    assert!(ok, "{stdout}");
+    assert_eq!(setup.auth()["anthropic"]["type"], "oauth");
+
+    let mut child = setup
+        .pi()
+        .args(["auth", "login", "openai-codex", "--no-browser"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = stderr_line(&mut child, "CODX-4321");
+    assert!(
+        line.contains("https://auth.openai.com/codex/device"),
+        "{line}"
+    );
+    let (ok, stdout, _) = finish(child);
+    assert!(ok, "{stdout}");
+    assert!(setup.auth()["openai-codex"]["accountId"].is_string());
+    assert!(!setup.url_file.exists(), "no browser was opened");
+    setup.assert_no_secrets(&[&stdout]);
 }
 
 #[test]

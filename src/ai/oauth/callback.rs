@@ -135,11 +135,13 @@ impl CallbackServer {
                 } else {
                     (400, "Missing authorization code.".to_owned(), None)
                 };
-                let _ = socket.write_all(&page(status, &text)).await;
-                let _ = socket.shutdown().await;
+                // The outcome is delivered before the page: once the browser shows it, the
+                // sign-in has its code.
                 if let Some(outcome) = outcome {
                     let _ = sender.send(outcome).await;
                 }
+                let _ = socket.write_all(&page(status, &text)).await;
+                let _ = socket.shutdown().await;
             }
         });
         Ok(Self {
@@ -161,6 +163,11 @@ impl CallbackServer {
     /// The redirect URI to send with the authorization URL.
     pub fn redirect_uri(&self) -> &str {
         &self.redirect_uri
+    }
+
+    /// The browser's redirect if it already came.
+    pub fn try_take(&mut self) -> Option<Result<String, OAuthError>> {
+        self.codes.try_recv().ok()
     }
 
     /// Waits for the browser's redirect and returns its code.

@@ -41,6 +41,12 @@ const CODEX_TOKEN_URL: &str = "https://auth.openai.com/oauth/token";
 /// The only loopback port OpenAI accepts (shared with the Codex CLI).
 pub const CODEX_CALLBACK_PORT: u16 = 1455;
 const CODEX_SCOPE: &str = "openid profile email offline_access";
+const CODEX_DEVICE_USER_CODE_URL: &str = "https://auth.openai.com/api/accounts/deviceauth/usercode";
+const CODEX_DEVICE_TOKEN_URL: &str = "https://auth.openai.com/api/accounts/deviceauth/token";
+/// The page a Codex device code is entered at.
+pub const CODEX_DEVICE_VERIFICATION_URI: &str = "https://auth.openai.com/codex/device";
+const CODEX_DEVICE_REDIRECT_URI: &str = "https://auth.openai.com/deviceauth/callback";
+const CODEX_DEVICE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const CODEX_JWT_CLAIM: &str = "https://api.openai.com/auth";
 
 /// GitHub Copilot's OAuth app (the VS Code Copilot Chat client).
@@ -672,6 +678,118 @@ pub fn normalize_domain(input: &str) -> Option<String> {
         reqwest::Url::parse(&format!("https://{trimmed}"))
     };
     url.ok()?.host_str().map(str::to_owned)
+}
+
+/// The authorization of Anthropic's copy-the-code login (headless): the redirect goes to
+/// Anthropic's page, which shows `code#state` to paste.
+pub fn anthropic_copy_code_authorization(
+    endpoints: &Endpoints,
+) -> Result<Authorization, OAuthError> {
+    authorization(
+        OAuthProvider::Anthropic,
+        endpoints,
+        ANTHROPIC_COPY_CODE_REDIRECT_URI,
+    )
+}
+
+/// A Codex device-code sign-in in progress.
+#[derive(Clone, Debug)]
+pub struct CodexDevice {
+    /// The code the user types at [`CODEX_DEVICE_VERIFICATION_URI`].
+    pub user_code: String,
+    device_auth_id: String,
+    interval: Duration,
+}
+
+/// Starts Codex's device flow (`/api/accounts/deviceauth/usercode`).
+pub async fn codex_device_code(
+    endpoints: &Endpoints,
+    http: &reqwest::Client,
+) -> Result<CodexDevice, OAuthError> {
+    const WHAT: &str = "Device code request";
+    let url = endpoints.url(CODEX_DEVICE_USER_CODE_URL);
+    let body = json!({ "client_id": CODEX_CLIENT_ID });
+    let answer = call(
+        http,
+        WHAT,
+        reqwest::Method::POST,
+        &url,
+        &[],
+        Body::Json(body),
+    )
+    .await?;
+    let interval = match &answer["interval"] {
+        Value::String(text) => text.trim().parse::<f64>().ok(),
+        other => other.as_f64(),
+    }
+    .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+    .ok_or_else(|| OAuthError::Invalid("Invalid OpenAI Codex device code response".into()))?;
+    Ok(CodexDevice {
+        user_code: string_field(&answer, "user_code", WHAT)?,
+        device_auth_id: string_field(&answer, "device_auth_id", WHAT)?,
+        interval: Duration::from_secs_f64(interval.max(1.0)),
+    })
+}
+
+/// Polls until the device is authorized (403/404 and `deviceauth_authorization_pending`
+/// wait), then exchanges the code it gives with its verifier; the credential to store.
+pub async fn codex_device_complete(
+    endpoints: &Endpoints,
+    http: &reqwest::Client,
+    device: &CodexDevice,
+    now_ms: &(dyn Fn() -> i64 + Send + Sync),
+) -> Result<Value, OAuthError> {
+    const WHAT: &str = "Device authorization";
+    let url = endpoints.url(CODEX_DEVICE_TOKEN_URL);
+    let deadline = tokio::time::Instant::now() + CODEX_DEVICE_TIMEOUT;
+    let mut interval = device.interval;
+    loop {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(OAuthError::Invalid("Device flow timed out".to_owned()));
+        }
+        let body =
+            json!({ "device_auth_id": device.device_auth_id, "user_code": device.user_code });
+        match call(
+            http,
+            WHAT,
+            reqwest::Method::POST,
+            &url,
+            &[],
+            Body::Json(body),
+        )
+        .await
+        {
+            Ok(answer) => {
+                let code = string_field(&answer, "authorization_code", WHAT)?;
+                let verifier = string_field(&answer, "code_verifier", WHAT)?;
+                let authorization = Authorization {
+                    url: String::new(),
+                    state: String::new(),
+                    verifier,
+                    redirect_uri: CODEX_DEVICE_REDIRECT_URI.to_owned(),
+                };
+                return exchange_code(
+                    OAuthProvider::OpenAiCodex,
+                    endpoints,
+                    http,
+                    &code,
+                    &authorization,
+                    now_ms(),
+                )
+                .await;
+            }
+            Err(OAuthError::Refused {
+                status: 403 | 404, ..
+            }) => {}
+            Err(OAuthError::Refused { detail, .. })
+                if detail == ": deviceauth_authorization_pending" => {}
+            Err(OAuthError::Refused { detail, .. }) if detail == ": slow_down" => {
+                interval += Duration::from_secs(5);
+            }
+            Err(error) => return Err(error),
+        }
+        tokio::time::sleep(interval).await;
+    }
 }
 
 /// A device-code sign-in in progress (GitHub).

@@ -80,9 +80,15 @@ impl LoginUi for ReplLogin<'_> {
 
 impl Repl {
     /// `/login [provider]`.
-    pub(super) async fn login(&mut self, provider: Option<&str>) -> Result<()> {
-        let provider = match provider {
-            Some(provider) => provider.trim().to_owned(),
+    pub(super) async fn login(&mut self, args: Option<&str>) -> Result<()> {
+        let words: Vec<String> = args
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let (options, words) = login::login_options(&words);
+        let provider = match words.first() {
+            Some(provider) => provider.clone(),
             None => {
                 self.info("Sign in with an account:")?;
                 for (id, name) in login::oauth_providers() {
@@ -104,7 +110,7 @@ impl Repl {
             out: &mut self.out,
             palette,
         };
-        let outcome = login::login(&provider, &credentials, &mut ui, &known).await;
+        let outcome = login::login(&provider, &credentials, &mut ui, &known, options).await;
         match outcome {
             Ok(done) => self.info(&done)?,
             Err(error) => self.error(&format!("Login failed: {error}"))?,
