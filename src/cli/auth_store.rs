@@ -190,3 +190,84 @@ impl CredentialStore for FileCredentialStore {
         Ok(Some(next))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn set(value: &str) -> impl FnMut(Option<&Value>) -> Result<Change, AiError> {
+        let value = value.to_owned();
+        move |_| {
+            Ok(Change::Set(
+                serde_json::json!({ "type": "api_key", "key": value }),
+            ))
+        }
+    }
+
+    #[test]
+    fn changes_keep_other_entries_and_write_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent/auth.json");
+        let store = FileCredentialStore::new(path.clone());
+        store.modify("openai", &mut set("k1")).unwrap();
+        store.modify("groq", &mut set("k2")).unwrap();
+        let text = store
+            .modify("openai", &mut |_| Ok(Change::Keep))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"openai\": {\n    \"type\": \"api_key\",\n    \"key\": \"k1\"\n  },\n  \"groq\": {\n    \"type\": \"api_key\",\n    \"key\": \"k2\"\n  }\n}"
+        );
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        store.modify("openai", &mut |_| Ok(Change::Remove)).unwrap();
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("openai"));
+        assert!(!dir.path().join("agent/auth.json.lock").exists());
+        // A file that is not an object is refused, not rewritten.
+        std::fs::write(&path, "[1]").unwrap();
+        assert!(store.modify("openai", &mut set("k3")).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1]");
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_for_and_a_stale_one_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.json");
+        let store = FileCredentialStore::new(path.clone());
+        store.modify("a", &mut set("1")).unwrap();
+        let lock = dir.path().join("auth.json.lock");
+        std::fs::create_dir(&lock).unwrap();
+        let releaser = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::remove_dir(&lock).unwrap();
+            })
+        };
+        let started = Instant::now();
+        store.modify("b", &mut set("2")).unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "waited for the holder"
+        );
+        releaser.join().unwrap();
+        // A lock 31 s old is an abandoned one (1.6.0's proper-lockfile: stale after 30 s).
+        std::fs::create_dir(&lock).unwrap();
+        let old = nix::sys::time::TimeVal::new(
+            (SystemTime::now() - Duration::from_secs(31))
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64,
+            0,
+        );
+        nix::sys::stat::utimes(&lock, &old, &old).unwrap();
+        let started = Instant::now();
+        store.modify("c", &mut set("3")).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"a\"") && text.contains("\"b\"") && text.contains("\"c\""));
+    }
+}
