@@ -194,7 +194,6 @@ impl CredentialStore for FileCredentialStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt as _;
 
     fn set(value: &str) -> impl FnMut(Option<&Value>) -> Result<Change, AiError> {
         let value = value.to_owned();
