@@ -72,6 +72,25 @@ pub trait LoopHooks: Send + Sync {
         model: &'a Model,
     ) -> BoxFuture<'a, Result<StreamOptions, AiError>>;
 
+    /// Whether [`LoopHooks::recover_auth`] may help calls to this model (its credential is a
+    /// refreshable sign-in); default `false`.
+    ///
+    /// After the provider rejected the key of a call (an authentication error before any
+    /// output), `recover_auth` refreshes the credential (a subscription's OAuth token); `true` when a new key
+    /// is stored and the call is worth repeating once. Default: `false`.
+    fn may_recover_auth(&self, _model: &Model) -> bool {
+        false
+    }
+
+    /// See [`LoopHooks::may_recover_auth`].
+    fn recover_auth<'a>(
+        &'a self,
+        _model: &'a Model,
+        _rejected: Option<&'a str>,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+
     /// Returns the transcript rewritten for the next model call (not persisted), or `None` to
     /// send it as it is; default: `None`.
     fn transform_context<'a>(
@@ -447,37 +466,66 @@ async fn stream_assistant(
 ) -> AssistantMessage {
     // The context is copied only when a hook rewrites it.
     let transformed = hooks.transform_context(context).await;
-    let llm_messages = hooks.convert_to_llm(transformed.as_deref().unwrap_or(context));
-    let options = match hooks.stream_options(&config.model).await {
-        Ok(options) => options,
-        Err(error) => {
-            let mut message =
-                crate::ai::new_assistant_message(&config.model, config.clock.now_ms());
-            message.stop_reason = if cancel.is_cancelled() {
-                StopReason::Aborted
+    let mut llm_messages = hooks.convert_to_llm(transformed.as_deref().unwrap_or(context));
+    // Kept for a repeat only when the provider's credential can be refreshed.
+    let recoverable = hooks.may_recover_auth(&config.model);
+    // A call the provider refuses for its key (an expired subscription token) is repeated
+    // once after the credential was refreshed, before anything was shown of it.
+    let mut auth_retried = false;
+    let (mut stream, mut started) = loop {
+        let options = match hooks.stream_options(&config.model).await {
+            Ok(options) => options,
+            Err(error) => {
+                let mut message =
+                    crate::ai::new_assistant_message(&config.model, config.clock.now_ms());
+                message.stop_reason = if cancel.is_cancelled() {
+                    StopReason::Aborted
+                } else {
+                    StopReason::Error
+                };
+                message.error_message = Some(error.to_string());
+                let message = with_thinking_level(message, &config.thinking_level);
+                hooks
+                    .emit(AgentEvent::MessageStart {
+                        message: AgentMessage::Assistant(message.clone()),
+                    })
+                    .await;
+                return end_assistant(hooks, message).await;
+            }
+        };
+        let key = options.api_key.clone();
+        // The system messages of the transcript carry the prompt and the tools.
+        let request = Request {
+            system_prompt: String::new(),
+            messages: if recoverable && !auth_retried {
+                llm_messages.clone()
             } else {
-                StopReason::Error
-            };
-            message.error_message = Some(error.to_string());
-            let message = with_thinking_level(message, &config.thinking_level);
-            hooks
-                .emit(AgentEvent::MessageStart {
-                    message: AgentMessage::Assistant(message.clone()),
-                })
-                .await;
-            return end_assistant(hooks, message).await;
+                std::mem::take(&mut llm_messages)
+            },
+            tools: Vec::new(),
+        };
+        let mut stream = config
+            .client
+            .stream(&config.model, request, options, cancel.clone());
+        let first = stream.next().await;
+        match first {
+            Some(StreamEvent::Error {
+                error: AiError::Auth { .. },
+                ..
+            }) if recoverable
+                && !auth_retried
+                && !cancel.is_cancelled()
+                && hooks.recover_auth(&config.model, key.as_deref()).await =>
+            {
+                auth_retried = true;
+            }
+            Some(event) => {
+                stream.push_front(event);
+                break (stream, false);
+            }
+            None => break (stream, false),
         }
     };
-    // The system messages of the transcript carry the prompt and the tools.
-    let request = Request {
-        system_prompt: String::new(),
-        messages: llm_messages,
-        tools: Vec::new(),
-    };
-    let mut stream = config
-        .client
-        .stream(&config.model, request, options, cancel.clone());
-    let mut started = false;
     while let Some(event) = stream.next().await {
         match event {
             StreamEvent::Start => {

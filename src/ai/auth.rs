@@ -13,17 +13,25 @@
 //! `OPENAI_API_KEY` too — is literal. `auth.json` command results are cached for the process;
 //! `models.json` values are resolved afresh on every request.
 //!
-//! Invariant: this layer reads no environment variables and runs no commands itself; both go
-//! through the [`KeyResolver`] that `cli` supplies. The file contents come in as text.
+//! OAuth entries of the subscription providers (`ai::oauth`) are refreshed when less than five
+//! minutes are left (1.6.0's `resolveStoredOAuth`) and once more when the provider rejects the
+//! token ([`Credentials::refresh_rejected`]): under the `auth.json` lock of the
+//! [`CredentialStore`] `cli` supplies, re-checked there, so concurrent processes (pi's and
+//! 1.6.0's) refresh once.
+//!
+//! Invariant: this layer reads no environment variables, runs no commands and touches no file
+//! itself; all go through the [`KeyResolver`] and [`CredentialStore`] that `cli` supplies. The
+//! file contents come in as text. No token is ever part of an error message.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::ai::error::AiError;
 use crate::ai::models::{Model, ModelRegistry};
+use crate::ai::oauth::{self, Endpoints, OAuthError, OAuthProvider};
 use crate::support::clock::Clock;
 
 /// Environment lookups and shell commands, supplied by the caller (`cli/keys.rs`).
@@ -125,6 +133,8 @@ pub enum StoredCredential {
         access: Option<String>,
         /// Expiry, Unix ms.
         expires: Option<i64>,
+        /// Whether the entry has a refresh token.
+        refreshable: bool,
     },
     /// Any other shape; counts as configured, gives no key.
     Other,
@@ -175,6 +185,25 @@ impl AuthFile {
             .is_some_and(|value| !value.is_null() && value != &Value::Bool(false))
     }
 
+    /// The providers with an entry, in file order, with the entry's `type`.
+    pub fn list(&self) -> Vec<(String, String)> {
+        self.entries
+            .iter()
+            .filter(|(_, value)| value.is_object())
+            .map(|(provider, value)| {
+                (
+                    provider.clone(),
+                    value["type"].as_str().unwrap_or("unknown").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Returns the provider's entry as stored.
+    pub fn raw(&self, provider: &str) -> Option<&Map<String, Value>> {
+        self.entries.get(provider)?.as_object()
+    }
+
     /// Returns the provider's entry.
     pub fn get(&self, provider: &str) -> Option<StoredCredential> {
         let entry = self.entries.get(provider)?.as_object()?;
@@ -194,24 +223,59 @@ impl AuthFile {
                     .get("expires")
                     .and_then(Value::as_f64)
                     .map(|ms| ms as i64),
+                refreshable: entry
+                    .get("refresh")
+                    .and_then(Value::as_str)
+                    .is_some_and(|token| !token.is_empty()),
             },
             _ => StoredCredential::Other,
         })
     }
 }
 
-/// The reference's OAuth providers.
-const OAUTH_PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
+/// What a [`CredentialStore::modify`] does with the provider's entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Leave the file as it is.
+    Keep,
+    /// Store this entry (replacing the provider's).
+    Set(Value),
+    /// Remove the provider's entry.
+    Remove,
+}
+
+/// `auth.json` itself, as `cli` keeps it: read, and changed under the lock 1.6.0 also takes
+/// (`proper-lockfile`'s `auth.json.lock`), written all or nothing with mode 0600.
+pub trait CredentialStore: Send + Sync + std::fmt::Debug {
+    /// Returns the file's text (`None`: no file). Blocking.
+    fn read(&self) -> Result<Option<String>, AiError>;
+
+    /// Under the lock: reads the file, asks `change` what to do with the provider's entry
+    /// (the current one, read under the lock), writes the result, and returns the file's text
+    /// afterwards. An error from `change` leaves the file untouched. Blocking.
+    fn modify(
+        &self,
+        provider: &str,
+        change: &mut dyn FnMut(Option<&Value>) -> Result<Change, AiError>,
+    ) -> Result<Option<String>, AiError>;
+}
+
+/// The sentence every credential error ends with: what to run.
+pub fn login_hint(provider: &str) -> String {
+    format!("Run `pi auth login {provider}` or /login {provider} to sign in again.")
+}
 
 /// Where keys come from: the runtime key, `auth.json`, the environment (through the
 /// resolver). Shared by every request of a process.
 #[derive(Debug)]
 pub struct Credentials {
     runtime: HashMap<String, String>,
-    auth: AuthFile,
+    auth: RwLock<AuthFile>,
     resolver: Arc<dyn KeyResolver>,
     clock: Arc<dyn Clock>,
     command_cache: Mutex<HashMap<String, Option<String>>>,
+    store: Option<Arc<dyn CredentialStore>>,
+    endpoints: Endpoints,
 }
 
 impl Credentials {
@@ -219,11 +283,201 @@ impl Credentials {
     pub fn new(auth: AuthFile, resolver: Arc<dyn KeyResolver>, clock: Arc<dyn Clock>) -> Self {
         Self {
             runtime: HashMap::new(),
-            auth,
+            auth: RwLock::new(auth),
             resolver,
             clock,
             command_cache: Mutex::new(HashMap::new()),
+            store: None,
+            endpoints: Endpoints::default(),
         }
+    }
+
+    /// Keeps `auth.json` through `store` (refreshes, sign-ins) with these OAuth endpoints.
+    pub fn with_store(mut self, store: Arc<dyn CredentialStore>, endpoints: Endpoints) -> Self {
+        self.store = Some(store);
+        self.endpoints = endpoints;
+        self
+    }
+
+    /// The OAuth endpoints (the test override included).
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// The clock expiries are read against.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    /// The clock, shared.
+    pub fn clock_arc(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    fn auth(&self) -> std::sync::RwLockReadGuard<'_, AuthFile> {
+        match self.auth.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn replace_auth(&self, text: Option<&str>) {
+        let parsed = AuthFile::parse(text);
+        match self.auth.write() {
+            Ok(mut guard) => *guard = parsed,
+            Err(poisoned) => *poisoned.into_inner() = parsed,
+        }
+    }
+
+    fn store(&self) -> Result<&Arc<dyn CredentialStore>, AiError> {
+        self.store.as_ref().ok_or_else(|| AiError::Config {
+            message: "auth.json cannot be written in this process".to_owned(),
+        })
+    }
+
+    /// Re-reads `auth.json` (after another process or a sign-in changed it).
+    pub fn reload(&self) -> Result<(), AiError> {
+        let text = self.store()?.read()?;
+        self.replace_auth(text.as_deref());
+        Ok(())
+    }
+
+    /// Stores a credential for the provider (a sign-in's result), under the lock.
+    pub fn save(&self, provider: &str, credential: Value) -> Result<(), AiError> {
+        let mut credential = Some(credential);
+        let text = self.store()?.modify(provider, &mut |_| {
+            Ok(credential.take().map_or(Change::Keep, Change::Set))
+        })?;
+        self.replace_auth(text.as_deref());
+        Ok(())
+    }
+
+    /// Removes the provider's stored credential; `false` when there was none.
+    pub fn remove(&self, provider: &str) -> Result<bool, AiError> {
+        let mut existed = false;
+        let text = self.store()?.modify(provider, &mut |entry| {
+            existed = entry.is_some();
+            Ok(if existed {
+                Change::Remove
+            } else {
+                Change::Keep
+            })
+        })?;
+        self.replace_auth(text.as_deref());
+        Ok(existed)
+    }
+
+    /// The stored entries: provider, `type`, and for OAuth ones the expiry (Unix ms).
+    pub fn stored(&self) -> Vec<(String, String, Option<i64>)> {
+        let auth = self.auth();
+        auth.list()
+            .into_iter()
+            .map(|(provider, kind)| {
+                let expires = match auth.get(&provider) {
+                    Some(StoredCredential::OAuth { expires, .. }) => expires,
+                    _ => None,
+                };
+                (provider, kind, expires)
+            })
+            .collect()
+    }
+
+    /// Refreshes the provider's OAuth token under the store's lock when `needs` says so of
+    /// the entry read under the lock (another process may have refreshed it meanwhile), and
+    /// re-reads the file.
+    fn refresh_locked(
+        &self,
+        provider: OAuthProvider,
+        needs: &dyn Fn(&Map<String, Value>) -> bool,
+    ) -> Result<(), AiError> {
+        let store = self.store()?.clone();
+        let endpoints = self.endpoints.clone();
+        let clock = self.clock.clone();
+        let text = store.modify(provider.id(), &mut |entry| {
+            let Some(entry) = entry
+                .and_then(Value::as_object)
+                .filter(|entry| entry.get("type").and_then(Value::as_str) == Some("oauth"))
+            else {
+                return Ok(Change::Keep); // logged out meanwhile
+            };
+            if !needs(entry) {
+                return Ok(Change::Keep); // another process refreshed
+            }
+            let refreshed = run_async({
+                let endpoints = endpoints.clone();
+                let entry = entry.clone();
+                let now = clock.now_ms();
+                async move {
+                    let http = oauth::http_client()?;
+                    oauth::refresh(provider, &endpoints, &http, &entry, now).await
+                }
+            })
+            .map_err(|error| refresh_error(provider.id(), &error))?;
+            Ok(Change::Set(refreshed))
+        })?;
+        self.replace_auth(text.as_deref());
+        Ok(())
+    }
+
+    /// After the provider rejected `rejected` (HTTP 401): refreshes the token once when the
+    /// stored one is still that token; `true` when a different token is now stored (refreshed
+    /// here or by another process), so the request is worth repeating.
+    pub fn refresh_rejected(&self, provider: &str, rejected: &str) -> Result<bool, AiError> {
+        let Some(oauth_provider) = OAuthProvider::from_id(provider) else {
+            return Ok(false);
+        };
+        if self.store.is_none() || !self.holds_oauth(provider) {
+            return Ok(false);
+        }
+        let _ = self.reload();
+        let rejected_owned = rejected.to_owned();
+        self.refresh_locked(oauth_provider, &move |entry| {
+            entry.get("access").and_then(Value::as_str) == Some(rejected_owned.as_str())
+        })?;
+        Ok(match self.auth().get(provider) {
+            Some(StoredCredential::OAuth {
+                access: Some(access),
+                ..
+            }) => access != rejected,
+            _ => false,
+        })
+    }
+
+    /// Whether the provider's credential is a sign-in this process can refresh (an OAuth
+    /// entry of an OAuth provider, with a refresh token, and a store to write it to).
+    pub fn may_refresh(&self, provider: &str) -> bool {
+        self.store.is_some()
+            && !self.runtime.contains_key(provider)
+            && OAuthProvider::from_id(provider).is_some()
+            && matches!(
+                self.auth().get(provider),
+                Some(StoredCredential::OAuth {
+                    refreshable: true,
+                    ..
+                })
+            )
+    }
+
+    fn holds_oauth(&self, provider: &str) -> bool {
+        matches!(
+            self.auth().get(provider),
+            Some(StoredCredential::OAuth { .. })
+        )
+    }
+
+    /// The access token and enterprise domain of the provider's OAuth entry, if it has one.
+    fn oauth_access(&self, provider: &str) -> Option<(String, Option<String>)> {
+        let auth = self.auth();
+        let entry = auth.raw(provider)?;
+        if entry.get("type").and_then(Value::as_str) != Some("oauth") {
+            return None;
+        }
+        let access = entry.get("access")?.as_str()?.to_owned();
+        let enterprise = entry
+            .get("enterpriseUrl")
+            .and_then(Value::as_str)
+            .and_then(oauth::normalize_domain);
+        Some((access, enterprise))
     }
 
     /// Sets the runtime key of a provider (`--api-key`), which wins over everything.
@@ -236,9 +490,9 @@ impl Credentials {
         self.resolver.as_ref()
     }
 
-    /// Returns the parsed `auth.json`.
-    pub fn auth_file(&self) -> &AuthFile {
-        &self.auth
+    /// Returns the parse error of `auth.json`, if it was unreadable.
+    pub fn auth_error(&self) -> Option<String> {
+        self.auth().error().map(str::to_owned)
     }
 
     /// Whether any key source is configured for the provider, without running commands or
@@ -249,7 +503,7 @@ impl Credentials {
 
     /// Whether the runtime key or `auth.json` has an entry for the provider.
     pub fn has_stored(&self, provider: &str) -> bool {
-        self.runtime.contains_key(provider) || self.auth.has(provider)
+        self.runtime.contains_key(provider) || self.auth().has(provider)
     }
 
     /// Returns the provider's key from the runtime key, `auth.json` or the environment
@@ -290,21 +544,50 @@ impl Credentials {
         if let Some(key) = self.runtime.get(provider).filter(|key| !key.is_empty()) {
             return Ok(Some(Some(key.clone())));
         }
-        match self.auth.get(provider) {
+        let stored = self.auth().get(provider);
+        match stored {
             Some(StoredCredential::ApiKey { key }) => return Ok(Some(self.resolve_cached(&key))),
-            Some(StoredCredential::OAuth { access, expires }) => {
-                if !OAUTH_PROVIDERS.contains(&provider) {
+            Some(StoredCredential::OAuth {
+                access,
+                expires,
+                refreshable,
+            }) => {
+                let Some(oauth_provider) = OAuthProvider::from_id(provider) else {
                     return Ok(Some(None));
-                }
-                let fresh = expires.is_some_and(|expires| self.clock.now_ms() < expires);
-                return match access {
-                    Some(access) if fresh => Ok(Some(Some(access))),
-                    _ => Err(AiError::Auth {
-                        message: format!(
-                            "Authentication failed for \"{provider}\". Credentials may have expired or network is unavailable. Run '/login {provider}' to re-authenticate."
-                        ),
-                    }),
                 };
+                let now = self.clock.now_ms();
+                let expires_soon = |expires: Option<i64>| {
+                    expires.is_none_or(|expires| now + oauth::EXPIRY_MARGIN_MS >= expires)
+                };
+                if expires_soon(expires) && refreshable && self.store.is_some() {
+                    // 1.6.0 refreshes a token with less than five minutes left; the check is
+                    // repeated under the lock.
+                    self.refresh_locked(oauth_provider, &|entry| {
+                        expires_soon(
+                            entry
+                                .get("expires")
+                                .and_then(Value::as_f64)
+                                .map(|ms| ms as i64),
+                        )
+                    })?;
+                    if let Some(StoredCredential::OAuth {
+                        access: Some(access),
+                        expires: Some(expires),
+                        ..
+                    }) = self.auth().get(provider)
+                        && now < expires
+                    {
+                        return Ok(Some(Some(access)));
+                    }
+                } else if let Some(access) = access.filter(|_| expires.is_some_and(|e| now < e)) {
+                    return Ok(Some(Some(access)));
+                }
+                return Err(AiError::Auth {
+                    message: format!(
+                        "Authentication failed for \"{provider}\": the stored sign-in has expired. {}",
+                        login_hint(provider)
+                    ),
+                });
             }
             Some(StoredCredential::Other) | None => {}
         }
@@ -564,10 +847,20 @@ pub fn request_auth(
         set_header(&mut headers, "Authorization", &format!("Bearer {key}"));
     }
     let (provider_env, cloud) = provider_settings(model, api_key.as_deref(), resolver);
+    let mut base_url = resolve_base_url(model, resolver)?;
+    // A Copilot token names its API host (`proxy-ep`); 1.6.0's `toAuth` uses it.
+    if model.provider == "github-copilot"
+        && let Some((access, enterprise)) = credentials.oauth_access(&model.provider)
+        && api_key.as_deref() == Some(access.as_str())
+    {
+        base_url = credentials
+            .endpoints
+            .copilot_base_url(&access, enterprise.as_deref());
+    }
     Ok(RequestAuth {
         api_key,
         headers,
-        base_url: resolve_base_url(model, resolver)?,
+        base_url,
         provider_env,
         cloud,
     })
@@ -699,6 +992,47 @@ pub fn available_models<'a>(
         .iter()
         .filter(|model| has_configured_auth(registry, credentials, model))
         .collect()
+}
+
+/// A refresh failure as the session reports it: what failed (never a token) and what to run.
+fn refresh_error(provider: &str, error: &OAuthError) -> AiError {
+    let message = if error.is_refusal() {
+        format!(
+            "Authentication failed for \"{provider}\": the provider refused the stored sign-in ({error}). {}",
+            login_hint(provider)
+        )
+    } else {
+        format!(
+            "Authentication failed for \"{provider}\": the token could not be refreshed ({error}). Check the network, or {}",
+            lowercase_first(&login_hint(provider))
+        )
+    };
+    AiError::Auth { message }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Runs a future to completion from blocking code, on a thread of its own with its own
+/// runtime (the caller may be a runtime's blocking thread or none).
+fn run_async<T: Send + 'static>(
+    future: impl std::future::Future<Output = Result<T, OAuthError>> + Send + 'static,
+) -> Result<T, OAuthError> {
+    let worker = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| OAuthError::Invalid(format!("cannot start a runtime: {error}")))?;
+        runtime.block_on(future)
+    });
+    worker
+        .join()
+        .unwrap_or_else(|_| Err(OAuthError::Invalid("the refresh thread failed".to_owned())))
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub mod google;
 pub mod google_auth;
 pub mod mistral;
 pub mod models;
+pub mod oauth;
 pub mod openai;
 pub mod partial_json;
 pub mod proxy;

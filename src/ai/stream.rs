@@ -581,6 +581,11 @@ impl AssistantStream {
         self.decoder.message()
     }
 
+    /// Puts an event taken with [`Self::next`] back, to be returned next.
+    pub fn push_front(&mut self, event: StreamEvent) {
+        self.queue.push_front(event);
+    }
+
     /// Returns the next event, or `None` after the terminal `done`/`error` event.
     pub async fn next(&mut self) -> Option<StreamEvent> {
         loop {

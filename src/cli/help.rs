@@ -154,6 +154,10 @@ pub(crate) fn help_text() -> String {
             "Push this machine's sessions to a remote archive and pull everyone else's",
         ),
         (
+            "auth",
+            "Sign in to providers (login, logout, status) in <agent dir>/auth.json",
+        ),
+        (
             "help",
             "Print this message or the help of the given command",
         ),

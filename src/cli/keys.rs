@@ -139,12 +139,34 @@ pub fn load_model_registry(env: &Env) -> ModelRegistry {
 /// as empty and is reported by [`AuthFile::error`]).
 pub fn load_credentials(env: &Env, clock: Arc<dyn Clock>) -> Credentials {
     let path = env.agent_dir().join("auth.json");
-    let text = std::fs::read_to_string(path).ok();
+    let text = std::fs::read_to_string(&path).ok();
     Credentials::new(
         AuthFile::parse(text.as_deref()),
         Arc::new(ShellKeyResolver::new(env)),
         clock,
     )
+    .with_store(
+        Arc::new(crate::cli::auth_store::FileCredentialStore::new(path)),
+        oauth_endpoints(env),
+    )
+}
+
+/// The OAuth endpoints: 1.6.0's, unless the test-only `PI_TEST_OAUTH_BASE`
+/// (`http://127.0.0.1:<port>` of a test's authorization server) replaces their origin;
+/// `PI_OAUTH_CALLBACK_HOST` is the host the loopback callback binds (1.6.0's variable);
+/// `BROWSER` the program that opens the authorization URL.
+pub fn oauth_endpoints(env: &Env) -> crate::ai::oauth::Endpoints {
+    let var = |name: &str| {
+        env.vars()
+            .get(name)
+            .filter(|value| !value.trim().is_empty())
+            .cloned()
+    };
+    crate::ai::oauth::Endpoints {
+        test_base: var("PI_TEST_OAUTH_BASE"),
+        callback_host: var("PI_OAUTH_CALLBACK_HOST"),
+        browser: var("BROWSER"),
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! write to the terminal; `cli/config.rs` is the only reader of the environment.
 
 pub mod agent_args;
+pub mod auth;
+pub mod auth_store;
 pub mod autoimport;
 pub mod config;
 pub mod db;
@@ -92,9 +94,6 @@ fn unimplemented_word(word: &str) -> Option<String> {
         ));
     }
     match word {
-        "auth" => Some(
-            "`pi auth` (sign-in from the command line) is not implemented by pi; set the provider's API key in the environment or in <agent dir>/auth.json".to_owned(),
-        ),
         _ => None,
     }
 }
@@ -125,6 +124,10 @@ fn help(after: &[OsString]) -> Result<ExitCode> {
                 Err(error) => Err(UsageError(clap_error_line(&error)).into()),
                 Ok(_) => Ok(ExitCode::SUCCESS),
             }
+        }
+        [command, ..] if command == "auth" => {
+            auth::print_help();
+            Ok(ExitCode::SUCCESS)
         }
         [command, ..] => Err(UsageError(match unimplemented_word(command) {
             Some(answer) => answer,
@@ -276,6 +279,13 @@ fn dispatch(args: Vec<OsString>, env: Env) -> Result<ExitCode> {
                 .map(|arg| arg.to_string_lossy().into_owned())
                 .collect();
             return mcp::run_mcp(&rest, &env);
+        }
+        if word == "auth" {
+            let rest: Vec<String> = args[idx + 1..]
+                .iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            return auth::run(&rest, env);
         }
         if let Some(answer) = unimplemented_word(&word) {
             return Err(UsageError(answer).into());

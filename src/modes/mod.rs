@@ -7,6 +7,7 @@
 //! reads the environment.
 
 pub mod html;
+pub mod login;
 pub mod print;
 pub mod render;
 pub mod repl;
@@ -145,6 +146,7 @@ pub fn setup_help(agent_dir: &Path) -> String {
     let auth = agent_dir.join("auth.json");
     [
         "No model available. Configure one of:".to_owned(),
+        "  - a subscription or API key saved by `pi auth login <provider>` (or /login): anthropic, openai-codex, github-copilot sign in with an account".to_owned(),
         "  - an API key in the environment: ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GROQ_API_KEY, XAI_API_KEY, DEEPSEEK_API_KEY, …".to_owned(),
         format!(
             "  - a key in {}: {{\"anthropic\": {{\"type\": \"api_key\", \"key\": \"sk-…\"}}}}",

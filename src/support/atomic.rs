@@ -22,6 +22,16 @@ pub fn write_atomically<E: From<io::Error>>(
     target: &Path,
     write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
 ) -> Result<(), E> {
+    write_atomically_with_mode(target, 0o666, write)
+}
+
+/// [`write_atomically`] with the temporary file (and so the target) created with `mode`
+/// (less the umask): 0600 for files that hold secrets (`auth.json`).
+pub fn write_atomically_with_mode<E: From<io::Error>>(
+    target: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+) -> Result<(), E> {
     if let Some(dir) = target.parent()
         && !dir.as_os_str().is_empty()
     {
@@ -40,7 +50,16 @@ pub fn write_atomically<E: From<io::Error>>(
         std::process::id()
     ));
     let result = (|| -> Result<(), E> {
-        let file = fs::File::create(&temp).map_err(|error| with_path("create", &temp, error))?;
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(mode)
+                .open(&temp)
+        }
+        .map_err(|error| with_path("create", &temp, error))?;
         let mut out = BufWriter::new(file);
         write(&mut out)?;
         let file = out

@@ -385,8 +385,8 @@ fn every_help_text_matches_its_snapshot() {
     }
     assert_eq!(
         seen.len(),
-        // pi; its 7 commands; sessions' 6, db's 4, mcp's 4 and remote's 3 subcommands
-        1 + 7 + 6 + 4 + 4 + 3,
+        // pi; its 8 commands; sessions' 6, db's 4, mcp's 4 and remote's 3 subcommands
+        1 + 8 + 6 + 4 + 4 + 3,
         "help texts checked: {seen:?}"
     );
 }
@@ -440,15 +440,15 @@ fn pi_help_with_command_words_is_that_commands_help() {
 #[test]
 fn pi_help_with_an_unknown_word_exits_2_with_one_line() {
     let env = TestEnv::new();
-    for (word, says) in [
-        ("install", "packages"),
-        ("auth", "sign-in"),
-        ("bogus", "no command"),
-    ] {
+    for (word, says) in [("install", "packages"), ("bogus", "no command")] {
         let output = env.pi().args(["help", word]).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{word}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(says), "{word}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{word}: {stderr}");
     }
+    // `pi auth` is pi's now (issue 27).
+    let output = env.pi().args(["help", "auth"]).output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("pi auth login [PROVIDER]"));
 }

@@ -119,7 +119,8 @@ fn failing_commands_print_one_line_without_repeating_themselves() {
         vec!["import".into(), path(&headerless)],
         vec!["import".into(), path(&dir.join("missing.jsonl"))],
         vec!["install".into(), "x".into()],
-        vec!["auth".into(), "login".into(), "anthropic".into()],
+        vec!["auth".into(), "login".into(), "no-such-provider".into()],
+        vec!["auth".into(), "frobnicate".into()],
         vec!["mcp".into(), "login".into(), "x".into()],
         vec!["help".into(), "no-such-command".into()],
         vec![

@@ -41,6 +41,10 @@ pub enum Command {
     Copy,
     /// `/hotkeys`: the keys the REPL knows.
     Hotkeys,
+    /// `/login [PROVIDER]`: sign in with an account (OAuth).
+    Login(Option<String>),
+    /// `/logout [PROVIDER]`: remove a stored credential.
+    Logout(Option<String>),
     /// `/expand`: the whole output of the last `!` command.
     Expand,
     /// `/import FILE.jsonl`: import a JSONL session and switch to it.
@@ -121,6 +125,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "MCP servers: status; reconnect, enable or disable SERVER",
     ),
     ("hotkeys", "Show the keys the REPL knows"),
+    (
+        "login",
+        "Sign in with an account: /login [anthropic|openai-codex|github-copilot]",
+    ),
+    ("logout", "Remove a stored credential: /logout [PROVIDER]"),
     (
         "expand",
         "Show the whole output of the last !command (long output is folded)",
@@ -268,6 +277,10 @@ pub fn parse(line: &str) -> Input {
         Command::Copy
     } else if exact("hotkeys") {
         Command::Hotkeys
+    } else if let Some(args) = argument(text, "login") {
+        Command::Login(owned(args))
+    } else if let Some(args) = argument(text, "logout") {
+        Command::Logout(owned(args))
     } else if exact("expand") {
         Command::Expand
     } else if exact("reload") {

@@ -56,6 +56,8 @@ struct Request {
     prompt: String,
     initial: String,
     history: bool,
+    /// Shown as `*`s, kept out of the history (an API key).
+    secret: bool,
 }
 
 /// The editor thread's handle.
@@ -99,6 +101,7 @@ impl LineEditor {
             prompt,
             initial: crate::support::term::text(initial).into_owned(),
             history,
+            secret: false,
         };
         let sent = self
             .requests
@@ -116,6 +119,28 @@ impl LineEditor {
 }
 
 impl LineEditor {
+    /// Reads a line shown as `*`s and kept out of the history (an API key typed at `/login`).
+    pub async fn read_secret(&mut self, prompt: &str) -> Reply {
+        let request = Request {
+            prompt: crate::support::term::line(prompt).into_owned(),
+            initial: String::new(),
+            history: false,
+            secret: true,
+        };
+        let sent = self
+            .requests
+            .as_ref()
+            .is_some_and(|requests| requests.send(request).is_ok());
+        if !sent {
+            return Reply::Failed("the line editor stopped".to_owned());
+        }
+        match self.replies.recv().await {
+            Some(Ok(reply)) => reply,
+            Some(Err(error)) => Reply::Failed(error),
+            None => Reply::Failed("the line editor stopped".to_owned()),
+        }
+    }
+
     /// Lets the editor thread go without waiting for it (it may be blocked reading the
     /// terminal); for an exit on a signal, where the process ends next.
     pub fn detach(&mut self) {
@@ -202,6 +227,8 @@ impl ConditionalEventHandler for Esc {
 struct Helper {
     commands: Arc<Mutex<Vec<String>>>,
     cwd: Arc<Mutex<PathBuf>>,
+    /// The line being read is a secret: drawn as `*`s.
+    masked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Completer for Helper {
@@ -240,6 +267,23 @@ impl Hinter for Helper {
 }
 
 impl Highlighter for Helper {
+    fn highlight<'l>(&self, line: &'l str, _pos: usize) -> Cow<'l, str> {
+        if self.masked.load(std::sync::atomic::Ordering::SeqCst) {
+            Cow::Owned("*".repeat(line.chars().count()))
+        } else {
+            Cow::Borrowed(line)
+        }
+    }
+
+    fn highlight_char(
+        &self,
+        _line: &str,
+        _pos: usize,
+        _kind: rustyline::highlight::CmdKind,
+    ) -> bool {
+        self.masked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
         &'s self,
         prompt: &'p str,
@@ -297,9 +341,11 @@ fn editor_thread(
             return;
         }
     };
+    let masked = Arc::new(std::sync::atomic::AtomicBool::new(false));
     editor.set_helper(Some(Helper {
         commands: config.commands.clone(),
         cwd: config.cwd.clone(),
+        masked: masked.clone(),
     }));
     editor.bind_sequence(
         KeyEvent::ctrl('C'),
@@ -323,7 +369,9 @@ fn editor_thread(
         let _ = editor.load_history(path);
     }
     while let Ok(request) = requests.recv() {
+        masked.store(request.secret, std::sync::atomic::Ordering::SeqCst);
         let result = editor.readline_with_initial(&request.prompt, (&request.initial, ""));
+        masked.store(false, std::sync::atomic::Ordering::SeqCst);
         let reply = match result {
             Ok(_) if double.swap(false, std::sync::atomic::Ordering::SeqCst) => {
                 Ok(Reply::DoubleEscape)

@@ -22,6 +22,7 @@
 pub mod command;
 pub mod editor;
 mod lease;
+mod login;
 pub mod typeahead;
 pub mod ui;
 
@@ -379,7 +380,7 @@ const HOTKEYS: &[&str] = &[
 ];
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
-const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog", "login", "logout"];
+const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog"];
 
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
@@ -1186,6 +1187,8 @@ impl Repl {
             Command::Share => self.share().await?,
             Command::Copy => self.copy()?,
             Command::Hotkeys => self.hotkeys()?,
+            Command::Login(provider) => self.login(provider.as_deref()).await?,
+            Command::Logout(provider) => self.logout(provider.as_deref()).await?,
             Command::Expand => self.expand()?,
             Command::Import(path) => self.import(path.as_deref()).await?,
         }

@@ -19,7 +19,7 @@ pub enum SessionError {
     NoModel,
     /// The model's provider has no key.
     #[error(
-        "No API key found for {provider}. Set the provider's API key environment variable, add it to auth.json, or pass --api-key"
+        "No API key found for {provider}. Run `pi auth login {provider}` (or /login {provider}), set the provider's API key environment variable, or pass --api-key"
     )]
     NoApiKey {
         /// The provider.

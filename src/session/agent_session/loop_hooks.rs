@@ -76,6 +76,35 @@ impl LoopHooks for RunHooks<'_> {
         Box::pin(self.session.stream_options(model))
     }
 
+    fn may_recover_auth(&self, model: &Model) -> bool {
+        self.session
+            .config()
+            .credentials
+            .may_refresh(&model.provider)
+    }
+
+    fn recover_auth<'a>(
+        &'a self,
+        model: &'a Model,
+        rejected: Option<&'a str>,
+    ) -> BoxFuture<'a, bool> {
+        let credentials = self.session.config().credentials.clone();
+        let provider = model.provider.clone();
+        let rejected = rejected.map(str::to_owned);
+        Box::pin(async move {
+            let Some(rejected) = rejected else {
+                return false;
+            };
+            tokio::task::spawn_blocking(move || {
+                credentials
+                    .refresh_rejected(&provider, &rejected)
+                    .unwrap_or(false)
+            })
+            .await
+            .unwrap_or(false)
+        })
+    }
+
     fn convert_to_llm(&self, messages: &[AgentMessage]) -> Vec<LlmMessage> {
         let converted = convert::convert_to_llm(messages);
         if self.session.with_settings(|settings| settings.block_images) {

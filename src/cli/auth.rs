@@ -1,0 +1,174 @@
+//! `pi auth login|logout|status [provider]`: signing in from the command line (1.6.0's
+//! `pi auth login <provider>` / `logout <provider>`; `status` is pi's), through
+//! `modes::login` with a terminal that prompts on stderr and reads stdin (an API key with the
+//! terminal's echo off).
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::agent::tool::BoxFuture;
+use crate::ai::oauth::callback::CallbackServer;
+use crate::cli::UsageError;
+use crate::cli::config::Env;
+use crate::cli::keys;
+use crate::modes::login::{self, LoginUi, Pasted};
+
+const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
+
+/// Runs `pi auth …` (`args`: what follows the word `auth`).
+pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
+    let (options, args) = login::login_options(args);
+    let args = args.as_slice();
+    if (options.api_key || options.no_browser) && args.first().map(String::as_str) != Some("login")
+    {
+        return Err(UsageError(format!(
+            "--api-key and --no-browser are options of `pi auth login` ({USAGE})"
+        ))
+        .into());
+    }
+    let (command, provider) = match args {
+        [command] => (command.as_str(), None),
+        [command, provider] => (command.as_str(), Some(provider.as_str())),
+        [] => return Err(UsageError(format!("`pi auth` needs a command ({USAGE})")).into()),
+        _ => return Err(UsageError(format!("too many arguments ({USAGE})")).into()),
+    };
+    if matches!(command, "--help" | "-h" | "help") {
+        print_help();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let credentials = keys::load_credentials(&env, env.clock());
+    let registry = keys::load_model_registry(&env);
+    match command {
+        "status" => {
+            for line in login::status(&credentials, provider) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        "logout" => {
+            let Some(provider) = provider else {
+                return Err(
+                    UsageError(format!("`pi auth logout` needs a provider ({USAGE})")).into(),
+                );
+            };
+            println!("{}", login::logout(provider, &credentials)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        "login" => {
+            let mut ui = TerminalUi;
+            let provider = match provider {
+                Some(provider) => provider.to_owned(),
+                None => {
+                    for (id, name) in login::oauth_providers() {
+                        ui.say(&format!("  {id:<16} {name}"));
+                    }
+                    ui.say("  or any API-key provider (openai, google, openrouter, …)");
+                    read_line("Provider: ", false)
+                        .filter(|line| !line.trim().is_empty())
+                        .map(|line| line.trim().to_owned())
+                        .ok_or(login::LoginError::Cancelled)?
+                }
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let known = |id: &str| registry.all().iter().any(|model| model.provider == id);
+            let done = runtime.block_on(login::login(
+                &provider,
+                &credentials,
+                &mut ui,
+                &known,
+                options,
+            ))?;
+            println!("{done}");
+            // A stdin reader may still wait for a paste that will not come.
+            runtime.shutdown_background();
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(UsageError(format!(
+            "unknown auth command \"{}\" ({USAGE})",
+            crate::support::term::line(other)
+        ))
+        .into()),
+    }
+}
+
+/// `pi auth --help` (also `pi help auth`).
+pub fn print_help() {
+    println!(
+        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n                     --api-key: save an API key instead; --no-browser: the headless method (Anthropic's code page, Codex's device code)\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+    );
+}
+
+/// Prompts on stderr and reads one line of stdin (`secret`: with the terminal's echo off).
+fn read_line(question: &str, secret: bool) -> Option<String> {
+    let mut stderr = std::io::stderr();
+    let _ = write!(stderr, "{question}");
+    let _ = stderr.flush();
+    let stdin = std::io::stdin();
+    let restore = if secret && stdin.is_terminal() {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        tcgetattr(&stdin).ok().inspect(|original| {
+            let mut quiet = original.clone();
+            quiet.local_flags.remove(LocalFlags::ECHO);
+            let _ = tcsetattr(&stdin, SetArg::TCSANOW, &quiet);
+        })
+    } else {
+        None
+    };
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    if let Some(original) = restore {
+        let _ = nix::sys::termios::tcsetattr(&stdin, nix::sys::termios::SetArg::TCSANOW, &original);
+        let _ = writeln!(stderr);
+    }
+    match read {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_owned()),
+    }
+}
+
+/// The terminal of `pi auth login`: lines to stderr, answers from stdin.
+struct TerminalUi;
+
+impl LoginUi for TerminalUi {
+    fn say(&mut self, text: &str) {
+        eprintln!("{}", crate::support::term::line(text));
+    }
+
+    fn ask<'a>(&'a mut self, question: &'a str, secret: bool) -> BoxFuture<'a, Option<String>> {
+        let question = question.to_owned();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || read_line(&question, secret))
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+
+    fn code_or_paste<'a>(
+        &'a mut self,
+        question: &'a str,
+        callback: &'a mut CallbackServer,
+    ) -> BoxFuture<'a, Pasted> {
+        let question = question.to_owned();
+        Box::pin(async move {
+            let paste = tokio::task::spawn_blocking(move || read_line(&question, false));
+            tokio::select! {
+                biased;
+                code = callback.wait() => Pasted::Callback(code),
+                line = paste => match line.ok().flatten() {
+                    Some(line) if !line.trim().is_empty() => Pasted::Input(line),
+                    // An empty line: the browser may still come.
+                    Some(_) => Pasted::Callback(callback.wait().await),
+                    // Input ended: nobody is there to finish the sign-in, unless the browser
+                    // just did.
+                    None => callback.try_take().map_or(Pasted::Closed, Pasted::Callback),
+                },
+            }
+        })
+    }
+}
