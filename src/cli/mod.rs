@@ -88,14 +88,11 @@ const PACKAGE_WORDS: &[&str] = &["install", "remove", "uninstall", "update", "li
 /// The one-line answer (exit 2) to a command word of the reference that pi does not implement:
 /// never a prompt to the model.
 fn unimplemented_word(word: &str) -> Option<String> {
-    if PACKAGE_WORDS.contains(&word) {
-        return Some(format!(
+    PACKAGE_WORDS.contains(&word).then(|| {
+        format!(
             "`pi {word}` manages the reference's packages and is not implemented by pi; use the reference CLI for packages"
-        ));
-    }
-    match word {
-        _ => None,
-    }
+        )
+    })
 }
 
 /// `pi help [COMMAND]`: the main help, or a command's (`pi COMMAND --help`); `after` is what
