@@ -407,7 +407,8 @@ mod tests {
                 pending.push(child);
             }
         }
-        assert_eq!(checked, 4 + 6 + 4, "commands checked");
+        // sessions, import, export, db, remote, sync; sessions' 6, db's 4, remote's 3
+        assert_eq!(checked, 6 + 6 + 4 + 3, "commands checked");
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::store::search::{Query, snippet};
 use crate::support::clock::iso_from_ms;
 use crate::support::json::to_js_string;
 
-/// Manage the remote archives this agent dir syncs with
+/// Manage the remote archives (PostgreSQL) this agent dir syncs with
 #[derive(Debug, Args)]
 pub struct RemoteArgs {
     /// What to do
