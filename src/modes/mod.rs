@@ -8,6 +8,7 @@
 
 pub mod html;
 pub mod login;
+pub mod markdown;
 pub mod print;
 pub mod render;
 pub mod repl;

@@ -17,6 +17,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::markdown::{Blocks, Rendered};
 use crate::agent::AgentEvent;
 use crate::agent::tool::ToolOutput;
 use crate::ai::StreamEvent;
@@ -303,6 +304,56 @@ enum Column {
     Thinking,
 }
 
+/// The terminal's size as (rows, columns), asked whenever a streamed line is rewritten
+/// (`None`: unknown; 24 × 80 is assumed).
+pub type ScreenSize = Box<dyn Fn() -> Option<(usize, usize)> + Send>;
+
+/// Streamed answers rendered as Markdown ([`super::markdown`]): a line is shown as it arrives,
+/// then rewritten in place, rendered, when it ends (the rows it took are cleared and the
+/// rendered line written there); table rows stay as written until the table is known.
+struct MarkdownStream {
+    blocks: Blocks,
+    size: ScreenSize,
+    /// The current line as the model wrote it, not yet ended.
+    line: String,
+    /// The columns the current line takes as shown.
+    line_columns: usize,
+    /// The rows each held line takes as shown (oldest first).
+    held_rows: Vec<usize>,
+}
+
+impl MarkdownStream {
+    fn size(&self) -> (usize, usize) {
+        let (rows, columns) = (self.size)().unwrap_or((24, 80));
+        (rows.max(2), columns.max(1))
+    }
+}
+
+/// The column after `text` (as shown: escaped) is written from column `start`.
+fn advance_columns(start: usize, text: &str) -> usize {
+    text.chars().fold(start, |column, ch| match ch {
+        '\t' => (column / 8 + 1) * 8,
+        _ => column + unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0),
+    })
+}
+
+/// The columns a rendered line takes (its SGR codes take none).
+fn shown_columns(line: &str) -> usize {
+    let mut columns = 0;
+    let mut rest = line;
+    while let Some(start) = rest.find('\x1b') {
+        columns = advance_columns(columns, &rest[..start]);
+        let after = &rest[start..];
+        rest = after.find('m').map_or("", |end| &after[end + 1..]);
+    }
+    advance_columns(columns, rest)
+}
+
+/// The terminal rows a line `columns` wide takes on a screen `width` wide.
+fn rows_of(columns: usize, width: usize) -> usize {
+    columns.div_ceil(width).max(1)
+}
+
 /// Writes session events and transcripts for people.
 pub struct Renderer<W: Write> {
     out: W,
@@ -311,6 +362,8 @@ pub struct Renderer<W: Write> {
     column: Column,
     /// Whether the current assistant message streamed any text or thinking.
     streamed: bool,
+    /// Answers rendered as Markdown (only with colour on a terminal).
+    markdown: Option<MarkdownStream>,
 }
 
 impl<W: Write> Renderer<W> {
@@ -322,6 +375,29 @@ impl<W: Write> Renderer<W> {
             home: home.map(Path::to_path_buf),
             column: Column::Start,
             streamed: false,
+            markdown: None,
+        }
+    }
+
+    /// Renders the model's answers as Markdown for a terminal of the given size (streamed
+    /// lines are rewritten in place, so `out` must be that terminal).
+    pub fn with_markdown(mut self, size: ScreenSize) -> Self {
+        let columns = size().map_or(80, |(_, columns)| columns);
+        self.markdown = Some(MarkdownStream {
+            blocks: Blocks::new(columns),
+            size,
+            line: String::new(),
+            line_columns: 0,
+            held_rows: Vec::new(),
+        });
+        self
+    }
+
+    /// The lines of an answer shown whole (not streamed): rendered when Markdown is on.
+    fn answer_lines(&self, text: &str) -> Vec<String> {
+        match &self.markdown {
+            Some(markdown) => Blocks::render_text(markdown.size().1, text),
+            None => vec![term::text(text).into_owned()],
         }
     }
 
@@ -337,6 +413,14 @@ impl<W: Write> Renderer<W> {
 
     /// Ends a partly written line (streamed text) so that the next output starts a line.
     pub fn finish_line(&mut self) -> io::Result<()> {
+        if self.column == Column::Text && self.markdown.is_some() {
+            self.markdown_line_end()?;
+        }
+        if let Some(markdown) = self.markdown.as_mut()
+            && let Some(rendered) = markdown.blocks.flush_held()
+        {
+            self.markdown_replace(rendered, None)?;
+        }
         if self.column != Column::Start {
             writeln!(self.out)?;
             self.column = Column::Start;
@@ -370,9 +454,106 @@ impl<W: Write> Renderer<W> {
         self.line(&text)
     }
 
+    /// Ends streamed text: what Markdown held is rendered, an open fence closed.
+    fn end_text(&mut self) -> io::Result<()> {
+        self.finish_line()?;
+        if let Some(markdown) = self.markdown.as_mut() {
+            let (_, columns) = markdown.size();
+            markdown.blocks = Blocks::new(columns);
+            markdown.held_rows.clear();
+        }
+        Ok(())
+    }
+
+    /// Streams answer text as Markdown: shown as it arrives, each line rewritten at its end.
+    fn stream_markdown(&mut self, delta: &str) -> io::Result<()> {
+        if self.column == Column::Thinking {
+            writeln!(self.out)?;
+            self.column = Column::Start;
+        }
+        for piece in delta.split_inclusive('\n') {
+            let (text, ends) = match piece.strip_suffix('\n') {
+                Some(text) => (text.strip_suffix('\r').unwrap_or(text), true),
+                None => (piece, false),
+            };
+            if !text.is_empty() {
+                let escaped = term::text(text);
+                write!(self.out, "{escaped}")?;
+                if let Some(markdown) = self.markdown.as_mut() {
+                    markdown.line.push_str(text);
+                    markdown.line_columns = advance_columns(markdown.line_columns, &escaped);
+                }
+                self.column = Column::Text;
+            }
+            if ends {
+                self.markdown_line_end()?;
+            }
+        }
+        self.streamed = true;
+        self.out.flush()
+    }
+
+    /// The current streamed line ended: rendered in its place, or held.
+    fn markdown_line_end(&mut self) -> io::Result<()> {
+        let Some(markdown) = self.markdown.as_mut() else {
+            return Ok(());
+        };
+        let (_, width) = markdown.size();
+        markdown.blocks.set_columns(width);
+        let line = std::mem::take(&mut markdown.line);
+        let rows = rows_of(markdown.line_columns, width);
+        markdown.line_columns = 0;
+        match markdown.blocks.push_line(&line) {
+            None => {
+                markdown.held_rows.push(rows);
+                writeln!(self.out)?;
+            }
+            Some(rendered) => self.markdown_replace(rendered, Some(rows))?,
+        }
+        self.column = Column::Start;
+        Ok(())
+    }
+
+    /// Writes `rendered` over the lines it replaces: the held lines and, when `current` gives
+    /// its rows, the line the cursor is on. Lines scrolled beyond the screen's top cannot be
+    /// reached: they are left as shown and the rendered lines written below them.
+    fn markdown_replace(&mut self, rendered: Rendered, current: Option<usize>) -> io::Result<()> {
+        let Some(markdown) = self.markdown.as_mut() else {
+            return Ok(());
+        };
+        let (screen_rows, width) = markdown.size();
+        let from_held = rendered.replaces - usize::from(current.is_some());
+        let keep = markdown.held_rows.len().saturating_sub(from_held);
+        let held: usize = markdown.held_rows.drain(keep..).sum();
+        let rows = held + current.unwrap_or(0);
+        // The cursor is on the current line's last row, or below the held lines.
+        let up = if current.is_some() { rows - 1 } else { rows };
+        if rows < screen_rows {
+            write!(self.out, "\r")?;
+            if up > 0 {
+                write!(self.out, "\x1b[{up}A")?;
+            }
+            write!(self.out, "\x1b[J")?;
+        } else if current.is_some() {
+            writeln!(self.out)?;
+        }
+        let first_held = rendered.lines.len() - rendered.still_held;
+        for (index, line) in rendered.lines.iter().enumerate() {
+            writeln!(self.out, "{}", term::output(line))?;
+            if index >= first_held {
+                markdown.held_rows.push(rows_of(shown_columns(line), width));
+            }
+        }
+        self.column = Column::Start;
+        Ok(())
+    }
+
     fn stream(&mut self, column: Column, delta: &str) -> io::Result<()> {
         if delta.is_empty() {
             return Ok(());
+        }
+        if column == Column::Text && self.markdown.is_some() {
+            return self.stream_markdown(delta);
         }
         if self.column != column && self.column != Column::Start {
             writeln!(self.out)?;
@@ -438,7 +619,9 @@ impl<W: Write> Renderer<W> {
                 if !self.streamed {
                     let text = message.text();
                     if !text.trim().is_empty() {
-                        self.line(&term::text(text.trim_end()))?;
+                        for line in self.answer_lines(text.trim_end()) {
+                            self.line(&line)?;
+                        }
                     }
                 }
                 if message.stop_reason == StopReason::Length {
@@ -458,6 +641,12 @@ impl<W: Write> Renderer<W> {
             AgentEvent::MessageStart { message } => {
                 if let AgentMessage::Assistant(_) = message {
                     self.streamed = false;
+                    // A message that ended without its text's end leaves no fence open.
+                    if let Some(markdown) = self.markdown.as_mut() {
+                        let (_, columns) = markdown.size();
+                        markdown.blocks = Blocks::new(columns);
+                        markdown.held_rows.clear();
+                    }
                 }
                 if let AgentMessage::Custom(custom) = message
                     && custom.display
@@ -475,7 +664,8 @@ impl<W: Write> Renderer<W> {
             AgentEvent::MessageUpdate { event, .. } => match event {
                 StreamEvent::TextDelta { delta, .. } => self.stream(Column::Text, delta),
                 StreamEvent::ThinkingDelta { delta, .. } => self.stream(Column::Thinking, delta),
-                StreamEvent::ThinkingEnd { .. } | StreamEvent::TextEnd { .. } => self.finish_line(),
+                StreamEvent::ThinkingEnd { .. } => self.finish_line(),
+                StreamEvent::TextEnd { .. } => self.end_text(),
                 _ => Ok(()),
             },
             AgentEvent::MessageEnd { message } => match message {
@@ -624,7 +814,9 @@ impl<W: Write> Renderer<W> {
                 for block in &assistant.content {
                     match block {
                         ContentBlock::Text(text) if !text.text.trim().is_empty() => {
-                            self.line(&term::text(text.text.trim_end()))?;
+                            for line in self.answer_lines(text.text.trim_end()) {
+                                self.line(&line)?;
+                            }
                         }
                         ContentBlock::Thinking(thinking)
                             if !thinking.thinking.trim().is_empty() =>
@@ -775,6 +967,126 @@ mod tests {
             end(assistant(StopReason::Stop, None, "Hello, world")),
         ]);
         assert_eq!(out, "Let me think.\nHello, world\n");
+    }
+
+    /// What a terminal `width` columns wide shows after `bytes`: printable characters wrap,
+    /// `\r`, `\n`, cursor up (`ESC [ n A`) and erase below (`ESC [ J`) move and clear, SGR
+    /// codes are dropped. Enough of a terminal to check the rewrites of streamed Markdown.
+    fn screen(bytes: &str, width: usize) -> String {
+        let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+        let (mut row, mut column) = (0usize, 0usize);
+        let mut chars = bytes.chars().peekable();
+        while let Some(ch) = chars.next() {
+            match ch {
+                '\r' => column = 0,
+                '\n' => {
+                    row += 1;
+                    column = 0;
+                    if rows.len() <= row {
+                        rows.push(Vec::new());
+                    }
+                }
+                '\x1b' => {
+                    assert_eq!(chars.next(), Some('['), "only CSI sequences are written");
+                    let mut parameter = String::new();
+                    let command = loop {
+                        let next = chars.next().expect("a whole sequence");
+                        if next.is_ascii_digit() || next == ';' {
+                            parameter.push(next);
+                        } else {
+                            break next;
+                        }
+                    };
+                    match command {
+                        'A' => row -= parameter.parse::<usize>().unwrap_or(1),
+                        'J' => {
+                            rows[row].truncate(column);
+                            rows.truncate(row + 1);
+                        }
+                        'm' => {}
+                        other => panic!("unexpected sequence {other}"),
+                    }
+                }
+                _ => {
+                    if column == width {
+                        row += 1;
+                        column = 0;
+                        if rows.len() <= row {
+                            rows.push(Vec::new());
+                        }
+                    }
+                    let line = &mut rows[row];
+                    if line.len() <= column {
+                        line.resize(column + 1, ' ');
+                    }
+                    line[column] = ch;
+                    column += 1;
+                }
+            }
+        }
+        let text: Vec<String> = rows.iter().map(|row| row.iter().collect()).collect();
+        text.join("\n").trim_end().to_owned()
+    }
+
+    #[test]
+    fn streamed_markdown_is_rewritten_in_place_line_by_line_and_tables_when_known() {
+        let width = 30;
+        let mut renderer = Renderer::new(Vec::new(), Palette::new(true), None)
+            .with_markdown(Box::new(move || Some((24, width))));
+        let long = "A long line with **bold** words that wraps over two rows";
+        let events = [
+            thinking("Hmm."),
+            delta("# Ti"),
+            delta("tle\nSome **bo"),
+            delta("ld** and `code`.\n"),
+            delta(&format!("{long}\n")),
+            delta("| k | v |\n|---|--:|\n| a | 10 |\n"),
+            delta("after\n```rust\nlet x = 1;\n```\n- item"),
+            SessionEvent::Agent(AgentEvent::MessageUpdate {
+                event: StreamEvent::TextEnd {
+                    content_index: 0,
+                    content: String::new(),
+                },
+                partial: None,
+            }),
+            end(assistant(StopReason::Stop, None, "")),
+        ];
+        let mut seen = Vec::new();
+        for event in &events {
+            renderer.event(event).unwrap();
+            seen.push(String::from_utf8(renderer.out.clone()).unwrap());
+        }
+        let out = String::from_utf8(renderer.out.clone()).unwrap();
+        let shown = screen(&out, width);
+        let wrapped: Vec<String> = "A long line with bold words that wraps over two rows"
+            .chars()
+            .collect::<Vec<_>>()
+            .chunks(width)
+            .map(|chunk| chunk.iter().collect())
+            .collect();
+        let expected = [
+            "Hmm.".to_owned(),
+            "Title".to_owned(),
+            "Some bold and code.".to_owned(),
+            wrapped.join("\n"),
+            "┌───┬────┐\n│ k │  v │\n├───┼────┤\n│ a │ 10 │\n└───┴────┘".to_owned(),
+            "after\n```rust\nlet x = 1;\n```\n- item".to_owned(),
+        ]
+        .join("\n");
+        assert_eq!(shown, expected, "{out:?}");
+        // While a line streams it is shown as written: the partial heading, the raw rows.
+        assert!(screen(&seen[1], width).ends_with("# Ti"), "{:?}", seen[1]);
+        assert!(
+            screen(&seen[5], width).ends_with("| k | v |\n|---|--:|\n| a | 10 |"),
+            "{:?}",
+            seen[5]
+        );
+        // Without Markdown (no colour) the text is written exactly as the model wrote it.
+        let plain = render(&[
+            delta("**x** `y`\n| a |\n"),
+            end(assistant(StopReason::Stop, None, "")),
+        ]);
+        assert_eq!(plain, "**x** `y`\n| a |\n");
     }
 
     #[test]

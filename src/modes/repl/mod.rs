@@ -96,6 +96,14 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     })
     .context("starting the line editor")?;
     let mut out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    if color {
+        // Colour means a terminal: answers are rendered as Markdown, in its size.
+        out = out.with_markdown(Box::new(|| {
+            console::Term::stdout()
+                .size_checked()
+                .map(|(rows, columns)| (usize::from(rows), usize::from(columns)))
+        }));
+    }
     // A stored session whose directory is gone: continue here, or do not open it.
     if let SessionTarget::Open(id) = &target {
         let missing = {
