@@ -175,6 +175,12 @@ impl Tmux {
         text.trim_end().to_owned()
     }
 
+    /// Returns the whole pane as [`Self::screen`] does, with its colours (SGR sequences).
+    pub fn screen_with_colours(&self) -> String {
+        let text = self.run(&["capture-pane", "-p", "-e", "-J", "-S", "-", "-t", "pi"]);
+        text.trim_end().to_owned()
+    }
+
     /// Types `text` literally.
     pub fn type_text(&self, text: &str) {
         self.run(&["send-keys", "-t", "pi", "-l", text]);

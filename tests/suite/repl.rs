@@ -1178,3 +1178,72 @@ fn typed_text_stays_out_of_the_reply_and_alt_up_takes_the_queue_back() {
         "the message taken back was sent"
     );
 }
+
+/// The answer of the Markdown tests: a heading, emphasis, code, a table, fenced code, a list.
+const MARKDOWN_ANSWER: &str = "# Plan ahead\n\nUse **bold** and `code` here.\n\n| key | value |\n|-----|------:|\n| alpha | 10 |\n\n```rust\nfn main() {}\n```\n- last item";
+
+#[test]
+fn answers_are_rendered_as_markdown_in_a_terminal_and_written_as_is_with_no_color() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text(MARKDOWN_ANSWER)),
+        MockResponse::sse(sse::openai_text(MARKDOWN_ANSWER)),
+    ]);
+    configure(&env, &server);
+    let rendered = [
+        "Use bold and code here.",
+        "┌───────┬───────┐",
+        "│ key   │ value │",
+        "│ alpha │    10 │",
+        "└───────┴───────┘",
+        "```rust",
+        "fn main() {}",
+        "- last item",
+    ];
+    let tmux = Tmux::start(&env, "markdown", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("show me markdown");
+    tmux.wait_for("- last item");
+    let screen = tmux.wait_until("the table drawn", |screen| {
+        screen.contains("└───────┴───────┘")
+    });
+    for line in rendered {
+        assert!(screen.contains(line), "{line:?} not shown:\n{screen}");
+    }
+    assert!(
+        screen.lines().any(|line| line.trim_end() == "Plan ahead"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("**bold**") && !screen.contains("| key |"),
+        "{screen}"
+    );
+    // The keyword in colour (blue); tmux adds its default background to each colour change.
+    let colours = tmux.screen_with_colours().replace("\x1b[49m", "");
+    assert!(colours.contains("\x1b[34mfn"), "{colours:?}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    // The stored history of `pi -c` is rendered too.
+    let tmux = Tmux::start(&env, "markdown-again", &["-c"], &[]);
+    let screen = tmux.wait_for_prompt();
+    assert!(screen.contains("│ alpha │    10 │"), "{screen}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    // NO_COLOR: the answer as the model wrote it (another agent dir: the test clock and ids
+    // would make the same new session id again).
+    let env = TestEnv::new();
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "markdown-plain", &[], &[("NO_COLOR", "1")]);
+    tmux.wait_for_prompt();
+    tmux.line("again without colour");
+    tmux.wait_for("- last item");
+    // The turn's end (its status line) before Ctrl+D.
+    let screen = tmux.wait_for("↓20");
+    assert!(screen.contains("Use **bold** and `code` here."), "{screen}");
+    assert!(screen.contains("| alpha | 10 |"), "{screen}");
+    assert!(screen.contains("# Plan ahead"), "{screen}");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
