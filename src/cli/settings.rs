@@ -708,6 +708,11 @@ impl Settings {
         self.string("doubleEscapeAction").unwrap_or("tree")
     }
 
+    /// `externalEditor`: the command Ctrl+G opens the prompt in.
+    pub fn external_editor(&self) -> Option<&str> {
+        self.string("externalEditor")
+    }
+
     /// `theme`.
     pub fn theme(&self) -> Option<&str> {
         self.string("theme")

@@ -762,6 +762,7 @@ pub fn prepare(
     .to_owned();
     let settings_http_proxy = settings.http_proxy().map(str::to_owned);
     let double_escape = crate::modes::DoubleEscape::from_setting(settings.double_escape_action());
+    let external_editor = settings.external_editor().map(str::to_owned);
     let sink_settings = settings;
     let settings_reload: crate::session::settings::SettingsReload = {
         let (agent_dir, env, owner) = (
@@ -826,6 +827,7 @@ pub fn prepare(
     let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
     terminal.database = env.db_path(db).display().to_string();
     terminal.double_escape = double_escape;
+    terminal.external_editor = external_editor;
     if args.no_session {
         terminal.database = "in memory (--no-session)".to_owned();
     }

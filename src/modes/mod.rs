@@ -102,6 +102,8 @@ pub struct TerminalConfig {
     pub database: String,
     /// What Esc twice on an empty prompt does (`doubleEscapeAction`).
     pub double_escape: DoubleEscape,
+    /// The `externalEditor` setting (Ctrl+G; `$VISUAL`, `$EDITOR` otherwise).
+    pub external_editor: Option<String>,
 }
 
 /// What Esc pressed twice on an empty prompt does: the settings' `doubleEscapeAction`.
@@ -137,6 +139,7 @@ impl TerminalConfig {
             history_path: Some(agent_dir.join("repl-history")),
             database: agent_dir.join("pi.db").display().to_string(),
             double_escape: DoubleEscape::default(),
+            external_editor: None,
         }
     }
 }

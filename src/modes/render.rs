@@ -364,6 +364,14 @@ pub struct Renderer<W: Write> {
     streamed: bool,
     /// Answers rendered as Markdown (only with colour on a terminal).
     markdown: Option<MarkdownStream>,
+    /// Thinking collapsed to one line per block (Ctrl+T).
+    hide_thinking: bool,
+    /// Whether the collapsed thinking block's line was written.
+    thinking_marked: bool,
+    /// Tool results shown whole (Ctrl+O).
+    expand_tools: bool,
+    /// The last tool result that was cut (its text, whether it was an error).
+    last_cut: Option<(String, bool)>,
 }
 
 impl<W: Write> Renderer<W> {
@@ -376,7 +384,39 @@ impl<W: Write> Renderer<W> {
             column: Column::Start,
             streamed: false,
             markdown: None,
+            hide_thinking: false,
+            thinking_marked: false,
+            expand_tools: false,
+            last_cut: None,
         }
+    }
+
+    /// Whether thinking is collapsed.
+    pub fn thinking_hidden(&self) -> bool {
+        self.hide_thinking
+    }
+
+    /// Collapses thinking to one line per block, or shows it again.
+    pub fn set_thinking_hidden(&mut self, hidden: bool) {
+        self.hide_thinking = hidden;
+    }
+
+    /// Whether tool results are shown whole.
+    pub fn tools_expanded(&self) -> bool {
+        self.expand_tools
+    }
+
+    /// Shows tool results whole, or cut to their first and last lines again.
+    pub fn set_tools_expanded(&mut self, expanded: bool) {
+        self.expand_tools = expanded;
+    }
+
+    /// Writes the last tool result that was cut, whole.
+    pub fn show_last_cut_result(&mut self) -> io::Result<()> {
+        let Some((text, is_error)) = self.last_cut.take() else {
+            return Ok(());
+        };
+        self.result_lines(&text, is_error, true)
     }
 
     /// Renders the model's answers as Markdown for a terminal of the given size (streamed
@@ -555,6 +595,15 @@ impl<W: Write> Renderer<W> {
         if column == Column::Text && self.markdown.is_some() {
             return self.stream_markdown(delta);
         }
+        if column == Column::Thinking && self.hide_thinking {
+            if !self.thinking_marked {
+                self.thinking_marked = true;
+                self.streamed = true;
+                let painted = self.palette.dim("Thinking… (Ctrl+T shows it)");
+                self.line(&painted)?;
+            }
+            return Ok(());
+        }
         if self.column != column && self.column != Column::Start {
             writeln!(self.out)?;
         }
@@ -577,7 +626,24 @@ impl<W: Write> Renderer<W> {
 
     fn tool_result(&mut self, content: &[ContentBlock], is_error: bool) -> io::Result<()> {
         let text = blocks_text(content);
-        for line in truncate_output(&text, RESULT_HEAD_LINES, RESULT_TAIL_LINES) {
+        let whole = self.expand_tools;
+        if !whole
+            && text.trim_end_matches('\n').split('\n').count()
+                > RESULT_HEAD_LINES + RESULT_TAIL_LINES + 1
+        {
+            self.last_cut = Some((text.clone(), is_error));
+        }
+        self.result_lines(&text, is_error, whole)
+    }
+
+    /// A tool result's lines, cut (`whole` unset) or all of them.
+    fn result_lines(&mut self, text: &str, is_error: bool, whole: bool) -> io::Result<()> {
+        let lines = if whole {
+            truncate_output(text, usize::MAX / 4, 0)
+        } else {
+            truncate_output(text, RESULT_HEAD_LINES, RESULT_TAIL_LINES)
+        };
+        for line in lines {
             let shown = format!("  {line}");
             let painted = if is_error {
                 self.palette.error(&shown)
@@ -664,7 +730,10 @@ impl<W: Write> Renderer<W> {
             AgentEvent::MessageUpdate { event, .. } => match event {
                 StreamEvent::TextDelta { delta, .. } => self.stream(Column::Text, delta),
                 StreamEvent::ThinkingDelta { delta, .. } => self.stream(Column::Thinking, delta),
-                StreamEvent::ThinkingEnd { .. } => self.finish_line(),
+                StreamEvent::ThinkingEnd { .. } => {
+                    self.thinking_marked = false;
+                    self.finish_line()
+                }
                 StreamEvent::TextEnd { .. } => self.end_text(),
                 _ => Ok(()),
             },
@@ -821,7 +890,11 @@ impl<W: Write> Renderer<W> {
                         ContentBlock::Thinking(thinking)
                             if !thinking.thinking.trim().is_empty() =>
                         {
-                            let shown = truncate_output(&thinking.thinking, 2, 1).join("\n");
+                            let shown = if self.hide_thinking {
+                                "Thinking…".to_owned()
+                            } else {
+                                truncate_output(&thinking.thinking, 2, 1).join("\n")
+                            };
                             let painted = self.palette.dim(&shown);
                             self.line(&painted)?;
                         }

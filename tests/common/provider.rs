@@ -599,12 +599,12 @@ pub mod sse {
         out
     }
 
-    fn openai_chunk(delta: Value, finish: Option<&str>) -> Value {
+    pub fn openai_chunk(delta: Value, finish: Option<&str>) -> Value {
         json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1767225600,
                "model": "test-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     }
 
-    fn openai_usage(prompt: u64, completion: u64) -> Value {
+    pub fn openai_usage(prompt: u64, completion: u64) -> Value {
         json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1767225600,
                "model": "test-model", "choices": [],
                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})

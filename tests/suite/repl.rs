@@ -1247,3 +1247,150 @@ fn answers_are_rendered_as_markdown_in_a_terminal_and_written_as_is_with_no_colo
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+/// Two reasoning models of the scripted provider (`mock/alpha`, `mock/beta`).
+fn two_models_json(base_url: &str) -> String {
+    let model = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","name":"{id}","reasoning":true,"input":["text"],"contextWindow":128000,"maxTokens":4096,"cost":{{"input":1,"output":2,"cacheRead":0,"cacheWrite":0}}}}"#
+        )
+    };
+    format!(
+        r#"{{"providers":{{"mock":{{"baseUrl":"{base_url}/v1","api":"openai-completions","apiKey":"test-key","models":[{},{}]}}}}}}"#,
+        model("alpha"),
+        model("beta")
+    )
+}
+
+#[test]
+fn application_keys_cycle_models_and_thinking_fold_output_edit_externally_and_follow_keybindings_json()
+ {
+    use serde_json::json;
+    let env = TestEnv::new();
+    let thinking_answer = sse::openai_chunks(&[
+        sse::openai_chunk(json!({"role": "assistant", "content": ""}), None),
+        sse::openai_chunk(json!({"reasoning_content": "secret deliberation"}), None),
+        sse::openai_chunk(json!({"content": "Visible answer."}), None),
+        sse::openai_chunk(json!({}), Some("stop")),
+        sse::openai_usage(10, 5),
+    ]);
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"seq 1 30"}"#,
+        )),
+        MockResponse::sse(sse::openai_text("Counted.")),
+        MockResponse::sse(thinking_answer),
+        MockResponse::sse(sse::openai_text("Edited prompt answered.")),
+    ]);
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        two_models_json(&server.url()),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "defaultModel": "alpha", "defaultProvider": "mock"}"#,
+    )
+    .unwrap();
+    // keybindings.json: /new on Alt+N, Ctrl+X unbound, one invalid key warned about.
+    std::fs::write(
+        env.agent_dir.join("keybindings.json"),
+        r#"{"app.session.new": "alt+n", "app.message.copy": [], "app.session.tree": "q"}"#,
+    )
+    .unwrap();
+    // The external editor: a script that appends to the file it is given.
+    let editor = env.dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nprintf ' and more from the editor' >> \"$1\"\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let tmux = Tmux::start(
+        &env,
+        "appkeys",
+        &[],
+        &[("VISUAL", &editor.to_string_lossy())],
+    );
+    let screen = tmux.wait_for_prompt();
+    assert!(screen.contains("\"q\" is needed for typing"), "{screen}");
+
+    // Ctrl+P with text typed: the next model, and the text is still in the prompt.
+    tmux.type_text("half typed");
+    tmux.keys(&["C-p"]);
+    tmux.wait_for("Model: mock/beta");
+    tmux.keys(&["C-p"]);
+    tmux.wait_for("Model: mock/alpha");
+    // Shift+Tab: the next thinking level.
+    tmux.keys(&["BTab"]);
+    tmux.wait_for("Thinking level: high");
+    tmux.keys(&["C-u"]);
+
+    // A long tool result is cut; Ctrl+O shows it whole, and later ones too.
+    tmux.line("count please");
+    tmux.wait_for("Counted.");
+    let screen = tmux.wait_for("more lines");
+    assert!(!screen.contains("  15\n"), "{screen}");
+    tmux.keys(&["C-o"]);
+    let screen = tmux.wait_for("Tool output shown whole");
+    assert!(screen.contains("  15\n"), "{screen}");
+
+    // Ctrl+T: thinking collapsed to one line.
+    tmux.keys(&["C-t"]);
+    tmux.wait_for("Thinking collapsed");
+    tmux.line("think about it");
+    let screen = tmux.wait_for("Visible answer.");
+    assert!(screen.contains("Thinking… (Ctrl+T shows it)"), "{screen}");
+    assert!(!screen.contains("secret deliberation"), "{screen}");
+
+    // Ctrl+G: the prompt in $VISUAL, back in the editor edited; Enter sends it.
+    tmux.type_text("from the prompt");
+    tmux.keys(&["C-g"]);
+    tmux.wait_for("> from the prompt and more from the editor");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Edited prompt answered.");
+
+    // Alt+N from keybindings.json: a new session; /hotkeys lists the keys as bound.
+    tmux.keys(&["M-n"]);
+    tmux.wait_for("New session");
+    tmux.line("/hotkeys");
+    let screen = tmux.wait_for("(app.session.new)");
+    assert!(
+        screen.contains("Start a new session (/new): alt+n (app.session.new)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Copy the last answer (/copy): (no key) (app.message.copy)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(
+            "Cycle to the previous model: shift+ctrl+p (not sent by this terminal), alt+p"
+        ),
+        "{screen}"
+    );
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[3].json()["model"], "alpha");
+    assert!(
+        requests[3].json()["messages"]
+            .to_string()
+            .contains("from the prompt and more from the editor"),
+        "the edited prompt was sent"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.json()["messages"].to_string().contains("half typed")),
+        "a key's line is never sent"
+    );
+}

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use super::keys::KeyAction;
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -33,6 +34,14 @@ pub enum Reply {
     Eof,
     /// Esc twice on an empty line.
     DoubleEscape,
+    /// An application key (`keys.rs`) at the main prompt, with the line as it was (not
+    /// submitted: the REPL acts, then offers the line again).
+    Action {
+        /// What the key does.
+        action: KeyAction,
+        /// The line being edited.
+        line: String,
+    },
     /// The terminal could not be read.
     Failed(String),
 }
@@ -50,6 +59,8 @@ pub struct EditorConfig {
     pub commands: Arc<Mutex<Vec<String>>>,
     /// Whether the prompt may be coloured.
     pub color: bool,
+    /// The application keys (`keys.rs`) bound at the start.
+    pub keys: Vec<(KeyEvent, KeyAction)>,
 }
 
 struct Request {
@@ -58,6 +69,10 @@ struct Request {
     history: bool,
     /// Shown as `*`s, kept out of the history (an API key).
     secret: bool,
+    /// The application keys act (the main prompt); elsewhere they are the editor's keys.
+    actions: bool,
+    /// New application keys, bound before this read (`/reload`).
+    keys: Option<Vec<(KeyEvent, KeyAction)>>,
 }
 
 /// The editor thread's handle.
@@ -66,6 +81,8 @@ pub struct LineEditor {
     replies: tokio::sync::mpsc::UnboundedReceiver<Result<Reply, String>>,
     thread: Option<JoinHandle<()>>,
     color: bool,
+    /// Application keys to bind before the next read.
+    pending_keys: Option<Vec<(KeyEvent, KeyAction)>>,
 }
 
 impl LineEditor {
@@ -82,7 +99,13 @@ impl LineEditor {
             replies: reply_rx,
             thread: Some(thread),
             color,
+            pending_keys: None,
         })
+    }
+
+    /// Binds new application keys (from the next read on), replacing the ones bound.
+    pub fn set_keys(&mut self, keys: Vec<(KeyEvent, KeyAction)>) {
+        self.pending_keys = Some(keys);
     }
 
     /// Reads one line with `prompt`, the editor pre-filled with `initial`; the line goes to
@@ -102,6 +125,9 @@ impl LineEditor {
             initial: crate::support::term::text(initial).into_owned(),
             history,
             secret: false,
+            // The main prompt (the only one with history) is where application keys act.
+            actions: history,
+            keys: self.pending_keys.take(),
         };
         let sent = self
             .requests
@@ -126,6 +152,8 @@ impl LineEditor {
             initial: String::new(),
             history: false,
             secret: true,
+            actions: false,
+            keys: self.pending_keys.take(),
         };
         let sent = self
             .requests
@@ -223,12 +251,43 @@ impl ConditionalEventHandler for Esc {
     }
 }
 
+/// An application key: at the main prompt the line is accepted with the key's action noted
+/// (the REPL acts and offers the line again); elsewhere the key does what the editor does.
+struct ActionKey {
+    action: KeyAction,
+    /// Whether application keys act in the current read.
+    enabled: Arc<std::sync::atomic::AtomicBool>,
+    /// The action of the key that ended the read.
+    pressed: Arc<Mutex<Option<KeyAction>>>,
+}
+
+impl ConditionalEventHandler for ActionKey {
+    fn handle(
+        &self,
+        _event: &Event,
+        _n: RepeatCount,
+        _positive: bool,
+        _ctx: &EventContext,
+    ) -> Option<Cmd> {
+        if !self.enabled.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        match self.pressed.lock() {
+            Ok(mut pressed) => *pressed = Some(self.action),
+            Err(poisoned) => *poisoned.into_inner() = Some(self.action),
+        }
+        Some(Cmd::AcceptLine)
+    }
+}
+
 /// Completion and multi-line validation.
 struct Helper {
     commands: Arc<Mutex<Vec<String>>>,
     cwd: Arc<Mutex<PathBuf>>,
     /// The line being read is a secret: drawn as `*`s.
     masked: Arc<std::sync::atomic::AtomicBool>,
+    /// An application key ended the read: the line is taken as it is (not continued).
+    pressed: Arc<Mutex<Option<KeyAction>>>,
 }
 
 impl Completer for Helper {
@@ -295,7 +354,11 @@ impl Highlighter for Helper {
 
 impl Validator for Helper {
     fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
-        if ctx.input().ends_with('\\') {
+        let pressed = match self.pressed.lock() {
+            Ok(pressed) => pressed.is_some(),
+            Err(poisoned) => poisoned.into_inner().is_some(),
+        };
+        if !pressed && ctx.input().ends_with('\\') {
             Ok(ValidationResult::Incomplete)
         } else {
             Ok(ValidationResult::Valid(None))
@@ -342,11 +405,33 @@ fn editor_thread(
         }
     };
     let masked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pressed: Arc<Mutex<Option<KeyAction>>> = Arc::new(Mutex::new(None));
+    let actions_enabled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     editor.set_helper(Some(Helper {
         commands: config.commands.clone(),
         cwd: config.cwd.clone(),
         masked: masked.clone(),
+        pressed: pressed.clone(),
     }));
+    let mut bound: Vec<KeyEvent> = Vec::new();
+    let mut bind_keys = |editor: &mut Editor<Helper, FileHistory>,
+                         keys: Vec<(KeyEvent, KeyAction)>| {
+        for event in bound.drain(..) {
+            editor.unbind_sequence(event);
+        }
+        for (event, action) in keys {
+            editor.bind_sequence(
+                event,
+                EventHandler::Conditional(Box::new(ActionKey {
+                    action,
+                    enabled: actions_enabled.clone(),
+                    pressed: pressed.clone(),
+                })),
+            );
+            bound.push(event);
+        }
+    };
+    bind_keys(&mut editor, config.keys.clone());
     editor.bind_sequence(
         KeyEvent::ctrl('C'),
         EventHandler::Conditional(Box::new(CtrlC)),
@@ -369,31 +454,58 @@ fn editor_thread(
         let _ = editor.load_history(path);
     }
     while let Ok(request) = requests.recv() {
+        if let Some(keys) = request.keys.clone() {
+            bind_keys(&mut editor, keys);
+        }
         masked.store(request.secret, std::sync::atomic::Ordering::SeqCst);
+        actions_enabled.store(request.actions, std::sync::atomic::Ordering::SeqCst);
         let result = editor.readline_with_initial(&request.prompt, (&request.initial, ""));
         masked.store(false, std::sync::atomic::Ordering::SeqCst);
-        let reply = match result {
-            Ok(_) if double.swap(false, std::sync::atomic::Ordering::SeqCst) => {
-                Ok(Reply::DoubleEscape)
-            }
-            Ok(line) => {
-                let line = join_continuations(&line);
-                if request.history && !line.trim().is_empty() {
-                    let added = editor.add_history_entry(line.as_str()).unwrap_or(false);
-                    if added && let Some(path) = &history_path {
-                        // A history that cannot be written is not worth stopping for.
-                        let _ = editor.history_mut().append(path);
-                    }
-                }
-                Ok(Reply::Line(line))
-            }
-            Err(ReadlineError::Interrupted) => Ok(Reply::Interrupted),
-            Err(ReadlineError::Eof) => Ok(Reply::Eof),
-            Err(error) => Err(error.to_string()),
+        actions_enabled.store(false, std::sync::atomic::Ordering::SeqCst);
+        let action = match pressed.lock() {
+            Ok(mut pressed) => pressed.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let reply = match (result, action) {
+            (Ok(line), Some(action)) => Ok(Reply::Action { action, line }),
+            (result, _) => reply_of(
+                result,
+                &request,
+                &double,
+                &mut editor,
+                history_path.as_deref(),
+            ),
         };
         if replies.send(reply).is_err() {
             break;
         }
+    }
+}
+
+/// The reply for a read that no application key ended.
+fn reply_of(
+    result: rustyline::Result<String>,
+    request: &Request,
+    double: &std::sync::atomic::AtomicBool,
+    editor: &mut Editor<Helper, FileHistory>,
+    history_path: Option<&Path>,
+) -> Result<Reply, String> {
+    match result {
+        Ok(_) if double.swap(false, std::sync::atomic::Ordering::SeqCst) => Ok(Reply::DoubleEscape),
+        Ok(line) => {
+            let line = join_continuations(&line);
+            if request.history && !line.trim().is_empty() {
+                let added = editor.add_history_entry(line.as_str()).unwrap_or(false);
+                if added && let Some(path) = history_path {
+                    // A history that cannot be written is not worth stopping for.
+                    let _ = editor.history_mut().append(path);
+                }
+            }
+            Ok(Reply::Line(line))
+        }
+        Err(ReadlineError::Interrupted) => Ok(Reply::Interrupted),
+        Err(ReadlineError::Eof) => Ok(Reply::Eof),
+        Err(error) => Err(error.to_string()),
     }
 }
 

@@ -100,7 +100,11 @@ impl Asker<'_> {
     async fn ask(&mut self, question: &str) -> Option<String> {
         match self.editor.read(question, "", false).await {
             Reply::Line(line) => Some(line.trim().to_owned()),
-            Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => None,
+            Reply::Interrupted
+            | Reply::Eof
+            | Reply::DoubleEscape
+            | Reply::Action { .. }
+            | Reply::Failed(_) => None,
         }
     }
 

@@ -44,7 +44,11 @@ impl LoginUi for ReplLogin<'_> {
             };
             match reply {
                 Reply::Line(line) => Some(line.trim().to_owned()),
-                Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => None,
+                Reply::Interrupted
+                | Reply::Eof
+                | Reply::DoubleEscape
+                | Reply::Action { .. }
+                | Reply::Failed(_) => None,
             }
         })
     }
@@ -71,7 +75,11 @@ impl LoginUi for ReplLogin<'_> {
                         drop(read);
                         Pasted::Callback(callback.wait().await)
                     }
-                    Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => {
+                    Reply::Interrupted
+                    | Reply::Eof
+                    | Reply::DoubleEscape
+                    | Reply::Action { .. }
+                    | Reply::Failed(_) => {
                         Pasted::Closed
                     }
                 },

@@ -21,6 +21,7 @@
 
 pub mod command;
 pub mod editor;
+pub mod keys;
 mod lease;
 mod login;
 pub mod typeahead;
@@ -88,11 +89,13 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     let saved_terminal = nix::sys::termios::tcgetattr(io::stdin()).ok();
     let commands = Arc::new(Mutex::new(Vec::new()));
     let editor_cwd = Arc::new(Mutex::new(cwd.clone()));
+    let keymap = keys::Keymap::load(&terminal.agent_dir);
     let mut editor = LineEditor::start(EditorConfig {
         history_path: terminal.history_path.clone(),
         cwd: editor_cwd.clone(),
         commands: commands.clone(),
         color,
+        keys: keymap.events(),
     })
     .context("starting the line editor")?;
     let mut out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
@@ -161,10 +164,14 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         initial: String::new(),
         interrupts: 0,
         statuses: std::collections::BTreeMap::new(),
+        keymap,
     };
     repl.refresh_commands();
     for notice in &report.notices {
         repl.warn(notice)?;
+    }
+    for warning in repl.keymap.warnings.clone() {
+        repl.warn(&warning)?;
     }
     if resume {
         match repl.pick_session(None).await? {
@@ -263,6 +270,8 @@ struct Repl {
     interrupts: u32,
     /// Extensions' status texts by key (`setStatus`), shown after the status line.
     statuses: std::collections::BTreeMap<String, String>,
+    /// The application keys (`keybindings.json`; read again by `/reload`).
+    keymap: keys::Keymap,
 }
 
 /// Asks whether a session whose directory is gone continues in the current one (the
@@ -389,6 +398,18 @@ const HOTKEYS: &[&str] = &[
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
 const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog"];
+
+/// The external editor's command (a shell word list): the `externalEditor` setting,
+/// `$VISUAL`, `$EDITOR`, else `nano`, as the reference picks it.
+fn external_editor_command(setting: Option<&str>, var: impl Fn(&str) -> Option<String>) -> String {
+    setting
+        .map(str::to_owned)
+        .into_iter()
+        .chain(var("VISUAL"))
+        .chain(var("EDITOR"))
+        .find(|command| !command.trim().is_empty())
+        .unwrap_or_else(|| "nano".to_owned())
+}
 
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
@@ -708,6 +729,159 @@ impl Repl {
                         Flow::Quit => return Ok(ExitCode::SUCCESS),
                     }
                 }
+                Reply::Action { action, line } => {
+                    self.interrupts = 0;
+                    match self.key_action(action, line).await? {
+                        Flow::Continue => {}
+                        Flow::Quit => return Ok(ExitCode::SUCCESS),
+                    }
+                }
+            }
+        }
+    }
+
+    /// An application key pressed at the prompt with `line` in the editor: the action, then
+    /// the line offered again (edited, for the external editor).
+    async fn key_action(&mut self, action: keys::KeyAction, line: String) -> Result<Flow> {
+        use keys::KeyAction;
+        let command = match action {
+            KeyAction::ModelCycleForward | KeyAction::ModelCycleBackward => {
+                let forward = action == KeyAction::ModelCycleForward;
+                match self.session.cycle_model(forward).await {
+                    Some(model) => {
+                        self.drain_events()?;
+                        let scope = if self.session.cycles_scoped_models() {
+                            "scoped models"
+                        } else {
+                            "available models"
+                        };
+                        self.info(&format!(
+                            "Model: {}/{} • thinking {} ({scope})",
+                            term::line(&model.provider),
+                            term::line(&model.id),
+                            self.session.thinking_level().as_str()
+                        ))?;
+                    }
+                    None => self.info("No other model to cycle to (see /model and --models)")?,
+                }
+                None
+            }
+            KeyAction::ThinkingCycle => {
+                match self.session.cycle_thinking_level().await {
+                    Some(level) => {
+                        self.drain_events()?;
+                        self.info(&format!("Thinking level: {}", level.as_str()))?;
+                    }
+                    None => self.info("The current model does not support thinking")?,
+                }
+                None
+            }
+            KeyAction::ThinkingToggle => {
+                let hidden = !self.out.thinking_hidden();
+                self.out.set_thinking_hidden(hidden);
+                self.info(if hidden {
+                    "Thinking collapsed (shown as one line)"
+                } else {
+                    "Thinking shown"
+                })?;
+                None
+            }
+            KeyAction::ToolsExpand => {
+                let expanded = !self.out.tools_expanded();
+                self.out.set_tools_expanded(expanded);
+                if expanded {
+                    self.info("Tool output shown whole")?;
+                    // What the last result left out, now.
+                    self.out.show_last_cut_result()?;
+                } else {
+                    self.info("Tool output cut to its first and last lines")?;
+                }
+                None
+            }
+            KeyAction::ExternalEditor => {
+                let edited = self.external_editor(&line).await?;
+                self.initial = edited.unwrap_or(line);
+                return Ok(Flow::Continue);
+            }
+            KeyAction::ModelSelect => Some("/model"),
+            KeyAction::SessionNew => Some("/new"),
+            KeyAction::SessionTree => Some("/tree"),
+            KeyAction::SessionFork => Some("/fork"),
+            KeyAction::SessionResume => Some("/resume"),
+            KeyAction::MessageCopy => Some("/copy"),
+        };
+        let flow = match command {
+            Some(command) => self.handle(command).await?,
+            None => Flow::Continue,
+        };
+        // A command that pre-fills the prompt (`/tree` to a user message) wins.
+        if self.initial.is_empty() {
+            self.initial = line;
+        }
+        Ok(flow)
+    }
+
+    /// Ctrl+G: `text` edited in the `externalEditor` setting's program, `$VISUAL`, `$EDITOR`
+    /// or `nano` (as the reference picks it); `None` when the editor failed (said why).
+    async fn external_editor(&mut self, text: &str) -> Result<Option<String>> {
+        let program = external_editor_command(self.terminal.external_editor.as_deref(), |name| {
+            std::env::var(name).ok()
+        });
+        let file = match tempfile::Builder::new()
+            .prefix("pi-prompt-")
+            .suffix(".md")
+            .tempfile()
+        {
+            Ok(file) => file,
+            Err(error) => {
+                self.warn(&format!("cannot create the file to edit: {error}"))?;
+                return Ok(None);
+            }
+        };
+        if let Err(error) = std::fs::write(file.path(), text) {
+            self.warn(&format!("cannot write the file to edit: {error}"))?;
+            return Ok(None);
+        }
+        self.out.finish_line()?;
+        let path = file.path().to_path_buf();
+        let shown = program.clone();
+        // The editor gets the terminal: the line editor is not reading now.
+        let status = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("{program} \"$1\""))
+                .arg("pi-external-editor")
+                .arg(&path)
+                .status()
+        })
+        .await;
+        match status {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => {
+                self.warn(&format!(
+                    "{} exited with {status}; the prompt is unchanged",
+                    term::line(&shown)
+                ))?;
+                return Ok(None);
+            }
+            Ok(Err(error)) => {
+                self.warn(&format!("cannot run {}: {error}", term::line(&shown)))?;
+                return Ok(None);
+            }
+            Err(error) => {
+                self.warn(&format!("the external editor failed: {error}"))?;
+                return Ok(None);
+            }
+        }
+        match std::fs::read_to_string(file.path()) {
+            Ok(edited) => {
+                // An editor ends the file with a newline the prompt did not have.
+                let edited = edited.strip_suffix('\n').unwrap_or(&edited);
+                Ok(Some(edited.to_owned()))
+            }
+            Err(error) => {
+                self.warn(&format!("cannot read the edited file: {error}"))?;
+                Ok(None)
             }
         }
     }
@@ -996,9 +1170,11 @@ impl Repl {
                     .await
                 {
                     Reply::Line(line) => Some(line),
-                    Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => {
-                        None
-                    }
+                    Reply::Interrupted
+                    | Reply::Eof
+                    | Reply::DoubleEscape
+                    | Reply::Action { .. }
+                    | Reply::Failed(_) => None,
                 };
                 let _ = reply.send(answer);
             }
@@ -1156,7 +1332,11 @@ impl Repl {
                 let line = line.trim().to_owned();
                 (!line.is_empty()).then_some(line)
             }
-            Reply::Interrupted | Reply::Eof | Reply::DoubleEscape | Reply::Failed(_) => None,
+            Reply::Interrupted
+            | Reply::Eof
+            | Reply::DoubleEscape
+            | Reply::Action { .. }
+            | Reply::Failed(_) => None,
         }
     }
 
@@ -1248,7 +1428,6 @@ impl Repl {
         Ok(())
     }
 
-    /// `/hotkeys` (and the end of `/help`): the keys the REPL knows.
     /// `/mcp`: every server's state (1.6.0 outside its TUI prints the status); `reconnect`,
     /// `enable` and `disable` act on one server, and the tools of a server that came up are
     /// offered from the next prompt.
@@ -1291,9 +1470,20 @@ impl Repl {
         }
     }
 
+    /// `/hotkeys` (and the end of `/help`): the keys the REPL knows, the application keys as
+    /// `keybindings.json` leaves them.
     fn hotkeys(&mut self) -> io::Result<()> {
         for line in HOTKEYS {
             self.info(line)?;
+        }
+        self.info(
+            "At the prompt (keybindings.json in the agent dir changes them; /reload applies it):",
+        )?;
+        for line in self.keymap.describe() {
+            self.info(&format!("  {line}"))?;
+        }
+        for warning in self.keymap.warnings.clone() {
+            self.warn(&warning)?;
         }
         Ok(())
     }
@@ -2222,6 +2412,11 @@ impl Repl {
         let session = self.session.clone();
         self.with_events(session.reload(), || {}).await?;
         self.refresh_commands();
+        self.keymap = keys::Keymap::load(&self.terminal.agent_dir);
+        self.editor.set_keys(self.keymap.events());
+        for warning in self.keymap.warnings.clone() {
+            self.warn(&warning)?;
+        }
         let diagnostics: Vec<String> = match self.session.resources().lock() {
             Ok(resources) => resources
                 .diagnostics()
