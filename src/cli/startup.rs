@@ -30,6 +30,7 @@ use crate::model::message::ImageContent;
 use crate::modes::{ImportedFile, Interchange, TerminalConfig};
 use crate::session::extensions::{self, DiscoveryInput, ExtensionsConfig};
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
+use crate::session::settings::SaveError;
 use crate::session::settings::{
     CompactionToggles, QueueMode, RetrySettings, SessionSettings, SettingsSink,
 };
@@ -81,6 +82,14 @@ impl SettingsSink for FileSettingsSink {
     }
     fn set_follow_up_mode(&self, mode: QueueMode) {
         let _ = self.with(|settings| settings.set_follow_up_mode(mode.as_str()));
+    }
+    fn set_enabled_models(&self, patterns: &[String]) -> Result<(), SaveError> {
+        let value = serde_json::Value::from(patterns.to_vec());
+        self.set_value("enabledModels", value)
+    }
+    fn set_value(&self, key: &str, value: serde_json::Value) -> Result<(), SaveError> {
+        self.with(|settings| settings.set_global(key, Some(value)))
+            .map_err(|error| SaveError::Write(error.to_string()))
     }
 }
 
@@ -763,6 +772,7 @@ pub fn prepare(
     let settings_http_proxy = settings.http_proxy().map(str::to_owned);
     let double_escape = crate::modes::DoubleEscape::from_setting(settings.double_escape_action());
     let external_editor = settings.external_editor().map(str::to_owned);
+    let hide_thinking = settings.hide_thinking_block();
     let sink_settings = settings;
     let settings_reload: crate::session::settings::SettingsReload = {
         let (agent_dir, env, owner) = (
@@ -828,6 +838,7 @@ pub fn prepare(
     terminal.database = env.db_path(db).display().to_string();
     terminal.double_escape = double_escape;
     terminal.external_editor = external_editor;
+    terminal.hide_thinking = hide_thinking;
     if args.no_session {
         terminal.database = "in memory (--no-session)".to_owned();
     }

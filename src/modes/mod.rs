@@ -104,6 +104,8 @@ pub struct TerminalConfig {
     pub double_escape: DoubleEscape,
     /// The `externalEditor` setting (Ctrl+G; `$VISUAL`, `$EDITOR` otherwise).
     pub external_editor: Option<String>,
+    /// The `hideThinkingBlock` setting: thinking collapsed (Ctrl+T toggles it).
+    pub hide_thinking: bool,
 }
 
 /// What Esc pressed twice on an empty prompt does: the settings' `doubleEscapeAction`.
@@ -140,6 +142,7 @@ impl TerminalConfig {
             database: agent_dir.join("pi.db").display().to_string(),
             double_escape: DoubleEscape::default(),
             external_editor: None,
+            hide_thinking: false,
         }
     }
 }

@@ -176,6 +176,27 @@ pub trait SettingsSink: Send + Sync + std::fmt::Debug {
     fn set_steering_mode(&self, mode: QueueMode);
     /// `followUpMode`.
     fn set_follow_up_mode(&self, mode: QueueMode);
+    /// `enabledModels` (what `/scoped-models save` keeps).
+    fn set_enabled_models(&self, patterns: &[String]) -> Result<(), SaveError> {
+        let _ = patterns;
+        Err(SaveError::NotSaved)
+    }
+    /// A top-level key of the global settings, written as given (`/settings`).
+    fn set_value(&self, key: &str, value: serde_json::Value) -> Result<(), SaveError> {
+        let _ = (key, value);
+        Err(SaveError::NotSaved)
+    }
+}
+
+/// Why a setting was not saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    /// This run keeps no settings file.
+    #[error("settings are not saved in this run")]
+    NotSaved,
+    /// The file could not be written.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// A sink that writes nothing (tests, `--no-session` style runs that must not touch files).

@@ -1394,3 +1394,63 @@ fn application_keys_cycle_models_and_thinking_fold_output_edit_externally_and_fo
         "a key's line is never sent"
     );
 }
+
+#[test]
+fn scoped_models_and_settings_are_edited_from_the_repl_and_saved() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![]);
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        two_models_json(&server.url()),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"defaultModel": "alpha", "defaultProvider": "mock", "custom": 7}"#,
+    )
+    .unwrap();
+    let tmux = Tmux::start(&env, "scoped", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("/scoped-models 2");
+    tmux.wait_for("2 [x] mock/beta");
+    tmux.wait_for("Ctrl+P cycles the checked models");
+    // One model in the scope: nothing to cycle to.
+    tmux.keys(&["C-p"]);
+    tmux.wait_for("No other model to cycle to");
+    tmux.line("/scoped-models 1");
+    tmux.wait_for("1 [x] mock/alpha");
+    tmux.keys(&["C-p"]);
+    tmux.wait_for("(scoped models)");
+    tmux.line("/scoped-models 7");
+    tmux.wait_for("N from 1 to 2");
+    tmux.line("/scoped-models save");
+    tmux.wait_for("Saved enabledModels: mock/beta, mock/alpha");
+
+    tmux.line("/settings");
+    let screen = tmux.wait_for("/settings NAME VALUE sets one");
+    assert!(screen.contains("doubleEscapeAction"), "{screen}");
+    tmux.line("/settings doubleEscapeAction none");
+    tmux.wait_for("doubleEscapeAction = none");
+    tmux.line("/settings hideThinkingBlock maybe");
+    tmux.wait_for("hideThinkingBlock: \"maybe\" is not true or false");
+    tmux.line("/settings noSuchThing 1");
+    tmux.wait_for("is no setting /settings changes");
+    tmux.line("/settings autoCompact false");
+    tmux.wait_for("autoCompact = false");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.agent_dir.join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        saved["enabledModels"],
+        serde_json::json!(["mock/beta", "mock/alpha"])
+    );
+    assert_eq!(saved["doubleEscapeAction"], "none");
+    assert_eq!(saved["compaction"]["enabled"], false);
+    assert_eq!(saved["custom"], 7, "other settings are kept");
+    assert!(server.requests().is_empty(), "nothing went to the model");
+}

@@ -32,6 +32,10 @@ pub enum Command {
     Model(Option<String>),
     /// `/thinking [LEVEL]`: show or set the thinking level.
     Thinking(Option<String>),
+    /// `/scoped-models [N…|all|none|save]`: the models Ctrl+P cycles through.
+    ScopedModels(Option<String>),
+    /// `/settings [NAME VALUE]`: the settings this REPL has, shown or set (and saved).
+    Settings(Option<String>),
     /// `/export [FILE]`: `FILE.jsonl` is the active branch as a new JSONL file; any other name,
     /// or none, the session's HTML page.
     Export(Option<String>),
@@ -111,6 +115,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "Choose the model (optionally filtered: /model SEARCH)",
     ),
     ("thinking", "Show or set the thinking level"),
+    (
+        "scoped-models",
+        "The models Ctrl+P cycles through: /scoped-models [N…|all|none|save]",
+    ),
+    (
+        "settings",
+        "Show the settings, or set one: /settings NAME VALUE (saved to settings.json)",
+    ),
     (
         "export",
         "Write the session's HTML page (/export [FILE.html]), or the active branch as a JSONL file (/export FILE.jsonl)",
@@ -267,6 +279,10 @@ pub fn parse(line: &str) -> Input {
         Command::Model(owned(args))
     } else if let Some(args) = argument(text, "thinking") {
         Command::Thinking(owned(args))
+    } else if let Some(args) = argument(text, "scoped-models") {
+        Command::ScopedModels(owned(args))
+    } else if let Some(args) = argument(text, "settings") {
+        Command::Settings(owned(args))
     } else if let Some(args) = argument(text, "export") {
         Command::Export(path_argument(args))
     } else if let Some(args) = argument(text, "import") {

@@ -99,6 +99,7 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
     })
     .context("starting the line editor")?;
     let mut out = Renderer::new(io::stdout(), palette, terminal.home.as_deref());
+    out.set_thinking_hidden(terminal.hide_thinking);
     if color {
         // Colour means a terminal: answers are rendered as Markdown, in its size.
         out = out.with_markdown(Box::new(|| {
@@ -397,7 +398,7 @@ const HOTKEYS: &[&str] = &[
 ];
 
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
-const REFERENCE_ONLY: &[&str] = &["settings", "scoped-models", "changelog"];
+const REFERENCE_ONLY: &[&str] = &["changelog"];
 
 /// The external editor's command (a shell word list): the `externalEditor` setting,
 /// `$VISUAL`, `$EDITOR`, else `nano`, as the reference picks it.
@@ -1367,6 +1368,8 @@ impl Repl {
             Command::TakeOver => self.take_over().await?,
             Command::Model(search) => self.model(search.as_deref()).await?,
             Command::Thinking(level) => self.thinking(level.as_deref()).await?,
+            Command::ScopedModels(args) => self.scoped_models(args.as_deref())?,
+            Command::Settings(args) => self.settings(args.as_deref()).await?,
             Command::Reload => self.reload().await?,
             Command::Trust => self.trust().await?,
             Command::Mcp(args) => self.mcp(args.as_deref()).await?,
@@ -1414,6 +1417,243 @@ impl Repl {
             ))?;
         }
         self.hotkeys()
+    }
+
+    /// `/scoped-models [N…|all|none|save]`: the available models numbered, the ones Ctrl+P
+    /// cycles through checked; numbers toggle, `all` and `none` set them all, `save` keeps
+    /// them as `enabledModels` in the global settings.
+    fn scoped_models(&mut self, args: Option<&str>) -> io::Result<()> {
+        use crate::session::ModelChoice;
+        let available = self.session.available_models();
+        if available.is_empty() {
+            return self.warn("No model can be used here (see /login and models.json)");
+        }
+        let same = |choice: &ModelChoice, model: &crate::ai::Model| {
+            choice.model.provider == model.provider && choice.model.id == model.id
+        };
+        let mut scope = self.session.model_scope();
+        let words: Vec<&str> = args.unwrap_or_default().split_whitespace().collect();
+        match words.as_slice() {
+            [] => {}
+            ["all"] => {
+                scope = available
+                    .iter()
+                    .map(|model| ModelChoice {
+                        model: model.clone(),
+                        thinking: None,
+                    })
+                    .collect();
+            }
+            ["none" | "clear"] => scope.clear(),
+            ["save"] => {
+                let patterns: Vec<String> = scope
+                    .iter()
+                    .map(|choice| format!("{}/{}", choice.model.provider, choice.model.id))
+                    .collect();
+                return match self
+                    .session
+                    .config()
+                    .settings_sink
+                    .set_enabled_models(&patterns)
+                {
+                    Ok(()) if patterns.is_empty() => {
+                        self.info("Saved: no enabledModels (Ctrl+P cycles every available model)")
+                    }
+                    Ok(()) => self.info(&format!(
+                        "Saved enabledModels: {}",
+                        term::line(&patterns.join(", "))
+                    )),
+                    Err(error) => self.warn(&format!("Not saved: {error}")),
+                };
+            }
+            numbers => {
+                let mut picked = Vec::new();
+                for word in numbers {
+                    match word.parse::<usize>() {
+                        Ok(number) if (1..=available.len()).contains(&number) => {
+                            picked.push(number - 1);
+                        }
+                        _ => {
+                            return self.warn(&format!(
+                                "Usage: /scoped-models [N…|all|none|save], N from 1 to {}; {:?} is none of them",
+                                available.len(),
+                                term::line(word)
+                            ));
+                        }
+                    }
+                }
+                for index in picked {
+                    let model = &available[index];
+                    match scope.iter().position(|choice| same(choice, model)) {
+                        Some(at) => {
+                            scope.remove(at);
+                        }
+                        None => scope.push(ModelChoice {
+                            model: model.clone(),
+                            thinking: None,
+                        }),
+                    }
+                }
+            }
+        }
+        if !words.is_empty() {
+            self.session.set_model_scope(scope.clone());
+        }
+        for (index, model) in available.iter().enumerate() {
+            let mark = if scope.iter().any(|choice| same(choice, model)) {
+                "[x]"
+            } else {
+                "[ ]"
+            };
+            self.info(&format!(
+                "{:>3} {mark} {}/{}",
+                index + 1,
+                term::line(&model.provider),
+                term::line(&model.id)
+            ))?;
+        }
+        self.info(if scope.is_empty() {
+            "Ctrl+P cycles every available model (none checked) • /scoped-models N… toggles, all, none; save keeps them in settings.json"
+        } else {
+            "Ctrl+P cycles the checked models • /scoped-models N… toggles, all, none; save keeps them in settings.json (enabledModels)"
+        })
+    }
+
+    /// `/settings [NAME VALUE]`: the settings this REPL has with their values; a name and a
+    /// value set one for this session and save it to the global `settings.json`.
+    async fn settings(&mut self, args: Option<&str>) -> io::Result<()> {
+        let args = args.unwrap_or_default().trim();
+        if args.is_empty() {
+            let (steering, follow_up) = self.session.queue_modes();
+            let double = match self.terminal.double_escape {
+                DoubleEscape::Tree => "tree",
+                DoubleEscape::Fork => "fork",
+                DoubleEscape::Nothing => "none",
+            };
+            let editor = self.terminal.external_editor.clone().unwrap_or_default();
+            let rows = [
+                (
+                    "autoCompact",
+                    self.session.auto_compaction().to_string(),
+                    "true | false",
+                ),
+                (
+                    "autoRetry",
+                    self.session.auto_retry().to_string(),
+                    "true | false",
+                ),
+                (
+                    "steeringMode",
+                    steering.as_str().to_owned(),
+                    "all | one-at-a-time",
+                ),
+                (
+                    "followUpMode",
+                    follow_up.as_str().to_owned(),
+                    "all | one-at-a-time",
+                ),
+                (
+                    "thinkingLevel",
+                    self.session.thinking_level().as_str().to_owned(),
+                    "off | minimal | low | medium | high | xhigh",
+                ),
+                (
+                    "doubleEscapeAction",
+                    double.to_owned(),
+                    "tree | fork | none",
+                ),
+                (
+                    "hideThinkingBlock",
+                    self.out.thinking_hidden().to_string(),
+                    "true | false",
+                ),
+                (
+                    "externalEditor",
+                    editor,
+                    "a command ($VISUAL, $EDITOR when empty)",
+                ),
+            ];
+            for (name, value, values) in rows {
+                self.info(&format!("{name:<20} {:<16} {values}", term::line(&value)))?;
+            }
+            return self
+                .info("/settings NAME VALUE sets one (saved to settings.json in the agent dir)");
+        }
+        let (name, value) = match args.split_once(char::is_whitespace) {
+            Some((name, value)) => (name, value.trim()),
+            None => (args, ""),
+        };
+        let boolean = match value {
+            "true" | "on" | "yes" => Some(true),
+            "false" | "off" | "no" => Some(false),
+            _ => None,
+        };
+        let bad = |expected: &str| {
+            format!(
+                "{name}: {:?} is not {expected}",
+                term::line(value).into_owned()
+            )
+        };
+        let sink = self.session.config().settings_sink.clone();
+        let saved = match name {
+            "autoCompact" => match boolean {
+                Some(on) => {
+                    self.session.set_auto_compaction(on);
+                    Ok(())
+                }
+                None => return self.warn(&bad("true or false")),
+            },
+            "autoRetry" => match boolean {
+                Some(on) => {
+                    self.session.set_auto_retry(on);
+                    Ok(())
+                }
+                None => return self.warn(&bad("true or false")),
+            },
+            "steeringMode" | "followUpMode" => match crate::session::QueueMode::parse(value) {
+                Some(mode) if name == "steeringMode" => {
+                    self.session.set_steering_mode(mode);
+                    Ok(())
+                }
+                Some(mode) => {
+                    self.session.set_follow_up_mode(mode);
+                    Ok(())
+                }
+                None => return self.warn(&bad("all or one-at-a-time")),
+            },
+            "thinkingLevel" => return self.thinking(Some(value)).await.map_err(io::Error::other),
+            "doubleEscapeAction" => match value {
+                "tree" | "fork" | "none" => {
+                    self.terminal.double_escape = DoubleEscape::from_setting(value);
+                    sink.set_value(name, serde_json::Value::from(value))
+                }
+                _ => return self.warn(&bad("tree, fork or none")),
+            },
+            "hideThinkingBlock" => match boolean {
+                Some(on) => {
+                    self.out.set_thinking_hidden(on);
+                    sink.set_value(name, serde_json::Value::from(on))
+                }
+                None => return self.warn(&bad("true or false")),
+            },
+            "externalEditor" => {
+                self.terminal.external_editor = (!value.is_empty()).then(|| value.to_owned());
+                sink.set_value(name, serde_json::Value::from(value))
+            }
+            _ => {
+                return self.warn(&format!(
+                    "{:?} is no setting /settings changes (it lists them); other settings are edited in settings.json",
+                    term::line(name).into_owned()
+                ));
+            }
+        };
+        match saved {
+            Ok(()) => self.info(&format!("{name} = {}", term::line(value))),
+            Err(error) => self.warn(&format!(
+                "{name} = {} for this session; not saved: {error}",
+                term::line(value)
+            )),
+        }
     }
 
     /// `/expand`: the whole output of the last `!` command, which was folded.

@@ -215,6 +215,17 @@ impl AgentSession {
         Some(choice.model)
     }
 
+    /// The scoped models (`--models`, `enabledModels`, `/scoped-models`), in cycling order.
+    pub fn model_scope(&self) -> Vec<ModelChoice> {
+        self.state().scope.clone()
+    }
+
+    /// Replaces the scoped models (`/scoped-models`); empty: cycling goes through every
+    /// available model.
+    pub fn set_model_scope(&self, scope: Vec<ModelChoice>) {
+        self.state().scope = scope;
+    }
+
     /// Returns whether [`AgentSession::cycle_model`] cycles through the scoped models
     /// (`--models`, `enabledModels`) rather than every available model.
     pub fn cycles_scoped_models(&self) -> bool {
