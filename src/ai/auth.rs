@@ -82,6 +82,28 @@ pub fn env_key_names(provider: &str) -> &'static [&'static str] {
         "xiaomi-token-plan-cn" => &["XIAOMI_TOKEN_PLAN_CN_API_KEY"],
         "xiaomi-token-plan-ams" => &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"],
         "xiaomi-token-plan-sgp" => &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"],
+        // Providers 1.6.0 added (its `getApiKeyEnvVars`).
+        "ant-ling" => &["ANT_LING_API_KEY"],
+        "qwen-token-plan" => &["QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY"],
+        "qwen-token-plan-cn" => &[
+            "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
+        "qwen-token-plan-individual" => &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+            "QWEN_TOKEN_PLAN_API_KEY",
+        ],
+        "qwen-token-plan-individual-cn" => &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
+        "nvidia" => &["NVIDIA_API_KEY"],
+        "typesafe" => &["TYPESAFE_API_KEY"],
+        "radius" => &["RADIUS_API_KEY"],
+        "zai-coding-cn" => &["ZAI_CODING_CN_API_KEY"],
+        "together" => &["TOGETHER_API_KEY"],
+        "baseten" => &["BASETEN_API_KEY"],
+        "meta" => &["META_API_KEY"],
         _ => &[],
     }
 }

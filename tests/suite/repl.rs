@@ -1178,3 +1178,42 @@ fn typed_text_stays_out_of_the_reply_and_alt_up_takes_the_queue_back() {
         "the message taken back was sent"
     );
 }
+
+/// `/model` picks from the models that can be used here and names the others: with words that
+/// only unusable models match, why they cannot be used (per provider: the variable to set, the
+/// `pi auth login` to run, an API pi does not speak); without words, how many there are.
+#[test]
+fn model_says_why_a_matching_model_cannot_be_used() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "model-why", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("/model radius");
+    let screen = tmux.wait_for("is not one pi speaks");
+    assert!(
+        screen.contains("No available model matches \"radius\""),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("matching models pi knows cannot be used here:"),
+        "{screen}"
+    );
+    assert!(screen.contains("radius ("), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/model mistral-large");
+    let screen = tmux.wait_for("no API key: set MISTRAL_API_KEY, or run `pi auth login mistral`");
+    assert!(screen.contains("mistral ("), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/model");
+    let screen = tmux.wait_for("Model (number");
+    assert!(screen.contains("1 mock/mock-model  ← current"), "{screen}");
+    assert!(
+        screen.contains("models pi knows cannot be used here (`pi --list-models` says why)"),
+        "{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}
