@@ -426,6 +426,39 @@ fn print_mode_over_the_gemini_api_sends_and_stores_what_the_reference_does() {
     assert_eq!(response.get("id"), None);
 }
 
+/// Vertex AI with an API key under a custom base URL: the Gemini stream format, the request
+/// under `<base>/v1/…/models/<id>:streamGenerateContent`, the same body as the Gemini API's.
+#[test]
+fn print_mode_over_vertex_sends_and_stores_what_the_reference_does() {
+    let turn = || {
+        vec![
+            MockResponse::sse(sse::google_tool_call(
+                "call_1",
+                "bash",
+                json!({"command": "ls"}),
+            ))
+            .chunked(7, 40),
+            MockResponse::sse(sse::google_text("There is one file: notes.txt.")).chunked(9, 40),
+        ]
+    };
+    let mut script = turn();
+    script.extend(turn());
+    let server = ProviderServer::start(script);
+    let models = models_json_for(&server, "google-vertex")
+        .replace(&format!("{}/v1", server.url()), &server.url());
+    print_mode_matches_the_reference(&server, &models);
+    let requests = server.requests();
+    assert!(
+        requests[0]
+            .path
+            .ends_with("models/mock-model:streamGenerateContent?alt=sse"),
+        "{}",
+        requests[0].path
+    );
+    let response = &requests[1].json()["contents"][2]["parts"][0]["functionResponse"];
+    assert_eq!(response["name"], "bash");
+}
+
 /// Mistral: chat-completion chunks; the provider's 9-character call id is kept as it is on
 /// both sides (1.6.0 rewrites ids of another shape; the rule is in `ai/mistral.rs`).
 #[test]
