@@ -82,6 +82,28 @@ pub fn env_key_names(provider: &str) -> &'static [&'static str] {
         "xiaomi-token-plan-cn" => &["XIAOMI_TOKEN_PLAN_CN_API_KEY"],
         "xiaomi-token-plan-ams" => &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"],
         "xiaomi-token-plan-sgp" => &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"],
+        // Providers 1.6.0 added (its `getApiKeyEnvVars`).
+        "ant-ling" => &["ANT_LING_API_KEY"],
+        "qwen-token-plan" => &["QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY"],
+        "qwen-token-plan-cn" => &[
+            "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
+        "qwen-token-plan-individual" => &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+            "QWEN_TOKEN_PLAN_API_KEY",
+        ],
+        "qwen-token-plan-individual-cn" => &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
+        "nvidia" => &["NVIDIA_API_KEY"],
+        "typesafe" => &["TYPESAFE_API_KEY"],
+        "radius" => &["RADIUS_API_KEY"],
+        "zai-coding-cn" => &["ZAI_CODING_CN_API_KEY"],
+        "together" => &["TOGETHER_API_KEY"],
+        "baseten" => &["BASETEN_API_KEY"],
+        "meta" => &["META_API_KEY"],
         _ => &[],
     }
 }
@@ -896,18 +918,28 @@ pub fn provider_settings(
 }
 
 /// Reads the AWS shared credentials and config files (`AWS_SHARED_CREDENTIALS_FILE`, else
-/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`) and, for an SSO profile,
-/// its token cache file (`~/.aws/sso/cache/<sha1>.json`).
+/// `~/.aws/credentials`; `AWS_CONFIG_FILE`, else `~/.aws/config`), for an SSO profile its
+/// token cache file (`~/.aws/sso/cache/<sha1>.json`), the web identity and container token
+/// files the environment names, and runs the active profile's `credential_process`.
 pub fn aws_shared_files(resolver: &dyn KeyResolver) -> crate::ai::CloudCredentials {
     let path = |name: &str, default: &str| resolver.env(name).unwrap_or_else(|| default.to_owned());
     let mut files = crate::ai::aws_auth::SharedFiles {
         credentials: resolver.read_file(&path("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")),
         config: resolver.read_file(&path("AWS_CONFIG_FILE", "~/.aws/config")),
-        sso_token: None,
+        ..Default::default()
     };
     let env = |name: &str| resolver.env(name);
     if let Some(name) = crate::ai::aws_auth::sso_cache_file(&env, &files) {
         files.sso_token = resolver.read_file(&format!("~/.aws/sso/cache/{name}"));
+    }
+    if let Some(command) = crate::ai::aws_auth::credential_process(&env, &files) {
+        files.process_output = resolver.run_command(&command);
+    }
+    if let Some(path) = resolver.env("AWS_WEB_IDENTITY_TOKEN_FILE") {
+        files.web_identity_token = resolver.read_file(&path);
+    }
+    if let Some(path) = resolver.env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+        files.container_token = resolver.read_file(&path);
     }
     crate::ai::CloudCredentials::AwsFiles(files)
 }

@@ -20,9 +20,26 @@
 //! (`GET <portal>/federation/credentials?account_id=…&role_name=…` with
 //! `x-amz-sso_bearer_token`; the portal is `https://portal.sso.<sso_region>.amazonaws.com`, or
 //! `AWS_ENDPOINT_URL_SSO`), which the client caches until five minutes before they expire.
-//! Not carried over: token refresh with the cached client registration, `credential_process`,
-//! web identity, container and instance metadata credentials; a profile that only has those
-//! fails with the SDK's "Could not load credentials" text.
+//!
+//! Further sources, as the SDK's default chain (`fromProcess`, `fromTokenFile`,
+//! `fromContainerMetadata`) after the profile and environment keys:
+//! - a profile's `credential_process`: `cli` runs the command (`KeyResolver::run_command`) and
+//!   its JSON (`Version: 1`, `AccessKeyId`, `SecretAccessKey`, `SessionToken`, `Expiration`)
+//!   comes in as [`SharedFiles::process_output`];
+//! - web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, `AWS_ROLE_SESSION_NAME`):
+//!   the token file's text is exchanged at STS (`AssumeRoleWithWebIdentity`, unsigned form
+//!   POST; `AWS_ENDPOINT_URL_STS`, else `AWS_ENDPOINT_URL`, else
+//!   `https://sts.<region>.amazonaws.com`) for role credentials;
+//! - container credentials (`AWS_CONTAINER_CREDENTIALS_FULL_URI`, else
+//!   `http://169.254.170.2` + `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`; plain HTTP only to
+//!   loopback or the ECS/EKS agent addresses, as the SDK): `GET` with `Authorization` from
+//!   `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE` (read by `cli`) or
+//!   `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
+//!
+//! Fetched credentials are cached by the client until five minutes before they expire.
+//! Not carried over: SSO token refresh with the cached client registration, `role_arn` +
+//! `source_profile` chains, instance metadata (IMDS); a profile that only has those fails
+//! with the SDK's "Could not load credentials" text.
 
 use std::collections::HashMap;
 
@@ -90,6 +107,85 @@ impl SsoRole {
     }
 }
 
+/// A role to assume at STS with a web identity token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebIdentity {
+    /// The STS endpoint (no trailing `/`).
+    pub endpoint: String,
+    /// `AWS_ROLE_ARN`.
+    pub role_arn: String,
+    /// `AWS_ROLE_SESSION_NAME`, else the SDK's `aws-sdk-js-session-<ms>`.
+    pub session_name: String,
+    /// The token file's text, trimmed.
+    pub token: String,
+}
+
+impl std::fmt::Debug for WebIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebIdentity")
+            .field("endpoint", &self.endpoint)
+            .field("role_arn", &self.role_arn)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The container credentials endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Container {
+    /// The full URL.
+    pub url: String,
+    /// The `Authorization` header value, if any.
+    pub authorization: Option<String>,
+}
+
+impl std::fmt::Debug for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Container")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Credentials fetched over HTTP before the call is signed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// An SSO role at the portal.
+    Sso(SsoRole),
+    /// A role assumed with a web identity token.
+    WebIdentity(WebIdentity),
+    /// The container credentials endpoint.
+    Container(Container),
+}
+
+impl Remote {
+    /// What names the credentials in the cache.
+    fn cache_key(&self) -> String {
+        match self {
+            Self::Sso(role) => format!(
+                "sso\n{}\n{}\n{}\n{}",
+                role.portal, role.account_id, role.role_name, role.token
+            ),
+            Self::WebIdentity(web) => {
+                format!("web\n{}\n{}\n{}", web.endpoint, web.role_arn, web.token)
+            }
+            Self::Container(container) => format!(
+                "container\n{}\n{}",
+                container.url,
+                container.authorization.as_deref().unwrap_or("")
+            ),
+        }
+    }
+
+    /// The host a failure names.
+    fn origin(&self) -> &str {
+        match self {
+            Self::Sso(role) => &role.portal,
+            Self::WebIdentity(web) => &web.endpoint,
+            Self::Container(container) => &container.url,
+        }
+    }
+}
+
 /// How a Bedrock call authenticates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AwsAuth {
@@ -97,8 +193,8 @@ pub enum AwsAuth {
     SigV4(AwsKeys),
     /// A Bedrock API key.
     Bearer(String),
-    /// SigV4 with an SSO role's credentials, fetched first.
-    Sso(SsoRole),
+    /// SigV4 with credentials fetched first.
+    Remote(Remote),
 }
 
 /// One INI file: section name → key → value (keys lower-cased).
@@ -140,6 +236,12 @@ pub struct SharedFiles {
     pub config: Option<String>,
     /// The SSO token cache file of the active profile ([`sso_cache_file`]).
     pub sso_token: Option<String>,
+    /// The stdout of the active profile's `credential_process` ([`credential_process`]).
+    pub process_output: Option<String>,
+    /// The text of `AWS_WEB_IDENTITY_TOKEN_FILE`.
+    pub web_identity_token: Option<String>,
+    /// The text of `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`.
+    pub container_token: Option<String>,
 }
 
 impl SharedFiles {
@@ -197,6 +299,136 @@ pub fn sso_cache_file(env: &dyn Fn(&str) -> Option<String>, files: &SharedFiles)
     let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, key.as_bytes());
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     Some(format!("{hex}.json"))
+}
+
+/// The `credential_process` command `cli` should run: the active profile's (`AWS_PROFILE`,
+/// else `default` when the environment has no keys), when it has no static keys.
+pub fn credential_process(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &SharedFiles,
+) -> Option<String> {
+    let name = match env("AWS_PROFILE") {
+        Some(name) => name,
+        None if env("AWS_ACCESS_KEY_ID").is_some() && env("AWS_SECRET_ACCESS_KEY").is_some() => {
+            return None;
+        }
+        None => "default".to_owned(),
+    };
+    let profile = files.profile(&name)?;
+    if keys_of(&profile).is_some() {
+        return None;
+    }
+    profile
+        .get("credential_process")
+        .filter(|command| !command.trim().is_empty())
+        .cloned()
+}
+
+/// Reads a `credential_process` answer (the SDK's `getValidatedProcessCredentials`).
+fn process_keys(output: Option<&str>, now_ms: i64) -> Result<AwsKeys, String> {
+    let json = output
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .ok_or("credential_process did not return credentials (no JSON on its stdout)")?;
+    if json.get("Version").and_then(serde_json::Value::as_i64) != Some(1) {
+        return Err("credential_process did not return Version 1.".to_owned());
+    }
+    let get = |key: &str| {
+        json.get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(expiration) = get("Expiration") {
+        let expires = chrono::DateTime::parse_from_rfc3339(&expiration)
+            .map_err(|_| "credential_process returned an unreadable Expiration.".to_owned())?;
+        if expires.timestamp_millis() <= now_ms {
+            return Err("credential_process returned expired credentials.".to_owned());
+        }
+    }
+    match (get("AccessKeyId"), get("SecretAccessKey")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsKeys {
+            access_key_id,
+            secret_access_key,
+            session_token: get("SessionToken"),
+        }),
+        _ => Err("credential_process did not return AccessKeyId and SecretAccessKey.".to_owned()),
+    }
+}
+
+/// The web identity role of the environment, when `AWS_WEB_IDENTITY_TOKEN_FILE` and
+/// `AWS_ROLE_ARN` are set.
+fn web_identity(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &SharedFiles,
+    now_ms: i64,
+) -> Option<Result<WebIdentity, String>> {
+    let path = env("AWS_WEB_IDENTITY_TOKEN_FILE")?;
+    let role_arn = env("AWS_ROLE_ARN")?;
+    let Some(token) = files
+        .web_identity_token
+        .as_deref()
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+    else {
+        return Some(Err(format!(
+            "Could not read the web identity token file {path}"
+        )));
+    };
+    let region = env("AWS_REGION")
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let endpoint = env("AWS_ENDPOINT_URL_STS")
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+        .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
+    Some(Ok(WebIdentity {
+        endpoint: endpoint.trim_end_matches('/').to_owned(),
+        role_arn,
+        session_name: env("AWS_ROLE_SESSION_NAME")
+            .unwrap_or_else(|| format!("aws-sdk-js-session-{now_ms}")),
+        token: token.to_owned(),
+    }))
+}
+
+/// The container credentials endpoint of the environment, when one is set.
+fn container(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &SharedFiles,
+) -> Option<Result<Container, String>> {
+    let url = match (
+        env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
+        env("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+    ) {
+        (Some(relative), _) => format!("http://169.254.170.2{relative}"),
+        (None, Some(full)) => full,
+        (None, None) => return None,
+    };
+    let parsed = match reqwest::Url::parse(&url) {
+        Ok(parsed) => parsed,
+        Err(_) => {
+            return Some(Err(format!(
+                "{url} is not a valid container credentials URL"
+            )));
+        }
+    };
+    let host = parsed.host_str().unwrap_or("");
+    let allowed_http = matches!(
+        host,
+        "localhost" | "169.254.170.2" | "169.254.170.23" | "[fd00:ec2::23]"
+    ) || host.starts_with("127.")
+        || host == "[::1]";
+    if parsed.scheme() != "https" && !(parsed.scheme() == "http" && allowed_http) {
+        return Some(Err(format!(
+            "{host} is not a valid container metadata service hostname"
+        )));
+    }
+    let authorization = files
+        .container_token
+        .as_deref()
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .map(str::to_owned)
+        .or_else(|| env("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
+    Some(Ok(Container { url, authorization }))
 }
 
 /// The SDK's text for a missing or expired SSO token.
@@ -313,13 +545,8 @@ pub fn resolve_auth(
         let profile = files.profile(&name).ok_or_else(|| {
             format!("Profile {name} could not be found or parsed in shared credentials file.")
         })?;
-        if let Some(keys) = keys_of(&profile) {
-            return Ok(AwsAuth::SigV4(keys));
-        }
-        return match sso_role(env, files, &profile, now_ms) {
-            Some(role) => role.map(AwsAuth::Sso),
-            None => Err(NO_CREDENTIALS.to_owned()),
-        };
+        return profile_auth(env, files, &profile, now_ms)
+            .unwrap_or_else(|| Err(NO_CREDENTIALS.to_owned()));
     }
     if let (Some(access_key_id), Some(secret_access_key)) =
         (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
@@ -330,16 +557,37 @@ pub fn resolve_auth(
             session_token: env("AWS_SESSION_TOKEN"),
         }));
     }
-    let Some(profile) = files.profile("default") else {
-        return Err(NO_CREDENTIALS.to_owned());
-    };
-    if let Some(keys) = keys_of(&profile) {
-        return Ok(AwsAuth::SigV4(keys));
+    if let Some(auth) = files
+        .profile("default")
+        .and_then(|profile| profile_auth(env, files, &profile, now_ms))
+    {
+        return auth;
     }
-    match sso_role(env, files, &profile, now_ms) {
-        Some(role) => role.map(AwsAuth::Sso),
-        None => Err(NO_CREDENTIALS.to_owned()),
+    if let Some(web) = web_identity(env, files, now_ms) {
+        return web.map(|web| AwsAuth::Remote(Remote::WebIdentity(web)));
     }
+    if let Some(container) = container(env, files) {
+        return container.map(|container| AwsAuth::Remote(Remote::Container(container)));
+    }
+    Err(NO_CREDENTIALS.to_owned())
+}
+
+/// What a profile gives: its keys, its SSO role, its `credential_process`; `None` for none.
+fn profile_auth(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &SharedFiles,
+    profile: &HashMap<String, String>,
+    now_ms: i64,
+) -> Option<Result<AwsAuth, String>> {
+    if let Some(keys) = keys_of(profile) {
+        return Some(Ok(AwsAuth::SigV4(keys)));
+    }
+    if let Some(role) = sso_role(env, files, profile, now_ms) {
+        return Some(role.map(|role| AwsAuth::Remote(Remote::Sso(role))));
+    }
+    profile
+        .contains_key("credential_process")
+        .then(|| process_keys(files.process_output.as_deref(), now_ms).map(AwsAuth::SigV4))
 }
 
 /// The region the shared config gives the active profile (`AWS_PROFILE`, else `default`).
@@ -377,30 +625,118 @@ pub enum RoleFailure {
     Failed(String),
 }
 
-/// Returns the role's credentials: cached, or fetched from the portal (then cached).
+/// Reads an STS `AssumeRoleWithWebIdentity` answer (XML) into keys and their expiry.
+pub fn parse_sts_credentials(status: u16, body: &str) -> Result<(AwsKeys, i64), String> {
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let start = body.find(&open)? + open.len();
+        let end = body[start..].find(&close)? + start;
+        Some(body[start..end].trim().to_owned())
+    };
+    if !(200..300).contains(&status) {
+        let code = tag("Code").unwrap_or_else(|| "UnknownError".to_owned());
+        let message = tag("Message").unwrap_or_default();
+        return Err(format!(
+            "AssumeRoleWithWebIdentity failed ({status}): {code}: {message}"
+        ));
+    }
+    let expires = tag("Expiration")
+        .and_then(|text| chrono::DateTime::parse_from_rfc3339(&text).ok())
+        .map_or(0, |at| at.timestamp_millis());
+    match (tag("AccessKeyId"), tag("SecretAccessKey")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok((
+            AwsKeys {
+                access_key_id,
+                secret_access_key,
+                session_token: tag("SessionToken"),
+            },
+            expires,
+        )),
+        _ => Err("STS answered without credentials".to_owned()),
+    }
+}
+
+/// Reads a container credentials answer (`AccessKeyId`, `SecretAccessKey`, `Token`,
+/// `Expiration`) into keys and their expiry.
+pub fn parse_container_credentials(status: u16, body: &str) -> Result<(AwsKeys, i64), String> {
+    if !(200..300).contains(&status) {
+        return Err(format!("Container credentials request failed ({status})"));
+    }
+    let json = serde_json::from_str::<serde_json::Value>(body).unwrap_or_default();
+    let get = |key: &str| {
+        json.get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    let expires = get("Expiration")
+        .and_then(|text| chrono::DateTime::parse_from_rfc3339(&text).ok())
+        .map_or(0, |at| at.timestamp_millis());
+    match (get("AccessKeyId"), get("SecretAccessKey")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok((
+            AwsKeys {
+                access_key_id,
+                secret_access_key,
+                session_token: get("Token"),
+            },
+            expires,
+        )),
+        _ => Err("The container credentials endpoint answered without credentials".to_owned()),
+    }
+}
+
+/// Percent-encodes a form value (`application/x-www-form-urlencoded`, as the SDK's query
+/// serializer).
+fn form_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Returns the remote source's credentials: cached, or fetched (then cached).
 pub async fn role_keys(
     http: &reqwest::Client,
     cache: &RoleCache,
-    role: &SsoRole,
+    remote: &Remote,
     now_ms: i64,
     timeout: std::time::Duration,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<AwsKeys, RoleFailure> {
-    let key = format!(
-        "{}\n{}\n{}\n{}",
-        role.portal, role.account_id, role.role_name, role.token
-    );
+    let key = remote.cache_key();
     if let Some((keys, expires)) = lock_roles(cache).get(&key)
         && now_ms < expires - ROLE_REFRESH_MS
     {
         return Ok(keys.clone());
     }
-    let fetch = async {
-        let response = http
+    let request = match remote {
+        Remote::Sso(role) => http
             .get(role.url())
-            .header("x-amz-sso_bearer_token", &role.token)
-            .send()
-            .await?;
+            .header("x-amz-sso_bearer_token", &role.token),
+        Remote::WebIdentity(web) => http
+            .post(format!("{}/", web.endpoint))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
+                form_encode(&web.role_arn),
+                form_encode(&web.session_name),
+                form_encode(&web.token)
+            )),
+        Remote::Container(container) => {
+            let request = http.get(&container.url);
+            match &container.authorization {
+                Some(token) => request.header("authorization", token),
+                None => request,
+            }
+        }
+    };
+    let fetch = async {
+        let response = request.send().await?;
         let status = response.status().as_u16();
         Ok::<_, reqwest::Error>((status, response.text().await?))
     };
@@ -411,14 +747,18 @@ pub async fn role_keys(
     };
     match outcome {
         Ok(Ok((status, body))) => {
-            let (keys, expires) =
-                parse_role_credentials(status, &body).map_err(RoleFailure::Failed)?;
+            let parsed = match remote {
+                Remote::Sso(_) => parse_role_credentials(status, &body),
+                Remote::WebIdentity(_) => parse_sts_credentials(status, &body),
+                Remote::Container(_) => parse_container_credentials(status, &body),
+            };
+            let (keys, expires) = parsed.map_err(RoleFailure::Failed)?;
             lock_roles(cache).insert(key, (keys.clone(), expires));
             Ok(keys)
         }
         Ok(Err(err)) => Err(RoleFailure::Failed(format!(
             "request to {} failed, reason: {err}",
-            role.portal
+            remote.origin()
         ))),
         Err(_) => Err(RoleFailure::Failed("Request timed out.".to_owned())),
     }
@@ -435,6 +775,7 @@ mod tests {
             ),
             config: Some("[default]\nregion = us-east-2\n[profile dev]\nregion = eu-west-1\n[profile cfg]\naws_access_key_id = C\naws_secret_access_key = CS\n".into()),
             sso_token: None,
+            ..SharedFiles::default()
         }
     }
 
@@ -499,6 +840,7 @@ mod tests {
             credentials: None,
             config: Some("[profile sso]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Dev\n[sso-session corp]\nsso_region = us-east-1\nsso_start_url = https://corp.awsapps.com/start\n".into()),
             sso_token: Some(r#"{"accessToken":"tok","expiresAt":"2026-01-01T01:00:00Z"}"#.into()),
+            ..SharedFiles::default()
         };
         let env = |name: &str| (name == "AWS_PROFILE").then(|| "sso".to_owned());
         // sha1("corp"), as the AWS CLI names the cache file.
@@ -508,7 +850,7 @@ mod tests {
         );
         let before = 1_767_225_600_000;
         match resolve_auth(&env, None, &files, before) {
-            Ok(AwsAuth::Sso(role)) => assert_eq!(
+            Ok(AwsAuth::Remote(Remote::Sso(role))) => assert_eq!(
                 role.url(),
                 "https://portal.sso.us-east-1.amazonaws.com/federation/credentials?account_id=111122223333&role_name=Dev"
             ),
@@ -522,6 +864,101 @@ mod tests {
         assert_eq!(
             resolve_auth(&env, None, &files, before),
             Err(SSO_EXPIRED.to_owned())
+        );
+    }
+
+    #[test]
+    fn web_identity_and_container_sources_follow_the_profile_and_env_keys() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| (*value).to_owned())
+            }
+        };
+        let files = SharedFiles {
+            web_identity_token: Some(" tok \n".into()),
+            container_token: Some("file-token\n".into()),
+            ..SharedFiles::default()
+        };
+        let web = vars(&[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+            ("AWS_ROLE_ARN", "arn:r"),
+            ("AWS_REGION", "eu-west-3"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+        ]);
+        match resolve_auth(&web, None, &files, 42) {
+            Ok(AwsAuth::Remote(Remote::WebIdentity(identity))) => {
+                assert_eq!(identity.endpoint, "https://sts.eu-west-3.amazonaws.com");
+                assert_eq!(identity.session_name, "aws-sdk-js-session-42");
+                assert_eq!(identity.token, "tok");
+            }
+            other => panic!("{other:?}"),
+        }
+        let container = vars(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds")]);
+        match resolve_auth(&container, None, &files, 0) {
+            Ok(AwsAuth::Remote(Remote::Container(found))) => {
+                assert_eq!(found.url, "http://169.254.170.2/v2/creds");
+                assert_eq!(found.authorization.as_deref(), Some("file-token"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Plain HTTP only to loopback and the agents' addresses.
+        let remote_http = vars(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/c")]);
+        assert!(
+            resolve_auth(&remote_http, None, &files, 0).is_err_and(
+                |error| error.contains("not a valid container metadata service hostname")
+            )
+        );
+        // Environment keys come first.
+        let keys = vars(&[
+            ("AWS_ACCESS_KEY_ID", "E"),
+            ("AWS_SECRET_ACCESS_KEY", "ES"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+        ]);
+        assert!(matches!(
+            resolve_auth(&keys, None, &files, 0),
+            Ok(AwsAuth::SigV4(_))
+        ));
+    }
+
+    #[test]
+    fn sts_and_container_answers_parse_and_refusals_name_the_failure() {
+        let (keys, expires) = parse_sts_credentials(
+            200,
+            "<Credentials><AccessKeyId>A</AccessKeyId><SecretAccessKey>S</SecretAccessKey><SessionToken>T</SessionToken><Expiration>2026-01-01T00:00:00Z</Expiration></Credentials>",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                keys.access_key_id.as_str(),
+                keys.session_token.as_deref(),
+                expires
+            ),
+            ("A", Some("T"), 1_767_225_600_000)
+        );
+        assert_eq!(
+            parse_sts_credentials(
+                403,
+                "<ErrorResponse><Error><Code>AccessDenied</Code><Message>Not authorized</Message></Error></ErrorResponse>"
+            )
+            .unwrap_err(),
+            "AssumeRoleWithWebIdentity failed (403): AccessDenied: Not authorized"
+        );
+        let (keys, _) = parse_container_credentials(
+            200,
+            r#"{"AccessKeyId":"A","SecretAccessKey":"S","Token":"T","Expiration":"2026-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(keys.session_token.as_deref(), Some("T"));
+        assert!(process_keys(Some(r#"{"Version":2}"#), 0).is_err());
+        assert!(
+            process_keys(
+                Some(r#"{"Version":1,"AccessKeyId":"A","SecretAccessKey":"S"}"#),
+                0
+            )
+            .is_ok()
         );
     }
 }

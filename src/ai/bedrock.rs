@@ -76,6 +76,15 @@ pub const PROVIDER_ENV_NAMES: &[&str] = &[
     "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_CONFIG_FILE",
     "AWS_ENDPOINT_URL_SSO",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_ENDPOINT_URL",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
 ];
 
 const EMPTY_TEXT: &str = "<empty>";
@@ -643,10 +652,10 @@ fn build_body(
 }
 
 impl Signing {
-    /// Returns the SSO role whose credentials must be fetched before [`Self::apply`].
-    pub fn sso_role(&self) -> Option<&aws_auth::SsoRole> {
+    /// Returns the source whose credentials must be fetched before [`Self::apply`].
+    pub fn remote(&self) -> Option<&aws_auth::Remote> {
         match &self.auth {
-            AwsAuth::Sso(role) => Some(role),
+            AwsAuth::Remote(remote) => Some(remote),
             AwsAuth::SigV4(_) | AwsAuth::Bearer(_) => None,
         }
     }
@@ -670,8 +679,8 @@ impl Signing {
                 );
                 return Ok(());
             }
-            (AwsAuth::SigV4(keys), _) | (AwsAuth::Sso(_), Some(keys)) => keys,
-            (AwsAuth::Sso(_), None) => return Err(aws_auth::NO_CREDENTIALS.to_owned()),
+            (AwsAuth::SigV4(keys), _) | (AwsAuth::Remote(_), Some(keys)) => keys,
+            (AwsAuth::Remote(_), None) => return Err(aws_auth::NO_CREDENTIALS.to_owned()),
         };
         let identity = aws_credential_types::Credentials::new(
             &keys.access_key_id,

@@ -27,7 +27,7 @@
 //! rules), `proxy` (which proxy a request goes through), `stream` (the driver: idle timeout, abort, terminal events), `convert`
 //! (`convertToLlm` and provider normalisation),
 //! `models` (model table, `models.json`, thinking levels), `resolve` (`--model` patterns),
-//! `auth` (keys and headers), `error` (`AiError` and its classification), `partial_json`.
+//! `auth` (keys and headers), `availability` (which models can be used here, and why not), `error` (`AiError` and its classification), `partial_json`.
 //!
 //! Invariants: `ai` knows nothing of sessions or storage; it reads no environment variables or
 //! files (values come in as text, or through [`auth::KeyResolver`]); the only re-sending of a
@@ -35,6 +35,7 @@
 
 pub mod anthropic;
 pub mod auth;
+pub mod availability;
 pub mod aws_auth;
 pub mod bedrock;
 pub mod codex;

@@ -655,11 +655,11 @@ impl AssistantStream {
                     }
                     if let Some(signing) = aws_signing {
                         let mut sso_keys = None;
-                        if let Some(role) = signing.sso_role() {
+                        if let Some(remote) = signing.remote() {
                             let fetched = aws_auth::role_keys(
                                 &http,
                                 &self.aws_roles,
-                                role,
+                                remote,
                                 self.clock.now_ms(),
                                 self.transport.request_timeout,
                                 &self.cancel,

@@ -188,7 +188,8 @@ pub fn build_request(
         set_header_ci(&mut headers, &name, &value);
     }
     let transcript = normalize_context(request);
-    let body = google::build_body(model, &transcript, options, google::BudgetTable::Vertex)?;
+    let mut body = google::build_body(model, &transcript, options, google::BudgetTable::Vertex)?;
+    vertex_key_order(&mut body);
     let credentials = match auth {
         Auth::ApiKey(_) => None,
         Auth::Adc { .. } => Some(match &options.cloud {
@@ -213,6 +214,42 @@ pub fn build_request(
 pub fn decoder(message: AssistantMessage, model: &Model) -> GoogleDecoder {
     GoogleDecoder::new(message, model)
         .with_no_finish_text("Google Vertex stream ended without a finish reason")
+}
+
+/// Replayed `functionCall`s in the key order 1.6.0 sends to Vertex (`name`, `args`, `id`: the
+/// object as `google-shared.js` builds it; `@google/genai`'s Vertex path keeps it, where its
+/// Gemini API path reorders to `args`, `id`, `name`).
+fn vertex_key_order(body: &mut serde_json::Value) {
+    let Some(contents) = body
+        .get_mut("contents")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return;
+    };
+    for content in contents {
+        let Some(parts) = content
+            .get_mut("parts")
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        for part in parts {
+            let Some(call) = part
+                .get_mut("functionCall")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            let mut ordered = serde_json::Map::new();
+            for key in ["name", "args", "id"] {
+                if let Some(value) = call.remove(key) {
+                    ordered.insert(key.to_owned(), value);
+                }
+            }
+            ordered.append(call);
+            *call = ordered;
+        }
+    }
 }
 
 #[cfg(test)]

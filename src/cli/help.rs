@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use crate::ai::auth;
+use crate::ai::availability;
 use crate::cli::config::Env;
 use crate::cli::keys;
 use crate::support::term;
@@ -229,10 +229,31 @@ fn format_tokens(count: u64) -> String {
     }
 }
 
+/// `--list-models [WORDS]`: the table of the models that can be used here on stdout, as
+/// 1.6.0 prints its available models; then, on stderr, the models pi knows that cannot be
+/// used here (the same words matching), one line per provider and reason, saying what to set
+/// or run ([`availability::Unusable`]).
 pub(crate) fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
     let registry = keys::load_model_registry(env);
     let credentials = keys::load_credentials(env, env.clock());
-    let mut models: Vec<&crate::ai::Model> = auth::available_models(&registry, &credentials);
+    let classified = availability::classify(&registry, &credentials);
+    let tokens: Vec<String> = search
+        .map(|search| search.split_whitespace().map(str::to_lowercase).collect())
+        .unwrap_or_default();
+    let matches = |model: &crate::ai::Model| {
+        let haystack = format!("{} {}", model.provider, model.id).to_lowercase();
+        tokens.iter().all(|token| is_subsequence(token, &haystack))
+    };
+    let unusable: Vec<(&crate::ai::Model, &availability::Unusable)> = classified
+        .iter()
+        .filter_map(|(model, reason)| reason.as_ref().map(|reason| (*model, reason)))
+        .filter(|(model, _)| matches(model))
+        .collect();
+    let mut models: Vec<&crate::ai::Model> = classified
+        .iter()
+        .filter(|(_, reason)| reason.is_none())
+        .map(|(model, _)| *model)
+        .collect();
     let mut out = std::io::stdout().lock();
     if models.is_empty() {
         writeln!(
@@ -240,18 +261,16 @@ pub(crate) fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
             "No models available. Set an API key (e.g. ANTHROPIC_API_KEY), or add a provider to {}",
             env.agent_dir().join("models.json").display()
         )?;
-        return Ok(());
+        drop(out);
+        return print_unusable(&unusable, search.is_some());
     }
     if let Some(search) = search {
-        let tokens: Vec<String> = search.split_whitespace().map(str::to_lowercase).collect();
-        models.retain(|model| {
-            let haystack = format!("{} {}", model.provider, model.id).to_lowercase();
-            tokens.iter().all(|token| is_subsequence(token, &haystack))
-        });
+        models.retain(|model| matches(model));
         // As the reference: models exist, none matched the words.
         if models.is_empty() {
             writeln!(out, "No models matching \"{}\"", term::line(search))?;
-            return Ok(());
+            drop(out);
+            return print_unusable(&unusable, true);
         }
     }
     models.sort_by(|a, b| a.provider.cmp(&b.provider).then(a.id.cmp(&b.id)));
@@ -289,6 +308,29 @@ pub(crate) fn list_models(env: &Env, search: Option<&str>) -> Result<()> {
     writeln!(out, "{}", line(header.to_vec()))?;
     for row in &rows {
         writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    out.flush()?;
+    drop(out);
+    print_unusable(&unusable, search.is_some())
+}
+
+/// The models that cannot be used here, on stderr: a heading, then `provider (N models):
+/// reason` per provider and reason.
+fn print_unusable(
+    unusable: &[(&crate::ai::Model, &availability::Unusable)],
+    searched: bool,
+) -> Result<()> {
+    if unusable.is_empty() {
+        return Ok(());
+    }
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "{}",
+        availability::unusable_heading(unusable.len(), searched)
+    )?;
+    for line in availability::unusable_lines(unusable) {
+        writeln!(err, "  {line}")?;
     }
     Ok(())
 }

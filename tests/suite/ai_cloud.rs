@@ -384,3 +384,246 @@ fn an_expired_sso_login_says_to_log_in_again() {
     assert!(stderr.contains(pi::ai::aws_auth::SSO_EXPIRED), "{stderr}");
     assert!(server.requests().is_empty());
 }
+
+/// Bedrock's recorded text stream.
+fn bedrock_stream() -> MockResponse {
+    let mut stream = MockResponse::sse("");
+    stream.body = std::fs::read(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/providers/bedrock-text.eventstream"),
+    )
+    .unwrap();
+    stream.header("content-type", "application/vnd.amazon.eventstream")
+}
+
+/// Runs `pi -p` against Bedrock at `server` with `vars` set; returns its stdout.
+fn bedrock_print(env: &TestEnv, server: &ProviderServer, vars: &[(&str, String)]) -> String {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        json!({"providers": {"amazon-bedrock": {"baseUrl": server.url()}}}).to_string(),
+    )
+    .unwrap();
+    let mut command = env.pi();
+    command.args([
+        "--offline",
+        "--no-session",
+        "--model",
+        "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+        "-p",
+        "What is in src?",
+    ]);
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let output = succeeded(&mut command);
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+const ANSWER: &str = "The `src` folder holds `main.rs` and `lib.rs`.";
+
+/// Web identity (IRSA): the token file is exchanged at STS (`AWS_ENDPOINT_URL_STS`) with an
+/// unsigned `AssumeRoleWithWebIdentity` form, and the call is signed with the role's keys.
+#[test]
+fn print_mode_reaches_bedrock_with_a_web_identity_token_through_sts() {
+    let sts = r#"<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <AssumeRoleWithWebIdentityResult>
+    <Credentials>
+      <AccessKeyId>ASIAIOSFODNN7WEBIDNT</AccessKeyId>
+      <SecretAccessKey>web/identity/secret/EXAMPLEKEY</SecretAccessKey>
+      <SessionToken>IQoJb3JpZ2luX2VjWEBIDENTITY</SessionToken>
+      <Expiration>2026-01-01T08:00:00Z</Expiration>
+    </Credentials>
+  </AssumeRoleWithWebIdentityResult>
+</AssumeRoleWithWebIdentityResponse>"#;
+    let server = ProviderServer::start(vec![
+        MockResponse::json(200, sts).header("content-type", "text/xml"),
+        bedrock_stream(),
+    ]);
+    let env = TestEnv::new();
+    let token_file = env.dir.path().join("web-identity-token");
+    std::fs::write(&token_file, "eyJ.web+identity/token=\n").unwrap();
+    let stdout = bedrock_print(
+        &env,
+        &server,
+        &[
+            (
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                token_file.display().to_string(),
+            ),
+            (
+                "AWS_ROLE_ARN",
+                "arn:aws:iam::111122223333:role/pi-bedrock".to_owned(),
+            ),
+            ("AWS_ROLE_SESSION_NAME", "pi-session".to_owned()),
+            ("AWS_ENDPOINT_URL_STS", server.url()),
+        ],
+    );
+    assert_eq!(stdout, ANSWER);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].path.as_str()),
+        ("POST", "/")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&requests[0].body),
+        "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fpi-bedrock&RoleSessionName=pi-session&WebIdentityToken=eyJ.web%2Bidentity%2Ftoken%3D"
+    );
+    assert_eq!(
+        requests[0].header("authorization"),
+        None,
+        "STS is called unsigned"
+    );
+    let authorization = requests[1].header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7WEBIDNT/20260101/us-east-1/bedrock/aws4_request, "),
+        "{authorization}"
+    );
+    assert_eq!(
+        requests[1].header("x-amz-security-token"),
+        Some("IQoJb3JpZ2luX2VjWEBIDENTITY")
+    );
+}
+
+/// Container credentials (ECS/EKS Pod Identity): `GET` of the full URI with the token file's
+/// text as `Authorization`; a refusal fails the call as an authentication error that names
+/// the endpoint's status.
+#[test]
+fn print_mode_reaches_bedrock_with_container_credentials() {
+    let creds = json!({
+        "AccessKeyId": "ASIAIOSFODNN7CONTAIN",
+        "SecretAccessKey": "container/secret/EXAMPLEKEY",
+        "Token": "IQoJb3JpZ2luX2VjCONTAINER",
+        "Expiration": "2026-01-01T06:00:00Z",
+    });
+    let server = ProviderServer::start(vec![
+        MockResponse::json(200, creds.to_string()),
+        bedrock_stream(),
+    ]);
+    let env = TestEnv::new();
+    let token_file = env.dir.path().join("pod-identity-token");
+    std::fs::write(&token_file, "pod-identity-token-value\n").unwrap();
+    let stdout = bedrock_print(
+        &env,
+        &server,
+        &[
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                format!("{}/v1/credentials", server.url()),
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                token_file.display().to_string(),
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                "the-file-wins".to_owned(),
+            ),
+        ],
+    );
+    assert_eq!(stdout, ANSWER);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].path.as_str()),
+        ("GET", "/v1/credentials")
+    );
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("pod-identity-token-value")
+    );
+    let authorization = requests[1].header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7CONTAIN/20260101/us-east-1/bedrock/aws4_request, "),
+        "{authorization}"
+    );
+    assert_eq!(
+        requests[1].header("x-amz-security-token"),
+        Some("IQoJb3JpZ2luX2VjCONTAINER")
+    );
+
+    // The endpoint refusing: no model call, the status named.
+    let refusing = ProviderServer::start(vec![MockResponse::json(403, "{}")]);
+    let output = env
+        .pi()
+        .args([
+            "--offline",
+            "--no-session",
+            "--model",
+            "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+            "-p",
+            "hi",
+        ])
+        .env(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            format!("{}/v1/credentials", refusing.url()),
+        )
+        .output()
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Container credentials request failed (403)"),
+        "{stderr}"
+    );
+    assert_eq!(refusing.requests().len(), 1);
+}
+
+/// A profile's `credential_process`: the command's JSON gives the keys; expired ones are
+/// refused before anything is sent.
+#[test]
+fn print_mode_reaches_bedrock_with_a_credential_process_profile() {
+    let server = ProviderServer::start(vec![bedrock_stream()]);
+    let env = TestEnv::new();
+    let aws = env.home.join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    let script = env.dir.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '%s' \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"ASIAIOSFODNN7PROCESS\\\", \\\"SecretAccessKey\\\": \\\"process/secret\\\", \\\"SessionToken\\\": \\\"IQoJPROCESS\\\", \\\"Expiration\\\": \\\"$1\\\"}\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[profile tool]\nregion = eu-central-1\ncredential_process = sh {} 2026-01-01T05:00:00Z\n\n[profile stale]\nregion = eu-central-1\ncredential_process = sh {} 2025-12-31T23:00:00Z\n",
+            script.display(),
+            script.display()
+        ),
+    )
+    .unwrap();
+    let stdout = bedrock_print(&env, &server, &[("AWS_PROFILE", "tool".to_owned())]);
+    assert_eq!(stdout, ANSWER);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let authorization = requests[0].header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7PROCESS/20260101/eu-central-1/bedrock/aws4_request, "),
+        "{authorization}"
+    );
+    assert_eq!(
+        requests[0].header("x-amz-security-token"),
+        Some("IQoJPROCESS")
+    );
+
+    let output = env
+        .pi()
+        .args([
+            "--offline",
+            "--no-session",
+            "--model",
+            "amazon-bedrock/anthropic.claude-haiku-4-5-20251001-v1:0",
+            "-p",
+            "hi",
+        ])
+        .env("AWS_PROFILE", "stale")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("credential_process returned expired credentials."),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 1, "nothing more was sent");
+}

@@ -863,3 +863,200 @@ fn list_models_prints_what_1_6_prints() {
         assert!(!pi.1.is_empty(), "{words:?}");
     }
 }
+
+/// The `(provider, model)` rows of a `--list-models` table.
+fn table_rows(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut cells = line.split_whitespace();
+            Some((cells.next()?.to_owned(), cells.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// `--list-models` lists what can be used here and names, on stderr, why each other model pi
+/// knows cannot be: no credentials (the variables to set, `pi auth login`), an API pi does not
+/// speak, an Azure endpoint missing, a `models.json` key whose variable is unset. The table
+/// differs from 1.6.0's by exactly the models pi cannot use although the reference lists them
+/// (its `pi-messages` API, Azure without an endpoint); a search narrows both parts.
+#[test]
+fn list_models_says_why_the_other_models_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, agent_dir, work) = (
+        dir.path().join("home"),
+        dir.path().join("agent"),
+        dir.path().join("work"),
+    );
+    for path in [&home, &agent_dir, &work] {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    std::fs::write(
+        agent_dir.join("models.json"),
+        serde_json::json!({
+            "providers": {
+                "acme": {
+                    "baseUrl": "http://127.0.0.1:9/v1",
+                    "api": "openai-completions",
+                    "apiKey": "${ACME_ORG}-$ACME_KEY",
+                    "models": [{"id": "acme-tiny"}, {"id": "acme-big"}]
+                },
+                "evil\u{1b}[31m": {
+                    "baseUrl": "http://127.0.0.1:9/v1",
+                    "api": "openai-completions",
+                    "apiKey": "$EVIL_KEY",
+                    "models": [{"id": "evil-model"}]
+                }
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        agent_dir.join("auth.json"),
+        r#"{"anthropic": {"type": "api_key", "key": "sk-stored"}}"#,
+    )
+    .unwrap();
+    let vars = [
+        ("GROQ_API_KEY", "groq-key"),
+        ("RADIUS_API_KEY", "radius-key"),
+        ("AZURE_OPENAI_API_KEY", "azure-key"),
+        ("ACME_ORG", "org"),
+    ];
+    let run = |agent: Agent, words: &[&str]| {
+        let output = agent_command(agent, &home, &agent_dir, &work)
+            .envs(vars)
+            .args(words)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        (
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    };
+    let count = |provider: &str| {
+        pi::ai::models::builtin_models()
+            .iter()
+            .filter(|model| model.provider == provider)
+            .count()
+    };
+
+    let (stdout, stderr) = run(Agent::Pi, &["--list-models"]);
+    let rows = table_rows(&stdout);
+    let providers: std::collections::BTreeSet<&str> =
+        rows.iter().map(|(provider, _)| provider.as_str()).collect();
+    assert_eq!(
+        providers.into_iter().collect::<Vec<_>>(),
+        ["anthropic", "groq"],
+        "{stdout}"
+    );
+    assert_eq!(rows.len(), count("anthropic") + count("groq"));
+    let unusable = pi::ai::models::builtin_models().len() + 3 - rows.len();
+    assert!(
+        stderr.starts_with(&format!(
+            "{unusable} models pi knows cannot be used here:\n"
+        )),
+        "{stderr}"
+    );
+    let line = |provider: &str| {
+        stderr
+            .lines()
+            .find(|line| line.trim_start().starts_with(&format!("{provider} (")))
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no line for {provider}: {stderr}"))
+    };
+    assert_eq!(
+        line("radius"),
+        format!(
+            "radius ({} models) its API \"pi-messages\" is not one pi speaks",
+            count("radius")
+        )
+    );
+    assert_eq!(
+        line("azure"),
+        format!(
+            "azure ({} models) no Azure OpenAI endpoint: set AZURE_OPENAI_BASE_URL or AZURE_OPENAI_RESOURCE_NAME",
+            count("azure")
+        )
+    );
+    assert_eq!(
+        line("mistral"),
+        format!(
+            "mistral ({} models) no API key: set MISTRAL_API_KEY, or run `pi auth login mistral`",
+            count("mistral")
+        )
+    );
+    assert_eq!(
+        line("openai-codex"),
+        format!(
+            "openai-codex ({} models) not signed in: run `pi auth login openai-codex`",
+            count("openai-codex")
+        )
+    );
+    assert_eq!(
+        line("acme"),
+        "acme (2 models) its models.json apiKey needs the environment variable ACME_KEY, which is not set"
+    );
+    assert!(line("amazon-bedrock").contains("AWS_PROFILE"), "{stderr}");
+    assert!(
+        line("google-vertex").contains("GOOGLE_CLOUD_PROJECT"),
+        "{stderr}"
+    );
+    // A provider name from models.json reaches the terminal without its control characters.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(stderr.contains("evil\\x1b[31m (1 model)"), "{stderr}");
+
+    // 1.6.0 lists what it has keys for, radius and azure too: the difference is exactly those.
+    let (reference_stdout, _) = run(Agent::Reference, &["--list-models"]);
+    let mut extra: Vec<(String, String)> = table_rows(&reference_stdout)
+        .into_iter()
+        .filter(|row| !rows.contains(row))
+        .collect();
+    extra.sort();
+    let mut expected: Vec<(String, String)> = pi::ai::models::builtin_models()
+        .iter()
+        .filter(|model| model.provider == "radius" || model.provider == "azure")
+        .map(|model| (model.provider.clone(), model.id.clone()))
+        .collect();
+    expected.sort();
+    assert_eq!(extra, expected);
+
+    // Words narrow both parts; a search only unusable models match says so on stdout as the
+    // reference does, and why on stderr.
+    let (stdout, stderr) = run(Agent::Pi, &["--list-models", "radius"]);
+    assert_eq!(stdout, "No models matching \"radius\"\n");
+    let lines: Vec<String> = stderr
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let radius = count("radius");
+    assert!(
+        lines.contains(&format!(
+            "radius ({radius} models) its API \"pi-messages\" is not one pi speaks"
+        )),
+        "{stderr}"
+    );
+    // The heading counts the models of the lines under it (the words match as a fuzzy
+    // subsequence, so other providers' models match too).
+    let counted: usize = lines[1..]
+        .iter()
+        .map(|line| {
+            let inside = line.split(" (").nth(1).unwrap().split(' ').next().unwrap();
+            inside.parse::<usize>().unwrap()
+        })
+        .sum();
+    assert_eq!(
+        lines[0],
+        format!("{counted} matching models pi knows cannot be used here:")
+    );
+    let (stdout, stderr) = run(Agent::Pi, &["--list-models", "acme"]);
+    assert_eq!(stdout, "No models matching \"acme\"\n");
+    assert!(
+        stderr.lines().any(|line| line
+            .starts_with("  acme (2 models)  ")
+            && line.ends_with("its models.json apiKey needs the environment variable ACME_KEY, which is not set")),
+        "{stderr}"
+    );
+}

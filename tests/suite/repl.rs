@@ -1454,3 +1454,42 @@ fn scoped_models_and_settings_are_edited_from_the_repl_and_saved() {
     assert_eq!(saved["custom"], 7, "other settings are kept");
     assert!(server.requests().is_empty(), "nothing went to the model");
 }
+
+/// `/model` picks from the models that can be used here and names the others: with words that
+/// only unusable models match, why they cannot be used (per provider: the variable to set, the
+/// `pi auth login` to run, an API pi does not speak); without words, how many there are.
+#[test]
+fn model_says_why_a_matching_model_cannot_be_used() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![]);
+    configure(&env, &server);
+    let tmux = Tmux::start(&env, "model-why", &[], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("/model radius");
+    let screen = tmux.wait_for("is not one pi speaks");
+    assert!(
+        screen.contains("No available model matches \"radius\""),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("matching models pi knows cannot be used here:"),
+        "{screen}"
+    );
+    assert!(screen.contains("radius ("), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/model mistral-large");
+    let screen = tmux.wait_for("no API key: set MISTRAL_API_KEY, or run `pi auth login mistral`");
+    assert!(screen.contains("mistral ("), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/model");
+    let screen = tmux.wait_for("Model (number");
+    assert!(screen.contains("1 mock/mock-model  ← current"), "{screen}");
+    assert!(
+        screen.contains("models pi knows cannot be used here (`pi --list-models` says why)"),
+        "{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}

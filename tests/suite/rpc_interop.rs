@@ -426,6 +426,136 @@ fn print_mode_over_the_gemini_api_sends_and_stores_what_the_reference_does() {
     assert_eq!(response.get("id"), None);
 }
 
+/// Vertex AI with an API key under a custom base URL: the Gemini stream format, the request
+/// under `<base>/v1/…/models/<id>:streamGenerateContent`, the same body as the Gemini API's.
+#[test]
+fn print_mode_over_vertex_sends_and_stores_what_the_reference_does() {
+    let turn = || {
+        vec![
+            MockResponse::sse(sse::google_tool_call(
+                "call_1",
+                "bash",
+                json!({"command": "ls"}),
+            ))
+            .chunked(7, 40),
+            MockResponse::sse(sse::google_text("There is one file: notes.txt.")).chunked(9, 40),
+        ]
+    };
+    let mut script = turn();
+    script.extend(turn());
+    let server = ProviderServer::start(script);
+    let models = models_json_for(&server, "google-vertex")
+        .replace(&format!("{}/v1", server.url()), &server.url());
+    print_mode_matches_the_reference(&server, &models);
+    let requests = server.requests();
+    assert!(
+        requests[0]
+            .path
+            .ends_with("models/mock-model:streamGenerateContent?alt=sse"),
+        "{}",
+        requests[0].path
+    );
+    let response = &requests[1].json()["contents"][2]["parts"][0]["functionResponse"];
+    assert_eq!(response["name"], "bash");
+}
+
+/// A Bedrock ConverseStream body: each `(event type, payload)` an event-stream message, as
+/// `scripts/gen-eventstream.py` writes the recorded ones.
+fn bedrock_events(events: &[(&str, Value)]) -> MockResponse {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    let mut body: Vec<u8> = Vec::new();
+    for (event, payload) in events {
+        let message = Message::new(payload.to_string().into_bytes())
+            .add_header(Header::new(
+                ":event-type",
+                HeaderValue::String((*event).to_owned().into()),
+            ))
+            .add_header(Header::new(
+                ":content-type",
+                HeaderValue::String("application/json".to_owned().into()),
+            ))
+            .add_header(Header::new(
+                ":message-type",
+                HeaderValue::String("event".to_owned().into()),
+            ));
+        aws_smithy_eventstream::frame::write_message_to(&message, &mut body).unwrap();
+    }
+    let mut response = MockResponse::sse("");
+    response.body = body;
+    response.header("content-type", "application/vnd.amazon.eventstream")
+}
+
+fn bedrock_usage(input: u64, output: u64) -> (&'static str, Value) {
+    (
+        "metadata",
+        json!({"usage": {"inputTokens": input, "outputTokens": output, "totalTokens": input + output},
+               "metrics": {"latencyMs": 120}}),
+    )
+}
+
+/// Bedrock ConverseStream with a Bedrock API key (bearer) under a custom endpoint: binary
+/// event-stream frames cut at seeded points, a `toolUse` block, then text.
+#[test]
+fn print_mode_over_bedrock_sends_and_stores_what_the_reference_does() {
+    let turn = || {
+        vec![
+            bedrock_events(&[
+                ("messageStart", json!({"role": "assistant"})),
+                (
+                    "contentBlockStart",
+                    json!({"contentBlockIndex": 0, "start": {"toolUse": {"toolUseId": "tooluse_Ab3dE5gH1", "name": "bash"}}}),
+                ),
+                (
+                    "contentBlockDelta",
+                    json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{\"command\":"}}}),
+                ),
+                (
+                    "contentBlockDelta",
+                    json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "\"ls\"}"}}}),
+                ),
+                ("contentBlockStop", json!({"contentBlockIndex": 0})),
+                ("messageStop", json!({"stopReason": "tool_use"})),
+                bedrock_usage(120, 15),
+            ])
+            .chunked(11, 40),
+            bedrock_events(&[
+                ("messageStart", json!({"role": "assistant"})),
+                (
+                    "contentBlockDelta",
+                    json!({"contentBlockIndex": 0, "delta": {"text": "There is one file: "}}),
+                ),
+                (
+                    "contentBlockDelta",
+                    json!({"contentBlockIndex": 0, "delta": {"text": "notes.txt."}}),
+                ),
+                ("contentBlockStop", json!({"contentBlockIndex": 0})),
+                ("messageStop", json!({"stopReason": "end_turn"})),
+                bedrock_usage(150, 9),
+            ])
+            .chunked(13, 40),
+        ]
+    };
+    let mut script = turn();
+    script.extend(turn());
+    let server = ProviderServer::start(script);
+    let models = models_json_for(&server, "bedrock-converse-stream")
+        .replace(&format!("{}/v1", server.url()), &server.url());
+    // 1.6.0's AWS SDK speaks HTTP/2 to Bedrock unless told otherwise; the scripted server
+    // (and pi) speak HTTP/1.1, so the reference runs with its own switch for that.
+    print_mode_matches_the_reference_with(
+        &server,
+        &models,
+        &json!({}),
+        &[("AWS_BEDROCK_FORCE_HTTP1", "1")],
+    );
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/model/mock-model/converse-stream");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
+    let second = requests[1].json();
+    let result = &second["messages"][2]["content"][0]["toolResult"];
+    assert_eq!(result["toolUseId"], "tooluse_Ab3dE5gH1");
+}
+
 /// Mistral: chat-completion chunks; the provider's 9-character call id is kept as it is on
 /// both sides (1.6.0 rewrites ids of another shape; the rule is in `ai/mistral.rs`).
 #[test]
@@ -514,16 +644,31 @@ fn print_mode_matches_the_reference(server: &ProviderServer, models: &str) {
 
 /// [`print_mode_matches_the_reference`] with `settings` added to both sides' settings.
 fn print_mode_matches_the_reference_in(server: &ProviderServer, models: &str, settings: &Value) {
+    print_mode_matches_the_reference_with(server, models, settings, &[]);
+}
+
+/// [`print_mode_matches_the_reference_in`] with `vars` in both sides' environment.
+fn print_mode_matches_the_reference_with(
+    server: &ProviderServer,
+    models: &str,
+    settings: &Value,
+    vars: &[(&str, &str)],
+) {
     let cli = reference_cli();
     let prompt = "List the files here.";
 
     let reference = Sandbox::with_settings(models, settings);
     let reference_out = run(reference
         .command(crate::suite::interop16::node22())
+        .envs(vars.iter().copied())
         .arg(&cli)
         .args(["--offline", "-p", prompt]));
     let ours = Sandbox::with_settings(models, settings);
-    let ours_out = run(ours.command(pi_bin()).args(["--offline", "-p", prompt]));
+    let ours_out =
+        run(ours
+            .command(pi_bin())
+            .envs(vars.iter().copied())
+            .args(["--offline", "-p", prompt]));
 
     assert_eq!(
         reference_out.status.code(),

@@ -2323,11 +2323,30 @@ impl Repl {
         Ok(())
     }
 
+    /// `/model [WORDS]`: the models that can be used here (a single match is chosen, several
+    /// are numbered to pick from); the ones the words match that cannot be used are named
+    /// with why, per provider ([`crate::ai::availability`]).
     async fn model(&mut self, search: Option<&str>) -> Result<()> {
-        let models = self.session.available_models();
+        let classified = self.session.classified_models();
+        let matches = |model: &crate::ai::Model| {
+            search.is_none_or(|s| model_matches(s, &model.provider, &model.id))
+        };
+        let unusable: Vec<(&crate::ai::Model, &crate::ai::availability::Unusable)> = classified
+            .iter()
+            .filter_map(|(model, reason)| reason.as_ref().map(|reason| (model, reason)))
+            .filter(|(model, _)| matches(model))
+            .collect();
+        let models: Vec<crate::ai::Model> = classified
+            .iter()
+            .filter(|(_, reason)| reason.is_none())
+            .map(|(model, _)| model.clone())
+            .collect();
         if models.is_empty() {
             let help = setup_help(&self.terminal.agent_dir);
             self.warn(&help)?;
+            if search.is_some() {
+                self.show_unusable(&unusable, true)?;
+            }
             return Ok(());
         }
         let matching: Vec<crate::ai::Model> = match search {
@@ -2343,6 +2362,7 @@ impl Repl {
                     "No available model matches {:?}",
                     search.unwrap_or("")
                 ))?;
+                self.show_unusable(&unusable, true)?;
                 return Ok(());
             }
             [one] if search.is_some() => one.clone(),
@@ -2360,6 +2380,14 @@ impl Repl {
                         if is_current { "  ← current" } else { "" }
                     );
                     self.out.line(&line)?;
+                }
+                if search.is_some() {
+                    self.show_unusable(&unusable, true)?;
+                } else if !unusable.is_empty() {
+                    self.info(&format!(
+                        "{} models pi knows cannot be used here (`pi --list-models` says why)",
+                        unusable.len()
+                    ))?;
                 }
                 let Some(answer) = self.ask("Model (number; Enter to cancel): ").await else {
                     return Ok(());
@@ -2392,6 +2420,23 @@ impl Repl {
         }
         self.info(&text)?;
         Ok(())
+    }
+
+    /// Names the models that cannot be used here, per provider and reason.
+    fn show_unusable(
+        &mut self,
+        unusable: &[(&crate::ai::Model, &crate::ai::availability::Unusable)],
+        searched: bool,
+    ) -> io::Result<()> {
+        if unusable.is_empty() {
+            return Ok(());
+        }
+        let mut text = crate::ai::availability::unusable_heading(unusable.len(), searched);
+        for line in crate::ai::availability::unusable_lines(unusable) {
+            text.push_str("\n  ");
+            text.push_str(&line);
+        }
+        self.info(&text)
     }
 
     async fn thinking(&mut self, level: Option<&str>) -> Result<()> {

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::ai::auth;
 use crate::ai::models::{clamp_thinking_level, supported_thinking_levels};
 use crate::ai::{Model, ModelRegistry, ThinkingLevel};
+use crate::ai::{auth, availability};
 use crate::model::entry::{EntryKind, ModelRef};
 use crate::session::agent_session::config::{ModelChoice, OpenReport, SessionConfig};
 use crate::session::agent_session::error::SessionError;
@@ -97,6 +97,15 @@ impl AgentSession {
         auth::available_models(&self.config().registry, &self.config().credentials)
             .into_iter()
             .cloned()
+            .collect()
+    }
+
+    /// Returns every model of the registry with why it cannot be used here (`None`: it can),
+    /// in registry order ([`availability::classify`]).
+    pub fn classified_models(&self) -> Vec<(Model, Option<availability::Unusable>)> {
+        availability::classify(&self.config().registry, &self.config().credentials)
+            .into_iter()
+            .map(|(model, reason)| (model.clone(), reason))
             .collect()
     }
 
