@@ -545,8 +545,8 @@ fn copy_share_hotkeys_and_an_unknown_command_never_reach_the_model() {
     tmux.wait_for("Ctrl+D exits");
     tmux.line("/exprt out.html");
     tmux.wait_for("Unknown command /exprt: nothing was sent to the model. Did you mean /export?");
-    tmux.line("/settings");
-    tmux.wait_for("/settings is a command of the reference pi that this pi does not have yet");
+    tmux.line("/changelog");
+    tmux.wait_for("/changelog is a command of the reference pi that this pi does not have yet");
     tmux.line("/share");
     tmux.wait_for("Shared: https://gist.github.com/pi-test/abc123");
     tmux.keys(&["C-d"]);
