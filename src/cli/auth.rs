@@ -15,10 +15,20 @@ use crate::cli::config::Env;
 use crate::cli::keys;
 use crate::modes::login::{self, LoginUi, Pasted};
 
-const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
+const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER] | pi auth check|print-api-key|print-bearer-token --provider P | --model M";
 
 /// Runs `pi auth …` (`args`: what follows the word `auth`).
 pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        print_help();
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args
+        .first()
+        .is_some_and(|word| crate::cli::auth_check::is_command(word))
+    {
+        return crate::cli::auth_check::run(args, env);
+    }
     let (options, args) = login::login_options(args);
     let args = args.as_slice();
     if (options.api_key || options.no_browser) && args.first().map(String::as_str) != Some("login")
@@ -99,7 +109,7 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
 /// `pi auth --help` (also `pi help auth`).
 pub fn print_help() {
     println!(
-        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n                     --api-key: save an API key instead; --no-browser: the headless method (Anthropic's code page, Codex's device code)\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]    Sign in with an account (anthropic, openai-codex, github-copilot, kimi-coding,\n                      openrouter, xai, meta, radius) or save an API key\n                      --api-key: save an API key instead; --no-browser: the headless method\n                      (Anthropic's code page, Codex's and Radius's device code)\n  logout PROVIDER     Remove the stored credential\n  status [PROVIDER]   Show what is stored\n  check               Print ready, not_ready or invalid; exit with 0, 1 or 2\n                      --json: the result as JSON; --credentials: emit the credential when ready;\n                      --no-refresh: do not refresh an expired OAuth token\n  print-api-key       Print the resolved API key\n  print-bearer-token  Print a resolved OAuth bearer token (refreshed when it expires too soon)\n                      --min-expiry <duration>: the lifetime it must have left (default 30m; ms, s, m, h)\n\n  check and the print commands need --provider <provider> or --model <model>; the print commands\n  write the secret to stdout."
     );
 }
 
