@@ -218,7 +218,13 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
     match outcome {
         Ok(code) => Ok(ExitCode::from(code)),
         Err(Failure(message, code)) => {
-            eprintln!("Error: {}", crate::support::term::text(&message));
+            // 1.6.0 shows an unknown option with its usage, without the `Error:` prefix.
+            let prefix = if message.starts_with("Unknown option") {
+                ""
+            } else {
+                "Error: "
+            };
+            eprintln!("{prefix}{}", crate::support::term::text(&message));
             Ok(ExitCode::from(code))
         }
     }

@@ -1319,3 +1319,204 @@ fn openrouter_signs_in_for_a_permanent_key_and_radius_by_browser_or_device() {
     );
     setup.assert_no_secrets(&[&stdout, &stderr, &stdout2, &stderr2, &stdout3, &stderr3]);
 }
+
+/// The 1.6.0 CLI bundle, run with the Node 22 of `tests/interop16` on the same agent dir.
+fn reference16(setup: &Setup) -> std::process::Command {
+    let interop16 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop16");
+    let mut command = std::process::Command::new(crate::suite::interop16::node22());
+    command
+        .arg(interop16.join("node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &setup.env.home)
+        .env("PI_CODING_AGENT_DIR", &setup.env.agent_dir)
+        .env("PI_TELEMETRY", "0")
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .current_dir(&setup.env.workspace);
+    command
+}
+
+/// `pi auth check|print-api-key|print-bearer-token` print and exit as 1.6.0 does on the same
+/// auth.json (no refresh is due: 1.6.0 would reach the real endpoints).
+#[test]
+fn auth_check_and_the_print_commands_answer_as_1_6_0_does() {
+    let setup = Setup::new();
+    setup.write_auth(&json!({
+        "anthropic": {"type": "oauth", "refresh": "r1", "access": "a1", "expires": 4_102_444_800_000i64},
+        "openai": {"type": "api_key", "key": "sk-k1"},
+        "xai": {"type": "oauth", "refresh": "r2", "access": "a2", "expires": 1000},
+    }));
+    let cases: &[&[&str]] = &[
+        &[
+            "check",
+            "--provider",
+            "anthropic",
+            "--json",
+            "--credentials",
+        ],
+        &["check", "--provider", "anthropic"],
+        &["check", "--provider", "openai", "--json"],
+        &["check", "--provider", "openai", "--credentials"],
+        &["check", "--provider", "mistral", "--json"],
+        &["check", "--provider", "nope", "--json"],
+        &[
+            "check",
+            "--provider",
+            "xai",
+            "--json",
+            "--no-refresh",
+            "--credentials",
+        ],
+        &["check", "--provider", "xai", "--no-refresh"],
+        &["check"],
+        &["check", "--provider", "openai", "--bogus"],
+        &["check", "--provider", "openai", "extra"],
+        &["check", "--provider", "openai", "--min-expiry", "1h"],
+        &["print-api-key", "--provider", "anthropic"],
+        &["print-api-key", "--provider", "openai"],
+        &["print-api-key", "--provider", "openai", "--json"],
+        &["print-api-key", "--provider", "nope"],
+        &["print-api-key"],
+        &["print-bearer-token", "--provider", "openai"],
+        &["print-bearer-token", "--provider", "anthropic"],
+        &[
+            "print-bearer-token",
+            "--provider",
+            "anthropic",
+            "--min-expiry",
+            "30m",
+        ],
+        &[
+            "print-bearer-token",
+            "--provider",
+            "anthropic",
+            "--min-expiry",
+            "soon",
+        ],
+        &["print-api-key", "--model", "gpt-4o"],
+    ];
+    for case in cases {
+        let ours = setup
+            .pi()
+            .env_remove("PI_TEST_CLOCK")
+            .arg("auth")
+            .args(*case)
+            .output()
+            .unwrap();
+        let theirs = reference16(&setup)
+            .arg("auth")
+            .args(*case)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (ours.status.code(), text(&ours.stdout)),
+            (theirs.status.code(), text(&theirs.stdout)),
+            "pi auth {case:?}: {}",
+            text(&ours.stderr)
+        );
+        assert_eq!(
+            text(&ours.stderr).trim(),
+            text(&theirs.stderr).trim(),
+            "pi auth {case:?}"
+        );
+    }
+    assert!(
+        setup.server.requests("/oauth2/token").is_empty(),
+        "nothing refreshed"
+    );
+}
+
+#[test]
+fn print_bearer_token_refreshes_what_expires_too_soon_and_check_says_invalid_when_it_cannot() {
+    let setup = Setup::new();
+    let start = crate::common::TEST_CLOCK_START_MS;
+    setup.server.with(|st| {
+        st.refresh_valid.insert("rt-xai-live-secret".into());
+        st.secrets
+            .extend(["xai-old-secret".into(), "rt-xai-live-secret".into()]);
+    });
+    setup.write_auth(&json!({
+        "xai": {"type": "oauth", "access": "xai-old-secret", "refresh": "rt-xai-live-secret", "expires": start + 20 * 60_000},
+        "openai": {"type": "api_key", "key": "sk-typed-secret"},
+    }));
+    setup
+        .server
+        .with(|st| st.secrets.push("sk-typed-secret".into()));
+    let auth = |args: &[&str]| setup.pi().arg("auth").args(args).output().unwrap();
+    // Twenty minutes left: enough for a request, not for the default --min-expiry of 30m.
+    let out = auth(&["check", "--provider", "xai", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"status":"ready","provider":"xai","authType":"oauth"}"#
+    );
+    assert_eq!(setup.server.with(|st| st.refreshes), 0);
+    let out = auth(&[
+        "print-bearer-token",
+        "--provider",
+        "xai",
+        "--min-expiry",
+        "10m",
+    ]);
+    assert_eq!(text(&out.stdout).trim(), "xai-old-secret");
+    assert_eq!(setup.server.with(|st| st.refreshes), 0);
+    let out = auth(&["print-bearer-token", "--provider", "xai"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout).trim().to_owned();
+    assert!(printed.starts_with("xai-access"), "{printed}");
+    assert_eq!(setup.server.with(|st| st.refreshes), 1);
+    let stored = setup.auth()["xai"].clone();
+    assert_eq!(stored["access"], printed.as_str());
+    assert_eq!(
+        stored["refresh"], "rt-xai-live-secret",
+        "xAI did not rotate it"
+    );
+    // Fresh for 55 minutes: two hours cannot be had, even after a refresh.
+    let out = auth(&[
+        "print-bearer-token",
+        "--provider",
+        "xai",
+        "--min-expiry",
+        "2h",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).is_empty());
+    assert!(
+        text(&out.stderr).contains("OAuth refresh returned a token that expires too soon for xai"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(setup.server.with(|st| st.refreshes), 2);
+    // A revoked sign-in: the refresh is refused, the check is invalid (2); without a refresh
+    // it is ready, with the stored token.
+    setup.server.with(|st| st.refresh_valid.clear());
+    let mut expired = setup.auth();
+    expired["xai"]["expires"] = json!(start - 1000);
+    setup.write_auth(&expired);
+    let out = auth(&["check", "--provider", "xai"]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout).trim()),
+        (Some(2), "invalid")
+    );
+    let out = auth(&["check", "--provider", "xai", "--no-refresh", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(setup.server.with(|st| st.refreshes), 2);
+    let out = auth(&["print-bearer-token", "--provider", "xai"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("pi auth login xai"),
+        "{}",
+        text(&out.stderr)
+    );
+    // --model finds the provider of the model.
+    let out = auth(&["check", "--model", "openai/gpt-4o", "--json"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"status":"ready","provider":"openai","authType":"api_key"}"#
+    );
+    let out = auth(&["print-api-key", "--model", "gpt-4o"]);
+    assert_eq!(text(&out.stdout).trim(), "sk-typed-secret");
+    // Nothing but the printed credentials carries a secret.
+    setup.assert_no_secrets(&[&text(&out.stderr)]);
+}
