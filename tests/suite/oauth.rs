@@ -1520,3 +1520,82 @@ fn print_bearer_token_refreshes_what_expires_too_soon_and_check_says_invalid_whe
     // Nothing but the printed credentials carries a secret.
     setup.assert_no_secrets(&[&text(&out.stderr)]);
 }
+
+/// A manual compaction whose summary request is refused (the token was revoked meanwhile)
+/// refreshes the sign-in once and sends the same request again (RPC mode's `compact`).
+#[test]
+fn a_401_on_a_compaction_summary_refreshes_once_and_the_compaction_completes() {
+    use std::io::BufRead as _;
+    let setup = Setup::new();
+    setup.signed_in("sk-ant-oat01-first-secret", "rt-compact-secret", 3_600_000);
+    setup.server.with(|st| {
+        st.access_valid.insert("sk-ant-oat01-first-secret".into());
+    });
+    std::fs::write(
+        setup.env.agent_dir.join("settings.json"),
+        r#"{"compaction":{"reserveTokens":200,"keepRecentTokens":20}}"#,
+    )
+    .unwrap();
+    let mut child = setup
+        .pi()
+        .args(["--mode", "rpc", "--model", MODEL])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (sender, records) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(value) = serde_json::from_str(&line)
+                && sender.send(value).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let mut wait_for = |wanted: &dyn Fn(&Value) -> bool| loop {
+        let record = records
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a record within 60 s");
+        lines.push(record.to_string());
+        if wanted(&record) {
+            return record;
+        }
+    };
+    for (id, question) in [
+        ("p1", "first question about apples"),
+        ("p2", &"pears ".repeat(30)),
+    ] {
+        let command = json!({"id": id, "type": "prompt", "message": question});
+        writeln!(stdin, "{command}").unwrap();
+        wait_for(&|record| record["type"] == "agent_end");
+    }
+    assert_eq!(setup.server.requests("/v1/messages").len(), 2);
+    // The sign-in is revoked at the provider; the refresh token still works.
+    setup.server.with(|st| st.access_valid.clear());
+    writeln!(stdin, "{}", json!({"id": "c1", "type": "compact"})).unwrap();
+    let response = wait_for(&|record| record["type"] == "response" && record["id"] == "c1");
+    assert_eq!(response["success"], true, "{response}");
+    assert_eq!(response["data"]["summary"], "pong");
+    assert_eq!(setup.server.with(|st| st.refreshes), 1);
+    let calls = setup.server.requests("/v1/messages");
+    assert_eq!(
+        calls.len(),
+        4,
+        "the refused summary request, then the same one again"
+    );
+    assert_eq!(calls[2].json()["messages"], calls[3].json()["messages"]);
+    assert_ne!(
+        calls[2].header("authorization"),
+        calls[3].header("authorization")
+    );
+    drop(stdin);
+    let _ = child.wait();
+    let joined = lines.join("\n");
+    setup.assert_no_secrets(&[&joined]);
+}
