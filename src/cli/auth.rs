@@ -94,6 +94,9 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
                 options,
             ))?;
             println!("{done}");
+            if provider == "radius" && !options.api_key {
+                configure_radius_mcp(&env);
+            }
             // A stdin reader may still wait for a paste that will not come.
             runtime.shutdown_background();
             Ok(ExitCode::SUCCESS)
@@ -180,5 +183,73 @@ impl LoginUi for TerminalUi {
                 },
             }
         })
+    }
+}
+
+/// After a Radius sign-in: points the Radius MCP server of the global `mcp.json` at the
+/// login, adding it when missing, unless a global server already uses it (1.6.0's
+/// `planRadiusMcpServer`; `pi auth login` does it without asking). The file's other content
+/// is kept.
+fn configure_radius_mcp(env: &Env) {
+    use serde_json::{Map, Value, json};
+
+    use crate::session::mcp::config::{self, Transport};
+    let agent_dir = env.agent_dir();
+    let url = format!("{}/mcp", crate::ai::oauth::device::RADIUS_DEFAULT_GATEWAY);
+    let normalize = |text: &str| text.trim_end_matches('/').to_owned();
+    let loaded = config::load(&agent_dir, env.cwd(), false);
+    let existing = loaded.servers.iter().find(|server| {
+        matches!(&server.transport, Transport::Http { url: found, .. } if normalize(found) == normalize(&url))
+    });
+    let uses_login = |server: &config::ServerEntry| {
+        server.raw.get("auth").and_then(|auth| auth.get("provider")) == Some(&json!("radius"))
+    };
+    if existing.is_some_and(uses_login) {
+        return;
+    }
+    let name = match existing {
+        Some(server) => server.name.clone(),
+        None => {
+            let taken: std::collections::HashSet<String> = loaded
+                .servers
+                .iter()
+                .map(|server| config::namespace(&server.name))
+                .collect();
+            let mut name = "radius".to_owned();
+            let mut suffix = 1;
+            while taken.contains(&config::namespace(&name)) {
+                name = if suffix == 1 {
+                    "radius-mcp".to_owned()
+                } else {
+                    format!("radius-mcp-{suffix}")
+                };
+                suffix += 1;
+            }
+            name
+        }
+    };
+    let mut entry: Map<String, Value> = match existing {
+        Some(server) => server.raw.clone(),
+        None => {
+            let mut entry = Map::new();
+            entry.insert("url".into(), json!(url));
+            entry
+        }
+    };
+    // `auth` replaces the MCP OAuth sign-in.
+    entry.insert("auth".into(), json!({ "provider": "radius" }));
+    entry.remove("oauth");
+    let path = config::global_path(&agent_dir);
+    match config::add_server(&path, &name, entry) {
+        Ok(replaced) => println!(
+            "{} MCP server \"{name}\" in {} to use the Radius login.",
+            if replaced { "Updated" } else { "Added" },
+            path.display()
+        ),
+        Err(error) => eprintln!(
+            "Could not update {}: {}",
+            path.display(),
+            crate::support::term::line(&error.to_string())
+        ),
     }
 }

@@ -1276,6 +1276,12 @@ fn openrouter_signs_in_for_a_permanent_key_and_radius_by_browser_or_device() {
     assert_eq!(openrouter["refresh"], "");
     assert_eq!(openrouter["expires"], 9_007_199_254_740_991i64);
 
+    // A server named "radius" that is not the gateway's: the new one is "radius-mcp".
+    std::fs::write(
+        setup.env.agent_dir.join("mcp.json"),
+        r#"{"theme": "kept", "mcpServers": {"radius": {"command": "radius-local"}}}"#,
+    )
+    .unwrap();
     let mut child = spawn_login(&setup, "radius");
     writeln!(child.stdin.as_mut().unwrap()).unwrap(); // the browser (the default)
     let url = setup.browser_url();
@@ -1294,6 +1300,21 @@ fn openrouter_signs_in_for_a_permanent_key_and_radius_by_browser_or_device() {
         keys_of(&radius),
         ["type", "access", "refresh", "expires", "scope"]
     );
+    // The Radius MCP server is added to the global mcp.json (its other content kept), once.
+    assert!(
+        stdout2.contains("Added MCP server \"radius-mcp\""),
+        "{stdout2}"
+    );
+    let mcp: Value = serde_json::from_str(
+        &std::fs::read_to_string(setup.env.agent_dir.join("mcp.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mcp["theme"], "kept");
+    assert_eq!(mcp["mcpServers"]["radius"]["command"], "radius-local");
+    assert_eq!(
+        mcp["mcpServers"]["radius-mcp"],
+        json!({"url": "https://radius.pi.dev/mcp", "auth": {"provider": "radius"}})
+    );
     let lifetime = radius["expires"].as_i64().unwrap() - crate::common::TEST_CLOCK_START_MS;
     assert!(
         (3_540_000..3_550_000).contains(&lifetime),
@@ -1311,6 +1332,10 @@ fn openrouter_signs_in_for_a_permanent_key_and_radius_by_browser_or_device() {
     let (ok, stdout3, stderr3) = finish(child);
     assert!(ok, "{stderr3}");
     assert!(stderr3.contains("RADIUS-"), "{stderr3}");
+    assert!(
+        !stdout3.contains("MCP server"),
+        "already uses the login: {stdout3}"
+    );
     assert_ne!(setup.auth()["radius"]["access"], radius["access"]);
     assert_eq!(
         setup.auth()["openrouter"],
