@@ -60,6 +60,19 @@ fn page(status: u16, text: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Whether a redirect carrying `given` is refused for its state.
+fn state_refused(state: &Mutex<Expect>, given: Option<String>) -> bool {
+    let expected = match state.lock() {
+        Ok(guard) => guard.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    match expected {
+        Expect::Unset => true,
+        Expect::Any => false,
+        Expect::State(expected) => given.is_none_or(|given| given != expected),
+    }
+}
+
 impl CallbackServer {
     /// Binds `host:port` (port 0: any free one) and serves `path`; `redirect_host` is the
     /// host the redirect URI names (`localhost` for Anthropic and Codex). Every redirect is
@@ -116,17 +129,7 @@ impl CallbackServer {
                 };
                 let (status, text, outcome) = if url.as_ref().is_none_or(|url| url.path() != path) {
                     (404, "Callback route not found.".to_owned(), None)
-                } else if {
-                    let state = match state.lock() {
-                        Ok(guard) => guard.clone(),
-                        Err(poisoned) => poisoned.into_inner().clone(),
-                    };
-                    match state {
-                        Expect::Unset => true,
-                        Expect::Any => false,
-                        Expect::State(state) => param("state").is_none_or(|given| given != state),
-                    }
-                } {
+                } else if state_refused(&state, param("state")) {
                     (400, "State mismatch.".to_owned(), None)
                 } else if claimed {
                     (
