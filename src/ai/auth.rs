@@ -465,6 +465,70 @@ impl Credentials {
         })
     }
 
+    /// The provider's OAuth access token with at least `min_validity_ms` left (never less
+    /// than the five minutes of a request), refreshed under the lock when it has less; `None`
+    /// when the provider's stored credential is not an OAuth sign-in (1.6.0's
+    /// `getAuth(…, {minOAuthValidityMs})`, for `pi auth print-bearer-token`).
+    pub fn bearer_token(
+        &self,
+        provider: &str,
+        min_validity_ms: i64,
+    ) -> Result<Option<String>, AiError> {
+        let Some(oauth_provider) = OAuthProvider::from_id(provider) else {
+            return Ok(None);
+        };
+        let Some(StoredCredential::OAuth {
+            access, expires, ..
+        }) = self.auth().get(provider)
+        else {
+            return Ok(None);
+        };
+        let minimum = min_validity_ms.max(oauth::EXPIRY_MARGIN_MS);
+        let now = self.clock.now_ms();
+        let soon =
+            move |expires: Option<i64>| expires.is_none_or(|expires| now + minimum >= expires);
+        if !soon(expires) {
+            return Ok(access);
+        }
+        if !self.may_refresh(provider) {
+            return Err(AiError::Auth {
+                message: format!(
+                    "Authentication failed for \"{provider}\": the stored sign-in expires too soon and cannot be refreshed. {}",
+                    login_hint(provider)
+                ),
+            });
+        }
+        self.refresh_locked(oauth_provider, &|entry| {
+            soon(
+                entry
+                    .get("expires")
+                    .and_then(Value::as_f64)
+                    .map(|ms| ms as i64),
+            )
+        })?;
+        match self.auth().get(provider) {
+            Some(StoredCredential::OAuth {
+                access: Some(access),
+                expires,
+                ..
+            }) if !soon(expires) => Ok(Some(access)),
+            Some(StoredCredential::OAuth { .. }) => Err(AiError::Auth {
+                message: format!(
+                    "OAuth refresh returned a token that expires too soon for {provider}"
+                ),
+            }),
+            _ => Ok(None), // logged out meanwhile
+        }
+    }
+
+    /// The stored OAuth access token as it is (no refresh, expired or not).
+    pub fn stored_access(&self, provider: &str) -> Option<String> {
+        match self.auth().get(provider) {
+            Some(StoredCredential::OAuth { access, .. }) => access,
+            _ => None,
+        }
+    }
+
     /// Whether the provider's credential is a sign-in this process can refresh (an OAuth
     /// entry of an OAuth provider, with a refresh token, and a store to write it to).
     pub fn may_refresh(&self, provider: &str) -> bool {

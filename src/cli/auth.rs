@@ -15,10 +15,20 @@ use crate::cli::config::Env;
 use crate::cli::keys;
 use crate::modes::login::{self, LoginUi, Pasted};
 
-const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER]";
+const USAGE: &str = "usage: pi auth login [PROVIDER] [--api-key] [--no-browser] | pi auth logout PROVIDER | pi auth status [PROVIDER] | pi auth check|print-api-key|print-bearer-token --provider P | --model M";
 
 /// Runs `pi auth …` (`args`: what follows the word `auth`).
 pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        print_help();
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args
+        .first()
+        .is_some_and(|word| crate::cli::auth_check::is_command(word))
+    {
+        return crate::cli::auth_check::run(args, env);
+    }
     let (options, args) = login::login_options(args);
     let args = args.as_slice();
     if (options.api_key || options.no_browser) && args.first().map(String::as_str) != Some("login")
@@ -84,6 +94,9 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
                 options,
             ))?;
             println!("{done}");
+            if provider == "radius" && !options.api_key {
+                configure_radius_mcp(&env);
+            }
             // A stdin reader may still wait for a paste that will not come.
             runtime.shutdown_background();
             Ok(ExitCode::SUCCESS)
@@ -99,7 +112,7 @@ pub fn run(args: &[String], env: Env) -> Result<ExitCode> {
 /// `pi auth --help` (also `pi help auth`).
 pub fn print_help() {
     println!(
-        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]   Sign in with an account (anthropic, openai-codex, github-copilot) or save an API key\n                     --api-key: save an API key instead; --no-browser: the headless method (Anthropic's code page, Codex's device code)\n  logout PROVIDER    Remove the stored credential\n  status [PROVIDER]  Show what is stored"
+        "Sign in to model providers; the credentials are kept in <agent dir>/auth.json.\n\n{USAGE}\n\n  login [PROVIDER]    Sign in with an account (anthropic, openai-codex, github-copilot, kimi-coding,\n                      openrouter, xai, meta, radius) or save an API key\n                      --api-key: save an API key instead; --no-browser: the headless method\n                      (Anthropic's code page, Codex's and Radius's device code)\n  logout PROVIDER     Remove the stored credential\n  status [PROVIDER]   Show what is stored\n  check               Print ready, not_ready or invalid; exit with 0, 1 or 2\n                      --json: the result as JSON; --credentials: emit the credential when ready;\n                      --no-refresh: do not refresh an expired OAuth token\n  print-api-key       Print the resolved API key\n  print-bearer-token  Print a resolved OAuth bearer token (refreshed when it expires too soon)\n                      --min-expiry <duration>: the lifetime it must have left (default 30m; ms, s, m, h)\n\n  check and the print commands need --provider <provider> or --model <model>; the print commands\n  write the secret to stdout."
     );
 }
 
@@ -170,5 +183,73 @@ impl LoginUi for TerminalUi {
                 },
             }
         })
+    }
+}
+
+/// After a Radius sign-in: points the Radius MCP server of the global `mcp.json` at the
+/// login, adding it when missing, unless a global server already uses it (1.6.0's
+/// `planRadiusMcpServer`; `pi auth login` does it without asking). The file's other content
+/// is kept.
+fn configure_radius_mcp(env: &Env) {
+    use serde_json::{Map, Value, json};
+
+    use crate::session::mcp::config::{self, Transport};
+    let agent_dir = env.agent_dir();
+    let url = format!("{}/mcp", crate::ai::oauth::device::RADIUS_DEFAULT_GATEWAY);
+    let normalize = |text: &str| text.trim_end_matches('/').to_owned();
+    let loaded = config::load(&agent_dir, env.cwd(), false);
+    let existing = loaded.servers.iter().find(|server| {
+        matches!(&server.transport, Transport::Http { url: found, .. } if normalize(found) == normalize(&url))
+    });
+    let uses_login = |server: &config::ServerEntry| {
+        server.raw.get("auth").and_then(|auth| auth.get("provider")) == Some(&json!("radius"))
+    };
+    if existing.is_some_and(uses_login) {
+        return;
+    }
+    let name = match existing {
+        Some(server) => server.name.clone(),
+        None => {
+            let taken: std::collections::HashSet<String> = loaded
+                .servers
+                .iter()
+                .map(|server| config::namespace(&server.name))
+                .collect();
+            let mut name = "radius".to_owned();
+            let mut suffix = 1;
+            while taken.contains(&config::namespace(&name)) {
+                name = if suffix == 1 {
+                    "radius-mcp".to_owned()
+                } else {
+                    format!("radius-mcp-{suffix}")
+                };
+                suffix += 1;
+            }
+            name
+        }
+    };
+    let mut entry: Map<String, Value> = match existing {
+        Some(server) => server.raw.clone(),
+        None => {
+            let mut entry = Map::new();
+            entry.insert("url".into(), json!(url));
+            entry
+        }
+    };
+    // `auth` replaces the MCP OAuth sign-in.
+    entry.insert("auth".into(), json!({ "provider": "radius" }));
+    entry.remove("oauth");
+    let path = config::global_path(&agent_dir);
+    match config::add_server(&path, &name, entry) {
+        Ok(replaced) => println!(
+            "{} MCP server \"{name}\" in {} to use the Radius login.",
+            if replaced { "Updated" } else { "Added" },
+            path.display()
+        ),
+        Err(error) => eprintln!(
+            "Could not update {}: {}",
+            path.display(),
+            crate::support::term::line(&error.to_string())
+        ),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod agent_args;
 pub mod auth;
+pub mod auth_check;
 pub mod auth_store;
 pub mod autoimport;
 pub mod config;

@@ -75,7 +75,7 @@ pub enum LoginError {
     Store(#[from] crate::ai::AiError),
     /// No such provider.
     #[error(
-        "Unknown provider \"{0}\": `pi auth login` signs in to anthropic, openai-codex or github-copilot, or saves an API key for a provider pi knows (pi --list-models shows them)"
+        "Unknown provider \"{0}\": `pi auth login` signs in to anthropic, openai-codex, github-copilot, kimi-coding, openrouter, xai, meta or radius, or saves an API key for a provider pi knows (pi --list-models shows them)"
     )]
     UnknownProvider(String),
     /// Nothing was entered.
@@ -186,7 +186,25 @@ pub async fn login(
             oauth::codex_device_complete(&endpoints, &http, &device, &move || clock.now_ms())
                 .await?
         }
-        OAuthProvider::Anthropic | OAuthProvider::OpenAiCodex => {
+        OAuthProvider::KimiCoding | OAuthProvider::Xai | OAuthProvider::Meta => {
+            device_login(oauth_provider, credentials, ui, &http).await?
+        }
+        OAuthProvider::Radius => {
+            let device = options.no_browser
+                || ui
+                    .ask(
+                        "Sign in to Radius: 1) with the browser (recommended) 2) with a device code (from another device) [1]: ",
+                        false,
+                    )
+                    .await
+                    .is_some_and(|answer| answer.trim() == "2");
+            if device {
+                device_login(oauth_provider, credentials, ui, &http).await?
+            } else {
+                browser_login(oauth_provider, credentials, ui, &http).await?
+            }
+        }
+        OAuthProvider::Anthropic | OAuthProvider::OpenAiCodex | OAuthProvider::OpenRouter => {
             browser_login(oauth_provider, credentials, ui, &http).await?
         }
     };
@@ -206,13 +224,38 @@ async fn browser_login(
     http: &reqwest::Client,
 ) -> Result<serde_json::Value, LoginError> {
     let endpoints = credentials.endpoints();
-    let (port, path) = match provider {
-        OAuthProvider::Anthropic => (oauth::ANTHROPIC_CALLBACK_PORT, "/callback"),
-        _ => (oauth::CODEX_CALLBACK_PORT, "/auth/callback"),
+    let callback_host = endpoints.callback_host().to_owned();
+    // (port, path, the host the callback binds, the host the redirect names)
+    let (port, path, host, redirect_host) = match provider {
+        OAuthProvider::Anthropic => (
+            oauth::ANTHROPIC_CALLBACK_PORT,
+            "/callback".to_owned(),
+            callback_host,
+            "localhost".to_owned(),
+        ),
+        // A random path: OpenRouter sends no state, so the path keeps stray requests out.
+        OAuthProvider::OpenRouter => (
+            0,
+            format!("/oauth/callback/{}", oauth::pkce::random_hex(16)?),
+            callback_host.clone(),
+            callback_host,
+        ),
+        OAuthProvider::Radius => (
+            oauth::RADIUS_CALLBACK_PORT,
+            "/oauth/callback".to_owned(),
+            "127.0.0.1".to_owned(),
+            "127.0.0.1".to_owned(),
+        ),
+        _ => (
+            oauth::CODEX_CALLBACK_PORT,
+            "/auth/callback".to_owned(),
+            callback_host,
+            "localhost".to_owned(),
+        ),
     };
-    let host = endpoints.callback_host().to_owned();
     let preferred = endpoints.callback_port(port);
-    let start = |port: u16| CallbackServer::start(&host, port, path, "localhost", provider.name());
+    let start =
+        |port: u16| CallbackServer::start(&host, port, &path, &redirect_host, provider.name());
     let mut callback = start(preferred).await.ok();
     if callback.is_none() && provider == OAuthProvider::Anthropic && preferred != 0 {
         // Anthropic accepts any loopback port (1.6.0 falls back to a free one).
@@ -220,12 +263,27 @@ async fn browser_login(
     }
     // Without a callback server the pasted redirect URL still works.
     let redirect_uri = callback.as_ref().map_or_else(
-        || format!("http://localhost:{port}{path}"),
+        || format!("http://{redirect_host}:{port}{path}"),
         |callback| callback.redirect_uri().to_owned(),
     );
-    let authorization = oauth::authorization(provider, endpoints, &redirect_uri)?;
+    let authorization = match provider {
+        OAuthProvider::Radius => {
+            let endpoint = oauth::device::radius_discovery(
+                endpoints,
+                http,
+                oauth::device::RADIUS_DEFAULT_GATEWAY,
+            )
+            .await?;
+            oauth::radius_authorization(&endpoint, &redirect_uri)?
+        }
+        _ => oauth::authorization(provider, endpoints, &redirect_uri)?,
+    };
     if let Some(callback) = &callback {
-        callback.expect_state(&authorization.state);
+        if authorization.state.is_empty() {
+            callback.accept_without_state();
+        } else {
+            callback.expect_state(&authorization.state);
+        }
     }
     ui.say(&format!("Sign in to {} in your browser:", provider.name()));
     ui.say(&crate::support::term::line(&authorization.url));
@@ -266,6 +324,45 @@ async fn browser_login(
         credentials.clock().now_ms(),
     )
     .await?)
+}
+
+/// A device-code sign-in (Kimi Code, xAI, Meta, Radius's device method): the page and code
+/// shown, the poll, and Meta's key mint.
+async fn device_login(
+    provider: OAuthProvider,
+    credentials: &Credentials,
+    ui: &mut dyn LoginUi,
+    http: &reqwest::Client,
+) -> Result<serde_json::Value, LoginError> {
+    use oauth::device;
+    let endpoints = credentials.endpoints();
+    let gateway = device::RADIUS_DEFAULT_GATEWAY;
+    let started = match provider {
+        OAuthProvider::KimiCoding => device::kimi_start(endpoints, http).await?,
+        OAuthProvider::Xai => device::xai_start(endpoints, http).await?,
+        OAuthProvider::Meta => device::meta_start(endpoints, http).await?,
+        _ => device::radius_start(endpoints, http, gateway).await?,
+    };
+    ui.say(&format!(
+        "Open {} and enter the code {}",
+        crate::support::term::line(&started.verification_uri),
+        crate::support::term::line(&started.user_code)
+    ));
+    ui.say(&format!(
+        "Waiting for {} to confirm the device…",
+        provider.name()
+    ));
+    let clock = credentials.clock_arc();
+    let now = move || clock.now_ms();
+    Ok(match provider {
+        OAuthProvider::KimiCoding => device::kimi_complete(endpoints, http, &started, &now).await?,
+        OAuthProvider::Xai => device::xai_complete(endpoints, http, &started, &now).await?,
+        OAuthProvider::Meta => {
+            ui.say("Enabling Meta Model API access…");
+            device::meta_complete(endpoints, http, &started, &now).await?
+        }
+        _ => device::radius_complete(endpoints, http, gateway, &started, &now).await?,
+    })
 }
 
 /// Opens the URL with the desktop's opener when there is one (nothing is shown on failure:

@@ -444,6 +444,7 @@ fn summarizer<'a>(
             ..Default::default()
         },
         on_retry: pi::session::compaction::RetryObserver::default(),
+        refresh_auth: pi::session::compaction::AuthRecovery::default(),
     }
 }
 

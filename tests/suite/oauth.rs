@@ -21,6 +21,11 @@ use crate::common::provider::{MockResponse, ProviderServer, RecordedRequest, sse
 const ANTHROPIC_CLIENT: &str = "9d1c250a-e61b-44d9-88ed-5944d1962f5e";
 const CODEX_CLIENT: &str = "app_EMoamEEZ73f0CkXaXp7hrann";
 const COPILOT_CLIENT: &str = "Iv1.b507a08c87ecfe98";
+const KIMI_CLIENT: &str = "17e5f671-d194-4dfb-9706-5516cb48c098";
+const XAI_CLIENT: &str = "b1a00492-073a-47ea-816f-4c329264a828";
+const META_CLIENT: &str = "1031625952748946";
+const RADIUS_CLIENT: &str = "pi-gateway";
+const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 const MODEL: &str = "anthropic/claude-sonnet-4-5";
 
 fn b64(bytes: &[u8]) -> String {
@@ -57,9 +62,123 @@ struct State {
     device_polls: usize,
     /// Delay for refresh answers.
     refresh_delay: Option<Duration>,
+    /// Polls per device code (the first is answered `authorization_pending`).
+    polls: HashMap<String, usize>,
+    /// Meta identity tokens the key mint accepts.
+    identities: HashSet<String>,
+    /// The OpenRouter and Radius authorization codes: code → (challenge, redirect).
+    gateway_codes: HashMap<String, (String, String)>,
+    /// Where the Radius gateway's authorization endpoint is.
+    base: String,
 }
 
 impl State {
+    /// A device code and the answer that starts its flow.
+    fn device_start(&mut self, prefix: &str, with_complete: bool) -> MockResponse {
+        self.counter += 1;
+        let device = format!("{prefix}-devcode-{}-secret", self.counter);
+        self.secrets.push(device.clone());
+        let code = format!("{}-{}", prefix.to_uppercase(), self.counter);
+        let mut answer = json!({
+            "device_code": device, "user_code": code,
+            "verification_uri": format!("https://{prefix}.example/device"),
+            "interval": 1, "expires_in": 60,
+        });
+        if with_complete {
+            answer["verification_uri_complete"] =
+                json!(format!("https://{prefix}.example/device?user_code={code}"));
+        }
+        MockResponse::json(200, answer.to_string())
+    }
+
+    /// A device-code grant poll: pending once, then the tokens; `None` when not a device
+    /// grant.
+    fn device_poll(
+        &mut self,
+        body: &HashMap<String, String>,
+        prefix: &str,
+    ) -> Option<MockResponse> {
+        if body.get("grant_type").map(String::as_str) != Some(DEVICE_GRANT) {
+            return None;
+        }
+        let device = body.get("device_code").cloned().unwrap_or_default();
+        if !device.starts_with(&format!("{prefix}-devcode-")) {
+            return Some(MockResponse::json(
+                400,
+                json!({"error": "invalid_grant"}).to_string(),
+            ));
+        }
+        let polls = self.polls.entry(device).or_default();
+        *polls += 1;
+        if *polls < 2 {
+            return Some(MockResponse::json(
+                400,
+                json!({"error": "authorization_pending"}).to_string(),
+            ));
+        }
+        self.device_polls += 1;
+        Some(self.tokens(prefix, true))
+    }
+
+    /// A token answer (`expires_in` an hour).
+    fn tokens(&mut self, prefix: &str, with_refresh: bool) -> MockResponse {
+        let (access, refresh) = self.issue(prefix);
+        let mut answer = json!({"access_token": access, "expires_in": 3600, "token_type": "Bearer", "scope": "gateway offline_access"});
+        if with_refresh {
+            answer["refresh_token"] = json!(refresh);
+        }
+        MockResponse::json(200, answer.to_string())
+    }
+
+    /// A refresh-token grant; `rotate: false` answers without a new refresh token (xAI may).
+    fn refresh_grant(
+        &mut self,
+        body: &HashMap<String, String>,
+        prefix: &str,
+        rotate: bool,
+    ) -> MockResponse {
+        let token = body.get("refresh_token").cloned().unwrap_or_default();
+        if !self.refresh_valid.contains(&token) {
+            return MockResponse::json(400, json!({"error": "invalid_grant"}).to_string());
+        }
+        if rotate {
+            self.refresh_valid.remove(&token);
+        }
+        self.refreshes += 1;
+        self.tokens(prefix, rotate)
+    }
+
+    /// An authorization answered with a redirect carrying a code (OpenRouter's, Radius's).
+    fn gateway_authorize(
+        &mut self,
+        redirect: &str,
+        challenge: &str,
+        state: Option<&str>,
+    ) -> MockResponse {
+        self.counter += 1;
+        let code = format!("gwcode-{}-secret", self.counter);
+        self.secrets.push(code.clone());
+        self.gateway_codes
+            .insert(code.clone(), (challenge.to_owned(), redirect.to_owned()));
+        let mut location = reqwest::Url::parse(redirect).unwrap();
+        location.query_pairs_mut().append_pair("code", &code);
+        if let Some(state) = state {
+            location.query_pairs_mut().append_pair("state", state);
+        }
+        MockResponse::status(302).header("location", location.as_str())
+    }
+
+    /// Checks a gateway code against its verifier (and redirect, when one is sent).
+    fn gateway_code_ok(&mut self, code: &str, verifier: &str, redirect: Option<&str>) -> bool {
+        self.secrets.push(verifier.to_owned());
+        match self.gateway_codes.remove(code) {
+            Some((challenge, expected)) => {
+                s256(verifier) == challenge && redirect.is_none_or(|redirect| redirect == expected)
+            }
+            None => false,
+        }
+    }
+
     fn issue(&mut self, prefix: &str) -> (String, String) {
         self.counter += 1;
         let access = match prefix {
@@ -71,6 +190,7 @@ impl State {
                     self.counter
                 )
             }
+            "kimi" | "xai" | "radius" => format!("{prefix}-access{}-secret", self.counter),
             _ => format!("sk-ant-oat01-access{}x", self.counter),
         };
         let refresh = format!("rt-{prefix}-{}-secret", self.counter);
@@ -92,7 +212,158 @@ fn route(state: &Arc<Mutex<State>>, request: &RecordedRequest) -> MockResponse {
     let mut st = state.lock().unwrap();
     let path = request.path.split('?').next().unwrap_or("").to_owned();
     let bad = |error: &str| MockResponse::json(400, json!({ "error": error }).to_string());
+    let form_body = || form(&request.body);
     match (request.method.as_str(), path.as_str()) {
+        // Kimi Code
+        ("POST", "/api/oauth/device_authorization") => {
+            assert_eq!(
+                form_body().get("client_id").map(String::as_str),
+                Some(KIMI_CLIENT)
+            );
+            st.device_start("kimi", true)
+        }
+        ("POST", "/api/oauth/token") => {
+            let body = form_body();
+            assert_eq!(body.get("client_id").map(String::as_str), Some(KIMI_CLIENT));
+            st.device_poll(&body, "kimi")
+                .unwrap_or_else(|| st.refresh_grant(&body, "kimi", true))
+        }
+        // xAI
+        ("POST", "/oauth2/device/code") => {
+            let body = form_body();
+            assert_eq!(body.get("client_id").map(String::as_str), Some(XAI_CLIENT));
+            assert!(body["scope"].contains("grok-cli:access"), "{body:?}");
+            assert_eq!(body.get("referrer").map(String::as_str), Some("pi"));
+            st.device_start("xai", true)
+        }
+        ("POST", "/oauth2/token") => {
+            let body = form_body();
+            assert_eq!(body.get("client_id").map(String::as_str), Some(XAI_CLIENT));
+            // xAI's refresh does not rotate the refresh token here.
+            st.device_poll(&body, "xai")
+                .unwrap_or_else(|| st.refresh_grant(&body, "xai", false))
+        }
+        // Meta: an identity token, exchanged for a Model API key.
+        ("POST", "/oidc/device/authorization/") => {
+            assert_eq!(
+                form_body().get("client_id").map(String::as_str),
+                Some(META_CLIENT)
+            );
+            st.device_start("meta", false)
+        }
+        ("POST", "/oidc/device/token/") => {
+            let body = form_body();
+            assert_eq!(body.get("client_id").map(String::as_str), Some(META_CLIENT));
+            assert_eq!(
+                body.get("grant_type").map(String::as_str),
+                Some(DEVICE_GRANT)
+            );
+            let polls = st.polls.entry(body["device_code"].clone()).or_default();
+            *polls += 1;
+            if *polls < 2 {
+                return MockResponse::json(
+                    400,
+                    json!({"error": "authorization_pending"}).to_string(),
+                );
+            }
+            st.counter += 1;
+            let identity = format!("meta-identity-{}-secret", st.counter);
+            st.secrets.push(identity.clone());
+            st.identities.insert(identity.clone());
+            MockResponse::json(200, json!({"access_token": identity}).to_string())
+        }
+        ("POST", "/muse-code/key") => {
+            assert_eq!(request.header("x-api-version"), Some("1.0.0"));
+            let identity = request
+                .header("authorization")
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .unwrap_or("")
+                .to_owned();
+            if !st.identities.contains(&identity) {
+                return MockResponse::json(401, json!({"detail": "session expired"}).to_string());
+            }
+            st.counter += 1;
+            let key = format!("meta-key-{}-secret", st.counter);
+            st.secrets.push(key.clone());
+            st.refreshes += 1;
+            MockResponse::json(200, json!({"api_key": key}).to_string())
+        }
+        // OpenRouter: PKCE for a permanent key, no state.
+        ("GET", "/auth") => {
+            let q = query(&request.path);
+            assert_eq!(
+                q.get("code_challenge_method").map(String::as_str),
+                Some("S256")
+            );
+            assert!(!q.contains_key("state"));
+            st.gateway_authorize(&q["callback_url"], &q["code_challenge"], None)
+        }
+        ("POST", "/api/v1/auth/keys") => {
+            let body = request.json();
+            assert_eq!(body["code_challenge_method"], "S256");
+            let code = body["code"].as_str().unwrap_or_default();
+            let verifier = body["code_verifier"].as_str().unwrap_or_default();
+            if !st.gateway_code_ok(code, verifier, None) {
+                return MockResponse::json(
+                    403,
+                    json!({"error": {"message": "bad code"}}).to_string(),
+                );
+            }
+            st.counter += 1;
+            let key = format!("sk-or-v1-key{}-secret", st.counter);
+            st.secrets.push(key.clone());
+            MockResponse::json(200, json!({"key": key, "user_id": "u1"}).to_string())
+        }
+        // Radius: the gateway names its authorization endpoint; code or device grant.
+        ("GET", "/v1/oauth") => MockResponse::json(
+            200,
+            json!({"authorizationEndpoint": format!("{}/radius/authorize", st.base)}).to_string(),
+        ),
+        ("GET", "/radius/authorize") => {
+            let q = query(&request.path);
+            assert_eq!(q.get("client_id").map(String::as_str), Some(RADIUS_CLIENT));
+            assert_eq!(
+                q.get("scope").map(String::as_str),
+                Some("gateway offline_access")
+            );
+            assert_eq!(q.get("handoff").map(String::as_str), Some("url"));
+            st.gateway_authorize(&q["redirect_uri"], &q["code_challenge"], Some(&q["state"]))
+        }
+        ("POST", "/v1/oauth/device") => {
+            let body = form_body();
+            assert_eq!(
+                body.get("client_id").map(String::as_str),
+                Some(RADIUS_CLIENT)
+            );
+            st.device_start("radius", false)
+        }
+        ("POST", "/v1/oauth/token")
+            if request.header("content-type") == Some("application/x-www-form-urlencoded") =>
+        {
+            let body = form_body();
+            assert_eq!(
+                body.get("client_id").map(String::as_str),
+                Some(RADIUS_CLIENT)
+            );
+            if let Some(answer) = st.device_poll(&body, "radius") {
+                return answer;
+            }
+            match body.get("grant_type").map(String::as_str) {
+                Some("authorization_code") => {
+                    let ok = st.gateway_code_ok(
+                        &body["code"],
+                        body.get("code_verifier").map_or("", String::as_str),
+                        body.get("redirect_uri").map(String::as_str),
+                    );
+                    if ok {
+                        st.tokens("radius", true)
+                    } else {
+                        bad("invalid_grant")
+                    }
+                }
+                _ => st.refresh_grant(&body, "radius", true),
+            }
+        }
         ("GET", "/oauth/authorize") => {
             let q = query(&request.path);
             let client = q.get("client_id").cloned().unwrap_or_default();
@@ -296,6 +567,7 @@ impl AuthServer {
         let server = ProviderServer::start_routed(Arc::new(move |request: &RecordedRequest| {
             route(&routed, request)
         }));
+        state.lock().unwrap().base = server.url();
         Self { state, server }
     }
 
@@ -910,4 +1182,445 @@ fn the_repl_logs_in_and_out() {
     let screen = tmux.screen();
     tmux.line("/quit");
     setup.assert_no_secrets(&[&screen]);
+}
+
+/// The entry's keys in the order they are stored.
+fn keys_of(entry: &Value) -> Vec<String> {
+    entry.as_object().unwrap().keys().cloned().collect()
+}
+
+#[test]
+fn kimi_xai_and_meta_sign_in_with_device_codes() {
+    let setup = Setup::new();
+    let mut outputs = Vec::new();
+    for (provider, shown) in [
+        ("kimi-coding", "https://kimi.example/device?user_code=KIMI-"),
+        ("xai", "https://xai.example/device?user_code=XAI-"),
+        ("meta", "https://meta.example/device"),
+    ] {
+        let child = spawn_login(&setup, provider);
+        let (ok, stdout, stderr) = finish(child);
+        assert!(ok, "{provider}: {stderr}");
+        assert!(stderr.contains(shown), "{provider}: {stderr}");
+        assert!(stdout.contains("Signed in to"), "{stdout}");
+        outputs.push(stdout);
+        outputs.push(stderr);
+    }
+    let auth = setup.auth();
+    let start = crate::common::TEST_CLOCK_START_MS;
+    let kimi = &auth["kimi-coding"];
+    assert_eq!(keys_of(kimi), ["type", "access", "refresh", "expires"]);
+    assert!(kimi["access"].as_str().unwrap().starts_with("kimi-access"));
+    let lifetime = kimi["expires"].as_i64().unwrap() - start;
+    assert!((3_600_000..3_610_000).contains(&lifetime), "{lifetime}");
+    let xai = &auth["xai"];
+    assert_eq!(keys_of(xai), ["type", "access", "refresh", "expires"]);
+    let lifetime = xai["expires"].as_i64().unwrap() - start;
+    assert!(
+        (3_300_000..3_310_000).contains(&lifetime),
+        "five minutes early: {lifetime}"
+    );
+    let meta = &auth["meta"];
+    assert_eq!(keys_of(meta), ["type", "refresh", "access", "expires"]);
+    assert!(
+        meta["refresh"]
+            .as_str()
+            .unwrap()
+            .starts_with("meta-identity-")
+    );
+    assert!(
+        meta["access"].as_str().unwrap().starts_with("meta-key-"),
+        "the minted key"
+    );
+    let lifetime = meta["expires"].as_i64().unwrap() - start;
+    assert!((86_400_000..86_410_000).contains(&lifetime), "{lifetime}");
+    assert_eq!(setup.server.with(|st| st.polls.len()), 3);
+    assert!(
+        setup
+            .server
+            .with(|st| st.polls.values().all(|polls| *polls == 2))
+    );
+    let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    setup.assert_no_secrets(&outputs);
+}
+
+#[test]
+fn openrouter_signs_in_for_a_permanent_key_and_radius_by_browser_or_device() {
+    let setup = Setup::new();
+    let child = spawn_login(&setup, "openrouter");
+    let url = setup.browser_url();
+    let params = query(&url[url.find("/auth?").unwrap()..]);
+    let callback = &params["callback_url"];
+    assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
+    assert!(
+        callback.contains("/oauth/callback/"),
+        "a random path: {callback}"
+    );
+    // A stray request on another path does not end the sign-in.
+    let stray = callback.rsplit_once('/').unwrap().0.to_owned() + "/other?code=x";
+    assert_eq!(browse(&stray), 404);
+    assert_eq!(browse(&url), 200);
+    let (ok, stdout, stderr) = finish(child);
+    assert!(ok, "{stderr}");
+    let openrouter = setup.auth()["openrouter"].clone();
+    assert_eq!(
+        keys_of(&openrouter),
+        ["type", "access", "refresh", "expires"]
+    );
+    assert!(
+        openrouter["access"]
+            .as_str()
+            .unwrap()
+            .starts_with("sk-or-v1-key")
+    );
+    assert_eq!(openrouter["refresh"], "");
+    assert_eq!(openrouter["expires"], 9_007_199_254_740_991i64);
+
+    // A server named "radius" that is not the gateway's: the new one is "radius-mcp".
+    std::fs::write(
+        setup.env.agent_dir.join("mcp.json"),
+        r#"{"theme": "kept", "mcpServers": {"radius": {"command": "radius-local"}}}"#,
+    )
+    .unwrap();
+    let mut child = spawn_login(&setup, "radius");
+    writeln!(child.stdin.as_mut().unwrap()).unwrap(); // the browser (the default)
+    let url = setup.browser_url();
+    assert!(
+        url.contains("/radius/authorize?"),
+        "the gateway's endpoint: {url}"
+    );
+    let params = query(&url[url.find("/radius").unwrap()..]);
+    assert!(params["redirect_uri"].starts_with("http://127.0.0.1:"));
+    assert!(params["redirect_uri"].ends_with("/oauth/callback"));
+    assert_eq!(browse(&url), 200);
+    let (ok, stdout2, stderr2) = finish(child);
+    assert!(ok, "{stderr2}");
+    let radius = setup.auth()["radius"].clone();
+    assert_eq!(
+        keys_of(&radius),
+        ["type", "access", "refresh", "expires", "scope"]
+    );
+    // The Radius MCP server is added to the global mcp.json (its other content kept), once.
+    assert!(
+        stdout2.contains("Added MCP server \"radius-mcp\""),
+        "{stdout2}"
+    );
+    let mcp: Value = serde_json::from_str(
+        &std::fs::read_to_string(setup.env.agent_dir.join("mcp.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mcp["theme"], "kept");
+    assert_eq!(mcp["mcpServers"]["radius"]["command"], "radius-local");
+    assert_eq!(
+        mcp["mcpServers"]["radius-mcp"],
+        json!({"url": "https://radius.pi.dev/mcp", "auth": {"provider": "radius"}})
+    );
+    let lifetime = radius["expires"].as_i64().unwrap() - crate::common::TEST_CLOCK_START_MS;
+    assert!(
+        (3_540_000..3_550_000).contains(&lifetime),
+        "a minute early: {lifetime}"
+    );
+
+    let child = setup
+        .pi()
+        .args(["auth", "login", "radius", "--no-browser"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (ok, stdout3, stderr3) = finish(child);
+    assert!(ok, "{stderr3}");
+    assert!(stderr3.contains("RADIUS-"), "{stderr3}");
+    assert!(
+        !stdout3.contains("MCP server"),
+        "already uses the login: {stdout3}"
+    );
+    assert_ne!(setup.auth()["radius"]["access"], radius["access"]);
+    assert_eq!(
+        setup.auth()["openrouter"],
+        openrouter,
+        "the other entry is kept"
+    );
+    setup.assert_no_secrets(&[&stdout, &stderr, &stdout2, &stderr2, &stdout3, &stderr3]);
+}
+
+/// The 1.6.0 CLI bundle, run with the Node 22 of `tests/interop16` on the same agent dir.
+fn reference16(setup: &Setup) -> std::process::Command {
+    let interop16 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop16");
+    let mut command = std::process::Command::new(crate::suite::interop16::node22());
+    command
+        .arg(interop16.join("node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &setup.env.home)
+        .env("PI_CODING_AGENT_DIR", &setup.env.agent_dir)
+        .env("PI_TELEMETRY", "0")
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .current_dir(&setup.env.workspace);
+    command
+}
+
+/// `pi auth check|print-api-key|print-bearer-token` print and exit as 1.6.0 does on the same
+/// auth.json (no refresh is due: 1.6.0 would reach the real endpoints).
+#[test]
+fn auth_check_and_the_print_commands_answer_as_1_6_0_does() {
+    let setup = Setup::new();
+    setup.write_auth(&json!({
+        "anthropic": {"type": "oauth", "refresh": "r1", "access": "a1", "expires": 4_102_444_800_000i64},
+        "openai": {"type": "api_key", "key": "sk-k1"},
+        "xai": {"type": "oauth", "refresh": "r2", "access": "a2", "expires": 1000},
+    }));
+    let cases: &[&[&str]] = &[
+        &[
+            "check",
+            "--provider",
+            "anthropic",
+            "--json",
+            "--credentials",
+        ],
+        &["check", "--provider", "anthropic"],
+        &["check", "--provider", "openai", "--json"],
+        &["check", "--provider", "openai", "--credentials"],
+        &["check", "--provider", "mistral", "--json"],
+        &["check", "--provider", "nope", "--json"],
+        &[
+            "check",
+            "--provider",
+            "xai",
+            "--json",
+            "--no-refresh",
+            "--credentials",
+        ],
+        &["check", "--provider", "xai", "--no-refresh"],
+        &["check"],
+        &["check", "--provider", "openai", "--bogus"],
+        &["check", "--provider", "openai", "extra"],
+        &["check", "--provider", "openai", "--min-expiry", "1h"],
+        &["print-api-key", "--provider", "anthropic"],
+        &["print-api-key", "--provider", "openai"],
+        &["print-api-key", "--provider", "openai", "--json"],
+        &["print-api-key", "--provider", "nope"],
+        &["print-api-key"],
+        &["print-bearer-token", "--provider", "openai"],
+        &["print-bearer-token", "--provider", "anthropic"],
+        &[
+            "print-bearer-token",
+            "--provider",
+            "anthropic",
+            "--min-expiry",
+            "30m",
+        ],
+        &[
+            "print-bearer-token",
+            "--provider",
+            "anthropic",
+            "--min-expiry",
+            "soon",
+        ],
+        &["print-api-key", "--model", "gpt-4o"],
+    ];
+    for case in cases {
+        let ours = setup
+            .pi()
+            .env_remove("PI_TEST_CLOCK")
+            .arg("auth")
+            .args(*case)
+            .output()
+            .unwrap();
+        let theirs = reference16(&setup)
+            .arg("auth")
+            .args(*case)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (ours.status.code(), text(&ours.stdout)),
+            (theirs.status.code(), text(&theirs.stdout)),
+            "pi auth {case:?}: {}",
+            text(&ours.stderr)
+        );
+        assert_eq!(
+            text(&ours.stderr).trim(),
+            text(&theirs.stderr).trim(),
+            "pi auth {case:?}"
+        );
+    }
+    assert!(
+        setup.server.requests("/oauth2/token").is_empty(),
+        "nothing refreshed"
+    );
+}
+
+#[test]
+fn print_bearer_token_refreshes_what_expires_too_soon_and_check_says_invalid_when_it_cannot() {
+    let setup = Setup::new();
+    let start = crate::common::TEST_CLOCK_START_MS;
+    setup.server.with(|st| {
+        st.refresh_valid.insert("rt-xai-live-secret".into());
+        st.secrets
+            .extend(["xai-old-secret".into(), "rt-xai-live-secret".into()]);
+    });
+    setup.write_auth(&json!({
+        "xai": {"type": "oauth", "access": "xai-old-secret", "refresh": "rt-xai-live-secret", "expires": start + 20 * 60_000},
+        "openai": {"type": "api_key", "key": "sk-typed-secret"},
+    }));
+    setup
+        .server
+        .with(|st| st.secrets.push("sk-typed-secret".into()));
+    let auth = |args: &[&str]| setup.pi().arg("auth").args(args).output().unwrap();
+    // Twenty minutes left: enough for a request, not for the default --min-expiry of 30m.
+    let out = auth(&["check", "--provider", "xai", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"status":"ready","provider":"xai","authType":"oauth"}"#
+    );
+    assert_eq!(setup.server.with(|st| st.refreshes), 0);
+    let out = auth(&[
+        "print-bearer-token",
+        "--provider",
+        "xai",
+        "--min-expiry",
+        "10m",
+    ]);
+    assert_eq!(text(&out.stdout).trim(), "xai-old-secret");
+    assert_eq!(setup.server.with(|st| st.refreshes), 0);
+    let out = auth(&["print-bearer-token", "--provider", "xai"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout).trim().to_owned();
+    assert!(printed.starts_with("xai-access"), "{printed}");
+    assert_eq!(setup.server.with(|st| st.refreshes), 1);
+    let stored = setup.auth()["xai"].clone();
+    assert_eq!(stored["access"], printed.as_str());
+    assert_eq!(
+        stored["refresh"], "rt-xai-live-secret",
+        "xAI did not rotate it"
+    );
+    // Fresh for 55 minutes: two hours cannot be had, even after a refresh.
+    let out = auth(&[
+        "print-bearer-token",
+        "--provider",
+        "xai",
+        "--min-expiry",
+        "2h",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).is_empty());
+    assert!(
+        text(&out.stderr).contains("OAuth refresh returned a token that expires too soon for xai"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(setup.server.with(|st| st.refreshes), 2);
+    // A revoked sign-in: the refresh is refused, the check is invalid (2); without a refresh
+    // it is ready, with the stored token.
+    setup.server.with(|st| st.refresh_valid.clear());
+    let mut expired = setup.auth();
+    expired["xai"]["expires"] = json!(start - 1000);
+    setup.write_auth(&expired);
+    let out = auth(&["check", "--provider", "xai"]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout).trim()),
+        (Some(2), "invalid")
+    );
+    let out = auth(&["check", "--provider", "xai", "--no-refresh", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(setup.server.with(|st| st.refreshes), 2);
+    let out = auth(&["print-bearer-token", "--provider", "xai"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("pi auth login xai"),
+        "{}",
+        text(&out.stderr)
+    );
+    // --model finds the provider of the model.
+    let out = auth(&["check", "--model", "openai/gpt-4o", "--json"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"status":"ready","provider":"openai","authType":"api_key"}"#
+    );
+    let out = auth(&["print-api-key", "--model", "gpt-4o"]);
+    assert_eq!(text(&out.stdout).trim(), "sk-typed-secret");
+    // Nothing but the printed credentials carries a secret.
+    setup.assert_no_secrets(&[&text(&out.stderr)]);
+}
+
+/// A manual compaction whose summary request is refused (the token was revoked meanwhile)
+/// refreshes the sign-in once and sends the same request again (RPC mode's `compact`).
+#[test]
+fn a_401_on_a_compaction_summary_refreshes_once_and_the_compaction_completes() {
+    use std::io::BufRead as _;
+    let setup = Setup::new();
+    setup.signed_in("sk-ant-oat01-first-secret", "rt-compact-secret", 3_600_000);
+    setup.server.with(|st| {
+        st.access_valid.insert("sk-ant-oat01-first-secret".into());
+    });
+    std::fs::write(
+        setup.env.agent_dir.join("settings.json"),
+        r#"{"compaction":{"reserveTokens":200,"keepRecentTokens":20}}"#,
+    )
+    .unwrap();
+    let mut child = setup
+        .pi()
+        .args(["--mode", "rpc", "--model", MODEL])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (sender, records) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(value) = serde_json::from_str(&line)
+                && sender.send(value).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let mut wait_for = |wanted: &dyn Fn(&Value) -> bool| loop {
+        let record = records
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a record within 60 s");
+        lines.push(record.to_string());
+        if wanted(&record) {
+            return record;
+        }
+    };
+    for (id, question) in [
+        ("p1", "first question about apples"),
+        ("p2", &"pears ".repeat(30)),
+    ] {
+        let command = json!({"id": id, "type": "prompt", "message": question});
+        writeln!(stdin, "{command}").unwrap();
+        wait_for(&|record| record["type"] == "agent_end");
+    }
+    assert_eq!(setup.server.requests("/v1/messages").len(), 2);
+    // The sign-in is revoked at the provider; the refresh token still works.
+    setup.server.with(|st| st.access_valid.clear());
+    writeln!(stdin, "{}", json!({"id": "c1", "type": "compact"})).unwrap();
+    let response = wait_for(&|record| record["type"] == "response" && record["id"] == "c1");
+    assert_eq!(response["success"], true, "{response}");
+    assert_eq!(response["data"]["summary"], "pong");
+    assert_eq!(setup.server.with(|st| st.refreshes), 1);
+    let calls = setup.server.requests("/v1/messages");
+    assert_eq!(
+        calls.len(),
+        4,
+        "the refused summary request, then the same one again"
+    );
+    assert_eq!(calls[2].json()["messages"], calls[3].json()["messages"]);
+    assert_ne!(
+        calls[2].header("authorization"),
+        calls[3].header("authorization")
+    );
+    drop(stdin);
+    let _ = child.wait();
+    let joined = lines.join("\n");
+    setup.assert_no_secrets(&[&joined]);
 }

@@ -18,7 +18,18 @@ pub struct CallbackServer {
     redirect_uri: String,
     codes: mpsc::Receiver<Result<String, OAuthError>>,
     task: tokio::task::JoinHandle<()>,
-    state: Arc<Mutex<String>>,
+    state: Arc<Mutex<Expect>>,
+}
+
+/// The state a redirect must carry.
+#[derive(Clone, Debug)]
+enum Expect {
+    /// Not known yet: every redirect is refused.
+    Unset,
+    /// This one.
+    State(String),
+    /// None (OpenRouter sends no state; the random path stands in for it).
+    Any,
 }
 
 impl Drop for CallbackServer {
@@ -49,6 +60,19 @@ fn page(status: u16, text: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Whether a redirect carrying `given` is refused for its state.
+fn state_refused(state: &Mutex<Expect>, given: Option<String>) -> bool {
+    let expected = match state.lock() {
+        Ok(guard) => guard.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    match expected {
+        Expect::Unset => true,
+        Expect::Any => false,
+        Expect::State(expected) => given.is_none_or(|given| given != expected),
+    }
+}
+
 impl CallbackServer {
     /// Binds `host:port` (port 0: any free one) and serves `path`; `redirect_host` is the
     /// host the redirect URI names (`localhost` for Anthropic and Codex). Every redirect is
@@ -65,7 +89,7 @@ impl CallbackServer {
         let redirect_uri = format!("http://{redirect_host}:{port}{path}");
         let (sender, codes) = mpsc::channel(1);
         let path = path.to_owned();
-        let expected = Arc::new(Mutex::new(String::new()));
+        let expected = Arc::new(Mutex::new(Expect::Unset));
         let state = expected.clone();
         let provider = provider_name.to_owned();
         let task = tokio::spawn(async move {
@@ -105,13 +129,7 @@ impl CallbackServer {
                 };
                 let (status, text, outcome) = if url.as_ref().is_none_or(|url| url.path() != path) {
                     (404, "Callback route not found.".to_owned(), None)
-                } else if param("state").is_none_or(|given| {
-                    let state = match state.lock() {
-                        Ok(guard) => guard.clone(),
-                        Err(poisoned) => poisoned.into_inner().clone(),
-                    };
-                    state.is_empty() || given != state
-                }) {
+                } else if state_refused(&state, param("state")) {
                     (400, "State mismatch.".to_owned(), None)
                 } else if claimed {
                     (
@@ -154,9 +172,18 @@ impl CallbackServer {
 
     /// The state a redirect must carry.
     pub fn expect_state(&self, state: &str) {
+        self.set(Expect::State(state.to_owned()));
+    }
+
+    /// Takes a redirect without a state (OpenRouter's; the path is the sign-in's secret).
+    pub fn accept_without_state(&self) {
+        self.set(Expect::Any);
+    }
+
+    fn set(&self, expect: Expect) {
         match self.state.lock() {
-            Ok(mut guard) => *guard = state.to_owned(),
-            Err(poisoned) => *poisoned.into_inner() = state.to_owned(),
+            Ok(mut guard) => *guard = expect,
+            Err(poisoned) => *poisoned.into_inner() = expect,
         }
     }
 

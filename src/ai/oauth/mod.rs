@@ -16,6 +16,7 @@
 //! keeps `auth.json`.
 
 pub mod callback;
+pub mod device;
 pub mod pkce;
 
 use std::time::Duration;
@@ -33,6 +34,13 @@ pub const ANTHROPIC_CALLBACK_PORT: u16 = 53692;
 /// The redirect of Anthropic's copy-the-code (headless) login.
 pub const ANTHROPIC_COPY_CODE_REDIRECT_URI: &str =
     "https://platform.claude.com/oauth/code/callback";
+
+const OPENROUTER_AUTHORIZE_URL: &str = "https://openrouter.ai/auth";
+const OPENROUTER_KEYS_URL: &str = "https://openrouter.ai/api/v1/auth/keys";
+/// JavaScript's `Number.MAX_SAFE_INTEGER`, the expiry 1.6.0 stores for OpenRouter's key.
+pub const OPENROUTER_NEVER_EXPIRES: i64 = 9_007_199_254_740_991;
+/// The loopback port and path of a Radius browser sign-in.
+pub const RADIUS_CALLBACK_PORT: u16 = 1456;
 
 /// OpenAI's Codex CLI client (ChatGPT Plus/Pro).
 pub const CODEX_CLIENT_ID: &str = "app_EMoamEEZ73f0CkXaXp7hrann";
@@ -76,14 +84,29 @@ pub enum OAuthProvider {
     OpenAiCodex,
     /// GitHub Copilot: device code, then Copilot's own token.
     GithubCopilot,
+    /// Kimi Code: device code.
+    KimiCoding,
+    /// OpenRouter: browser authorization code with PKCE for a permanent API key.
+    OpenRouter,
+    /// xAI (SuperGrok, X Premium): device code.
+    Xai,
+    /// Meta (Muse): device code, then a minted Model API key.
+    Meta,
+    /// Radius gateway: browser authorization code with PKCE or device code.
+    Radius,
 }
 
 impl OAuthProvider {
     /// Every OAuth provider, in the order `/login` lists them.
-    pub const ALL: [OAuthProvider; 3] = [
+    pub const ALL: [OAuthProvider; 8] = [
         OAuthProvider::Anthropic,
         OAuthProvider::OpenAiCodex,
         OAuthProvider::GithubCopilot,
+        OAuthProvider::KimiCoding,
+        OAuthProvider::OpenRouter,
+        OAuthProvider::Xai,
+        OAuthProvider::Meta,
+        OAuthProvider::Radius,
     ];
 
     /// Returns the provider for its `auth.json` key.
@@ -97,6 +120,11 @@ impl OAuthProvider {
             Self::Anthropic => "anthropic",
             Self::OpenAiCodex => "openai-codex",
             Self::GithubCopilot => "github-copilot",
+            Self::KimiCoding => "kimi-coding",
+            Self::OpenRouter => "openrouter",
+            Self::Xai => "xai",
+            Self::Meta => "meta",
+            Self::Radius => "radius",
         }
     }
 
@@ -106,6 +134,11 @@ impl OAuthProvider {
             Self::Anthropic => "Anthropic (Claude Pro/Max)",
             Self::OpenAiCodex => "OpenAI (ChatGPT Plus/Pro)",
             Self::GithubCopilot => "GitHub Copilot",
+            Self::KimiCoding => "Kimi Code (subscription)",
+            Self::OpenRouter => "OpenRouter OAuth",
+            Self::Xai => "xAI (Grok/X subscription)",
+            Self::Meta => "Meta (Muse subscription)",
+            Self::Radius => "Radius",
         }
     }
 }
@@ -265,6 +298,34 @@ async fn call(
     headers: &[(&str, &str)],
     body: Body<'_>,
 ) -> Result<Value, OAuthError> {
+    let endpoint = endpoint_of(url);
+    let (status, value) = call_any(http, what, method, url, headers, body).await?;
+    if !(200..300).contains(&status) {
+        return Err(OAuthError::Refused {
+            what: what.to_owned(),
+            endpoint,
+            status,
+            detail: error_code(&value),
+        });
+    }
+    if !value.is_object() {
+        return Err(OAuthError::Invalid(format!(
+            "{what} failed: {endpoint} did not answer with a JSON object"
+        )));
+    }
+    Ok(value)
+}
+
+/// Sends one request and returns the HTTP status with the JSON body (`null` when it was
+/// none), whatever the status.
+async fn call_any(
+    http: &reqwest::Client,
+    what: &str,
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Body<'_>,
+) -> Result<(u16, Value), OAuthError> {
     let mut request = http
         .request(method, url)
         .header("Accept", "application/json");
@@ -304,20 +365,14 @@ async fn call(
             reason: transport_reason(error),
         })?;
     let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if !(200..300).contains(&status) {
-        return Err(OAuthError::Refused {
-            what: what.to_owned(),
-            endpoint,
-            status,
-            detail: error_code(&value),
-        });
-    }
-    if !value.is_object() {
-        return Err(OAuthError::Invalid(format!(
-            "{what} failed: {endpoint} did not answer with a JSON object"
-        )));
-    }
-    Ok(value)
+    Ok((status, value))
+}
+
+/// 1.6.0's `trustedHttpUrl`: the value when it is an `http:` or `https:` URL (a login opens
+/// or shows server-supplied URLs), normalized.
+fn trusted_http_url(value: &Value) -> Option<String> {
+    let url = reqwest::Url::parse(value.as_str()?).ok()?;
+    matches!(url.scheme(), "http" | "https").then(|| url.to_string())
 }
 
 /// Why a request got no answer, without the URL (reqwest's display names it, query and all).
@@ -431,13 +486,42 @@ pub fn authorization(
                 ],
             )
         }
-        OAuthProvider::GithubCopilot => {
+        OAuthProvider::OpenRouter => (
+            // OpenRouter sends no state back; the callback's random path stands in for it.
+            OPENROUTER_AUTHORIZE_URL,
+            String::new(),
+            vec![
+                ("callback_url", redirect_uri.to_owned()),
+                ("code_challenge", pkce.challenge.clone()),
+                ("code_challenge_method", "S256".to_owned()),
+            ],
+        ),
+        OAuthProvider::Radius => {
             return Err(OAuthError::Invalid(
-                "GitHub Copilot signs in with a device code, not a browser redirect".to_owned(),
+                "Radius names its authorization endpoint: use radius_authorization".to_owned(),
             ));
         }
+        OAuthProvider::GithubCopilot
+        | OAuthProvider::KimiCoding
+        | OAuthProvider::Xai
+        | OAuthProvider::Meta => {
+            return Err(OAuthError::Invalid(format!(
+                "{} signs in with a device code, not a browser redirect",
+                provider.name()
+            )));
+        }
     };
-    let mut url = reqwest::Url::parse(&endpoints.url(base))
+    build_authorization(&endpoints.url(base), state, &pairs, pkce, redirect_uri)
+}
+
+fn build_authorization(
+    base: &str,
+    state: String,
+    pairs: &[(&str, String)],
+    pkce: pkce::Pkce,
+    redirect_uri: &str,
+) -> Result<Authorization, OAuthError> {
+    let mut url = reqwest::Url::parse(base)
         .map_err(|error| OAuthError::Invalid(format!("bad authorization URL: {error}")))?;
     url.query_pairs_mut()
         .extend_pairs(pairs.iter().map(|(name, value)| (*name, value.as_str())));
@@ -447,6 +531,27 @@ pub fn authorization(
         verifier: pkce.verifier,
         redirect_uri: redirect_uri.to_owned(),
     })
+}
+
+/// The authorization URL of a Radius browser sign-in at the endpoint the gateway named
+/// ([`device::radius_discovery`]).
+pub fn radius_authorization(
+    authorization_endpoint: &str,
+    redirect_uri: &str,
+) -> Result<Authorization, OAuthError> {
+    let pkce = pkce::Pkce::generate()?;
+    let state = pkce::random_hex(16)?;
+    let pairs = vec![
+        ("response_type", "code".to_owned()),
+        ("client_id", device::RADIUS_CLIENT_ID.to_owned()),
+        ("redirect_uri", redirect_uri.to_owned()),
+        ("scope", device::RADIUS_SCOPE.to_owned()),
+        ("code_challenge", pkce.challenge.clone()),
+        ("code_challenge_method", "S256".to_owned()),
+        ("handoff", "url".to_owned()),
+        ("state", state.clone()),
+    ];
+    build_authorization(authorization_endpoint, state, &pairs, pkce, redirect_uri)
 }
 
 /// What a pasted authorization input holds (1.6.0's `parseAuthorizationInput`): a redirect
@@ -552,9 +657,61 @@ pub async fn exchange_code(
             .await?;
             codex_credential(&answer, now_ms, WHAT)
         }
-        OAuthProvider::GithubCopilot => Err(OAuthError::Invalid(
-            "GitHub Copilot signs in with a device code".to_owned(),
-        )),
+        OAuthProvider::OpenRouter => {
+            let url = endpoints.url(OPENROUTER_KEYS_URL);
+            let body = json!({
+                "code": code,
+                "code_verifier": authorization.verifier,
+                "code_challenge_method": "S256",
+            });
+            let answer = call(
+                http,
+                "OpenRouter OAuth key exchange",
+                reqwest::Method::POST,
+                &url,
+                &[],
+                Body::Json(body),
+            )
+            .await?;
+            let key = answer["key"]
+                .as_str()
+                .filter(|key| !key.is_empty())
+                .ok_or_else(|| {
+                    OAuthError::Invalid("OpenRouter OAuth response carries no \"key\"".to_owned())
+                })?;
+            // A permanent key: 1.6.0 stores it as an OAuth credential that never expires.
+            Ok(json!({
+                "type": "oauth",
+                "access": key,
+                "refresh": "",
+                "expires": OPENROUTER_NEVER_EXPIRES,
+            }))
+        }
+        OAuthProvider::Radius => {
+            let form = [
+                ("grant_type", "authorization_code"),
+                ("client_id", device::RADIUS_CLIENT_ID),
+                ("redirect_uri", authorization.redirect_uri.as_str()),
+                ("code", code),
+                ("code_verifier", authorization.verifier.as_str()),
+            ];
+            device::radius_token(
+                endpoints,
+                http,
+                device::RADIUS_DEFAULT_GATEWAY,
+                &form,
+                now_ms,
+                WHAT,
+            )
+            .await
+        }
+        OAuthProvider::GithubCopilot
+        | OAuthProvider::KimiCoding
+        | OAuthProvider::Xai
+        | OAuthProvider::Meta => Err(OAuthError::Invalid(format!(
+            "{} signs in with a device code",
+            provider.name()
+        ))),
     }
 }
 
@@ -612,6 +769,10 @@ pub async fn refresh(
     now_ms: i64,
 ) -> Result<Value, OAuthError> {
     const WHAT: &str = "Token refresh";
+    if provider == OAuthProvider::OpenRouter {
+        // A permanent key: nothing to refresh (1.6.0 returns the credential as it is).
+        return Ok(Value::Object(entry.clone()));
+    }
     let refresh_token = entry
         .get("refresh")
         .and_then(Value::as_str)
@@ -663,6 +824,28 @@ pub async fn refresh(
                 .and_then(normalize_domain);
             copilot_credential(endpoints, http, refresh_token, enterprise.as_deref()).await
         }
+        OAuthProvider::KimiCoding => {
+            device::kimi_refresh(endpoints, http, refresh_token, now_ms).await
+        }
+        OAuthProvider::Xai => device::xai_refresh(endpoints, http, refresh_token, now_ms).await,
+        OAuthProvider::Meta => device::meta_mint(endpoints, http, refresh_token, now_ms).await,
+        OAuthProvider::Radius => {
+            let form = [
+                ("grant_type", "refresh_token"),
+                ("client_id", device::RADIUS_CLIENT_ID),
+                ("refresh_token", refresh_token),
+            ];
+            device::radius_token(
+                endpoints,
+                http,
+                device::RADIUS_DEFAULT_GATEWAY,
+                &form,
+                now_ms,
+                WHAT,
+            )
+            .await
+        }
+        OAuthProvider::OpenRouter => Ok(Value::Object(entry.clone())),
     }
 }
 

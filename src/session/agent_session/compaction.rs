@@ -17,10 +17,11 @@ use crate::model::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::session::agent_session::error::SessionError;
 use crate::session::agent_session::state::AgentSession;
 use crate::session::compaction::{
-    BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput, CompactionError,
-    CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED, RetryObserver, Summarizer,
-    SummaryRetry, check_compaction, collect_entries_for_branch_summary, compact,
-    generate_branch_summary, navigation_target, prepare_compaction, prepare_manual_compaction,
+    AuthRecovery, BranchSummaryOptions, CompactOptions, CompactionCheck, CompactionCheckInput,
+    CompactionError, CompactionReason, CompactionSettings, OVERFLOW_RECOVERY_EXHAUSTED,
+    RetryObserver, Summarizer, SummaryRetry, check_compaction, collect_entries_for_branch_summary,
+    compact, generate_branch_summary, navigation_target, prepare_compaction,
+    prepare_manual_compaction,
 };
 use crate::session::events::SessionEvent;
 use crate::session::extensions::event::TreePreparation;
@@ -76,6 +77,36 @@ impl AgentSession {
         let session = self.session_id().await;
         let store = self.store().clone();
         Ok(blocking(move || store.compaction_window(&session)).await?)
+    }
+
+    /// After the provider refused `rejected` for a summary request: refreshes the sign-in
+    /// once (as a turn does) and returns the stream options with the new token.
+    fn refresh_summary_auth<'a>(
+        &'a self,
+        model: &'a Model,
+        rejected: Option<String>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Option<crate::ai::StreamOptions>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            let credentials = self.config().credentials.clone();
+            let rejected = rejected?;
+            if !credentials.may_refresh(&model.provider) {
+                return None;
+            }
+            let provider = model.provider.clone();
+            let renewed = tokio::task::spawn_blocking(move || {
+                credentials
+                    .refresh_rejected(&provider, &rejected)
+                    .unwrap_or(false)
+            })
+            .await
+            .unwrap_or(false);
+            if !renewed {
+                return None;
+            }
+            self.summarizer_options(model).await.ok()
+        })
     }
 
     async fn summarizer_options(&self, model: &Model) -> Result<crate::ai::StreamOptions, String> {
@@ -279,6 +310,7 @@ impl AgentSession {
         let clock = self.config().clock.clone();
         let observe =
             |event| self.emit(summary_retry_event(event, "compaction", Some(&reason_text)));
+        let refresh = |rejected| self.refresh_summary_auth(&model, rejected);
         let summarizer = Summarizer {
             client: &client,
             model: &model,
@@ -286,6 +318,7 @@ impl AgentSession {
             clock: clock.as_ref(),
             retry: self.summary_retry(),
             on_retry: RetryObserver(Some(&observe)),
+            refresh_auth: AuthRecovery(Some(&refresh)),
         };
         let thinking_level = self.thinking_level();
         let outcome = compact(
@@ -452,6 +485,7 @@ impl AgentSession {
             let client = self.config().client.clone();
             let clock = self.config().clock.clone();
             let observe = |event| self.emit(summary_retry_event(event, "branchSummary", None));
+            let refresh = |rejected| self.refresh_summary_auth(&model, rejected);
             let summarizer = Summarizer {
                 client: &client,
                 model: &model,
@@ -459,6 +493,7 @@ impl AgentSession {
                 clock: clock.as_ref(),
                 retry: self.summary_retry(),
                 on_retry: RetryObserver(Some(&observe)),
+                refresh_auth: AuthRecovery(Some(&refresh)),
             };
             let outcome = generate_branch_summary(
                 selection.entries,

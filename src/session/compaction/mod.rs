@@ -64,8 +64,8 @@ pub use prompts::{
 };
 pub use serialize::{TOOL_RESULT_MAX_CHARS, serialize_conversation};
 pub use summarize::{
-    BranchSummaryOptions, BranchSummaryResult, CompactOptions, CompactionResult, RetryObserver,
-    Summarizer, SummaryRetry, branch_summary_prompt, compact, compaction_prompt,
+    AuthRecovery, BranchSummaryOptions, BranchSummaryResult, CompactOptions, CompactionResult,
+    RetryObserver, Summarizer, SummaryRetry, branch_summary_prompt, compact, compaction_prompt,
     generate_branch_summary, turn_prefix_prompt,
 };
 pub use tokens::{

@@ -84,6 +84,31 @@ impl std::fmt::Debug for RetryObserver<'_> {
     }
 }
 
+/// The caller's way to refresh a credential the provider refused (HTTP 401): given the
+/// rejected key, the stream options with the new one, or `None` when nothing changed (1.6.0
+/// refreshes a subscription's token once for any request, summaries included).
+pub type RefreshAuth<'a> = dyn Fn(
+        Option<String>,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<StreamOptions>> + Send + 'a>>
+    + Send
+    + Sync
+    + 'a;
+
+/// The caller's credential refresh for summary requests (none: a 401 is final).
+#[derive(Clone, Copy, Default)]
+pub struct AuthRecovery<'a>(pub Option<&'a RefreshAuth<'a>>);
+
+impl std::fmt::Debug for AuthRecovery<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "AuthRecovery(Some)"
+        } else {
+            "AuthRecovery(None)"
+        })
+    }
+}
+
 /// The model a summary is asked of, and how to reach it.
 #[derive(Debug, Clone)]
 pub struct Summarizer<'a> {
@@ -103,6 +128,8 @@ pub struct Summarizer<'a> {
     pub retry: RetrySettings,
     /// Told about each retry of a summary request.
     pub on_retry: RetryObserver<'a>,
+    /// Refreshes a refused subscription token; the request is then sent once more.
+    pub refresh_auth: AuthRecovery<'a>,
 }
 
 /// How to summarise a compaction.
@@ -310,12 +337,35 @@ impl Summarizer<'_> {
             0
         };
         let mut attempt = 0u32;
+        let mut auth_retried = false;
         loop {
-            let answer = self
-                .client
-                .stream(self.model, request.clone(), options.clone(), cancel.clone())
-                .result()
-                .await;
+            let mut stream =
+                self.client
+                    .stream(self.model, request.clone(), options.clone(), cancel.clone());
+            // A refused key (an expired subscription token) is refreshed once and the request
+            // sent again, before anything of the answer was used.
+            if let (Some(refresh), false) = (self.refresh_auth.0, auth_retried) {
+                match stream.next().await {
+                    Some(
+                        event @ crate::ai::StreamEvent::Error {
+                            error: crate::ai::AiError::Auth { .. },
+                            ..
+                        },
+                    ) if !cancel.is_cancelled() => {
+                        auth_retried = true;
+                        if let Some(fresh) = refresh(options.api_key.clone()).await {
+                            options.api_key = fresh.api_key;
+                            options.headers = fresh.headers;
+                            options.base_url = fresh.base_url;
+                            continue;
+                        }
+                        stream.push_front(event);
+                    }
+                    Some(event) => stream.push_front(event),
+                    None => {}
+                }
+            }
+            let answer = stream.result().await;
             if answer.stop_reason != StopReason::Error
                 || attempt >= max_attempts
                 || !crate::ai::error::is_retryable_assistant_error(&answer)
