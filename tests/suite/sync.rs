@@ -1004,17 +1004,21 @@ fn a_pulled_session_is_refused_by_continue_resume_session_and_switch_alike() {
     assert!(!refused(&stderr), "{stderr}");
 }
 
-/// Waits until the archive holds `count` entries of `session`.
-fn wait_for_archived(cluster: &Cluster, url: &str, session: &str, count: usize) {
+/// Waits until the archive holds every local entry of `session` (at least `least`; the REPL
+/// may have appended some, such as its model), byte for byte.
+fn wait_for_archived(cluster: &Cluster, url: &str, env: &TestEnv, session: &str, least: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let have = remote_payloads(cluster, url, session).len();
-        if have == count {
+        let remote = remote_payloads(cluster, url, session);
+        let local = local_payloads(env, session);
+        if remote.len() >= least && remote == local {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the archive has {have} of {count} entries of {session}"
+            "the archive has {} of {} entries of {session}",
+            remote.len(),
+            local.len()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -1044,7 +1048,7 @@ fn sync_auto_pushes_a_session_left_in_the_repl_without_waiting_and_reports_failu
     // /new leaves the first session: pushed in the background.
     tmux.line("/new");
     tmux.wait_for("New session started");
-    wait_for_archived(cluster, &url, first, 4);
+    wait_for_archived(cluster, &url, &alice, first, 4);
     assert_same(
         &remote_payloads(cluster, &url, first),
         &local_payloads(&alice, first),
@@ -1059,7 +1063,7 @@ fn sync_auto_pushes_a_session_left_in_the_repl_without_waiting_and_reports_failu
     tmux.wait_for_prompt();
     tmux.line("/quit");
     assert_eq!(tmux.wait_for_exit(), 0);
-    wait_for_archived(cluster, &url, second, 4);
+    wait_for_archived(cluster, &url, &alice, second, 4);
 
     // A remote that is down: leaving is not held up, and the failure is reported later.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
