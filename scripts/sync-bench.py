@@ -18,6 +18,7 @@ then measures, with the binary given by --pi (default target/release/pi):
    over a set of queries (process included) and of the query alone on the server.
 
 Usage: scripts/sync-bench.py [--pi PATH] [--entries N] [--sessions N] [--messages N]
+(0 skips a part)
 """
 
 import argparse
@@ -64,7 +65,8 @@ class Cluster:
         with open(os.path.join(self.data, "postgresql.auto.conf"), "a") as conf:
             conf.write(f"listen_addresses='127.0.0.1'\nport={self.port}\n"
                        f"unix_socket_directories='{root}'\nfsync=off\nfull_page_writes=off\n"
-                       "shared_buffers=256MB\nmax_wal_size=4GB\n")
+                       "shared_buffers=256MB\nmax_wal_size=4GB\n"
+                       "shared_preload_libraries='pg_stat_statements'\n")
         self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-l", os.path.join(root, "log"),
                        "-w", "start"])
         self.url = f"postgres://pi@127.0.0.1:{self.port}/"
@@ -128,9 +130,18 @@ def bench_push(cluster, root, entries):
     url = cluster.database("push")
     pi(["remote", "add", "bench", url + "?sslmode=disable"], agent)
     pi(["sync", "--pull"], agent)  # creates the schema: not part of the push
+    cluster.psql("push", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    cluster.psql("push", "SELECT pg_stat_statements_reset()")
     start = time.perf_counter()
-    pi(["sync", "--push", "--json"], agent)
+    report = json.loads(pi(["sync", "--push", "--json"], agent).stdout)
     push_s = time.perf_counter() - start
+    # Where the time went: the server's execution time of the push statements.
+    rows = cluster.psql("push", """SELECT calls, round(total_exec_time)::int, left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
+                                    FROM pg_stat_statements WHERE total_exec_time > 1
+                                   ORDER BY total_exec_time DESC LIMIT 4""")
+    print(f"  push: {report['pushed']['batches']} batches; server time by statement (calls|ms|text):")
+    for row in rows.splitlines():
+        print(f"    {row}")
     count = int(cluster.psql("push", "SELECT count(*) FROM pi_entries"))
     assert count == entries, count
     # The same rows through psql \copy, into a table of pi_entries' shape.
@@ -196,14 +207,17 @@ def bench_search(cluster, root, messages):
                timestamp '2026-01-01' + (s * {per} + q) * interval '1 second', '{{}}'::bytea,
                'user', true
           FROM generate_series(1, {sessions}) AS s, generate_series(0, {per - 1}) AS q""")
+    # The GIN index is built once after the load (as a restore would), not row by row.
+    cluster.psql("search", "DROP INDEX pi_docs_tsv")
     cluster.psql("search", f"""
         INSERT INTO pi_docs (session_id, seq, ord, role, kind, ts, body, tsv)
         SELECT e.session_id, e.seq, 0, 'user', 'text', e.ts, t.body, to_tsvector('simple', t.body)
           FROM pi_entries AS e,
                LATERAL (SELECT 'message ' || e.seq || ' about ' ||
-                               ({arr})[1 + (hashint4(e.seq + length(e.session_id) * 7919) & 15)] || ' and ' ||
-                               ({arr})[1 + (hashint4(e.seq * 31 + 17) & 15)] || ' word' || (hashint4(e.seq) & 1023)
+                               ({arr})[1 + (hashint4((e.seq + length(e.session_id) * 7919)::int4) & 15)] || ' and ' ||
+                               ({arr})[1 + (hashint4((e.seq * 31 + 17)::int4) & 15)] || ' word' || (hashint4(e.seq::int4) & 1023)
                                AS body) AS t""")
+    cluster.psql("search", "CREATE INDEX pi_docs_tsv ON pi_docs USING gin (tsv)")
     cluster.psql("search", "VACUUM ANALYZE")
     queries = ["deploy", "\"flaky timeout\"", "word17", "canary OR rollback", "vacu*",
                "migration NOT lock", "word999", "\"cache retry\""]
@@ -215,10 +229,14 @@ def bench_search(cluster, root, messages):
             walls.append((time.perf_counter() - start) * 1000)
     server = []
     for query in ["deploy", "word17", "flaky <-> timeout"]:
+        # The shape of pi's search statement (src/remote/archive.rs): the newest 1,000
+        # matches, ranked.
         out = cluster.psql("search", f"""EXPLAIN (ANALYZE, FORMAT JSON)
-            SELECT d.session_id, d.seq, ts_rank_cd(d.tsv, q, 32) AS score
-              FROM to_tsquery('simple', '{query}') AS q, pi_docs AS d
-             WHERE d.tsv @@ q ORDER BY score DESC, d.ts DESC LIMIT 20""")
+            SELECT r.session_id, r.seq, ts_rank_cd(r.tsv, '{query}'::tsquery, 32) AS score
+              FROM (SELECT d.* FROM pi_docs AS d JOIN pi_sessions AS s ON s.id = d.session_id
+                     WHERE d.tsv @@ '{query}'::tsquery ORDER BY d.ts DESC NULLS LAST
+                     LIMIT 1000) AS r
+             ORDER BY score DESC, r.ts DESC LIMIT 20""")
         server.append(json.loads(out)[0]["Execution Time"])
     docs = int(cluster.psql("search", "SELECT count(*) FROM pi_docs"))
     return docs, statistics.median(walls), server
@@ -237,13 +255,16 @@ def main():
     os.chmod(root, 0o755)
     cluster = Cluster(root)
     try:
-        push, copy, push_s, copy_s = bench_push(cluster, root, args.entries)
-        print(f"push {args.entries} entries: {push:,.0f} entries/s ({push_s:.2f} s); "
-              f"psql \\copy of the same rows: {copy:,.0f} rows/s ({copy_s:.2f} s); "
-              f"ratio {copy / push:.2f}x")
-        wall, inner = bench_up_to_date(cluster, root, args.sessions)
-        print(f"up-to-date sync of {args.sessions} sessions: median {wall:.1f} ms per process, "
-              f"{inner:.1f} ms inside pi (connect + one round trip + the local check)")
+        if args.entries > 0:
+            push, copy, push_s, copy_s = bench_push(cluster, root, args.entries)
+            print(f"push {args.entries} entries: {push:,.0f} entries/s ({push_s:.2f} s); "
+                  f"psql \\copy of the same rows: {copy:,.0f} rows/s ({copy_s:.2f} s); "
+                  f"ratio {copy / push:.2f}x", flush=True)
+        if args.sessions > 0:
+            wall, inner = bench_up_to_date(cluster, root, args.sessions)
+            print(f"up-to-date sync of {args.sessions} sessions: median {wall:.1f} ms per "
+                  f"process, {inner:.1f} ms inside pi (connect + one round trip + the local "
+                  "check)", flush=True)
         if args.messages > 0:
             docs, wall, server = bench_search(cluster, root, args.messages)
             print(f"remote search over {docs:,} documents: median {wall:.1f} ms per process; "

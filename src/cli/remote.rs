@@ -94,6 +94,127 @@ pub struct SyncArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+    /// The automatic push of `sync.auto` (started by the REPL): a failure is also recorded in
+    /// `<agent dir>/sync-auto-failures`, for the REPL to report
+    #[arg(long, hide = true)]
+    pub auto: bool,
+}
+
+/// Where automatic pushes that failed are recorded (one line each) until the REPL reports
+/// them.
+fn auto_failures_path(agent_dir: &std::path::Path) -> PathBuf {
+    agent_dir.join("sync-auto-failures")
+}
+
+/// The remote `sync.auto` names: `Some(None)` for `true` (the only remote), `Some(Some(NAME))`
+/// for a name, `None` when off.
+fn auto_remote(settings: &Settings) -> Option<Option<String>> {
+    match settings.get_nested("sync", "auto")? {
+        Value::Bool(true) => Some(None),
+        Value::String(name) if !name.trim().is_empty() => Some(Some(name.trim().to_owned())),
+        _ => None,
+    }
+}
+
+/// Takes the recorded failures of automatic pushes (the file is removed).
+fn take_auto_failures(agent_dir: &std::path::Path) -> Vec<String> {
+    let path = auto_failures_path(agent_dir);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let _ = std::fs::remove_file(&path);
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| format!("{line} (run `pi sync` to retry)"))
+        .collect()
+}
+
+/// What the REPL calls when it leaves a session: with `sync.auto` set, `pi sync [NAME] --push
+/// --session ID --auto` is started as a process of its own (its own process group, so the
+/// terminal's Ctrl+C does not reach it; it outlives the REPL), never waited for here; a thread
+/// reaps it. The failures of earlier automatic pushes are returned as warnings.
+pub fn auto_push_hook(
+    env: &crate::cli::config::Env,
+    settings: &Settings,
+    db: Option<&std::path::Path>,
+    no_session: bool,
+) -> crate::modes::LeftFn {
+    let agent_dir = env.agent_dir();
+    let remote = if no_session {
+        None
+    } else {
+        auto_remote(settings)
+    };
+    let vars: Vec<(String, String)> = env
+        .vars()
+        .iter()
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let cwd = env.cwd().to_path_buf();
+    let db = db.map(std::path::Path::to_path_buf);
+    std::sync::Arc::new(move |session: &SessionId| {
+        let mut warnings = take_auto_failures(&agent_dir);
+        let Some(remote) = &remote else {
+            return warnings;
+        };
+        let started = std::env::current_exe().and_then(|exe| {
+            use std::os::unix::process::CommandExt;
+            let mut command = std::process::Command::new(exe);
+            if let Some(db) = &db {
+                command.arg("--db").arg(db);
+            }
+            command.arg("sync");
+            if let Some(name) = remote {
+                command.arg(name);
+            }
+            command
+                .args(["--push", "--auto", "--session", session.as_str()])
+                .env_clear()
+                .envs(vars.iter().map(|(key, value)| (key, value)))
+                .current_dir(&cwd)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .process_group(0)
+                .spawn()
+        });
+        match started {
+            Ok(mut child) => {
+                std::thread::spawn(move || child.wait());
+            }
+            Err(error) => warnings.push(format!(
+                "the automatic push of session {} could not start: {error}",
+                field(session.as_str())
+            )),
+        }
+        warnings
+    })
+}
+
+/// With `sync.auto` set, the failures of earlier automatic pushes (reported at startup).
+pub fn auto_push_warnings(env: &crate::cli::config::Env, settings: &Settings) -> Vec<String> {
+    if auto_remote(settings).is_none() {
+        return Vec::new();
+    }
+    take_auto_failures(&env.agent_dir())
+}
+
+/// Records a failed automatic push for the REPL to report.
+fn record_auto_failure(ctx: &CliContext, session: Option<&str>, message: &str) {
+    use std::io::Write as _;
+    let path = auto_failures_path(&ctx.env.agent_dir());
+    let line = format!(
+        "the automatic push of session {} failed: {}",
+        session.unwrap_or("(all)"),
+        message.replace(['\n', '\r'], " ")
+    );
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
 }
 
 /// One remote as `remotes.json` keeps it.
@@ -386,6 +507,16 @@ fn env_usize(ctx: &CliContext, key: &str) -> Option<usize> {
 
 /// Runs `pi sync`.
 pub fn run_sync(args: SyncArgs, ctx: &CliContext) -> Result<()> {
+    let auto = args.auto;
+    let session = args.session.clone();
+    let result = sync_once(args, ctx);
+    if auto && let Err(error) = &result {
+        record_auto_failure(ctx, session.as_deref(), &format!("{error:#}"));
+    }
+    result
+}
+
+fn sync_once(args: SyncArgs, ctx: &CliContext) -> Result<()> {
     let target = target(ctx, args.name.as_deref())?;
     let identity = identity(ctx);
     let store = ctx.open_store()?;

@@ -444,8 +444,9 @@ fn import_session_file(store: &SessionStore, env: &Env, value: &str) -> Result<S
 
 /// The import and export that the REPL's `/import` and `/export` borrow from `cli`, and the
 /// automatic import of `/resume`, `-r` and RPC `switch_session`.
-fn interchange(auto_import: AutoImport) -> Interchange {
+fn interchange(auto_import: AutoImport, left: crate::modes::LeftFn) -> Interchange {
     Interchange {
+        left,
         refresh: Arc::new(move |store| {
             let writer = store.clone();
             auto_import.run(store, &|| Ok(writer.clone())).warnings
@@ -773,6 +774,8 @@ pub fn prepare(
     let double_escape = crate::modes::DoubleEscape::from_setting(settings.double_escape_action());
     let external_editor = settings.external_editor().map(str::to_owned);
     let hide_thinking = settings.hide_thinking_block();
+    let auto_push_warnings = crate::cli::remote::auto_push_warnings(env, &settings);
+    let left = crate::cli::remote::auto_push_hook(env, &settings, db, args.no_session);
     let sink_settings = settings;
     let settings_reload: crate::session::settings::SettingsReload = {
         let (agent_dir, env, owner) = (
@@ -845,6 +848,7 @@ pub fn prepare(
     let mcp = (!args.no_mcp).then(|| {
         crate::cli::mcp::manager(env, &agent_dir, env.cwd(), project_trusted, &config.shell)
     });
+    warnings.extend(auto_push_warnings);
     Ok(Prepared {
         config,
         target,
@@ -853,7 +857,7 @@ pub fn prepare(
         prompts,
         warnings,
         terminal,
-        interchange: interchange(auto_import),
+        interchange: interchange(auto_import, left),
         mcp,
     })
 }

@@ -68,6 +68,11 @@ pub type ExportBranchFn =
 /// session list or lookup; never fails, returns one printable warning line per problem.
 pub type RefreshFn = Arc<dyn Fn(&SessionStore) -> Vec<String> + Send + Sync>;
 
+/// Told that the REPL left a session (exit, `/new`, `/resume`, a fork or clone): starts what
+/// `cli` does then (the automatic push of `sync.auto`, in a process of its own) without
+/// waiting for it; returns one printable warning line per earlier automatic push that failed.
+pub type LeftFn = Arc<dyn Fn(&SessionId) -> Vec<String> + Send + Sync>;
+
 /// The file operations `cli` lends the REPL and RPC mode, so that `/import`, `/export` and the
 /// automatic import run the same code as the commands (a higher layer hands a lower one
 /// callbacks).
@@ -79,6 +84,8 @@ pub struct Interchange {
     pub export_branch: ExportBranchFn,
     /// The automatic import before `/resume`, `-r` and RPC `switch_session`.
     pub refresh: RefreshFn,
+    /// A session was left (the REPL).
+    pub left: LeftFn,
 }
 
 impl std::fmt::Debug for Interchange {

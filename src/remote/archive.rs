@@ -1,12 +1,12 @@
 //! Every statement on the remote archive: connecting, the state of a sync (schema version,
 //! snapshot horizon, sessions changed since the last pull) in one round trip, a push batch in
-//! one statement, reading a session's entries for a pull, and search, listing and totals on
+//! one transaction, reading a session's entries for a pull, and search, listing and totals on
 //! the server.
 //!
-//! Invariant: no statement updates or deletes an entry; a push batch is one statement, so it
+//! Invariant: no statement updates or deletes an entry; a push batch is one transaction, so it
 //! is stored whole or not at all.
 
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::remote::conninfo::Target;
@@ -221,9 +221,13 @@ const PUSH_SQL: &str = "WITH input AS (
         AS t(seq, entry_id, parent_id, type, ts_ms, payload, role, is_message, provider, model,
              input, output, cache_read, cache_write, cost)
 ), bad AS (
+    -- only the batch's own range of the session is read (not every entry the session has,
+    -- which made a long session's push quadratic)
     SELECT i.seq FROM input AS i
       JOIN pi_entries AS e ON e.session_id = $1 AND e.seq = i.seq
-     WHERE e.payload <> i.payload
+     WHERE e.seq BETWEEN (SELECT min(seq) FROM unnest($2::int8[]) AS m(seq))
+                     AND (SELECT max(seq) FROM unnest($2::int8[]) AS m(seq))
+       AND e.payload <> i.payload
     UNION ALL
     SELECT -1 FROM pi_sessions AS s WHERE s.id = $1 AND s.header <> $17
 ), ins AS (
@@ -238,10 +242,10 @@ const PUSH_SQL: &str = "WITH input AS (
 ), docs AS (
     INSERT INTO pi_docs (session_id, seq, ord, role, kind, ts, body, tsv)
     SELECT $1, d.seq, d.ord, d.role, d.kind, to_timestamp(d.ts_ms / 1000.0), d.body,
-           to_tsvector('simple', d.words)
-      FROM unnest($18::int8[], $19::int4[], $20::text[], $21::text[], $22::text[], $23::text[],
+           d.tsv
+      FROM unnest($18::int8[], $19::int4[], $20::text[], $21::text[], $22::text[], $23::tsvector[],
                   $31::int8[])
-           AS d(seq, ord, role, kind, body, words, ts_ms)
+           AS d(seq, ord, role, kind, body, tsv, ts_ms)
      WHERE NOT EXISTS (SELECT 1 FROM bad)
     -- an entry the archive already has has the same documents (same bytes, same text)
     ON CONFLICT (session_id, seq, ord) DO NOTHING
@@ -279,11 +283,38 @@ const PUSH_SQL: &str = "WITH input AS (
 SELECT (SELECT array_agg(seq ORDER BY seq) FROM bad), (SELECT n FROM agg),
        (SELECT count(*)::int8 FROM docs), (SELECT count(*)::int8 FROM sess)";
 
+/// A `tsvector` already in PostgreSQL's binary format ([`crate::remote::text::tsvector`]).
+#[derive(Debug)]
+struct TsVector<'a>(&'a [u8]);
+
+impl ToSql for TsVector<'_> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TS_VECTOR
+    }
+
+    to_sql_checked!();
+}
+
+/// The session row a push batch's entries belong to, created (empty) before them when the
+/// archive lacks it, so that the entries' row-level security check (docs/SYNC.md) sees it.
+const SESSION_SQL: &str = "INSERT INTO pi_sessions (id, header, cwd, created_at, user_name, host)
+    VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING";
+
 /// A connection to one remote archive.
 pub struct Archive {
     client: Client,
     remote: String,
-    push: Option<Statement>,
+    /// The prepared statements of a push batch: the session row, then the entries.
+    push: Option<(Statement, Statement)>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -413,7 +444,7 @@ impl Archive {
         })
     }
 
-    /// Stores one batch of a session's entries, all or nothing, in one statement.
+    /// Stores one batch of a session's entries, all or nothing, in one transaction.
     pub async fn push_batch(
         &mut self,
         session: &PushSession<'_>,
@@ -421,10 +452,11 @@ impl Archive {
         meta: &BatchMeta,
     ) -> Result<PushOutcome> {
         if self.push.is_none() {
+            let session_row = self.client.prepare(SESSION_SQL).await.map_err(self.pg())?;
             let statement = self.client.prepare(PUSH_SQL).await.map_err(self.pg())?;
-            self.push = Some(statement);
+            self.push = Some((session_row, statement));
         }
-        let Some(statement) = self.push.clone() else {
+        let Some((session_row, statement)) = self.push.clone() else {
             return Err(RemoteError::Server {
                 remote: self.remote.clone(),
                 message: "the push statement is not prepared".to_owned(),
@@ -481,7 +513,7 @@ impl Archive {
                 doc_role.push(doc.role);
                 doc_kind.push(doc.kind);
                 doc_body.push(doc.body.as_str());
-                doc_words.push(doc.words.as_str());
+                doc_words.push(TsVector(&doc.tsv));
             }
         }
         let name_set = meta.name.is_some();
@@ -520,17 +552,37 @@ impl Archive {
             &name_set,
             &doc_ts,
         ];
-        let row = self
-            .client
-            .query_one(&statement, &params)
-            .await
-            .map_err(self.pg())?;
+        // One transaction: the session row (when new), then the entries, their documents and
+        // the session's counters in one statement; a conflict rolls it all back.
+        let remote = self.remote.clone();
+        let pg = |error: tokio_postgres::Error| RemoteError::from_pg(&remote, &error);
+        let tx = self.client.transaction().await.map_err(pg)?;
+        tx.execute(
+            &session_row,
+            &[
+                &session.id,
+                &session.header,
+                &session.cwd,
+                &session.created_at,
+                &session.user,
+                &session.host,
+            ],
+        )
+        .await
+        .map_err(pg)?;
+        let row = tx.query_one(&statement, &params).await.map_err(pg)?;
         let conflicts: Option<Vec<i64>> = row.get(0);
         match conflicts {
-            Some(seqs) if !seqs.is_empty() => Ok(PushOutcome::Conflict { seqs }),
-            _ => Ok(PushOutcome::Stored {
-                inserted: row.get::<_, Option<i64>>(1).unwrap_or(0),
-            }),
+            Some(seqs) if !seqs.is_empty() => {
+                tx.rollback().await.map_err(pg)?;
+                Ok(PushOutcome::Conflict { seqs })
+            }
+            _ => {
+                tx.commit().await.map_err(pg)?;
+                Ok(PushOutcome::Stored {
+                    inserted: row.get::<_, Option<i64>>(1).unwrap_or(0),
+                })
+            }
         }
     }
 
@@ -628,6 +680,9 @@ fn filter_sql(
     (sql, params)
 }
 
+/// How many of the newest matching documents a search ranks (docs/SYNC.md).
+pub const RECENT_MATCHES: i64 = 1_000;
+
 fn ms_of(column: &str) -> String {
     format!("(extract(epoch FROM {column}) * 1000)::int8")
 }
@@ -643,20 +698,28 @@ impl Archive {
         limit: i64,
     ) -> Result<Vec<ArchiveHit>> {
         let (where_sql, extra) = filter_sql(filter, "d.ts", 5);
+        // The newest RECENT_MATCHES matching documents (after the filters) are ranked: a
+        // word in many documents walks `pi_docs_ts` from the newest end and stops there, a
+        // rare one comes from the GIN index; the query text is a constant to the planner
+        // (an unnamed statement is planned with its parameters), so it knows which.
         let sql = format!(
-            "SELECT d.session_id, e.entry_id, d.seq, d.role, d.kind, d.body,
-                    ts_rank_cd(d.tsv, q.q, 32)::float8 AS score, s.cwd, {ts}, s.name,
-                    s.first_message, s.user_name, s.host
-               FROM to_tsquery('simple', $1::text) AS q(q)
-               JOIN pi_docs AS d ON d.tsv @@ q.q
-               JOIN pi_sessions AS s ON s.id = d.session_id
-               JOIN pi_entries AS e ON e.session_id = d.session_id AND e.seq = d.seq
-              WHERE (cardinality($2::text[]) = 0 OR d.role = ANY($2::text[]))
-                AND (cardinality($3::text[]) = 0 OR d.kind = ANY($3::text[]))
-                AND {where_sql}
-              ORDER BY score DESC, d.ts DESC NULLS LAST, d.session_id, d.seq, d.ord
+            "SELECT r.session_id, e.entry_id, r.seq, r.role, r.kind, r.body,
+                    ts_rank_cd(r.tsv, $1::text::tsquery, 32)::float8 AS score, r.cwd, {ts},
+                    r.name, r.first_message, r.user_name, r.host
+               FROM (SELECT d.session_id, d.seq, d.ord, d.role, d.kind, d.body, d.ts, d.tsv,
+                            s.cwd, s.name, s.first_message, s.user_name, s.host
+                       FROM pi_docs AS d
+                       JOIN pi_sessions AS s ON s.id = d.session_id
+                      WHERE d.tsv @@ $1::text::tsquery
+                        AND (cardinality($2::text[]) = 0 OR d.role = ANY($2::text[]))
+                        AND (cardinality($3::text[]) = 0 OR d.kind = ANY($3::text[]))
+                        AND {where_sql}
+                      ORDER BY d.ts DESC NULLS LAST
+                      LIMIT {RECENT_MATCHES}) AS r
+               JOIN pi_entries AS e ON e.session_id = r.session_id AND e.seq = r.seq
+              ORDER BY score DESC, r.ts DESC NULLS LAST, r.session_id, r.seq, r.ord
               LIMIT $4::int8",
-            ts = ms_of("d.ts"),
+            ts = ms_of("r.ts"),
         );
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tsquery, &roles, &kinds, &limit];
         for value in &extra {

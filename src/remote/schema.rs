@@ -21,11 +21,18 @@ pub struct ArchiveMigration {
 }
 
 /// Every archive migration, in order (a test checks it against the folder).
-pub const MIGRATIONS: &[ArchiveMigration] = &[ArchiveMigration {
-    version: 1,
-    name: "0001_archive.sql",
-    sql: include_str!("../../migrations/postgres/0001_archive.sql"),
-}];
+pub const MIGRATIONS: &[ArchiveMigration] = &[
+    ArchiveMigration {
+        version: 1,
+        name: "0001_archive.sql",
+        sql: include_str!("../../migrations/postgres/0001_archive.sql"),
+    },
+    ArchiveMigration {
+        version: 2,
+        name: "0002_docs_recent.sql",
+        sql: include_str!("../../migrations/postgres/0002_docs_recent.sql"),
+    },
+];
 
 /// The newest archive version this binary knows.
 pub fn latest_version() -> i64 {

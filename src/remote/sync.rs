@@ -182,7 +182,7 @@ fn batch_meta(entries: &[StoredEntry]) -> BatchMeta {
     meta
 }
 
-fn push_entry(stored: &StoredEntry) -> PushEntry {
+fn push_entry(stored: StoredEntry) -> PushEntry {
     let entry: &Entry = &stored.entry;
     PushEntry {
         seq: stored.seq,
@@ -190,9 +190,9 @@ fn push_entry(stored: &StoredEntry) -> PushEntry {
         parent_id: entry.parent_id.as_ref().map(|id| id.as_str().to_owned()),
         type_name: entry.kind.type_name().to_owned(),
         ts_ms: ms_from_iso(&entry.timestamp),
-        payload: stored.payload.clone(),
         usage: usage_facts(entry),
         docs: text::docs(entry),
+        payload: stored.payload,
     }
 }
 
@@ -225,40 +225,37 @@ async fn push(
             user: &identity.user,
             host: &identity.host,
         };
-        let mut from = candidate.pushed_seq;
         let mut inserted_total = 0;
-        while from < candidate.next_seq {
-            let mut batch = {
-                let store = store.clone();
-                let id = id.clone();
-                let limit = options.batch_entries.max(1);
-                blocking(move || store.entries_from(&id, from, limit)).await?
-            };
-            if batch.is_empty() {
-                break;
-            }
-            let mut bytes = 0;
-            let mut keep = 0;
-            for stored in &batch {
-                bytes += stored.payload.len();
-                if keep > 0 && bytes > options.batch_bytes {
-                    break;
+        let end = candidate.next_seq;
+        let load = |from: i64| {
+            let store = store.clone();
+            let id = id.clone();
+            let limit = options.batch_entries.max(1);
+            let max_bytes = options.batch_bytes;
+            async move {
+                if from >= end {
+                    return Ok(None);
                 }
-                keep += 1;
+                blocking(move || load_batch(&store, &id, from, limit, max_bytes)).await
             }
-            batch.truncate(keep);
-            let meta = batch_meta(&batch);
-            let entries: Vec<PushEntry> = batch.iter().map(push_entry).collect();
-            let next = batch.last().map_or(from, |last| last.seq + 1);
+        };
+        let mut current = load(candidate.pushed_seq).await?;
+        while let Some(batch) = current {
             report.batches += 1;
-            match archive.push_batch(&session, &entries, &meta).await? {
+            // The next batch is read and converted (off this thread) while the server stores
+            // this one; it is dropped unused when this one is refused.
+            let (outcome, upcoming) = tokio::join!(
+                archive.push_batch(&session, &batch.entries, &batch.meta),
+                load(batch.next)
+            );
+            match outcome? {
                 PushOutcome::Stored { inserted } => {
                     inserted_total += inserted;
                     let store = store.clone();
                     let remote = remote.clone();
                     let id = id.clone();
+                    let next = batch.next;
                     blocking(move || store.set_push_mark(&remote, &id, next)).await?;
-                    from = next;
                 }
                 PushOutcome::Conflict { seqs } => {
                     report.conflicts.push(SyncConflict {
@@ -269,10 +266,50 @@ async fn push(
                     break;
                 }
             }
+            current = upcoming?;
         }
         report.pushed.push((id.as_str().to_owned(), inserted_total));
     }
     Ok(())
+}
+
+/// One push batch, ready to send.
+struct Batch {
+    entries: Vec<PushEntry>,
+    meta: BatchMeta,
+    /// One past its last seq.
+    next: i64,
+}
+
+/// Reads a session's entries from `from` on (at most `limit`, and `max_bytes` of payload
+/// unless one entry alone is larger) and converts them for the archive; `None` at the end.
+fn load_batch(
+    store: &SessionStore,
+    id: &SessionId,
+    from: i64,
+    limit: usize,
+    max_bytes: usize,
+) -> crate::store::Result<Option<Batch>> {
+    let mut stored = store.entries_from(id, from, limit)?;
+    let mut bytes = 0;
+    let mut keep = 0;
+    for entry in &stored {
+        bytes += entry.payload.len();
+        if keep > 0 && bytes > max_bytes {
+            break;
+        }
+        keep += 1;
+    }
+    stored.truncate(keep);
+    let Some(last) = stored.last() else {
+        return Ok(None);
+    };
+    let next = last.seq + 1;
+    Ok(Some(Batch {
+        meta: batch_meta(&stored),
+        entries: stored.into_iter().map(push_entry).collect(),
+        next,
+    }))
 }
 
 fn describe_seqs(seqs: &[i64]) -> String {

@@ -28,8 +28,8 @@ pub struct ArchiveDoc {
     pub kind: &'static str,
     /// The text as it reads (snippets), at most [`MAX_DOC_BYTES`], without NUL characters.
     pub body: String,
-    /// The words of the text, separated by spaces (what `to_tsvector('simple', …)` is given).
-    pub words: String,
+    /// The words of the text as a `tsvector` in PostgreSQL's binary format ([`tsvector`]).
+    pub tsv: Vec<u8>,
 }
 
 /// The words pi's tokenizer makes of a text (see the module comment).
@@ -78,22 +78,63 @@ pub fn docs(entry: &Entry) -> Vec<ArchiveDoc> {
         .into_iter()
         .map(|doc| {
             let body = bounded(&doc.text).replace('\0', "");
-            let words = words(&body).join(" ");
+            let tsv = tsvector(&words(&body));
             ArchiveDoc {
                 role: doc.role,
                 kind: doc.kind,
                 body,
-                words,
+                tsv,
             }
         })
         .collect()
+}
+
+/// Highest position a `tsvector` keeps (PostgreSQL's `MAXENTRYPOS - 1`: later words share it).
+const MAX_POSITION: u16 = (1 << 14) - 1;
+/// Most positions a lexeme keeps (`to_tsvector` keeps `MAXNUMPOS - 1`).
+const MAX_POSITIONS: usize = 255;
+
+/// The words as a `tsvector` in PostgreSQL's binary format (`tsvectorsend`): word `n` at
+/// position `n + 1` (capped at 16,383), lexemes sorted bytewise and unique, each with at most
+/// 255 increasing positions — what `to_tsvector('simple', words.join(" "))` makes of pi's
+/// words, built here so that the server does not parse the text again (that parse was most of
+/// a push's server time).
+pub fn tsvector(words: &[String]) -> Vec<u8> {
+    let mut positions: std::collections::BTreeMap<&str, Vec<u16>> =
+        std::collections::BTreeMap::new();
+    for (index, word) in words.iter().enumerate() {
+        if word.is_empty() || word.contains('\0') {
+            continue;
+        }
+        let position = u16::try_from(index + 1)
+            .unwrap_or(MAX_POSITION)
+            .min(MAX_POSITION);
+        let list = positions.entry(word.as_str()).or_default();
+        if list.len() < MAX_POSITIONS && list.last() != Some(&position) {
+            list.push(position);
+        }
+    }
+    let mut out = Vec::with_capacity(4 + words.len() * 8);
+    let count = u32::try_from(positions.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&count.to_be_bytes());
+    for (lexeme, list) in &positions {
+        out.extend_from_slice(lexeme.as_bytes());
+        out.push(0);
+        let n = u16::try_from(list.len()).unwrap_or(u16::MAX);
+        out.extend_from_slice(&n.to_be_bytes());
+        for position in list {
+            out.extend_from_slice(&position.to_be_bytes());
+        }
+    }
+    out
 }
 
 fn lexeme(word: &str) -> String {
     format!("'{}'", word.replace('\\', "\\\\").replace('\'', "''"))
 }
 
-/// Renders a query as `to_tsquery('simple', …)` text: a quoted or multi-word term is a
+/// Renders a query as `tsquery` input (quoted lexemes, cast with `::tsquery`: no parser runs
+/// on the server, as none ran on the documents' words): a quoted or multi-word term is a
 /// phrase (`<->`), a `*` term a prefix (`:*` on its last word), `a NOT b` is `a & !b`.
 pub fn tsquery(query: &Query) -> String {
     match query {
@@ -137,6 +178,26 @@ mod tests {
             words("Café-au-lait, v1.5 don't"),
             ["cafe", "au", "lait", "v1", "5", "don", "t"]
         );
+    }
+
+    #[test]
+    fn a_tsvector_is_sorted_unique_lexemes_with_their_positions() {
+        let words: Vec<String> = ["b", "a", "b", "c"]
+            .iter()
+            .map(|w| (*w).to_owned())
+            .collect();
+        let tsv = tsvector(&words);
+        let mut want = vec![0, 0, 0, 3];
+        want.extend_from_slice(b"a\0\0\x01\0\x02");
+        want.extend_from_slice(b"b\0\0\x02\0\x01\0\x03");
+        want.extend_from_slice(b"c\0\0\x01\0\x04");
+        assert_eq!(tsv, want);
+        // Positions past 16,383 share the last one, once.
+        let many: Vec<String> = (0..20_000).map(|n| format!("w{}", n % 2)).collect();
+        let tsv = tsvector(&many);
+        assert_eq!(&tsv[..4], &[0, 0, 0, 2]);
+        assert_eq!(&tsv[4..8], b"w0\0\0");
+        assert_eq!(tsv[8], 255);
     }
 
     #[test]

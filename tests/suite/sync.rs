@@ -163,6 +163,14 @@ fn two_people_sync_through_one_server_and_search_each_other() {
     let third = synced(&alice, &[]);
     assert_eq!(third["pulled"]["entries"], 4, "{third}");
     assert_eq!(third["pushed"]["entries"], 0, "{third}");
+    // The documents' tsvectors pi built are what the server's own parser makes of the text.
+    assert_eq!(
+        cluster.psql(
+            &url,
+            "SELECT count(*), count(*) FILTER (WHERE tsv <> to_tsvector('simple', body)) FROM pi_docs"
+        ),
+        "8|0"
+    );
 
     // Each sees the other's session locally, byte for byte as the owner stored it.
     for (env, other) in [
@@ -544,8 +552,11 @@ fn an_archive_from_a_newer_pi_is_refused_untouched() {
     add_remote(&alice, "team", &url);
     synced(&alice, &["--pull"]);
     assert_eq!(
-        cluster.psql(&url, "SELECT version FROM pi_schema_migrations"),
-        "1"
+        cluster.psql(
+            &url,
+            "SELECT version FROM pi_schema_migrations ORDER BY version"
+        ),
+        "1\n2"
     );
     cluster.psql(
         &url,
@@ -555,7 +566,7 @@ fn an_archive_from_a_newer_pi_is_refused_untouched() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("version 99, newer than this pi's 1"),
+        stderr.contains("version 99, newer than this pi's 2"),
         "{stderr}"
     );
     assert_eq!(cluster.psql(&url, "SELECT count(*) FROM pi_entries"), "0");
@@ -709,4 +720,400 @@ fn the_archive_migrations_match_their_folder() {
             migration.sql
         );
     }
+}
+
+/// The ```sql blocks of docs/SYNC.md, in order, with its role and database names suffixed
+/// (roles are the cluster's, shared by every database) and each `'…'` password `password`.
+fn docs_sql_blocks(suffix: &str, password: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/SYNC.md"))
+        .expect("docs/SYNC.md");
+    let names =
+        regex::Regex::new(r"\b(pi_owner|pi_archive|pi_writers|pi_readers|alice|bob|auditor)\b")
+            .unwrap();
+    doc.split("```sql\n")
+        .skip(1)
+        .map(|block| {
+            let sql = block.split("```").next().unwrap_or_default();
+            let sql = names.replace_all(sql, |caps: &regex::Captures<'_>| {
+                format!("{}_{suffix}", &caps[1])
+            });
+            sql.replace("'…'", &format!("'{password}'"))
+        })
+        .collect()
+}
+
+/// Runs a SQL script as the superuser with psql (`\c` and all), in `db` (a name or a URL).
+fn psql_script(cluster: &Cluster, db: &str, sql: &str, dir: &Path) {
+    let url = if db.starts_with("postgres://") {
+        db.to_owned()
+    } else {
+        format!("{}{db}", cluster.base_url)
+    };
+    let file = dir.join("script.sql");
+    std::fs::write(&file, sql).unwrap();
+    let output = std::process::Command::new("psql")
+        .arg(format!("{url}?sslmode=disable"))
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(&file)
+        .output()
+        .expect("psql");
+    assert!(
+        output.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The URL of a role of the docs' SQL on its database.
+fn role_url(cluster: &Cluster, role: &str, password: &str, db: &str) -> String {
+    let after = cluster
+        .base_url
+        .rsplit_once('@')
+        .map_or("", |(_, rest)| rest);
+    format!("postgres://{role}:{password}@{after}{db}?sslmode=disable")
+}
+
+fn remote_sessions(env: &TestEnv) -> Vec<String> {
+    let mut ids = listed(env, &["--remote", "team"]);
+    ids.sort();
+    ids
+}
+
+#[test]
+fn the_docs_roles_and_row_level_security_work_as_written() {
+    let cluster = postgres::shared();
+    let suffix = format!("{}", std::process::id());
+    let password = "docs-role-secret";
+    let blocks = docs_sql_blocks(&suffix, password);
+    assert_eq!(
+        blocks.len(),
+        3,
+        "docs/SYNC.md's sql blocks: roles, grants, row-level security"
+    );
+    let db = format!("pi_archive_{suffix}");
+    let role = |name: &str| format!("{name}_{suffix}");
+    let scratch = TestEnv::new();
+    std::fs::create_dir_all(&scratch.agent_dir).unwrap();
+
+    // 1. Roles and the database, as a superuser.
+    psql_script(cluster, "postgres", &blocks[0], scratch.dir.path());
+    // The owner's first sync creates the tables.
+    let owner = person(&role("pi_owner"), "server");
+    add_remote(
+        &owner,
+        "team",
+        &role_url(cluster, &role("pi_owner"), password, &db),
+    );
+    synced(&owner, &[]);
+    // 2. The grants.
+    psql_script(cluster, &db, &blocks[1], scratch.dir.path());
+
+    let alice = person(&role("alice"), "laptop");
+    let bob = person(&role("bob"), "devbox");
+    let auditor = person(&role("auditor"), "office");
+    for (env, name) in [(&alice, "alice"), (&bob, "bob"), (&auditor, "auditor")] {
+        add_remote(env, "team", &role_url(cluster, &role(name), password, &db));
+    }
+    let a1 = "a1a1a1a1-0000-4000-8000-000000000001";
+    let b1 = "b1b1b1b1-0000-4000-8000-000000000001";
+    for (env, id, text) in [
+        (&alice, a1, "the flaky deploy of alice"),
+        (&bob, b1, "the slow query of bob"),
+    ] {
+        let file = env.dir.path().join(format!("{id}.jsonl"));
+        session_file(&file, id, "/work", &[text]);
+        import(env, &file);
+        assert_eq!(synced(env, &["--push"])["pushed"]["entries"], 2);
+    }
+    // A reader searches everything, and cannot push.
+    let hits = stdout_json(&succeeded(auditor.pi().args([
+        "sessions",
+        "search",
+        "--remote",
+        "team",
+        "--json",
+        "\"flaky deploy\"",
+    ])));
+    assert_eq!(hits[0]["session"], a1, "{hits}");
+    assert_eq!(remote_sessions(&auditor), [a1, b1]);
+    let c1 = "c1c1c1c1-0000-4000-8000-000000000001";
+    let file = auditor.dir.path().join("c1.jsonl");
+    session_file(&file, c1, "/work", &["an auditor's own session"]);
+    import(&auditor, &file);
+    let refused = sync(&auditor, &["--push"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("permission denied"), "{stderr}");
+    // Without row-level security a writer sees everyone's sessions.
+    assert_eq!(remote_sessions(&alice), [a1, b1]);
+
+    // 3. Row-level security by user.
+    psql_script(cluster, &db, &blocks[2], scratch.dir.path());
+    assert_eq!(remote_sessions(&alice), [a1]);
+    assert_eq!(remote_sessions(&bob), [b1]);
+    assert_eq!(remote_sessions(&auditor), [a1, b1]);
+    let hits = stdout_json(&succeeded(bob.pi().args([
+        "sessions",
+        "search",
+        "--remote",
+        "team",
+        "--json",
+        "\"flaky deploy\"",
+    ])));
+    assert_eq!(hits, json!([]), "bob does not find alice's phrase");
+    // A new session pushed under row-level security (its row before its entries), and a
+    // grown one.
+    let a2 = "a2a2a2a2-0000-4000-8000-000000000002";
+    let file = alice.dir.path().join("a2.jsonl");
+    session_file(&file, a2, "/work", &["a second session", "with two turns"]);
+    import(&alice, &file);
+    let report = synced(&alice, &["--push"]);
+    assert_eq!(report["pushed"]["entries"], 4, "{report}");
+    assert_eq!(remote_sessions(&alice), [a1, a2]);
+    assert_eq!(
+        cluster.psql(
+            &db,
+            &format!("SELECT entries FROM pi_sessions WHERE id = '{a2}'")
+        ),
+        "4"
+    );
+    // Pulls see only what the policies let through.
+    let pulled = synced(&bob, &["--pull"]);
+    assert_eq!(pulled["pulled"]["entries"], 0, "{pulled}");
+    // A push under another person's name is refused by the server.
+    std::fs::write(
+        alice.agent_dir.join("settings.json"),
+        json!({"sync": {"user": role("bob"), "host": "laptop"}}).to_string(),
+    )
+    .unwrap();
+    let a3 = "a3a3a3a3-0000-4000-8000-000000000003";
+    let file = alice.dir.path().join("a3.jsonl");
+    session_file(&file, a3, "/work", &["pretending to be bob"]);
+    import(&alice, &file);
+    let refused = sync(&alice, &["--push", "--session", a3]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("row-level security"), "{stderr}");
+    assert_eq!(
+        cluster.psql(
+            &db,
+            &format!("SELECT count(*) FROM pi_entries WHERE session_id = '{a3}'")
+        ),
+        "0"
+    );
+}
+
+/// Reads JSON lines from an RPC process until the response with `id`.
+fn rpc_response(lines: &mut impl Iterator<Item = std::io::Result<String>>, id: &str) -> Value {
+    for line in lines {
+        let value: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if value["type"] == "response" && value["id"] == id {
+            return value;
+        }
+    }
+    panic!("no response {id}");
+}
+
+#[test]
+fn a_pulled_session_is_refused_by_continue_resume_session_and_switch_alike() {
+    use std::io::{BufRead, BufReader, Write};
+    let cluster = postgres::shared();
+    let url = cluster.database("pulled");
+    let alice = person("alice", "laptop");
+    let bob = person("bob", "devbox");
+    // Alice's session has bob's working directory: it is the latest one there once pulled.
+    let id = "cccccccc-0000-4000-8000-000000000003";
+    let file = alice.dir.path().join("c.jsonl");
+    session_file(
+        &file,
+        id,
+        &bob.workspace.to_string_lossy(),
+        &["alice wrote this"],
+    );
+    import(&alice, &file);
+    add_remote(&alice, "team", &url);
+    add_remote(&bob, "team", &url);
+    synced(&alice, &["--push"]);
+    assert_eq!(synced(&bob, &["--pull"])["pulled"]["entries"], 2);
+    let refused = |stderr: &str| {
+        stderr.contains("pulled from remote team (alice@laptop) and is read-only here")
+            && stderr.contains(&format!("pi --fork {id}"))
+    };
+    let before = local_payloads(&bob, id);
+
+    // -c / --continue and --session, in print mode.
+    for args in [
+        vec!["-c", "-p", "go on"],
+        vec!["--continue", "-p", "go on"],
+        vec!["--session", id, "-p", "go on"],
+        vec!["--session", &id[..8], "-p", "go on"],
+    ] {
+        let output = bob.pi().args(&args).output().unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(refused(&stderr), "{args:?}: {stderr}");
+    }
+
+    // RPC switch_session: an error, the current session stays.
+    let mut child = bob
+        .pi_process()
+        .args(["--mode", "rpc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"id": "w1", "type": "switch_session", "sessionPath": id})
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let switched = rpc_response(&mut lines, "w1");
+    assert_eq!(switched["success"], false, "{switched}");
+    assert!(refused(switched["error"].as_str().unwrap()), "{switched}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    // The REPL: -r, then /resume, refuse it and stay where they were.
+    let tmux = crate::common::tmux::Tmux::start(&bob, "pulled", &["-r"], &[]);
+    tmux.wait_for("Resume (number or id");
+    tmux.line(id);
+    tmux.wait_for("pulled from remote team (alice@laptop) and is read-only here");
+    tmux.wait_for_prompt();
+    tmux.line("/resume");
+    tmux.wait_for_count("Resume (number or id", 2);
+    tmux.line(id);
+    let screen = tmux.wait_for_count("and is read-only here", 2);
+    assert!(screen.contains(&format!("pi --fork {id}")), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    // Nothing was written to it; `--fork` continues it in a local copy.
+    assert_same(&local_payloads(&bob, id), &before, "the pulled session");
+    let forked = bob
+        .pi()
+        .args(["--fork", id, "-p", "go on"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&forked.stderr);
+    assert!(!refused(&stderr), "{stderr}");
+}
+
+/// Waits until the archive holds every local entry of `session` (at least `least`; the REPL
+/// may have appended some, such as its model), byte for byte.
+fn wait_for_archived(cluster: &Cluster, url: &str, env: &TestEnv, session: &str, least: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let remote = remote_payloads(cluster, url, session);
+        let local = local_payloads(env, session);
+        if remote.len() >= least && remote == local {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the archive has {} of {} entries of {session}",
+            remote.len(),
+            local.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sync_auto_pushes_a_session_left_in_the_repl_without_waiting_and_reports_failures() {
+    let cluster = postgres::shared();
+    let url = cluster.database("auto");
+    let alice = person("alice", "laptop");
+    std::fs::write(
+        alice.agent_dir.join("settings.json"),
+        json!({"sync": {"user": "alice", "host": "laptop", "auto": true}}).to_string(),
+    )
+    .unwrap();
+    add_remote(&alice, "team", &url);
+    let cwd = alice.workspace.to_string_lossy().into_owned();
+    let first = "dddddddd-0000-4000-8000-000000000001";
+    let second = "dddddddd-0000-4000-8000-000000000002";
+    for (id, text) in [(first, "the first session"), (second, "the second session")] {
+        let file = alice.dir.path().join(format!("{id}.jsonl"));
+        session_file(&file, id, &cwd, &[text, "and more"]);
+        import(&alice, &file);
+    }
+    let tmux = crate::common::tmux::Tmux::start(&alice, "auto", &["--session", first], &[]);
+    tmux.wait_for_prompt();
+    // /new leaves the first session: pushed in the background.
+    tmux.line("/new");
+    tmux.wait_for("New session started");
+    wait_for_archived(cluster, &url, &alice, first, 4);
+    assert_same(
+        &remote_payloads(cluster, &url, first),
+        &local_payloads(&alice, first),
+        "pushed on /new",
+    );
+    assert!(remote_payloads(cluster, &url, second).is_empty());
+    // /resume to the second, then quit: the second is pushed after the REPL exited.
+    tmux.line("/resume");
+    tmux.wait_for("Resume (number or id");
+    tmux.line(second);
+    tmux.wait_for(&format!("session {second}"));
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
+    wait_for_archived(cluster, &url, &alice, second, 4);
+
+    // A remote that is down: leaving is not held up, and the failure is reported later.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let bob = person("bob", "devbox");
+    std::fs::write(
+        bob.agent_dir.join("settings.json"),
+        json!({"sync": {"user": "bob", "host": "devbox", "auto": "down"}}).to_string(),
+    )
+    .unwrap();
+    add_remote(
+        &bob,
+        "down",
+        &format!("postgres://bob@127.0.0.1:{port}/x?sslmode=disable"),
+    );
+    let id = "eeeeeeee-0000-4000-8000-000000000001";
+    let file = bob.dir.path().join("e.jsonl");
+    session_file(
+        &file,
+        id,
+        &bob.workspace.to_string_lossy(),
+        &["nobody hears this"],
+    );
+    import(&bob, &file);
+    let tmux = crate::common::tmux::Tmux::start(&bob, "down", &["--session", id], &[]);
+    tmux.wait_for_prompt();
+    let started = Instant::now();
+    tmux.line("/new");
+    tmux.wait_for("New session started");
+    tmux.wait_for_prompt();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "/new waited for the push"
+    );
+    let failures = bob.agent_dir.join("sync-auto-failures");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !failures.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the failed push was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux.line("/resume");
+    tmux.wait_for("Resume (number or id");
+    tmux.line(id);
+    let screen = tmux.wait_for(&format!("the automatic push of session {id} failed"));
+    assert!(screen.contains("run `pi sync` to retry"), "{screen}");
+    tmux.wait_for_prompt();
+    tmux.line("/quit");
+    assert_eq!(tmux.wait_for_exit(), 0);
 }

@@ -202,6 +202,8 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
             let code = code?;
             // The extensions get `session_shutdown` (reason `quit`) before pi exits.
             repl.with_events(session.shutdown(), || {}).await?;
+            let last = session.session_id().await;
+            repl.left(&last)?;
             // Entries that could not be stored (rescued to `unsaved/`, or dropped) make the
             // exit code 1.
             if session.entries_not_stored() {
@@ -1341,7 +1343,25 @@ impl Repl {
         }
     }
 
+    /// Runs a command; a session it left is handed to `Interchange::left` (the automatic push
+    /// of `sync.auto`), which does not wait.
     async fn command(&mut self, command: Command) -> Result<Flow> {
+        let before = self.session.session_id().await;
+        let flow = self.run_command(command).await;
+        if self.session.session_id().await != before {
+            self.left(&before)?;
+        }
+        flow
+    }
+
+    fn left(&mut self, session: &SessionId) -> io::Result<()> {
+        for warning in (self.interchange.left)(session) {
+            self.warn(&warning)?;
+        }
+        Ok(())
+    }
+
+    async fn run_command(&mut self, command: Command) -> Result<Flow> {
         match command {
             Command::Quit => return Ok(Flow::Quit),
             Command::Help => self.help()?,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::model::ids::SessionId;
 use crate::store::{LeaseHolder, StoreError};
+use crate::support::term;
 
 /// What went wrong in a session operation.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,26 @@ pub enum SessionError {
     /// changed.
     #[error(transparent)]
     Held(Box<HeldSession>),
+    /// The session was pulled from a remote archive (`pi sync`, docs/SYNC.md): another
+    /// machine's or person's history, never written here; a local fork continues it.
+    #[error(
+        "session {} was pulled from remote {} ({}@{}) and is read-only here; continue it in a local copy with `pi --fork {}`",
+        term::line(session.as_str()),
+        term::line(remote),
+        term::line(user),
+        term::line(host),
+        term::line(session.as_str())
+    )]
+    Pulled {
+        /// The session.
+        session: SessionId,
+        /// The remote it came from.
+        remote: String,
+        /// Who pushed it.
+        user: String,
+        /// From which machine.
+        host: String,
+    },
     /// The session is read-only in this process (opened so, or its lease was taken over).
     #[error(
         "session {session} is read-only here: {}; continue in a new session (fork or clone it) or take it over",

@@ -97,6 +97,20 @@ impl AgentSession {
         }
         let store = self.store().clone();
         let session = id.clone();
+        // A session pulled from a remote archive is never written here (`-c`, `--session`,
+        // `-r`, `/resume` and RPC `switch_session` all come through here); read-only, asked
+        // for, it may be opened.
+        if access != OpenAccess::ReadOnly {
+            let (store, session) = (store.clone(), session.clone());
+            if let Some(origin) = blocking(move || store.sync_origin(&session)).await? {
+                return Err(SessionError::Pulled {
+                    session: id.clone(),
+                    remote: origin.remote,
+                    user: origin.user,
+                    host: origin.host,
+                });
+            }
+        }
         if access == OpenAccess::ReadOnly {
             // Nobody may hold it any more: read-only all the same, as asked.
             let holder = blocking(move || store.lease_holder(&session)).await?;
