@@ -13,7 +13,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::ai::oauth::{
-    Body, Endpoints, OAuthError, call, call_any, error_code, string_field, trusted_http_url,
+    Body, Endpoints, OAuthError, call, call_any, error_code, post_form, string_field,
+    trusted_http_url,
 };
 
 /// Kimi Code's OAuth client.
@@ -79,15 +80,7 @@ async fn start(
     require_complete: bool,
     default_expiry: Option<Duration>,
 ) -> Result<Device, OAuthError> {
-    let answer = call(
-        http,
-        what,
-        reqwest::Method::POST,
-        url,
-        &[],
-        Body::Form(form),
-    )
-    .await?;
+    let answer = post_form(http, what, url, form).await?;
     let complete = trusted_http_url(&answer["verification_uri_complete"]);
     let plain = trusted_http_url(&answer["verification_uri"]);
     if require_complete && (complete.is_none() || plain.is_none()) {
@@ -263,15 +256,7 @@ pub async fn kimi_refresh(
     ];
     let mut attempt = 0u32;
     loop {
-        let result = call(
-            http,
-            WHAT,
-            reqwest::Method::POST,
-            &url,
-            &[],
-            Body::Form(&form),
-        )
-        .await;
+        let result = post_form(http, WHAT, &url, &form).await;
         let retryable = match &result {
             Err(OAuthError::Refused { status, .. }) => *status == 429 || *status >= 500,
             Err(OAuthError::Unreachable { .. }) => true,
@@ -360,15 +345,7 @@ pub async fn xai_refresh(
         ("client_id", XAI_CLIENT_ID),
         ("refresh_token", refresh_token),
     ];
-    let answer = call(
-        http,
-        WHAT,
-        reqwest::Method::POST,
-        &url,
-        &[],
-        Body::Form(&form),
-    )
-    .await?;
+    let answer = post_form(http, WHAT, &url, &form).await?;
     xai_credential(&answer, Some(refresh_token), now_ms, WHAT)
 }
 
@@ -530,15 +507,7 @@ pub async fn radius_token(
     what: &str,
 ) -> Result<Value, OAuthError> {
     let url = endpoints.url(&format!("{gateway}/v1/oauth/token"));
-    let answer = call(
-        http,
-        what,
-        reqwest::Method::POST,
-        &url,
-        &[],
-        Body::Form(form),
-    )
-    .await?;
+    let answer = post_form(http, what, &url, form).await?;
     radius_credential(&answer, now_ms, what)
 }
 

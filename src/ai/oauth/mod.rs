@@ -318,6 +318,24 @@ async fn call(
 
 /// Sends one request and returns the HTTP status with the JSON body (`null` when it was
 /// none), whatever the status.
+/// [`call`] with a POST of `form` and no headers of its own (the token endpoints).
+async fn post_form(
+    http: &reqwest::Client,
+    what: &str,
+    url: &str,
+    form: &[(&str, &str)],
+) -> Result<Value, OAuthError> {
+    call(
+        http,
+        what,
+        reqwest::Method::POST,
+        url,
+        &[],
+        Body::Form(form),
+    )
+    .await
+}
+
 async fn call_any(
     http: &reqwest::Client,
     what: &str,
@@ -646,15 +664,7 @@ pub async fn exchange_code(
                 ("code_verifier", authorization.verifier.as_str()),
                 ("redirect_uri", authorization.redirect_uri.as_str()),
             ];
-            let answer = call(
-                http,
-                WHAT,
-                reqwest::Method::POST,
-                &url,
-                &[],
-                Body::Form(&form),
-            )
-            .await?;
+            let answer = post_form(http, WHAT, &url, &form).await?;
             codex_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::OpenRouter => {
@@ -806,15 +816,7 @@ pub async fn refresh(
                 ("refresh_token", refresh_token),
                 ("client_id", CODEX_CLIENT_ID),
             ];
-            let answer = call(
-                http,
-                WHAT,
-                reqwest::Method::POST,
-                &url,
-                &[],
-                Body::Form(&form),
-            )
-            .await?;
+            let answer = post_form(http, WHAT, &url, &form).await?;
             codex_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::GithubCopilot => {
