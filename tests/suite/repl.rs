@@ -968,6 +968,49 @@ fn paths_complete_in_the_directory_of_a_resumed_session() {
     assert_eq!(tmux.wait_for_exit(), 0);
 }
 
+/// `/export NAME` writes where 1.6.0 writes: relative to the directory pi was started in,
+/// also when the session (resumed from another project) works elsewhere.
+#[test]
+fn export_writes_relative_to_where_pi_was_started_as_the_reference() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text("Exported."))]);
+    configure(&env, &server);
+    let project = env.dir.path().join("project-b");
+    std::fs::create_dir_all(&project).unwrap();
+    let session = env
+        .store()
+        .create_session(&pi::store::NewSession {
+            cwd: project.display().to_string(),
+            parent_session: None,
+        })
+        .unwrap()
+        .id;
+    let tmux = Tmux::start(&env, "export-where", &["--session", session.as_str()], &[]);
+    tmux.wait_for_prompt();
+    tmux.line("hello");
+    tmux.wait_for("Exported.");
+    tmux.wait_for_prompt();
+    tmux.line("/export branch.jsonl");
+    tmux.wait_for("Session exported to:");
+    tmux.line("/export page.html");
+    tmux.wait_until("the second export", |screen| {
+        screen.matches("Session exported to:").count() == 2
+    });
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let started_in = env.workspace.clone();
+    for name in ["branch.jsonl", "page.html"] {
+        assert!(
+            started_in.join(name).is_file(),
+            "{name} not where pi started"
+        );
+        assert!(
+            !project.join(name).exists(),
+            "{name} written in the session's directory"
+        );
+    }
+}
+
 /// A stored session whose working directory is gone: the REPL asks, as the reference does,
 /// whether to continue in the current directory — no leaves pi, yes opens it here.
 #[test]

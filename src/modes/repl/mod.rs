@@ -29,7 +29,7 @@ pub mod ui;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -2521,10 +2521,24 @@ impl Repl {
         }
     }
 
+    /// Where `/export` writes `typed` (or its default name): as the reference writes, relative
+    /// to the directory pi was started in (not the session's, which a resumed session from
+    /// another project changes).
+    fn export_path(&self, typed: &str) -> PathBuf {
+        let path = self.typed_path(typed);
+        if Path::new(typed).is_absolute() || typed.starts_with('~') {
+            return path;
+        }
+        match std::env::current_dir() {
+            Ok(dir) => dir.join(typed),
+            Err(_) => path,
+        }
+    }
+
     /// `/export [FILE]`, as the reference's: `FILE.jsonl` is the active branch as a linear
     /// session in a new file (`pi export --jsonl --branch`); any other name, or none, is the
-    /// session's HTML page (`modes/html`; by default `pi-session-<session file name>.html` in
-    /// the session's directory).
+    /// session's HTML page (`modes/html`; by default `pi-session-<session file name>.html`); a
+    /// relative name is taken from the directory pi was started in, as 1.6.0 does.
     async fn export(&mut self, path: Option<&str>) -> Result<()> {
         if !self.session.is_persisted().await {
             self.info("Nothing to export yet - start a conversation first")?;
@@ -2534,7 +2548,7 @@ impl Repl {
         let store = self.session.store().clone();
         let written = match path {
             Some(path) if path.ends_with(".jsonl") => {
-                let target = self.typed_path(path);
+                let target = self.export_path(path);
                 let export = self.interchange.export_branch.clone();
                 let file = target.clone();
                 // Entries the store refused so far go in too: the file is the branch once saved.
@@ -2546,14 +2560,12 @@ impl Repl {
             }
             _ => {
                 let target = match path {
-                    Some(path) => self.typed_path(path),
+                    Some(path) => self.export_path(path),
                     None => {
                         let reader = store.clone();
                         let id = session.clone();
                         let summary = blocking(move || reader.session(&id)).await?;
-                        self.session
-                            .cwd()
-                            .join(crate::modes::html::default_file_name(&summary))
+                        self.export_path(&crate::modes::html::default_file_name(&summary))
                     }
                 };
                 let file = target.clone();
