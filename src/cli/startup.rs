@@ -840,7 +840,14 @@ pub fn prepare(
     let mut terminal = TerminalConfig::new(&agent_dir, env.home(), env.color_allowed());
     terminal.database = env.db_path(db).display().to_string();
     terminal.double_escape = double_escape;
-    terminal.external_editor = external_editor;
+    // The external editor as the reference picks it: the setting, `$VISUAL`, `$EDITOR`, nano.
+    terminal.external_editor = external_editor
+        .into_iter()
+        .chain(env.var("VISUAL").map(str::to_owned))
+        .chain(env.var("EDITOR").map(str::to_owned))
+        .find(|command| !command.trim().is_empty())
+        .unwrap_or_else(|| "nano".to_owned());
+    terminal.start_dir = env.cwd().to_path_buf();
     terminal.hide_thinking = hide_thinking;
     if args.no_session {
         terminal.database = "in memory (--no-session)".to_owned();

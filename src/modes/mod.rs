@@ -109,8 +109,11 @@ pub struct TerminalConfig {
     pub database: String,
     /// What Esc twice on an empty prompt does (`doubleEscapeAction`).
     pub double_escape: DoubleEscape,
-    /// The `externalEditor` setting (Ctrl+G; `$VISUAL`, `$EDITOR` otherwise).
-    pub external_editor: Option<String>,
+    /// The command Ctrl+G edits the prompt with: the `externalEditor` setting, else `$VISUAL`,
+    /// `$EDITOR`, `nano` (resolved by `cli`).
+    pub external_editor: String,
+    /// The directory pi was started in (`/export` writes relative to it, as 1.6.0 does).
+    pub start_dir: PathBuf,
     /// The `hideThinkingBlock` setting: thinking collapsed (Ctrl+T toggles it).
     pub hide_thinking: bool,
 }
@@ -148,7 +151,8 @@ impl TerminalConfig {
             history_path: Some(agent_dir.join("repl-history")),
             database: agent_dir.join("pi.db").display().to_string(),
             double_escape: DoubleEscape::default(),
-            external_editor: None,
+            external_editor: "nano".to_owned(),
+            start_dir: agent_dir.to_path_buf(),
             hide_thinking: false,
         }
     }

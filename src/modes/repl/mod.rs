@@ -402,18 +402,6 @@ const HOTKEYS: &[&str] = &[
 /// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
 const REFERENCE_ONLY: &[&str] = &["changelog"];
 
-/// The external editor's command (a shell word list): the `externalEditor` setting,
-/// `$VISUAL`, `$EDITOR`, else `nano`, as the reference picks it.
-fn external_editor_command(setting: Option<&str>, var: impl Fn(&str) -> Option<String>) -> String {
-    setting
-        .map(str::to_owned)
-        .into_iter()
-        .chain(var("VISUAL"))
-        .chain(var("EDITOR"))
-        .find(|command| !command.trim().is_empty())
-        .unwrap_or_else(|| "nano".to_owned())
-}
-
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -827,9 +815,7 @@ impl Repl {
     /// Ctrl+G: `text` edited in the `externalEditor` setting's program, `$VISUAL`, `$EDITOR`
     /// or `nano` (as the reference picks it); `None` when the editor failed (said why).
     async fn external_editor(&mut self, text: &str) -> Result<Option<String>> {
-        let program = external_editor_command(self.terminal.external_editor.as_deref(), |name| {
-            std::env::var(name).ok()
-        });
+        let program = self.terminal.external_editor.clone();
         let file = match tempfile::Builder::new()
             .prefix("pi-prompt-")
             .suffix(".md")
@@ -1550,7 +1536,7 @@ impl Repl {
                 DoubleEscape::Fork => "fork",
                 DoubleEscape::Nothing => "none",
             };
-            let editor = self.terminal.external_editor.clone().unwrap_or_default();
+            let editor = self.terminal.external_editor.clone();
             let rows = [
                 (
                     "autoCompact",
@@ -1657,7 +1643,9 @@ impl Repl {
                 None => return self.warn(&bad("true or false")),
             },
             "externalEditor" => {
-                self.terminal.external_editor = (!value.is_empty()).then(|| value.to_owned());
+                if !value.is_empty() {
+                    self.terminal.external_editor = value.to_owned();
+                }
                 sink.set_value(name, serde_json::Value::from(value))
             }
             _ => {
@@ -2529,10 +2517,7 @@ impl Repl {
         if Path::new(typed).is_absolute() || typed.starts_with('~') {
             return path;
         }
-        match std::env::current_dir() {
-            Ok(dir) => dir.join(typed),
-            Err(_) => path,
-        }
+        self.terminal.start_dir.join(typed)
     }
 
     /// `/export [FILE]`, as the reference's: `FILE.jsonl` is the active branch as a linear
