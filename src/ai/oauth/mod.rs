@@ -318,6 +318,24 @@ async fn call(
 
 /// Sends one request and returns the HTTP status with the JSON body (`null` when it was
 /// none), whatever the status.
+/// [`call`] with a POST of the JSON `body` and no headers of its own (the token endpoints).
+async fn post_json(
+    http: &reqwest::Client,
+    what: &str,
+    url: &str,
+    body: Value,
+) -> Result<Value, OAuthError> {
+    call(
+        http,
+        what,
+        reqwest::Method::POST,
+        url,
+        &[],
+        Body::Json(body),
+    )
+    .await
+}
+
 /// [`call`] with a POST of `form` and no headers of its own (the token endpoints).
 async fn post_form(
     http: &reqwest::Client,
@@ -644,15 +662,7 @@ pub async fn exchange_code(
                 "code_verifier": authorization.verifier,
             });
             let url = endpoints.url(ANTHROPIC_TOKEN_URL);
-            let answer = call(
-                http,
-                WHAT,
-                reqwest::Method::POST,
-                &url,
-                &[],
-                Body::Json(body),
-            )
-            .await?;
+            let answer = post_json(http, WHAT, &url, body).await?;
             anthropic_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::OpenAiCodex => {
@@ -674,15 +684,7 @@ pub async fn exchange_code(
                 "code_verifier": authorization.verifier,
                 "code_challenge_method": "S256",
             });
-            let answer = call(
-                http,
-                "OpenRouter OAuth key exchange",
-                reqwest::Method::POST,
-                &url,
-                &[],
-                Body::Json(body),
-            )
-            .await?;
+            let answer = post_json(http, "OpenRouter OAuth key exchange", &url, body).await?;
             let key = answer["key"]
                 .as_str()
                 .filter(|key| !key.is_empty())
@@ -798,15 +800,7 @@ pub async fn refresh(
                 "refresh_token": refresh_token,
             });
             let url = endpoints.url(ANTHROPIC_TOKEN_URL);
-            let answer = call(
-                http,
-                WHAT,
-                reqwest::Method::POST,
-                &url,
-                &[],
-                Body::Json(body),
-            )
-            .await?;
+            let answer = post_json(http, WHAT, &url, body).await?;
             anthropic_credential(&answer, now_ms, WHAT)
         }
         OAuthProvider::OpenAiCodex => {
@@ -894,15 +888,7 @@ pub async fn codex_device_code(
     const WHAT: &str = "Device code request";
     let url = endpoints.url(CODEX_DEVICE_USER_CODE_URL);
     let body = json!({ "client_id": CODEX_CLIENT_ID });
-    let answer = call(
-        http,
-        WHAT,
-        reqwest::Method::POST,
-        &url,
-        &[],
-        Body::Json(body),
-    )
-    .await?;
+    let answer = post_json(http, WHAT, &url, body).await?;
     let interval = match &answer["interval"] {
         Value::String(text) => text.trim().parse::<f64>().ok(),
         other => other.as_f64(),
@@ -934,16 +920,7 @@ pub async fn codex_device_complete(
         }
         let body =
             json!({ "device_auth_id": device.device_auth_id, "user_code": device.user_code });
-        match call(
-            http,
-            WHAT,
-            reqwest::Method::POST,
-            &url,
-            &[],
-            Body::Json(body),
-        )
-        .await
-        {
+        match post_json(http, WHAT, &url, body).await {
             Ok(answer) => {
                 let code = string_field(&answer, "authorization_code", WHAT)?;
                 let verifier = string_field(&answer, "code_verifier", WHAT)?;
