@@ -88,21 +88,11 @@ impl std::fmt::Debug for SsoRole {
 impl SsoRole {
     /// Returns the portal request's URL (parameters in the SDK's order).
     pub fn url(&self) -> String {
-        let encode = |text: &str| {
-            text.bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect::<String>()
-        };
         format!(
             "{}/federation/credentials?account_id={}&role_name={}",
             self.portal.trim_end_matches('/'),
-            encode(&self.account_id),
-            encode(&self.role_name)
+            form_encode(&self.account_id),
+            form_encode(&self.role_name)
         )
     }
 }
@@ -686,7 +676,7 @@ pub fn parse_container_credentials(status: u16, body: &str) -> Result<(AwsKeys, 
     }
 }
 
-/// Percent-encodes a form value (`application/x-www-form-urlencoded`, as the SDK's query
+/// Percent-encodes a query or form value (unreserved bytes kept, as the SDK's query
 /// serializer).
 fn form_encode(text: &str) -> String {
     text.bytes()
