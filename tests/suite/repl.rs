@@ -835,10 +835,10 @@ fn a_burst_of_typed_lines_loses_none() {
     }
 }
 
-/// A steering message queued for a turn that is then aborted (Ctrl+C) is not lost: it goes
-/// back into the editor, as the reference restores queued messages, and is never sent.
-#[test]
-fn an_aborted_turn_puts_its_queued_messages_back_into_the_editor() {
+/// A steering message queued for a turn that is then aborted with `key` is not lost: it goes
+/// back into the editor, as the reference restores queued messages, and is never sent; the
+/// key is not echoed as `^[`.
+fn aborting_puts_the_queue_back(name: &str, key: &str) {
     let env = TestEnv::new();
     let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_tool_call(
         "call_1",
@@ -846,17 +846,16 @@ fn an_aborted_turn_puts_its_queued_messages_back_into_the_editor() {
         r#"{"command":"sleep 30"}"#,
     ))]);
     configure(&env, &server);
-    let tmux = Tmux::start(&env, "abortq", &[], &[]);
+    let tmux = Tmux::start(&env, name, &[], &[]);
     tmux.wait_for_prompt();
     tmux.line("start the work");
     server.wait_for_requests(1, Duration::from_secs(30));
     tmux.line("check the tests too");
     tmux.wait_for("Steering queued: check the tests too");
-    tmux.keys(&["C-c"]);
+    tmux.keys(&[key]);
     tmux.wait_for("1 queued message put back into the editor");
     let screen = tmux.wait_for("> check the tests too");
     assert!(!screen.contains("^["), "{screen}");
-    // Sent now, as typed: the model gets it as the next prompt.
     tmux.keys(&["C-u"]);
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
@@ -865,6 +864,12 @@ fn an_aborted_turn_puts_its_queued_messages_back_into_the_editor() {
         1,
         "the queued message was sent anyway"
     );
+}
+
+/// Ctrl+C aborts the turn; its queued steering message goes back into the editor.
+#[test]
+fn an_aborted_turn_puts_its_queued_messages_back_into_the_editor() {
+    aborting_puts_the_queue_back("abortq", "C-c");
 }
 
 /// Lines typed while the agent works are queued as the reference's editor queues them: Enter
@@ -1085,31 +1090,9 @@ fn extension_status_widget_title_editor_and_editor_text_in_the_repl() {
 /// message goes back into the editor and is never sent; Esc is not echoed as `^[`.
 #[test]
 fn esc_aborts_a_running_turn_and_puts_its_queue_back() {
-    let env = TestEnv::new();
-    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_tool_call(
-        "call_1",
-        "bash",
-        r#"{"command":"sleep 30"}"#,
-    ))]);
-    configure(&env, &server);
-    let tmux = Tmux::start(&env, "escabort", &[], &[]);
-    tmux.wait_for_prompt();
-    tmux.line("start the work");
-    server.wait_for_requests(1, Duration::from_secs(30));
-    tmux.line("check the tests too");
-    tmux.wait_for("Steering queued: check the tests too");
-    tmux.keys(&["Escape"]);
-    tmux.wait_for("1 queued message put back into the editor");
-    let screen = tmux.wait_for("> check the tests too");
-    assert!(!screen.contains("^["), "{screen}");
-    tmux.keys(&["C-u"]);
-    tmux.keys(&["C-d"]);
-    assert_eq!(tmux.wait_for_exit(), 0);
-    assert_eq!(server.requests().len(), 1, "the queued message was sent");
+    aborting_puts_the_queue_back("escabort", "Escape");
 }
 
-/// Esc at the prompt never eats the key after it: Esc then `/session` runs the command (it
-/// used to reach the model as the prompt `session`).
 #[test]
 fn esc_at_the_prompt_never_eats_the_next_key() {
     let env = TestEnv::new();
