@@ -198,18 +198,11 @@ struct Fence {
     highlight: Option<(ParseState, ScopeStack)>,
 }
 
-/// Table rows held until the table is known (a header row, then a delimiter row).
-#[derive(Default)]
-struct Held {
-    lines: Vec<String>,
-}
-
 /// What a finished line turned into.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Rendered {
     /// How many lines, counted back from the latest one pushed, the lines below replace (the
-    /// latest line and the held lines before it). Zero: nothing is replaced (what was held is
-    /// left as it was shown).
+    /// latest line and the held lines before it; from [`Blocks::finish`], the held lines).
     pub replaces: usize,
     /// The rendered lines, with their styles.
     pub lines: Vec<String>,
@@ -223,7 +216,8 @@ pub struct Blocks {
     /// Columns of the terminal (rules and tables fit into them).
     columns: usize,
     fence: Option<Fence>,
-    held: Held,
+    /// Table rows held until the table is known (a header row, then a delimiter row).
+    held: Vec<String>,
 }
 
 /// Table rows held at most (the rest of a longer table is shown as it is).
@@ -235,7 +229,7 @@ impl Blocks {
         Self {
             columns: columns.max(20),
             fence: None,
-            held: Held::default(),
+            held: Vec::new(),
         }
     }
 
@@ -254,11 +248,11 @@ impl Blocks {
                 still_held: 0,
             });
         }
-        if !self.held.lines.is_empty() {
+        if !self.held.is_empty() {
             return self.after_held(line);
         }
         if is_table_row(line) {
-            self.held.lines.push(line.to_owned());
+            self.held.push(line.to_owned());
             return None;
         }
         Some(Rendered {
@@ -279,10 +273,10 @@ impl Blocks {
     /// Renders the held lines now (other output comes between them and what follows); an
     /// open fence stays open.
     pub fn flush_held(&mut self) -> Option<Rendered> {
-        if self.held.lines.is_empty() {
+        if self.held.is_empty() {
             return None;
         }
-        let lines = std::mem::take(&mut self.held.lines);
+        let lines = std::mem::take(&mut self.held);
         Some(Rendered {
             replaces: lines.len(),
             lines: self.held_lines(&lines),
@@ -317,14 +311,14 @@ impl Blocks {
 
     /// A line after held table rows.
     fn after_held(&mut self, line: &str) -> Option<Rendered> {
-        let held = self.held.lines.len();
+        let held = self.held.len();
         let is_table = held >= 2 || (held == 1 && is_delimiter_row(line));
         if is_table && is_table_row(line) && held < MAX_HELD_ROWS {
-            self.held.lines.push(line.to_owned());
+            self.held.push(line.to_owned());
             return None;
         }
         // The table (or the lines that were not one) ends before this line.
-        let lines = std::mem::take(&mut self.held.lines);
+        let lines = std::mem::take(&mut self.held);
         let mut out = self.held_lines(&lines);
         let (still_held, tail) = match self.push_line(line) {
             Some(rendered) => (0, rendered.lines),

@@ -327,6 +327,15 @@ impl MarkdownStream {
         let (rows, columns) = (self.size)().unwrap_or((24, 80));
         (rows.max(2), columns.max(1))
     }
+
+    /// The state at the start of a new text: no fence open, nothing held.
+    fn reset(&mut self) {
+        let (_, columns) = self.size();
+        self.blocks = Blocks::new(columns);
+        self.held_rows.clear();
+        self.line.clear();
+        self.line_columns = 0;
+    }
 }
 
 /// The column after `text` (as shown: escaped) is written from column `start`.
@@ -498,9 +507,7 @@ impl<W: Write> Renderer<W> {
     fn end_text(&mut self) -> io::Result<()> {
         self.finish_line()?;
         if let Some(markdown) = self.markdown.as_mut() {
-            let (_, columns) = markdown.size();
-            markdown.blocks = Blocks::new(columns);
-            markdown.held_rows.clear();
+            markdown.reset();
         }
         Ok(())
     }
@@ -709,9 +716,7 @@ impl<W: Write> Renderer<W> {
                     self.streamed = false;
                     // A message that ended without its text's end leaves no fence open.
                     if let Some(markdown) = self.markdown.as_mut() {
-                        let (_, columns) = markdown.size();
-                        markdown.blocks = Blocks::new(columns);
-                        markdown.held_rows.clear();
+                        markdown.reset();
                     }
                 }
                 if let AgentMessage::Custom(custom) = message
