@@ -93,8 +93,10 @@ pub struct AgentArgs {
     pub skills: Vec<String>,
     /// `--prompt-template` (repeatable).
     pub prompt_templates: Vec<String>,
-    /// `--theme` (repeatable; accepted, unused without a TUI).
+    /// `--theme` (repeatable): theme files or directories, loaded even with `--no-themes`.
     pub themes: Vec<String>,
+    /// `--use-theme NAME[/NAME]`: the REPL's theme for this run (the `theme` setting's form).
+    pub use_theme: Option<String>,
     /// `--no-skills`.
     pub no_skills: bool,
     /// `--no-prompt-templates`.
@@ -259,6 +261,7 @@ pub fn parse(args: &[String]) -> AgentArgs {
             "--skill" if has_value => out.skills.extend(take(&mut idx)),
             "--prompt-template" if has_value => out.prompt_templates.extend(take(&mut idx)),
             "--theme" if has_value => out.themes.extend(take(&mut idx)),
+            "--use-theme" if has_value => out.use_theme = take(&mut idx),
             "--no-skills" | "-ns" => out.no_skills = true,
             "--no-prompt-templates" | "-np" => out.no_prompt_templates = true,
             "--no-themes" => out.no_themes = true,

@@ -8,55 +8,58 @@ use crate::modes::render::Palette;
 use crate::support::term;
 
 /// Colours for human output; all no-ops when colour is off. The codes are the REPL's
-/// ([`Palette`]), named for what the listings show.
+/// ([`Palette`] in the terminal's own colours: listings are not themed), named for what the
+/// listings show.
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
-    palette: Palette,
+    color: bool,
 }
 
 impl Style {
     /// Colour when stdout is a terminal and `NO_COLOR` is unset.
     pub fn for_stdout(color_allowed: bool) -> Self {
         Self {
-            palette: Palette::new(color_allowed && io::stdout().is_terminal()),
+            color: color_allowed && io::stdout().is_terminal(),
         }
     }
 
     /// Returns `Style` with colour off.
     pub fn plain() -> Self {
-        Self {
-            palette: Palette::new(false),
-        }
+        Self { color: false }
     }
 
     /// Whether colour is on.
     pub fn enabled(&self) -> bool {
-        self.palette.color()
+        self.color
+    }
+
+    fn palette(&self) -> Palette {
+        Palette::new(self.color)
     }
 
     /// Dim text.
     pub fn dim(&self, text: &str) -> String {
-        self.palette.dim(text)
+        self.palette().dim(text)
     }
 
     /// Bold text.
     pub fn bold(&self, text: &str) -> String {
-        self.palette.bold(text)
+        self.palette().bold(text)
     }
 
     /// Cyan text (ids).
     pub fn id(&self, text: &str) -> String {
-        self.palette.accent(text)
+        self.palette().accent(text)
     }
 
     /// Yellow text (labels, highlights).
     pub fn accent(&self, text: &str) -> String {
-        self.palette.warning(text)
+        self.palette().warning(text)
     }
 
     /// Green text.
     pub fn ok(&self, text: &str) -> String {
-        self.palette.success(text)
+        self.palette().success(text)
     }
 }
 

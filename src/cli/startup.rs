@@ -234,6 +234,84 @@ fn extensions_config(
     }
 }
 
+/// Where the REPL's themes come from and which one it starts with (1.6.0's theme resources:
+/// `--theme` paths, the `themes` settings entries, `.pi/themes` of a trusted project and
+/// `<agent dir>/themes`; `--use-theme` over the `theme` setting), and the terminal's colour
+/// capability and background as the reference reads them from the environment.
+fn theme_config(
+    args: &AgentArgs,
+    env: &Env,
+    resources: &ResourceConfig,
+    setting: Option<&str>,
+) -> crate::modes::theme::ThemeConfig {
+    use crate::session::resources::discovery::{self, Kind};
+    let input = discovery::DiscoveryInput {
+        cwd: &resources.cwd,
+        agent_dir: &resources.agent_dir,
+        home: resources.home.as_deref(),
+        discover: !args.no_themes,
+        project_entries: &resources.project_settings.themes,
+        user_entries: &resources.user_settings.themes,
+        cli_paths: &args.themes,
+        project_trusted: resources.project_trusted,
+    };
+    let sources = discovery::resolve_resource_paths(&input, Kind::Themes)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    crate::modes::theme::ThemeConfig {
+        sources,
+        setting: args.use_theme.clone().or(setting.map(str::to_owned)),
+        light: env
+            .var("COLORFGBG")
+            .and_then(crate::modes::theme::light_background)
+            .unwrap_or(false),
+        mode: color_mode(env),
+    }
+}
+
+/// Truecolor where the terminal announces it (`COLORTERM=truecolor|24bit`, a `TERM` ending in
+/// `-direct`) or is one known to have it (outside tmux and screen, which pass it on only when
+/// announced), else 256 colours: the reference's `detectCapabilitiesFromEnvironment`.
+fn color_mode(env: &Env) -> crate::modes::theme::ColorMode {
+    use crate::modes::theme::ColorMode;
+    let lower = |name: &str| env.var(name).unwrap_or("").to_ascii_lowercase();
+    let (term, program, colorterm) = (lower("TERM"), lower("TERM_PROGRAM"), lower("COLORTERM"));
+    let announced = colorterm == "truecolor" || colorterm == "24bit" || term.ends_with("-direct");
+    let multiplexer =
+        env.var("TMUX").is_some() || term.starts_with("tmux") || term.starts_with("screen");
+    let known = !multiplexer
+        && (matches!(
+            program.as_str(),
+            "rex"
+                | "kitty"
+                | "ghostty"
+                | "wezterm"
+                | "warpterminal"
+                | "iterm.app"
+                | "alacritty"
+                | "vscode"
+                | "zed"
+        ) || [
+            "KITTY_WINDOW_ID",
+            "GHOSTTY_RESOURCES_DIR",
+            "WEZTERM_PANE",
+            "WARP_SESSION_ID",
+            "ITERM_SESSION_ID",
+            "WT_SESSION",
+            "ALACRITTY_WINDOW_ID",
+        ]
+        .iter()
+        .any(|name| env.var(name).is_some())
+            || term.contains("ghostty")
+            || term.starts_with("alacritty"));
+    if announced || known {
+        ColorMode::TrueColor
+    } else {
+        ColorMode::Ansi256
+    }
+}
+
 fn local_date(env: &Env) -> chrono::NaiveDate {
     if env.var("PI_TEST_CLOCK").is_some() {
         let ms = env.clock().now_ms();
@@ -722,6 +800,7 @@ pub fn prepare(
     resource_config.project_settings =
         ScopeSettings::from_settings_json(&settings.scope_object(Scope::Project));
     resource_config.project_trusted = project_trusted;
+    let theme = theme_config(args, env, &resource_config, settings.theme());
     let resources = Resources::load(resource_config);
     for diagnostic in resources.diagnostics() {
         warnings.push(diagnostic.to_string());
@@ -849,6 +928,7 @@ pub fn prepare(
         .unwrap_or_else(|| "nano".to_owned());
     terminal.start_dir = env.cwd().to_path_buf();
     terminal.hide_thinking = hide_thinking;
+    terminal.theme = theme;
     if args.no_session {
         terminal.database = "in memory (--no-session)".to_owned();
     }

@@ -7,26 +7,29 @@
 //! carries to the next (an open fence and its highlighter, table rows held until the table is
 //! known); the inline part of a line is parsed by `pulldown-cmark` (CommonMark emphasis rules,
 //! code spans, links, strikethrough). Fenced code is highlighted by `syntect` (Sublime Text's
-//! grammars) with the grammar's scopes mapped onto the terminal's own 16 colours, so it reads
-//! on a dark or a light background.
+//! grammars) with the grammar's scopes mapped onto the theme's `syntax*` tokens.
 //!
-//! Every piece of text from the model is escaped ([`term::text`]) before it is styled; the
-//! only escape sequences in the output are the SGR codes of [`Style`], all of them in
-//! [`term::OWN_SGR`]. Rendering is used only with colour on (a terminal, `NO_COLOR` unset):
-//! without colour the REPL shows the model's Markdown as written, which reads well as it is.
+//! Colours come from the theme ([`super::theme`]: `md*` and `syntax*` tokens; the default
+//! `system` theme is the terminal's own 16 colours, so it reads on a dark or a light
+//! background). Every piece of text from the model is escaped ([`term::text`]) before it is
+//! styled; the only escape sequences in the output are SGR codes of the roles and the theme,
+//! all of them forms [`term::output`] lets through. Rendering is used only with colour on (a
+//! terminal, `NO_COLOR` unset): without colour the REPL shows the model's Markdown as written,
+//! which reads well as it is.
 //!
 //! Invariant: rendering does no I/O; [`Blocks`] is tested on strings.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use syntect::easy::ScopeRegionIterator;
 use syntect::parsing::{ParseState, ScopeStack, SyntaxReference, SyntaxSet};
 use unicode_width::UnicodeWidthStr;
 
+use super::theme::Theme;
 use crate::support::term;
 
-/// What a piece of rendered text is, mapped to the terminal's colours by [`Role::codes`].
+/// What a piece of rendered text is, coloured by the theme's token for it ([`Role::style`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// A heading's text.
@@ -66,50 +69,65 @@ pub enum Role {
 }
 
 impl Role {
-    /// The SGR codes of the role (each one of [`term::OWN_SGR`]), after the reference's dark
-    /// theme (`mdHeading` yellow, `mdCode` violet, `mdLink` blue, `syntaxKeyword` blue, …) in
-    /// the terminal's 16 colours.
-    pub fn codes(self) -> &'static [&'static str] {
+    /// The role's own SGR modifier (bold, italic, …; empty: none) and the theme token of its
+    /// colour (`mdHeading`, `syntaxKeyword`, …; none: the role is not coloured).
+    fn style(self) -> (&'static str, Option<&'static str>) {
         match self {
-            Role::Heading => &["\x1b[1m", "\x1b[33m"],
-            Role::Emphasis => &["\x1b[3m"],
-            Role::Strong => &["\x1b[1m"],
-            Role::Strike => &["\x1b[9m"],
-            Role::Code => &["\x1b[35m"],
-            Role::CodeBlock => &["\x1b[32m"],
-            Role::Border | Role::LinkUrl | Role::SyntaxComment => &["\x1b[2m"],
-            Role::Link => &["\x1b[4m", "\x1b[34m"],
-            Role::Quote => &["\x1b[3m"],
-            Role::Bullet => &["\x1b[35m"],
-            Role::SyntaxKeyword => &["\x1b[34m"],
-            Role::SyntaxFunction => &["\x1b[33m"],
-            Role::SyntaxString => &["\x1b[32m"],
-            Role::SyntaxNumber => &["\x1b[36m"],
-            Role::SyntaxType => &["\x1b[35m"],
+            Role::Heading => ("\x1b[1m", Some("mdHeading")),
+            Role::Emphasis => ("\x1b[3m", None),
+            Role::Strong => ("\x1b[1m", None),
+            Role::Strike => ("\x1b[9m", None),
+            Role::Code => ("", Some("mdCode")),
+            Role::CodeBlock => ("", Some("mdCodeBlock")),
+            Role::Border => ("", Some("mdCodeBlockBorder")),
+            Role::Link => ("\x1b[4m", Some("mdLink")),
+            Role::LinkUrl => ("", Some("mdLinkUrl")),
+            Role::Quote => ("\x1b[3m", Some("mdQuote")),
+            Role::Bullet => ("", Some("mdListBullet")),
+            Role::SyntaxComment => ("", Some("syntaxComment")),
+            Role::SyntaxKeyword => ("", Some("syntaxKeyword")),
+            Role::SyntaxFunction => ("", Some("syntaxFunction")),
+            Role::SyntaxString => ("", Some("syntaxString")),
+            Role::SyntaxNumber => ("", Some("syntaxNumber")),
+            Role::SyntaxType => ("", Some("syntaxType")),
         }
     }
 }
 
 /// Text being built with styles, and its width on the terminal.
-#[derive(Default)]
 struct Styled {
     text: String,
     width: usize,
+    theme: Arc<Theme>,
 }
 
 impl Styled {
+    fn new(theme: &Arc<Theme>) -> Self {
+        Self {
+            text: String::new(),
+            width: 0,
+            theme: Arc::clone(theme),
+        }
+    }
+
     /// Appends `text` (already escaped) in the styles of `roles` (outermost first).
     fn push(&mut self, text: &str, roles: &[Role]) {
         if text.is_empty() {
             return;
         }
+        let mut styled = false;
         for role in roles {
-            for code in role.codes() {
-                self.text.push_str(code);
+            let (modifier, token) = role.style();
+            let color = token.map_or("", |token| self.theme.fg(token));
+            for code in [modifier, color] {
+                if !code.is_empty() {
+                    self.text.push_str(code);
+                    styled = true;
+                }
             }
         }
         self.text.push_str(text);
-        if !roles.is_empty() {
+        if styled {
             self.text.push_str("\x1b[0m");
         }
         self.width += UnicodeWidthStr::width(text);
@@ -218,18 +236,22 @@ pub struct Blocks {
     fence: Option<Fence>,
     /// Table rows held until the table is known (a header row, then a delimiter row).
     held: Vec<String>,
+    /// The colours of the roles.
+    theme: Arc<Theme>,
 }
 
 /// Table rows held at most (the rest of a longer table is shown as it is).
 const MAX_HELD_ROWS: usize = 200;
 
 impl Blocks {
-    /// Returns the state at the start of a text, for a terminal `columns` wide.
-    pub fn new(columns: usize) -> Self {
+    /// Returns the state at the start of a text, for a terminal `columns` wide, in the
+    /// colours of `theme`.
+    pub fn new(columns: usize, theme: Arc<Theme>) -> Self {
         Self {
             columns: columns.max(20),
             fence: None,
             held: Vec::new(),
+            theme,
         }
     }
 
@@ -285,8 +307,8 @@ impl Blocks {
     }
 
     /// Renders a whole text (an answer that was not streamed, a stored transcript).
-    pub fn render_text(columns: usize, text: &str) -> Vec<String> {
-        let mut blocks = Blocks::new(columns);
+    pub fn render_text(columns: usize, theme: Arc<Theme>, text: &str) -> Vec<String> {
+        let mut blocks = Blocks::new(columns, theme);
         // A held line has its place in `out` (as written) until it is decided.
         let mut out: Vec<String> = Vec::new();
         for line in text.lines() {
@@ -337,7 +359,7 @@ impl Blocks {
     fn held_lines(&mut self, lines: &[String]) -> Vec<String> {
         if lines.len() >= 2
             && is_delimiter_row(&lines[1])
-            && let Some(table) = render_table(lines, self.columns)
+            && let Some(table) = render_table(lines, self.columns, &self.theme)
         {
             return table;
         }
@@ -355,12 +377,12 @@ impl Blocks {
             let run = trimmed.chars().take_while(|c| *c == fence.marker).count();
             if run >= fence.len && trimmed[run * fence.marker.len_utf8()..].trim().is_empty() {
                 self.fence = None;
-                let mut styled = Styled::default();
+                let mut styled = Styled::new(&self.theme);
                 styled.push_data(line, &[Role::Border]);
                 return styled.text;
             }
         }
-        let mut styled = Styled::default();
+        let mut styled = Styled::new(&self.theme);
         match fence.highlight.as_mut() {
             Some((state, stack)) => {
                 let with_end = format!("{line}\n");
@@ -394,7 +416,7 @@ impl Blocks {
     fn block_line(&mut self, line: &str) -> String {
         let trimmed = line.trim_start_matches(' ');
         let indent = line.len() - trimmed.len();
-        let mut styled = Styled::default();
+        let mut styled = Styled::new(&self.theme);
         if indent <= 3 {
             // A fence opens.
             if let Some(marker) = trimmed.chars().next().filter(|c| *c == '`' || *c == '~') {
@@ -546,7 +568,7 @@ enum Align {
 
 /// A table drawn with box lines, its cells' inline Markdown rendered; `None` when it does not
 /// fit the terminal (it is then shown as written).
-fn render_table(lines: &[String], columns: usize) -> Option<Vec<String>> {
+fn render_table(lines: &[String], columns: usize, theme: &Arc<Theme>) -> Option<Vec<String>> {
     let aligns: Vec<Align> = split_row(&lines[1])
         .iter()
         .map(|cell| {
@@ -568,13 +590,13 @@ fn render_table(lines: &[String], columns: usize) -> Option<Vec<String>> {
                 .iter()
                 .take(count)
                 .map(|cell| {
-                    let mut styled = Styled::default();
+                    let mut styled = Styled::new(theme);
                     let roles: &[Role] = if index == 0 { &[Role::Strong] } else { &[] };
                     inline(&mut styled, cell.trim(), roles);
                     styled
                 })
                 .collect();
-            cells.resize_with(count, Styled::default);
+            cells.resize_with(count, || Styled::new(theme));
             cells
         })
         .collect();
@@ -592,7 +614,7 @@ fn render_table(lines: &[String], columns: usize) -> Option<Vec<String>> {
         return None;
     }
     let border = |left: &str, middle: &str, right: &str| {
-        let mut styled = Styled::default();
+        let mut styled = Styled::new(theme);
         let inner: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
         styled.push(
             &format!("{left}{}{right}", inner.join(middle)),
@@ -602,7 +624,7 @@ fn render_table(lines: &[String], columns: usize) -> Option<Vec<String>> {
     };
     let mut out = vec![border("┌", "┬", "┐")];
     for (index, row) in rows.iter().enumerate() {
-        let mut line = Styled::default();
+        let mut line = Styled::new(theme);
         line.push("│", &[Role::Border]);
         for (column, cell) in row.iter().enumerate() {
             let pad = widths[column] - cell.width;
@@ -708,7 +730,7 @@ mod tests {
     }
 
     fn render(text: &str) -> Vec<String> {
-        Blocks::render_text(80, text)
+        Blocks::render_text(80, Arc::new(Theme::system()), text)
     }
 
     #[test]
@@ -777,7 +799,7 @@ mod tests {
 
     #[test]
     fn a_table_is_held_until_it_is_known_and_drawn_aligned() {
-        let mut blocks = Blocks::new(80);
+        let mut blocks = Blocks::new(80, Arc::new(Theme::system()));
         assert_eq!(blocks.push_line("| Name | n |"), None);
         assert_eq!(blocks.push_line("|:-----|--:|"), None);
         assert_eq!(blocks.push_line("| **a** | 1 |"), None);
@@ -789,13 +811,13 @@ mod tests {
             "┌──────┬────┐\n│ Name │  n │\n├──────┼────┤\n│ a    │  1 │\n│ bb   │ 22 │\n└──────┴────┘\nafter"
         );
         // A row with pipes that is not followed by a delimiter row is text.
-        let mut blocks = Blocks::new(80);
+        let mut blocks = Blocks::new(80, Arc::new(Theme::system()));
         assert_eq!(blocks.push_line("| not a table"), None);
         let rendered = blocks.push_line("plain").unwrap();
         assert_eq!(rendered.replaces, 2);
         assert_eq!(plain(&rendered.lines), "| not a table\nplain");
         // The text ends with a table: `finish` draws it.
-        let mut blocks = Blocks::new(80);
+        let mut blocks = Blocks::new(80, Arc::new(Theme::system()));
         assert_eq!(blocks.push_line("| a |"), None);
         assert_eq!(blocks.push_line("|---|"), None);
         let rendered = blocks.finish().unwrap();
@@ -803,7 +825,7 @@ mod tests {
         assert_eq!(plain(&rendered.lines), "┌───┐\n│ a │\n├───┤\n└───┘");
         // Too wide for the terminal: shown as written.
         let wide = format!("| {} |", "x".repeat(100));
-        let lines = Blocks::render_text(40, &format!("{wide}\n|---|\n"));
+        let lines = Blocks::render_text(40, Arc::new(Theme::system()), &format!("{wide}\n|---|\n"));
         assert_eq!(plain(&lines), format!("{wide}\n|---|"));
     }
 

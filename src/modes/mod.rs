@@ -13,6 +13,7 @@ pub mod print;
 pub mod render;
 pub mod repl;
 pub mod rpc;
+pub mod theme;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
@@ -116,6 +117,8 @@ pub struct TerminalConfig {
     pub start_dir: PathBuf,
     /// The `hideThinkingBlock` setting: thinking collapsed (Ctrl+T toggles it).
     pub hide_thinking: bool,
+    /// What the theme is chosen from (`modes::theme`).
+    pub theme: theme::ThemeConfig,
 }
 
 /// What Esc pressed twice on an empty prompt does: the settings' `doubleEscapeAction`.
@@ -154,6 +157,7 @@ impl TerminalConfig {
             external_editor: "nano".to_owned(),
             start_dir: agent_dir.to_path_buf(),
             hide_thinking: false,
+            theme: theme::ThemeConfig::default(),
         }
     }
 }

@@ -14,10 +14,12 @@
 
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::markdown::{Blocks, Rendered};
+use super::theme::Theme;
 use crate::agent::AgentEvent;
 use crate::agent::tool::ToolOutput;
 use crate::ai::StreamEvent;
@@ -32,16 +34,24 @@ pub const RESULT_TAIL_LINES: usize = 2;
 /// Characters of one shown result line.
 pub const RESULT_LINE_CHARS: usize = 160;
 
-/// ANSI styles, all no-ops when colour is off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// ANSI styles, all no-ops when colour is off; colours from the theme ([`Theme`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Palette {
     color: bool,
+    theme: Arc<Theme>,
 }
 
 impl Palette {
-    /// Returns a palette with colour on or off.
+    /// Returns a palette with colour on or off, in the terminal's own colours.
     pub fn new(color: bool) -> Self {
-        Self { color }
+        static SYSTEM: std::sync::OnceLock<Arc<Theme>> = std::sync::OnceLock::new();
+        let system = SYSTEM.get_or_init(|| Arc::new(Theme::system()));
+        Self::themed(color, Arc::clone(system))
+    }
+
+    /// Returns a palette with colour on or off, in the colours of `theme`.
+    pub fn themed(color: bool, theme: Arc<Theme>) -> Self {
+        Self { color, theme }
     }
 
     /// Returns whether colour is on.
@@ -49,42 +59,47 @@ impl Palette {
         self.color
     }
 
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.color && !text.is_empty() {
-            format!("\x1b[{code}m{text}\x1b[0m")
+    /// The theme.
+    pub fn theme(&self) -> &Arc<Theme> {
+        &self.theme
+    }
+
+    fn paint(&self, start: &str, text: &str) -> String {
+        if self.color && !text.is_empty() && !start.is_empty() {
+            format!("{start}{text}\x1b[0m")
         } else {
             text.to_owned()
         }
     }
 
-    /// Dim text (thinking, tool output, the status line).
+    /// Dim text (thinking, tool output, the status line): the theme's `dim`.
     pub fn dim(&self, text: &str) -> String {
-        self.paint("2", text)
+        self.paint(self.theme.fg("dim"), text)
     }
 
     /// Bold text.
     pub fn bold(&self, text: &str) -> String {
-        self.paint("1", text)
+        self.paint("\x1b[1m", text)
     }
 
-    /// Red text (errors).
+    /// Errors: the theme's `error` (red).
     pub fn error(&self, text: &str) -> String {
-        self.paint("31", text)
+        self.paint(self.theme.fg("error"), text)
     }
 
-    /// Yellow text (warnings, labels).
+    /// Warnings, labels: the theme's `warning` (yellow).
     pub fn warning(&self, text: &str) -> String {
-        self.paint("33", text)
+        self.paint(self.theme.fg("warning"), text)
     }
 
-    /// Cyan text (tool calls, accents).
+    /// Tool calls, accents: the theme's `accent`.
     pub fn accent(&self, text: &str) -> String {
-        self.paint("36", text)
+        self.paint(self.theme.fg("accent"), text)
     }
 
-    /// Green text (the assistant role).
+    /// The assistant role: the theme's `success` (green).
     pub fn success(&self, text: &str) -> String {
-        self.paint("32", text)
+        self.paint(self.theme.fg("success"), text)
     }
 }
 
@@ -313,6 +328,8 @@ pub type ScreenSize = Box<dyn Fn() -> Option<(usize, usize)> + Send>;
 /// rendered line written there); table rows stay as written until the table is known.
 struct MarkdownStream {
     blocks: Blocks,
+    /// The colours new texts are rendered in.
+    theme: Arc<Theme>,
     size: ScreenSize,
     /// The current line as the model wrote it, not yet ended.
     line: String,
@@ -331,7 +348,7 @@ impl MarkdownStream {
     /// The state at the start of a new text: no fence open, nothing held.
     fn reset(&mut self) {
         let (_, columns) = self.size();
-        self.blocks = Blocks::new(columns);
+        self.blocks = Blocks::new(columns, Arc::clone(&self.theme));
         self.held_rows.clear();
         self.line.clear();
         self.line_columns = 0;
@@ -432,8 +449,10 @@ impl<W: Write> Renderer<W> {
     /// lines are rewritten in place, so `out` must be that terminal).
     pub fn with_markdown(mut self, size: ScreenSize) -> Self {
         let columns = size().map_or(80, |(_, columns)| columns);
+        let theme = Arc::clone(self.palette.theme());
         self.markdown = Some(MarkdownStream {
-            blocks: Blocks::new(columns),
+            blocks: Blocks::new(columns, Arc::clone(&theme)),
+            theme,
             size,
             line: String::new(),
             line_columns: 0,
@@ -445,14 +464,25 @@ impl<W: Write> Renderer<W> {
     /// The lines of an answer shown whole (not streamed): rendered when Markdown is on.
     fn answer_lines(&self, text: &str) -> Vec<String> {
         match &self.markdown {
-            Some(markdown) => Blocks::render_text(markdown.size().1, text),
+            Some(markdown) => {
+                Blocks::render_text(markdown.size().1, Arc::clone(&markdown.theme), text)
+            }
             None => vec![term::text(text).into_owned()],
         }
     }
 
     /// Returns the palette.
     pub fn palette(&self) -> Palette {
-        self.palette
+        self.palette.clone()
+    }
+
+    /// Colours what follows in `palette`'s theme (a theme chosen in `/settings`); a text
+    /// being streamed keeps its colours to its end.
+    pub fn set_palette(&mut self, palette: Palette) {
+        if let Some(markdown) = &mut self.markdown {
+            markdown.theme = Arc::clone(palette.theme());
+        }
+        self.palette = palette;
     }
 
     /// Returns the writer.

@@ -25,7 +25,8 @@
 //!   CR before a newline is dropped, everything else is escaped.
 //! - [`output`]: the last step before a line of human output is written (the CLI's and the
 //!   REPL's writers): as [`text`], except that the few SGR colour sequences pi itself writes
-//!   are kept. Whatever a caller forgot to escape, no other sequence reaches the terminal.
+//!   are kept (a fixed list, and a theme's foreground colours in exactly two numeric forms).
+//!   Whatever a caller forgot to escape, no other sequence reaches the terminal.
 //! - [`error_line`]: an error and its causes on one line, each cause once.
 //!
 //! Invariant: pure functions; they only ever replace characters, so an input without them is
@@ -36,7 +37,8 @@ use std::error::Error;
 use std::fmt::Write as _;
 
 /// The SGR (colour) sequences pi writes itself (`modes::render::Palette`, the search
-/// highlight, the REPL prompt); [`output`] lets exactly these through.
+/// highlight, the REPL prompt); [`output`] lets exactly these through, and a theme's
+/// foreground colours (`ESC[38;5;N m`, `ESC[38;2;R;G;B m`).
 pub const OWN_SGR: &[&str] = &[
     "\x1b[0m",
     "\x1b[1m",
@@ -53,6 +55,31 @@ pub const OWN_SGR: &[&str] = &[
     "\x1b[1;33m",
     "\x1b[1;36m",
 ];
+
+/// The length of the SGR sequence pi writes itself at the start of `text`, if there is one:
+/// one of [`OWN_SGR`], or a theme's foreground colour (`modes::theme`), exactly
+/// `ESC[38;5;N m` or `ESC[38;2;R;G;B m` with each number 0–255 in at most three digits.
+fn own_sgr_len(text: &str) -> Option<usize> {
+    if let Some(sgr) = OWN_SGR.iter().find(|sgr| text.starts_with(**sgr)) {
+        return Some(sgr.len());
+    }
+    let (count, params) = if let Some(params) = text.strip_prefix("\x1b[38;5;") {
+        (1, params)
+    } else {
+        (3, text.strip_prefix("\x1b[38;2;")?)
+    };
+    let mut rest = params;
+    for index in 0..count {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 3 || rest[..digits].parse::<u16>().ok()? > 255 {
+            return None;
+        }
+        rest = &rest[digits..];
+        let separator = if index + 1 == count { 'm' } else { ';' };
+        rest = rest.strip_prefix(separator)?;
+    }
+    Some(text.len() - rest.len())
+}
 
 /// Whether `ch` is shown escaped (in every mode; newline and tab are decided by the caller).
 fn is_unsafe(ch: char) -> bool {
@@ -96,10 +123,10 @@ fn escape(input: &str, mode: Mode) -> Cow<'_, str> {
     while let Some(ch) = rest.chars().next() {
         if mode == Mode::Output
             && ch == '\x1b'
-            && let Some(sgr) = OWN_SGR.iter().find(|sgr| rest.starts_with(**sgr))
+            && let Some(len) = own_sgr_len(rest)
         {
-            out.push_str(sgr);
-            rest = &rest[sgr.len()..];
+            out.push_str(&rest[..len]);
+            rest = &rest[len..];
             continue;
         }
         let keep = match ch {
@@ -200,6 +227,23 @@ mod tests {
         assert_eq!(output("\x1b]52;c;aGk=\x07"), "\\x1b]52;c;aGk=\\x07");
         assert_eq!(output("\x1b"), "\\x1b");
         assert_eq!(output("\x1b[3"), "\\x1b[3");
+        // A theme's colours, exactly those forms.
+        for sgr in ["\x1b[38;5;0m", "\x1b[38;5;255m", "\x1b[38;2;140;156;240m"] {
+            let painted = format!("{sgr}x\x1b[0m");
+            assert_eq!(output(&painted), painted);
+        }
+        for bad in [
+            "\x1b[38;5;256m",
+            "\x1b[38;5;0001m",
+            "\x1b[38;5;m",
+            "\x1b[38;5;1;8m",
+            "\x1b[38;2;1;2m",
+            "\x1b[38;2;1;2;3;4m",
+            "\x1b[48;5;1m",
+            "\x1b[38;2;1;2;3",
+        ] {
+            assert!(output(bad).starts_with("\\x1b["), "{bad:?} let through");
+        }
     }
 
     #[derive(Debug)]

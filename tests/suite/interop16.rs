@@ -22,7 +22,7 @@ use crate::common::interchange::{
 };
 use crate::common::{fixtures, memory_store};
 
-fn interop16_dir() -> PathBuf {
+pub fn interop16_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("interop16")

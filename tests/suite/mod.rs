@@ -40,5 +40,6 @@ mod store;
 mod store_hardening;
 mod store_props;
 mod sync;
+mod themes;
 mod tools;
 mod trust;

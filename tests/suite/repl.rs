@@ -1519,3 +1519,79 @@ fn model_says_why_a_matching_model_cannot_be_used() {
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
 }
+
+#[test]
+fn themes_colour_the_answers_from_the_reference_s_theme_files_and_settings_switch_them() {
+    use pi::modes::theme::{ColorMode, color_sgr};
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![
+        MockResponse::sse(sse::openai_text(MARKDOWN_ANSWER)),
+        MockResponse::sse(sse::openai_text(MARKDOWN_ANSWER)),
+    ]);
+    configure(&env, &server);
+    // A user theme: the reference's dark one with its own keyword colour, and a broken file.
+    let themes = env.agent_dir.join("themes");
+    std::fs::create_dir_all(&themes).unwrap();
+    let mut mine: serde_json::Value =
+        serde_json::from_str(include_str!("../../src/modes/themes/dark.json")).unwrap();
+    mine["name"] = "mine".into();
+    mine["colors"]["syntaxKeyword"] = "#ff2000".into();
+    std::fs::write(themes.join("mine.json"), mine.to_string()).unwrap();
+    std::fs::write(
+        themes.join("broken.json"),
+        r#"{"name":"broken","colors":{"accent":"nowhere"}}"#,
+    )
+    .unwrap();
+    let no_background = |screen: String| screen.replace("\x1b[49m", "");
+
+    let tmux = Tmux::start(
+        &env,
+        "themes",
+        &["--use-theme", "mine"],
+        &[("COLORTERM", "truecolor")],
+    );
+    let screen = tmux.wait_for_prompt();
+    assert!(
+        screen.contains("broken.json") && screen.contains("variable reference not found: nowhere"),
+        "the broken theme is reported:\n{screen}"
+    );
+    tmux.line("show me markdown");
+    // The turn's end (its status line): every line rewritten.
+    tmux.wait_for("↓20");
+    let colours = no_background(tmux.screen_with_colours());
+    assert!(colours.contains("\x1b[38;2;255;32;0mfn"), "{colours:?}");
+    // 1.6.0's mdHeading of dark (`yellow`), with the heading's bold.
+    let heading = color_sgr(&"okhsl(83 88% 67%)".into(), ColorMode::TrueColor).unwrap();
+    assert!(colours.contains(&heading), "{heading:?} not in {colours:?}");
+
+    // /settings theme switches now and saves the setting.
+    tmux.line("/settings theme light");
+    tmux.wait_for("theme = light");
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.agent_dir.join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(settings["theme"], "light");
+    tmux.line("/settings theme nosuch");
+    tmux.wait_for("no theme \"nosuch\"");
+    tmux.line("again");
+    let light_keyword = color_sgr(&"okhsl(231 68% 47%)".into(), ColorMode::TrueColor).unwrap();
+    tmux.wait_until("the second answer in light colours", |_| {
+        no_background(tmux.screen_with_colours()).contains(&format!("{light_keyword}fn"))
+    });
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+
+    // Without a truecolor announcement: the saved theme in the 256-colour palette.
+    let tmux = Tmux::start(&env, "themes-256", &["-c"], &[]);
+    tmux.wait_for_prompt();
+    let colours = no_background(tmux.screen_with_colours());
+    let keyword = color_sgr(&"okhsl(231 68% 47%)".into(), ColorMode::Ansi256).unwrap();
+    assert!(keyword.starts_with("\x1b[38;5;"));
+    assert!(
+        colours.contains(&format!("{keyword}fn")),
+        "{keyword:?} in {colours:?}"
+    );
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+}

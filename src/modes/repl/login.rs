@@ -59,7 +59,7 @@ impl LoginUi for ReplLogin<'_> {
         callback: &'a mut CallbackServer,
     ) -> BoxFuture<'a, Pasted> {
         Box::pin(async move {
-            let palette = self.palette;
+            let palette = self.palette.clone();
             let out = &mut *self.out;
             let mut read = Box::pin(self.editor.read(question, "", false));
             tokio::select! {

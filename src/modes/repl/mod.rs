@@ -79,7 +79,17 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         ..
     } = prepared;
     let color = terminal.color_allowed && io::IsTerminal::is_terminal(&io::stdout());
-    let palette = Palette::new(color);
+    // Theme files are read only with colour (without it they would change nothing).
+    let (themes, theme, theme_problems) = if color {
+        terminal.theme.load()
+    } else {
+        (
+            Default::default(),
+            crate::modes::theme::Theme::system(),
+            Vec::new(),
+        )
+    };
+    let palette = Palette::themed(color, Arc::new(theme));
     let cwd = config.cwd.clone();
     let (extension_ui, ui_requests) = ReplUi::channel();
     config.extensions.ui = Arc::new(extension_ui);
@@ -166,10 +176,14 @@ pub async fn run(prepared: Prepared, resume: bool) -> Result<ExitCode> {
         interrupts: 0,
         statuses: std::collections::BTreeMap::new(),
         keymap,
+        themes,
     };
     repl.refresh_commands();
     for notice in &report.notices {
         repl.warn(notice)?;
+    }
+    for problem in theme_problems {
+        repl.warn(&format!("Warning: theme: {problem}"))?;
     }
     for warning in repl.keymap.warnings.clone() {
         repl.warn(&warning)?;
@@ -275,6 +289,8 @@ struct Repl {
     statuses: std::collections::BTreeMap<String, String>,
     /// The application keys (`keybindings.json`; read again by `/reload`).
     keymap: keys::Keymap,
+    /// The themes `/settings theme` chooses from (read again by `/reload`).
+    themes: crate::modes::theme::ThemeSet,
 }
 
 /// Asks whether a session whose directory is gone continues in the current one (the
@@ -1537,6 +1553,7 @@ impl Repl {
                 DoubleEscape::Nothing => "none",
             };
             let editor = self.terminal.external_editor.clone();
+            let theme_values = format!("{} | LIGHT/DARK", self.themes.names().join(" | "));
             let rows = [
                 (
                     "autoCompact",
@@ -1577,6 +1594,15 @@ impl Repl {
                     "externalEditor",
                     editor,
                     "a command ($VISUAL, $EDITOR when empty)",
+                ),
+                (
+                    "theme",
+                    self.terminal
+                        .theme
+                        .setting
+                        .clone()
+                        .unwrap_or_else(|| crate::modes::theme::SYSTEM.to_owned()),
+                    &theme_values,
                 ),
             ];
             for (name, value, values) in rows {
@@ -1647,6 +1673,35 @@ impl Repl {
                     self.terminal.external_editor = value.to_owned();
                 }
                 sink.set_value(name, serde_json::Value::from(value))
+            }
+            "theme" => {
+                let config = &self.terminal.theme;
+                let Some(chosen) = crate::modes::theme::choose(value, config.light) else {
+                    return self.warn(&bad("a theme name or LIGHT/DARK"));
+                };
+                // Both names of a pair must be themes, whichever the terminal picks now.
+                let names = self.themes.names();
+                if let Some(unknown) = value
+                    .split('/')
+                    .map(str::trim)
+                    .find(|name| !names.iter().any(|known| known == name))
+                {
+                    return self.warn(&format!(
+                        "theme: no theme {:?} (available: {})",
+                        term::line(unknown).into_owned(),
+                        names.join(", ")
+                    ));
+                }
+                match self.themes.theme(chosen, config.mode) {
+                    Ok(theme) => {
+                        let color = self.palette().color();
+                        self.out
+                            .set_palette(Palette::themed(color, Arc::new(theme)));
+                        self.terminal.theme.setting = Some(value.to_owned());
+                        sink.set_value(name, serde_json::Value::from(value))
+                    }
+                    Err(error) => return self.warn(&format!("theme: {error}")),
+                }
             }
             _ => {
                 return self.warn(&format!(
@@ -2719,6 +2774,17 @@ impl Repl {
         for warning in self.keymap.warnings.clone() {
             self.warn(&warning)?;
         }
+        if self.palette().color() {
+            // The theme files again: the current theme by its name, as the files now say.
+            let mut config = self.terminal.theme.clone();
+            config.setting = Some(self.palette().theme().name().to_owned());
+            let (themes, theme, problems) = config.load();
+            self.themes = themes;
+            self.out.set_palette(Palette::themed(true, Arc::new(theme)));
+            for problem in problems {
+                self.warn(&format!("Warning: theme: {problem}"))?;
+            }
+        }
         let diagnostics: Vec<String> = match self.session.resources().lock() {
             Ok(resources) => resources
                 .diagnostics()
@@ -2730,7 +2796,9 @@ impl Repl {
         for diagnostic in diagnostics {
             self.warn(&format!("Warning: {diagnostic}"))?;
         }
-        Ok(self.info("Reloaded extensions, skills, prompt templates and context files")?)
+        Ok(self.info(
+            "Reloaded keybindings, extensions, skills, prompt templates, themes and context files",
+        )?)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Which skill and prompt-template files to load, in precedence order: settings entries and
+//! Which skill, prompt-template and theme files to load, in precedence order: settings entries and
 //! auto-discovered directories of the project and the user, then command-line paths
 //! (spec/resources.md §3.1, §4; the reference's package manager `resolve()` and the resource
 //! loader's `mergePaths`).
@@ -26,7 +26,7 @@ use crate::session::resources::paths::{
     canonical, normalize, relative_node, resolve, resolve_configured,
 };
 use crate::session::resources::scan::{
-    collect_markdown_recursive, collect_prompt_files, collect_skill_files,
+    collect_markdown_recursive, collect_prompt_files, collect_skill_files, collect_theme_files,
 };
 
 /// The kind of resource being resolved.
@@ -36,6 +36,8 @@ pub enum Kind {
     Skills,
     /// Prompt templates: directories hold `*.md` templates.
     Prompts,
+    /// Themes: directories hold `*.json` theme files (not recursively).
+    Themes,
 }
 
 /// The inputs of path resolution.
@@ -234,6 +236,7 @@ fn files_in_dir(dir: &Path, kind: Kind) -> Vec<PathBuf> {
     match kind {
         Kind::Skills => collect_skill_files(dir, true),
         Kind::Prompts => collect_markdown_recursive(dir),
+        Kind::Themes => collect_theme_files(dir),
     }
 }
 
@@ -367,9 +370,13 @@ pub fn resolve_resource_paths(
                     ResourceOrigin::UserAuto,
                 );
             }
-            Kind::Prompts => {
+            Kind::Prompts | Kind::Themes => {
+                let (dir, collect): (&str, fn(&Path) -> Vec<PathBuf>) = match kind {
+                    Kind::Themes => ("themes", collect_theme_files),
+                    _ => ("prompts", collect_prompt_files),
+                };
                 let project_files = if input.project_trusted {
-                    collect_prompt_files(&project_base.join("prompts"))
+                    collect(&project_base.join(dir))
                 } else {
                     Vec::new()
                 };
@@ -382,7 +389,7 @@ pub fn resolve_resource_paths(
                 );
                 add_auto(
                     &mut candidates,
-                    collect_prompt_files(&user_base.join("prompts")),
+                    collect(&user_base.join(dir)),
                     input.user_entries,
                     &user_base,
                     ResourceOrigin::UserAuto,

@@ -50,6 +50,8 @@ pub struct ScopeSettings {
     pub skills: Vec<String>,
     /// `prompts`: files, directories and patterns.
     pub prompts: Vec<String>,
+    /// `themes`: files, directories and patterns.
+    pub themes: Vec<String>,
 }
 
 impl ScopeSettings {
@@ -75,6 +77,7 @@ impl ScopeSettings {
         Self {
             skills,
             prompts: strings(settings.get("prompts")),
+            themes: strings(settings.get("themes")),
         }
     }
 }

@@ -51,6 +51,10 @@ impl DirItem {
     fn is_markdown_file(&self) -> bool {
         self.kind == EntryKind::File && self.name_str().ends_with(".md")
     }
+
+    fn is_json_file(&self) -> bool {
+        self.kind == EntryKind::File && self.name_str().ends_with(".json")
+    }
 }
 
 /// Lists a directory in byte order of the names; `None` when it cannot be read. Broken
@@ -261,6 +265,20 @@ pub fn collect_prompt_files(dir: &Path) -> Vec<PathBuf> {
         .filter(|item| !item.is_hidden_or_dependency())
         .filter(|item| !rules.ignores(&relative_posix(dir, &item.path), false))
         .filter(DirItem::is_markdown_file)
+        .map(|item| item.path)
+        .collect()
+}
+
+/// The theme files of a themes directory (`<agent dir>/themes`, `.pi/themes`, or one named in
+/// settings or with `--theme`): its `*.json` files, not recursively, as 1.6.0 reads them.
+pub fn collect_theme_files(dir: &Path) -> Vec<PathBuf> {
+    let Some(items) = list_dir(dir) else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter(|item| !item.is_hidden_or_dependency())
+        .filter(DirItem::is_json_file)
         .map(|item| item.path)
         .collect()
 }
