@@ -461,6 +461,15 @@ impl<W: Write> Renderer<W> {
         self
     }
 
+    /// Writes a Markdown text of pi's own (the changelog) as an answer is shown: rendered when
+    /// Markdown is on, else as written.
+    pub fn markdown_text(&mut self, text: &str) -> io::Result<()> {
+        for line in self.answer_lines(text.trim_end()) {
+            self.line(&line)?;
+        }
+        Ok(())
+    }
+
     /// The lines of an answer shown whole (not streamed): rendered when Markdown is on.
     fn answer_lines(&self, text: &str) -> Vec<String> {
         match &self.markdown {

@@ -45,6 +45,8 @@ pub enum Command {
     Copy,
     /// `/hotkeys`: the keys the REPL knows.
     Hotkeys,
+    /// `/changelog`: pi's changelog.
+    Changelog,
     /// `/login [PROVIDER]`: sign in with an account (OAuth).
     Login(Option<String>),
     /// `/logout [PROVIDER]`: remove a stored credential.
@@ -137,6 +139,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "MCP servers: status; reconnect, enable or disable SERVER",
     ),
     ("hotkeys", "Show the keys the REPL knows"),
+    ("changelog", "Show the changelog of pi"),
     (
         "login",
         "Sign in with an account: /login [anthropic|openai-codex|github-copilot]",
@@ -293,6 +296,8 @@ pub fn parse(line: &str) -> Input {
         Command::Copy
     } else if exact("hotkeys") {
         Command::Hotkeys
+    } else if exact("changelog") {
+        Command::Changelog
     } else if let Some(args) = argument(text, "login") {
         Command::Login(owned(args))
     } else if let Some(args) = argument(text, "logout") {

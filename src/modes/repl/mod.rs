@@ -415,8 +415,8 @@ const HOTKEYS: &[&str] = &[
     "While the agent works: Esc or Ctrl+C aborts the turn (queued messages go back into the editor) • Enter queues what you typed as a steering message (after the current tool calls) • Alt+Enter queues a follow-up (when the agent would stop) • Alt+Up takes the queued messages back • what you type is not echoed into the reply; an unfinished line is in the prompt when the turn ends",
 ];
 
-/// Commands of the reference 1.6.0 that this REPL does not have yet: named as such when typed.
-const REFERENCE_ONLY: &[&str] = &["changelog"];
+/// pi's changelog, shown by `/changelog` (the reference shows its own package's).
+const CHANGELOG: &str = include_str!("../../../CHANGELOG.md");
 
 /// An executable named `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
@@ -1400,6 +1400,7 @@ impl Repl {
             Command::Share => self.share().await?,
             Command::Copy => self.copy()?,
             Command::Hotkeys => self.hotkeys()?,
+            Command::Changelog => self.out.markdown_text(CHANGELOG)?,
             Command::Login(provider) => self.login(provider.as_deref()).await?,
             Command::Logout(provider) => self.logout(provider.as_deref()).await?,
             Command::Expand => self.expand()?,
@@ -1802,11 +1803,6 @@ impl Repl {
 
     /// Says that `/word` is no command here (and the closest one); nothing is sent.
     fn unknown_command(&mut self, word: &str) -> io::Result<()> {
-        if REFERENCE_ONLY.contains(&word) {
-            return self.warn(&format!(
-                "/{word} is a command of the reference pi that this pi does not have yet; nothing was sent to the model (/help lists the commands)"
-            ));
-        }
         let names = match self.commands.lock() {
             Ok(commands) => commands.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
