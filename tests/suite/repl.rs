@@ -1446,7 +1446,10 @@ fn scoped_models_and_settings_are_edited_from_the_repl_and_saved() {
     tmux.line("/scoped-models 2");
     tmux.wait_for("2 [x] mock/beta");
     tmux.wait_for("Ctrl+P cycles the checked models");
-    // One model in the scope: nothing to cycle to.
+    // One model in the scope, not the current one: Ctrl+P goes to it (1.6.0's
+    // getNextCycleIndex); once there, nothing to cycle to.
+    tmux.keys(&["C-p"]);
+    tmux.wait_for("Model: mock/beta");
     tmux.keys(&["C-p"]);
     tmux.wait_for("No other model to cycle to");
     tmux.line("/scoped-models 1");
@@ -1599,4 +1602,77 @@ fn themes_colour_the_answers_from_the_reference_s_theme_files_and_settings_switc
     );
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
+}
+
+/// The walk-through's input: a line typed, or keys sent by name.
+enum Walk<'a> {
+    Line(&'a str),
+    Keys(&'a [&'a str]),
+}
+
+#[test]
+fn a_walk_through_of_the_new_keys_and_commands_shows_what_a_reference_user_expects() {
+    let env = TestEnv::new();
+    let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
+        "Hi, from **beta**.",
+    ))]);
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        two_models_json(&server.url()),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "defaultModel": "alpha", "defaultProvider": "mock"}"#,
+    )
+    .unwrap();
+    let tmux = Tmux::start(&env, "walk", &[], &[("NO_COLOR", "1")]);
+    tmux.wait_for_prompt();
+    let mut walk = Vec::new();
+    for (input, last) in [
+        (Walk::Line("/hotkeys"), "app.session.resume"),
+        (Walk::Line("/scoped-models"), "Ctrl+P cycles every"),
+        (Walk::Line("/scoped-models 2"), "Ctrl+P cycles the checked"),
+        (Walk::Keys(&["C-p"]), "mock/beta"),
+        (Walk::Keys(&["BTab"]), "Thinking level"),
+        (Walk::Line("/settings"), "/settings NAME VALUE"),
+        (
+            Walk::Line("/settings steeringMode all"),
+            "steeringMode = all",
+        ),
+        (Walk::Line("/settings theme dark"), "theme = dark"),
+        (Walk::Line("/settings theme nosuch"), "no theme"),
+        (Walk::Line("/nosuch"), "Unknown command"),
+        (Walk::Line("/sesion"), "Did you mean"),
+        (Walk::Line("hello"), "↓"),
+    ] {
+        // The screen's lines so far, the prompt line this input goes to included.
+        let before = tmux.screen().lines().count().saturating_sub(1);
+        match input {
+            Walk::Line(line) => tmux.line(line),
+            Walk::Keys(keys) => tmux.keys(keys),
+        }
+        let screen = tmux.wait_until(&format!("{last:?}, then the prompt"), |screen| {
+            let new: Vec<&str> = screen.lines().skip(before + 1).collect();
+            new.iter().any(|line| line.contains(last))
+                && new.last().is_some_and(|line| line.trim_end() == ">")
+        });
+        let lines: Vec<&str> = screen.lines().skip(before).map(str::trim_end).collect();
+        // Without the new prompt at the end.
+        walk.push(lines[..lines.len() - 1].join("\n"));
+    }
+    let walk = walk.join("\n");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/walk_through.txt");
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    if walk != expected.trim_end() && std::env::var_os("PI_WALK_THROUGH_WRITE").is_some() {
+        std::fs::write(&path, format!("{walk}\n")).unwrap();
+    }
+    pretty_assertions::assert_eq!(walk, expected.trim_end(), "tests/suite/walk_through.txt");
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "only the prompt reached the model");
+    assert_eq!(requests[0].json()["model"], "beta");
 }

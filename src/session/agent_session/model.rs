@@ -173,8 +173,8 @@ impl AgentSession {
             .unwrap_or_else(|| self.state().thinking)
     }
 
-    /// Cycles through the scoped models (or every available model); returns the new model, or
-    /// `None` when there is nothing to cycle to.
+    /// Cycles through the scoped models (or every available model), as 1.6.0 does; returns the
+    /// new model, or `None` when there is nothing to cycle to.
     pub async fn cycle_model(&self, forward: bool) -> Option<Model> {
         let current = self.model();
         let scope: Vec<ModelChoice> = self
@@ -201,22 +201,21 @@ impl AgentSession {
         } else {
             scope
         };
-        if candidates.len() <= 1 {
-            return None;
-        }
-        let index = current
-            .as_ref()
-            .and_then(|current| {
-                candidates.iter().position(|choice| {
-                    choice.model.provider == current.provider && choice.model.id == current.id
-                })
-            })
-            .unwrap_or(0);
+        // 1.6.0's `getNextCycleIndex`: a current model outside the list goes to its first
+        // (forward) or last model, even a list of one; else the next one, none in a list of one.
         let len = candidates.len();
-        let next = if forward {
-            (index + 1) % len
-        } else {
-            (index + len - 1) % len
+        let index = current.as_ref().and_then(|current| {
+            candidates.iter().position(|choice| {
+                choice.model.provider == current.provider && choice.model.id == current.id
+            })
+        });
+        let next = match index {
+            _ if len == 0 => return None,
+            None if forward => 0,
+            None => len - 1,
+            Some(_) if len == 1 => return None,
+            Some(index) if forward => (index + 1) % len,
+            Some(index) => (index + len - 1) % len,
         };
         let choice = candidates[next].clone();
         self.apply_model(choice.model.clone(), choice.thinking, "cycle")
