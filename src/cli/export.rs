@@ -73,10 +73,45 @@ pub fn write_branch(
     unsaved: &[Vec<u8>],
     out: &mut dyn Write,
 ) -> Result<()> {
+    write_branch_as(store, session, &BranchId::new(store), unsaved, out)
+}
+
+/// The id and time of a branch export's new session, chosen before it is written (the
+/// REPL's `/export DIR/` names the file after them).
+pub struct BranchId {
+    /// The new session's id.
+    pub id: SessionId,
+    /// Its header's time (Unix ms).
+    pub now: i64,
+}
+
+impl BranchId {
+    /// A new id at the store's clock's time.
+    pub fn new(store: &SessionStore) -> Self {
+        let now = store.clock().now_ms();
+        Self {
+            id: SessionId::generate(store.ids(), now),
+            now,
+        }
+    }
+
+    /// The reference's session file name for it (`<timestamp>_<id>.jsonl`).
+    pub fn file_name(&self) -> String {
+        writer::session_file_name(&iso_from_ms(self.now), &self.id)
+    }
+}
+
+/// [`write_branch`] under the id and time of `new`.
+pub fn write_branch_as(
+    store: &SessionStore,
+    session: &SessionId,
+    new: &BranchId,
+    unsaved: &[Vec<u8>],
+    out: &mut dyn Write,
+) -> Result<()> {
     let summary = store.session(session)?;
-    let now = store.clock().now_ms();
-    let id = SessionId::generate(store.ids(), now);
-    let header = writer::branch_header(&id, &iso_from_ms(now), &summary.cwd);
+    let (id, now) = (&new.id, new.now);
+    let header = writer::branch_header(id, &iso_from_ms(now), &summary.cwd);
     let output = |error| StoreError::Output { source: error };
     writer::write_line(out, &header).map_err(output)?;
     // The path is streamed from the store: one entry in memory at a time.

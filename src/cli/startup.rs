@@ -19,7 +19,7 @@ use crate::ai::{AiClient, CacheRetention, ModelRegistry, ThinkingBudgets, Transp
 use crate::cli::agent_args::{self, AgentArgs, Diagnostic, ListModels, Mode};
 use crate::cli::autoimport::AutoImport;
 use crate::cli::config::Env;
-use crate::cli::export::{write_atomically, write_branch};
+use crate::cli::export::{BranchId, write_atomically, write_branch_as};
 use crate::cli::help::{help_text, list_models};
 use crate::cli::import::{FileReport, import_file};
 use crate::cli::settings::{Scope, Settings};
@@ -27,7 +27,7 @@ use crate::cli::{UsageError, keys};
 use crate::model::SessionHeader;
 use crate::model::ids::SessionId;
 use crate::model::message::ImageContent;
-use crate::modes::{ImportedFile, Interchange, TerminalConfig};
+use crate::modes::{ExportTarget, ImportedFile, Interchange, TerminalConfig};
 use crate::session::extensions::{self, DiscoveryInput, ExtensionsConfig};
 use crate::session::resources::{HarnessDocs, ResourceConfig, Resources, ScopeSettings};
 use crate::session::settings::SaveError;
@@ -542,8 +542,20 @@ fn interchange(auto_import: AutoImport, left: crate::modes::LeftFn) -> Interchan
                 summary: import_summary(&report),
             })
         }),
-        export_branch: Arc::new(|store, session, unsaved, path| {
-            write_atomically(path, |out| write_branch(store, session, unsaved, out))
+        export_branch: Arc::new(|store, session, unsaved, target| {
+            let new = BranchId::new(store);
+            let path = match target {
+                ExportTarget::File(path) => path.clone(),
+                ExportTarget::Directory(dir) => {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                    dir.join(new.file_name())
+                }
+            };
+            write_atomically(&path, |out| {
+                write_branch_as(store, session, &new, unsaved, out)
+            })?;
+            Ok(path)
         }),
     }
 }

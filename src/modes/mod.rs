@@ -61,9 +61,24 @@ pub type ImportFn = Arc<dyn Fn(&SessionStore, &Path) -> anyhow::Result<ImportedF
 /// Writes the active branch of a session to a new JSONL file as
 /// `pi export --jsonl --branch -o FILE` does, continued by the lines the session could not
 /// write yet (the third argument: each the child of the one before, the first a child of the
-/// store's leaf), so the file is the branch as it will be once they are saved.
-pub type ExportBranchFn =
-    Arc<dyn Fn(&SessionStore, &SessionId, &[Vec<u8>], &Path) -> anyhow::Result<()> + Send + Sync>;
+/// store's leaf), so the file is the branch as it will be once they are saved. Returns the
+/// file written.
+pub type ExportBranchFn = Arc<
+    dyn Fn(&SessionStore, &SessionId, &[Vec<u8>], &ExportTarget) -> anyhow::Result<PathBuf>
+        + Send
+        + Sync,
+>;
+
+/// Where `/export` writes a branch as JSONL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExportTarget {
+    /// This file (`/export FILE.jsonl`).
+    File(PathBuf),
+    /// A new file in this directory named as the reference names session files,
+    /// `<timestamp>_<id>.jsonl` with the id of the session inside (`/export DIR/`): a
+    /// reference sessions directory then lists it as a session of its own.
+    Directory(PathBuf),
+}
 
 /// Imports what the reference wrote since the last look (`cli/autoimport.rs`) before a
 /// session list or lookup; never fails, returns one printable warning line per problem.

@@ -454,9 +454,42 @@ fn import_switches_to_a_jsonl_session_and_export_writes_the_active_branch() {
     tmux.wait_for_count("Session exported to:", 2);
     tmux.line("/export");
     tmux.wait_for_count("Session exported to:", 3);
+    // A directory: a new file named as the reference names session files, after the new id.
+    tmux.line("/export handed-over/");
+    tmux.wait_for_count("Session exported to:", 4);
     tmux.wait_for_prompt();
     tmux.keys(&["C-d"]);
     assert_eq!(tmux.wait_for_exit(), 0);
+
+    let handed: Vec<std::path::PathBuf> = std::fs::read_dir(env.workspace.join("handed-over"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(handed.len(), 1, "{handed:?}");
+    let name = handed[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let header: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&handed[0])
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = header["id"].as_str().unwrap();
+    assert_ne!(id, "0196dd78-be80-74cc-b418-74fc28742ba5");
+    let stamp = header["timestamp"]
+        .as_str()
+        .unwrap()
+        .replace([':', '.'], "-");
+    assert_eq!(
+        name,
+        format!("{stamp}_{id}.jsonl"),
+        "the reference's session file name"
+    );
 
     let text = std::fs::read_to_string(env.workspace.join("out.jsonl")).unwrap();
     let lines: Vec<serde_json::Value> = text

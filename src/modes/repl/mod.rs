@@ -45,7 +45,7 @@ use crate::model::message::ImageContent;
 use crate::modes::DoubleEscape;
 use crate::modes::render::{Palette, Renderer, Status};
 use crate::modes::tree::{self, RowRole, TreeFilter};
-use crate::modes::{Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
+use crate::modes::{ExportTarget, Interchange, MissingCwd, Prepared, TerminalConfig, setup_help};
 use crate::session::agent_session::OutputSink;
 use crate::session::extensions::NotifyKind;
 use crate::session::trust;
@@ -2572,7 +2572,9 @@ impl Repl {
     }
 
     /// `/export [FILE]`, as the reference's: `FILE.jsonl` is the active branch as a linear
-    /// session in a new file (`pi export --jsonl --branch`); any other name, or none, is the
+    /// session in a new file (`pi export --jsonl --branch`), `DIR/` (or an existing
+    /// directory) the same in a new file of the reference's session-file name, which carries
+    /// the new session's id (pi's own addition); any other name, or none, is the
     /// session's HTML page (`modes/html`; by default `pi-session-<session file name>.html`); a
     /// relative name is taken from the directory pi was started in, as 1.6.0 does.
     async fn export(&mut self, path: Option<&str>) -> Result<()> {
@@ -2582,17 +2584,24 @@ impl Repl {
         }
         let session = self.session.session_id().await;
         let store = self.session.store().clone();
-        let written = match path {
-            Some(path) if path.ends_with(".jsonl") => {
-                let target = self.export_path(path);
+        let jsonl = path.and_then(|path| {
+            let target = self.export_path(path);
+            if path.ends_with(".jsonl") {
+                Some(ExportTarget::File(target))
+            } else if path.ends_with('/') || target.is_dir() {
+                Some(ExportTarget::Directory(target))
+            } else {
+                None
+            }
+        });
+        let written = match jsonl {
+            Some(target) => {
                 let export = self.interchange.export_branch.clone();
-                let file = target.clone();
                 // Entries the store refused so far go in too: the file is the branch once saved.
                 let unsaved = self.session.unsaved_lines().await;
-                tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &file))
+                tokio::task::spawn_blocking(move || export(&store, &session, &unsaved, &target))
                     .await
                     .context("the export task failed")?
-                    .map(|()| target)
             }
             _ => {
                 let target = match path {
