@@ -2062,3 +2062,116 @@ fn a_reset_connection_and_connection_closed_are_retried_within_max_agent_delay_a
     assert_eq!(reference[1]["errorMessage"], "Connection closed.");
     assert!(String::from_utf8_lossy(&run.ours.stdout).contains("Recovered."));
 }
+
+/// A 1.6.0 session whose history came from two other APIs: an OpenAI Responses turn (its
+/// composite `call_…|fc_…` tool-call id, reasoning it cannot share) and an Anthropic turn
+/// (thinking with a signature, a `toolu_…` id), and a user image.
+fn cross_provider_session(cwd: &Path) -> String {
+    let usage = json!({"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let messages = [
+        json!({"role": "user", "content": [{"type": "text", "text": "What is in this picture, and here?"},
+            {"type": "image", "data": png, "mimeType": "image/png"}], "timestamp": 1_767_225_600_000_i64}),
+        json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Look at the files.", "thinkingSignature": "{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[]}"},
+                {"type": "toolCall", "id": "call_Q1|fc_00ab", "name": "bash", "arguments": {"command": "ls"}}],
+            "api": "openai-responses", "provider": "openai", "model": "gpt-5", "usage": usage,
+            "stopReason": "toolUse", "timestamp": 1_767_225_601_000_i64}),
+        json!({"role": "toolResult", "toolCallId": "call_Q1|fc_00ab", "toolName": "bash",
+            "content": [{"type": "text", "text": "notes.txt\n"}], "isError": false, "timestamp": 1_767_225_602_000_i64}),
+        json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "One file; read it.", "thinkingSignature": "EqQBCkYIBxgCKkBsig"},
+                {"type": "text", "text": "Reading it."},
+                {"type": "toolCall", "id": "toolu_01A09q90qw90lq917835lq9", "name": "read", "arguments": {"path": "notes.txt"}}],
+            "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage,
+            "stopReason": "toolUse", "timestamp": 1_767_225_603_000_i64}),
+        json!({"role": "toolResult", "toolCallId": "toolu_01A09q90qw90lq917835lq9", "toolName": "read",
+            "content": [{"type": "text", "text": "hello\n"}], "isError": false, "timestamp": 1_767_225_604_000_i64}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "A pixel, and notes.txt saying hello."}],
+            "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage,
+            "stopReason": "stop", "timestamp": 1_767_225_605_000_i64}),
+    ];
+    let mut lines = vec![
+        json!({"type": "session", "version": 3, "id": "019b7a00-0000-7000-8000-00000000c0de",
+        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": cwd}),
+    ];
+    let mut parent = Value::Null;
+    for (idx, message) in messages.into_iter().enumerate() {
+        let id = format!("e{idx:07}");
+        lines.push(json!({"type": "message", "id": id, "parentId": parent,
+            "timestamp": format!("2026-01-01T00:00:0{idx}.000Z"), "message": message}));
+        parent = Value::from(id);
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// Messages stored by other APIs replay through each API pi speaks as 1.6.0 replays them
+/// (thinking of another model, foreign tool-call ids, images): both agents continue the same
+/// file and send equal requests.
+#[test]
+fn a_history_from_other_apis_replays_through_each_api_as_the_reference_replays_it() {
+    let apis: [(&str, fn(&str) -> String); 4] = [
+        ("openai-completions", sse::openai_text),
+        ("openai-responses", sse::responses_text),
+        ("google-generative-ai", sse::google_text),
+        ("anthropic-messages", sse::anthropic_text),
+    ];
+    let mut failures = Vec::new();
+    for (api, answer) in apis {
+        let server = ProviderServer::start(vec![
+            MockResponse::sse(answer("Done.")),
+            MockResponse::sse(answer("Done.")),
+        ]);
+        let models = models_json_for(&server, api);
+        let mut outputs = Vec::new();
+        let mut sandboxes = Vec::new();
+        for reference in [true, false] {
+            let sandbox = Sandbox::new(&models);
+            let file = sandbox.root().join("history.jsonl");
+            std::fs::write(&file, cross_provider_session(&sandbox.workspace())).unwrap();
+            let mut command = if reference {
+                let mut command = sandbox.command(crate::suite::interop16::node22());
+                command.arg(reference_cli());
+                command
+            } else {
+                sandbox.command(pi_bin())
+            };
+            command.args(["--offline", "--model", "mock/mock-reasoner", "--session"]);
+            command.arg(&file).args(["-p", "And now?"]);
+            outputs.push(run(&mut command));
+            sandboxes.push(sandbox);
+        }
+        for (output, who) in outputs.iter().zip(["reference", "pi"]) {
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{api}, {who}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{api}: one request each");
+        assert_eq!(requests[0].path, requests[1].path, "{api}: path");
+        let reference = normalize(&requests[0].json(), sandboxes[0].root());
+        let ours = normalize(&requests[1].json(), sandboxes[1].root());
+        let text = pi::support::json::to_js_string(&ours);
+        // The history is there, normalised for this API: the image, both tool calls, and
+        // for Anthropic the Responses id made of its allowed characters.
+        assert!(
+            text.contains("iVBORw0KGgo") && text.contains("notes.txt saying hello"),
+            "{api}: {text}"
+        );
+        if api == "anthropic-messages" {
+            assert!(text.contains(r#""id":"call_Q1_fc_00ab""#), "{text}");
+        }
+        if text != pi::support::json::to_js_string(&reference) {
+            failures.push(format!(
+                "{api}:\n  1.6.0: {}\n  pi:    {}",
+                pi::support::json::to_js_string(&reference),
+                pi::support::json::to_js_string(&ours)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
