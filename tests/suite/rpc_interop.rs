@@ -2111,7 +2111,8 @@ fn cross_provider_session(cwd: &Path) -> String {
 /// file and send equal requests.
 #[test]
 fn a_history_from_other_apis_replays_through_each_api_as_the_reference_replays_it() {
-    let apis: [(&str, fn(&str) -> String); 4] = [
+    type Answer = fn(&str) -> String;
+    let apis: [(&str, Answer); 4] = [
         ("openai-completions", sse::openai_text),
         ("openai-responses", sse::responses_text),
         ("google-generative-ai", sse::google_text),
