@@ -42,6 +42,7 @@ fn context() -> ExtensionContext {
 async fn start(program: &Path) -> ProcessExtension {
     let config = ProcessConfig {
         program: program.to_path_buf(),
+        args: Vec::new(),
         display: program.display().to_string(),
         cwd: std::env::temp_dir(),
         env: env(),

@@ -192,7 +192,6 @@ fn extensions_config(
         project_trusted,
     });
     warnings.extend(found.problems.iter().cloned());
-    warnings.extend(found.skipped_notice());
     let timeout = settings
         .get("executableExtensionTimeoutMs")
         .and_then(serde_json::Value::as_u64)

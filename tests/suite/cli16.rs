@@ -140,7 +140,7 @@ fn normalize_line(line: &Value, ids: &mut HashMap<String, String>) -> Value {
     walk(line, ids, None)
 }
 
-fn normalize_session(lines: &[Value]) -> Vec<Value> {
+pub(super) fn normalize_session(lines: &[Value]) -> Vec<Value> {
     let mut ids = HashMap::new();
     lines
         .iter()
@@ -150,7 +150,7 @@ fn normalize_session(lines: &[Value]) -> Vec<Value> {
 }
 
 /// Compares as JSON text (key order counts), naming the first differing path.
-fn assert_same(expected: &Value, ours: &Value, what: &str) {
+pub(super) fn assert_same(expected: &Value, ours: &Value, what: &str) {
     let expected_text = pi::support::json::to_js_string(expected);
     let ours_text = pi::support::json::to_js_string(ours);
     if expected_text == ours_text {
@@ -464,7 +464,7 @@ struct Continued {
 }
 
 #[derive(Clone, Copy)]
-enum Agent {
+pub(super) enum Agent {
     Pi,
     Reference,
 }
@@ -654,7 +654,7 @@ fn two_compactions_send_and_store_what_1_6_did() {
 /// cli-tool-call scenario (its files), with `settings` and one model of `context_window`
 /// tokens: each run gets its own scripted server with its responses. Returns the requests
 /// of every run and the session's lines (cwd replaced by the fixtures' one).
-fn live_runs(
+pub(super) fn live_runs(
     agent: &Agent,
     settings: &Value,
     context_window: u64,

@@ -23,6 +23,7 @@ mod interop16;
 mod mcp;
 mod merge_steps;
 mod migrations;
+mod node_extensions;
 mod oauth;
 mod print_mode;
 mod quickstart;

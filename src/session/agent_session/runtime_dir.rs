@@ -123,8 +123,7 @@ impl AgentSession {
             return Vec::new();
         };
         let found = rediscovery.discover(cwd, &project_settings, project_trusted);
-        let mut notices = found.problems.clone();
-        notices.extend(found.skipped_notice());
+        let notices = found.problems.clone();
         *lock(&self.inner.executables) = Some(found.executables);
         notices
     }

@@ -10,7 +10,8 @@
 //! An extension is an executable file (any run bit set) or a directory holding an executable
 //! file named `extension`. The reference keeps its TypeScript extensions in the same places —
 //! `*.ts`/`*.js` files (executable or not) and directories with `index.ts`, `index.js` or a
-//! `package.json` with `pi.extensions` — and those are never run: they are listed as skipped.
+//! `package.json` with `pi.extensions` — and those are found in the same order, marked
+//! `node`: pi's Node host (`node_host`) loads them.
 //! In the directories, dotfiles, `node_modules` and other files are ignored; entries load in
 //! name order. A path found twice loads once.
 //!
@@ -35,11 +36,15 @@ pub enum ExtensionOrigin {
     UserDir,
 }
 
-/// An executable extension to start.
+/// An extension process to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutableExtension {
-    /// The program to run (the file, or the directory's `extension`).
+    /// The program to run (the file, or the directory's `extension`); for a reference
+    /// extension (`node`), the `.ts`/`.js` file or package directory the Node host loads.
     pub program: PathBuf,
+    /// A TypeScript/JavaScript extension of the reference, run by pi's Node host
+    /// (`node_host`) instead of being executed.
+    pub node: bool,
     /// The path reported in errors (`extensionPath`): the file or directory found.
     pub display: String,
     /// Where it was found.
@@ -73,25 +78,8 @@ pub struct DiscoveryInput<'a> {
 pub struct Discovered {
     /// The extensions to start, in load order.
     pub executables: Vec<ExecutableExtension>,
-    /// Extensions of the reference (TypeScript/JavaScript) that were not run.
-    pub skipped: Vec<String>,
     /// Paths that were named explicitly but cannot be used (one line each).
     pub problems: Vec<String>,
-}
-
-impl Discovered {
-    /// The one notice line listing the reference's extensions that were skipped.
-    pub fn skipped_notice(&self) -> Option<String> {
-        if self.skipped.is_empty() {
-            return None;
-        }
-        Some(format!(
-            "Skipped {} TypeScript/JavaScript extension{} of the reference pi (pi runs executable extensions only): {}",
-            self.skipped.len(),
-            if self.skipped.len() == 1 { "" } else { "s" },
-            self.skipped.join(", ")
-        ))
-    }
 }
 
 /// What a path is.
@@ -195,10 +183,16 @@ impl Collector {
         match classify(path) {
             Kind::Executable(program) => self.found.executables.push(ExecutableExtension {
                 program,
+                node: false,
                 display,
                 origin,
             }),
-            Kind::Reference => self.found.skipped.push(display),
+            Kind::Reference => self.found.executables.push(ExecutableExtension {
+                program: path.to_path_buf(),
+                node: true,
+                display,
+                origin,
+            }),
             Kind::Nothing if explicit => self.found.problems.push(if path.exists() {
                 format!(
                     "{display}: not an extension pi can run (an executable file, or a directory with an executable `extension`)"
@@ -365,8 +359,20 @@ mod tests {
                     ExtensionOrigin::ProjectDir
                 ),
                 (
+                    "work/.pi/extensions/pkg".to_owned(),
+                    ExtensionOrigin::ProjectDir
+                ),
+                (
+                    "work/.pi/extensions/ref.ts".to_owned(),
+                    ExtensionOrigin::ProjectDir
+                ),
+                (
                     "agent/tools/from-settings".to_owned(),
                     ExtensionOrigin::UserSettings
+                ),
+                (
+                    "agent/extensions/npm-ext".to_owned(),
+                    ExtensionOrigin::UserDir
                 ),
                 (
                     "agent/extensions/user-tool".to_owned(),
@@ -374,16 +380,14 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(found.skipped.len(), 3);
-        assert!(found.skipped[0].ends_with("pkg"));
-        assert!(found.skipped[1].ends_with("ref.ts"));
-        assert!(found.skipped[2].ends_with("npm-ext"));
+        // The reference's TypeScript/JavaScript extensions keep their place, run by the Node host.
+        let node: Vec<bool> = found.executables.iter().map(|ext| ext.node).collect();
+        assert_eq!(
+            node,
+            [false, false, false, false, true, true, false, true, false]
+        );
         assert_eq!(found.problems.len(), 1);
         assert!(found.problems[0].ends_with("missing-ext: extension not found"));
-        let notice = found.skipped_notice().unwrap();
-        assert!(
-            notice.starts_with("Skipped 3 TypeScript/JavaScript extensions of the reference pi")
-        );
     }
 
     #[test]
@@ -415,6 +419,5 @@ mod tests {
             project_trusted: false,
         });
         assert_eq!(found, Discovered::default());
-        assert_eq!(found.skipped_notice(), None);
     }
 }

@@ -89,6 +89,27 @@ fn tool_json(tool: ToolInfo) -> Value {
     json!({"name": tool.name, "description": tool.description, "parameters": tool.parameters})
 }
 
+/// `getState`: what the other getters return, in one round trip — for hosts that answer the
+/// reference's synchronous getters (`ctx.sessionManager.getBranch()`, `pi.getActiveTools()`,
+/// `ctx.model`, …) from a snapshot taken before each request.
+async fn get_state(ctx: &ExtensionContext) -> Result<Value, ExtensionError> {
+    let (entries, branch, leaf, session_id) =
+        futures::join!(ctx.entries(), ctx.branch(), ctx.leaf_id(), ctx.session_id());
+    Ok(json!({
+        "sessionId": session_id?,
+        "sessionName": ctx.session_name()?,
+        "leafId": leaf?,
+        "entries": entries?,
+        "branch": branch?,
+        "model": ctx.model()?,
+        "thinkingLevel": ctx.thinking_level()?.as_str(),
+        "activeTools": ctx.active_tools()?,
+        "allTools": ctx.all_tools()?.into_iter().map(tool_json).collect::<Vec<_>>(),
+        "isIdle": ctx.is_idle()?,
+        "systemPrompt": ctx.system_prompt()?,
+    }))
+}
+
 /// Serves one call; the `Ok` value is the call's `value`, the `Err` text its `error`.
 pub async fn handle_call(
     ctx: &ExtensionContext,
@@ -308,6 +329,7 @@ pub async fn handle_call(
             Ok(Value::Null)
         }
         "getSystemPrompt" => Ok(Value::from(ctx.system_prompt().map_err(failed)?)),
+        "getState" => get_state(ctx).await.map_err(failed),
         other => Err(format!("unknown method `{other}`")),
     }
 }

@@ -30,6 +30,7 @@ pub mod discovery;
 pub mod error;
 pub mod event;
 pub mod host;
+pub mod node_host;
 pub mod process;
 pub mod protocol;
 pub mod result;
@@ -147,16 +148,40 @@ pub async fn load(
 ) -> Vec<Arc<dyn Extension>> {
     let mut loaded: Vec<Arc<dyn Extension>> =
         config.builtin.iter().map(|factory| factory()).collect();
+    let cache_dir = config.rediscovery.as_ref().map_or_else(
+        || std::env::temp_dir().join("pi-cache"),
+        |rediscovery| rediscovery.agent_dir.join("cache"),
+    );
+    let node_host = if config.executables.iter().any(|executable| executable.node) {
+        Some(node_host::prepare(&config.env, &cache_dir).await)
+    } else {
+        None
+    };
     let starts = config.executables.iter().map(|executable| {
+        let (program, args) = match (&node_host, executable.node) {
+            (Some(Ok(host)), true) => (host.node.clone(), host.args(&executable.program)),
+            _ => (executable.program.clone(), Vec::new()),
+        };
         let process = ProcessConfig {
-            program: executable.program.clone(),
+            program,
+            args,
             display: executable.display.clone(),
             cwd: cwd.to_path_buf(),
             env: config.env.clone(),
             timeout: config.timeout,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         };
-        ProcessExtension::start(process, ctx.clone())
+        let host_error = match (&node_host, executable.node) {
+            (Some(Err(error)), true) => Some(error.clone()),
+            _ => None,
+        };
+        let ctx = ctx.clone();
+        async move {
+            match host_error {
+                Some(error) => Err(format!("failed to start: {error}")),
+                None => ProcessExtension::start(process, ctx).await,
+            }
+        }
     });
     let started = futures::future::join_all(starts).await;
     for (executable, result) in config.executables.iter().zip(started) {

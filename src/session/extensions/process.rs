@@ -72,6 +72,8 @@ const STDERR_TAIL: usize = 20;
 pub struct ProcessConfig {
     /// The program to run.
     pub program: PathBuf,
+    /// Its arguments (the Node host gets its script and the extension's path).
+    pub args: Vec<OsString>,
     /// How the extension is named in reports (`extensionPath`).
     pub display: String,
     /// The working directory (the session's).
@@ -455,6 +457,7 @@ impl ProcessExtension {
     /// why it could not start (the caller reports it).
     pub async fn start(config: ProcessConfig, ctx: ExtensionContext) -> Result<Self, String> {
         let mut child = Command::new(&config.program)
+            .args(&config.args)
             .current_dir(&config.cwd)
             .env_clear()
             .envs(config.env.iter().map(|(key, value)| (key, value)))

@@ -61,6 +61,7 @@ pub fn hello(version: &str, cwd: &str, has_ui: bool) -> Value {
         "pi": version,
         "cwd": cwd,
         "hasUI": has_ui,
+        "events": EVENT_NAMES,
     })
 }
 
