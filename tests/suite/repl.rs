@@ -1312,6 +1312,21 @@ fn answers_are_rendered_as_markdown_in_a_terminal_and_written_as_is_with_no_colo
     assert_eq!(tmux.wait_for_exit(), 0);
 }
 
+/// [`configure`] with [`two_models_json`], `mock/alpha` the default.
+fn configure_two_models(env: &TestEnv, server: &ProviderServer) {
+    std::fs::create_dir_all(&env.agent_dir).unwrap();
+    std::fs::write(
+        env.agent_dir.join("models.json"),
+        two_models_json(&server.url()),
+    )
+    .unwrap();
+    std::fs::write(
+        env.agent_dir.join("settings.json"),
+        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "defaultModel": "alpha", "defaultProvider": "mock"}"#,
+    )
+    .unwrap();
+}
+
 /// Two reasoning models of the scripted provider (`mock/alpha`, `mock/beta`).
 fn two_models_json(base_url: &str) -> String {
     let model = |id: &str| {
@@ -1348,17 +1363,7 @@ fn application_keys_cycle_models_and_thinking_fold_output_edit_externally_and_fo
         MockResponse::sse(thinking_answer),
         MockResponse::sse(sse::openai_text("Edited prompt answered.")),
     ]);
-    std::fs::create_dir_all(&env.agent_dir).unwrap();
-    std::fs::write(
-        env.agent_dir.join("models.json"),
-        two_models_json(&server.url()),
-    )
-    .unwrap();
-    std::fs::write(
-        env.agent_dir.join("settings.json"),
-        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "defaultModel": "alpha", "defaultProvider": "mock"}"#,
-    )
-    .unwrap();
+    configure_two_models(&env, &server);
     // keybindings.json: /new on Alt+N, Ctrl+X unbound, one invalid key warned about.
     std::fs::write(
         env.agent_dir.join("keybindings.json"),
@@ -1649,17 +1654,7 @@ fn a_walk_through_of_the_new_keys_and_commands_shows_what_a_reference_user_expec
     let server = ProviderServer::start(vec![MockResponse::sse(sse::openai_text(
         "Hi, from **beta**.",
     ))]);
-    std::fs::create_dir_all(&env.agent_dir).unwrap();
-    std::fs::write(
-        env.agent_dir.join("models.json"),
-        two_models_json(&server.url()),
-    )
-    .unwrap();
-    std::fs::write(
-        env.agent_dir.join("settings.json"),
-        r#"{"retry": {"baseDelayMs": 10, "provider": {"maxRetries": 0}}, "defaultModel": "alpha", "defaultProvider": "mock"}"#,
-    )
-    .unwrap();
+    configure_two_models(&env, &server);
     let tmux = Tmux::start(&env, "walk", &[], &[("NO_COLOR", "1")]);
     tmux.wait_for_prompt();
     let mut walk = Vec::new();
