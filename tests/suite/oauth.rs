@@ -1624,3 +1624,68 @@ fn a_401_on_a_compaction_summary_refreshes_once_and_the_compaction_completes() {
     let joined = lines.join("\n");
     setup.assert_no_secrets(&[&joined]);
 }
+
+/// A branch summary (`/tree`, leaving a branch with a summary) whose request is refused (the
+/// token was revoked meanwhile) refreshes the sign-in once and sends the same request again;
+/// the navigation completes with the summary.
+#[test]
+fn a_401_on_a_branch_summary_refreshes_once_and_the_navigation_completes() {
+    use crate::common::tmux::{Tmux, row_number};
+    let setup = Setup::new();
+    setup.signed_in("sk-ant-oat01-branch-secret", "rt-branch-secret", 3_600_000);
+    setup.server.with(|st| {
+        st.access_valid.insert("sk-ant-oat01-branch-secret".into());
+    });
+    let base = setup.server.url();
+    let tmux = Tmux::start(
+        &setup.env,
+        "branch-401",
+        &["--model", MODEL],
+        &[("PI_TEST_OAUTH_BASE", &base), ("PI_OFFLINE", "1")],
+    );
+    tmux.wait_for_prompt();
+    tmux.line("first question");
+    tmux.wait_for_count("pong", 1);
+    tmux.wait_for_prompt();
+    tmux.line("second question");
+    tmux.wait_for_count("pong", 2);
+    tmux.wait_for_prompt();
+    assert_eq!(setup.server.requests("/v1/messages").len(), 2);
+    // The sign-in is revoked at the provider; the refresh token still works.
+    setup.server.with(|st| st.access_valid.clear());
+    tmux.line("/tree");
+    let screen = tmux.wait_for("Go to entry");
+    tmux.line(&row_number(&screen, "user: second question").to_string());
+    tmux.wait_for("Summarize the branch you leave?");
+    tmux.line("s");
+    tmux.wait_for("Navigated to selected point");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_prompt();
+    assert_eq!(setup.server.with(|st| st.refreshes), 1);
+    let calls = setup.server.requests("/v1/messages");
+    assert_eq!(
+        calls.len(),
+        4,
+        "the refused summary request, then the same one again"
+    );
+    assert_eq!(calls[2].json()["messages"], calls[3].json()["messages"]);
+    assert_ne!(
+        calls[2].header("authorization"),
+        calls[3].header("authorization")
+    );
+    tmux.line("/tree");
+    let screen = tmux.wait_for_count("Go to entry", 2);
+    assert!(
+        screen
+            .lines()
+            .any(|line| line.contains("[branch summary]: ")
+                && line.contains("pong")
+                && line.trim_end().ends_with("← current")),
+        "the summary is the new leaf:\n{screen}"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_prompt();
+    tmux.keys(&["C-d"]);
+    assert_eq!(tmux.wait_for_exit(), 0);
+    setup.assert_no_secrets(&[&tmux.screen()]);
+}
